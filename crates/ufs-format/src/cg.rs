@@ -1,0 +1,212 @@
+//! Cylinder group blocks (`struct cg`) and their maps.
+//!
+//! Invariants: a [`Cg`] holds exactly `fs_cgsize` bytes; [`Cg::parse`] checks
+//! the magic, the group index and that every map offset and length lies
+//! inside the buffer, so the map accessors cannot index out of range.
+//! Map semantics (FreeBSD `sys/ufs/ffs/fs.h`): inode map bit set = inode in
+//! use; fragment map bit set = fragment *free*; cluster map bit set = block
+//! free; `cg_clustersum[i]` counts free clusters of length i (the last slot
+//! counts clusters of at least `fs_contigsumsize` blocks).
+use crate::bytes::*;
+use crate::error::FormatError;
+use crate::sb::{Csum, Geometry};
+use crate::{CG_HEADER_SIZE, CG_MAGIC, MAXFRAG};
+
+pub const CG_CS_OFF: usize = 24;
+pub const CG_FRSUM_OFF: usize = 52;
+pub const CG_CKHASH_OFF: usize = 132;
+
+#[derive(Clone, PartialEq, Eq)]
+pub struct Cg {
+    raw: Vec<u8>,
+}
+
+impl std::fmt::Debug for Cg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cg").field("cg_cgx", &self.cg_cgx()).field("cg_cs", &self.cg_cs()).finish()
+    }
+}
+
+impl Cg {
+    crate::fields! {
+        cg_firstfield / set_cg_firstfield: i32 @ 0;
+        cg_magic / set_cg_magic: u32 @ 4;
+        cg_old_time / set_cg_old_time: i32 @ 8;
+        cg_cgx / set_cg_cgx: u32 @ 12;
+        cg_old_ncyl / set_cg_old_ncyl: i16 @ 16;
+        cg_old_niblk / set_cg_old_niblk: i16 @ 18;
+        cg_ndblk / set_cg_ndblk: u32 @ 20;
+        cg_rotor / set_cg_rotor: u32 @ 40;
+        cg_frotor / set_cg_frotor: u32 @ 44;
+        cg_irotor / set_cg_irotor: u32 @ 48;
+        cg_old_btotoff / set_cg_old_btotoff: i32 @ 84;
+        cg_old_boff / set_cg_old_boff: i32 @ 88;
+        cg_iusedoff / set_cg_iusedoff: u32 @ 92;
+        cg_freeoff / set_cg_freeoff: u32 @ 96;
+        cg_nextfreeoff / set_cg_nextfreeoff: u32 @ 100;
+        cg_clustersumoff / set_cg_clustersumoff: u32 @ 104;
+        cg_clusteroff / set_cg_clusteroff: u32 @ 108;
+        cg_nclusterblks / set_cg_nclusterblks: u32 @ 112;
+        cg_niblk / set_cg_niblk: u32 @ 116;
+        cg_initediblk / set_cg_initediblk: u32 @ 120;
+        cg_unrefs / set_cg_unrefs: u32 @ 124;
+        cg_ckhash / set_cg_ckhash: u32 @ 132;
+        cg_time / set_cg_time: i64 @ 136;
+    }
+
+    /// An empty cg buffer of `cgsize` bytes with the map offsets laid out as
+    /// newfs lays them out (`initcg`, sbin/newfs/mkfs.c).
+    pub fn new_layout(g: &Geometry, cgx: u64) -> Cg {
+        let mut cg = Cg { raw: vec![0; g.cgsize as usize] };
+        cg.set_cg_magic(CG_MAGIC);
+        cg.set_cg_cgx(cgx as u32);
+        cg.set_cg_niblk(g.ipg as u32);
+        let iused = CG_HEADER_SIZE as u64;
+        let free = iused + g.ipg.div_ceil(8);
+        let mut next = free + g.fpg.div_ceil(8);
+        cg.set_cg_iusedoff(iused as u32);
+        cg.set_cg_freeoff(free as u32);
+        if g.contigsumsize > 0 {
+            // The cluster summary is an int32 array indexed 1..=contigsumsize;
+            // its offset is chosen so that slot 1 is 4-byte aligned.
+            let sumoff = next.div_ceil(4) * 4 - 4;
+            let clusteroff = sumoff + 4 * (g.contigsumsize + 1);
+            cg.set_cg_clustersumoff(sumoff as u32);
+            cg.set_cg_clusteroff(clusteroff as u32);
+            cg.set_cg_nclusterblks((g.cg_nfrags(cgx) / g.frag) as u32);
+            next = clusteroff + (g.fpg / g.frag).div_ceil(8);
+        }
+        cg.set_cg_nextfreeoff(next as u32);
+        cg
+    }
+
+    /// Parses a cg block read from group `cgx`, checking every offset.
+    pub fn parse(b: &[u8], g: &Geometry, cgx: u64) -> Result<Cg, FormatError> {
+        let what = || format!("cylinder group {cgx}");
+        if b.len() < g.cgsize as usize {
+            return Err(FormatError::corrupt(what(), "short read"));
+        }
+        let cg = Cg { raw: b[..g.cgsize as usize].to_vec() };
+        if cg.cg_magic() != CG_MAGIC {
+            return Err(FormatError::corrupt(what(), format!("bad magic {:#x}", cg.cg_magic())));
+        }
+        if cg.cg_cgx() as u64 != cgx {
+            return Err(FormatError::corrupt(what(), format!("cg_cgx is {}", cg.cg_cgx())));
+        }
+        let len = cg.raw.len() as u64;
+        let inrange = |off: u32, n: u64| (off as u64) >= CG_HEADER_SIZE as u64 && off as u64 + n <= len;
+        if !inrange(cg.cg_iusedoff(), g.ipg.div_ceil(8)) {
+            return Err(FormatError::corrupt(what(), format!("inode map offset {} out of range", cg.cg_iusedoff())));
+        }
+        if !inrange(cg.cg_freeoff(), g.fpg.div_ceil(8)) {
+            return Err(FormatError::corrupt(what(), format!("fragment map offset {} out of range", cg.cg_freeoff())));
+        }
+        if g.contigsumsize > 0 {
+            if !inrange(cg.cg_clustersumoff(), 4 * (g.contigsumsize + 1)) || cg.cg_clustersumoff() % 4 != 0 {
+                return Err(FormatError::corrupt(what(), format!("cluster summary offset {} out of range", cg.cg_clustersumoff())));
+            }
+            if !inrange(cg.cg_clusteroff(), (g.fpg / g.frag).div_ceil(8)) {
+                return Err(FormatError::corrupt(what(), format!("cluster map offset {} out of range", cg.cg_clusteroff())));
+            }
+        }
+        if cg.cg_ndblk() as u64 > g.fpg {
+            return Err(FormatError::corrupt(what(), format!("cg_ndblk {} exceeds fs_fpg", cg.cg_ndblk())));
+        }
+        if cg.cg_initediblk() as u64 > g.ipg || cg.cg_niblk() as u64 > g.ipg {
+            return Err(FormatError::corrupt(what(), format!("cg_initediblk {} exceeds fs_ipg", cg.cg_initediblk())));
+        }
+        Ok(cg)
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.raw
+    }
+
+    pub fn compute_ckhash(&self) -> u32 {
+        crate::ckhash::ckhash_with_zeroed_field(&self.raw, CG_CKHASH_OFF)
+    }
+
+    pub fn cg_cs(&self) -> Csum {
+        Csum::read(&self.raw, CG_CS_OFF)
+    }
+    pub fn set_cg_cs(&mut self, c: Csum) {
+        c.write(&mut self.raw, CG_CS_OFF)
+    }
+    pub fn cg_frsum(&self, i: usize) -> u32 {
+        get_u32(&self.raw, CG_FRSUM_OFF + 4 * i)
+    }
+    pub fn set_cg_frsum(&mut self, i: usize, v: u32) {
+        debug_assert!(i < MAXFRAG);
+        set_u32(&mut self.raw, CG_FRSUM_OFF + 4 * i, v)
+    }
+
+    // Inode map: bit set = in use.
+    pub fn inode_used(&self, i: u64) -> bool {
+        isset(&self.raw, self.cg_iusedoff() as usize, i)
+    }
+    pub fn set_inode_used(&mut self, i: u64, used: bool) {
+        let o = self.cg_iusedoff() as usize;
+        setbit(&mut self.raw, o, i, used)
+    }
+    // Fragment map: bit set = free.
+    pub fn frag_free(&self, f: u64) -> bool {
+        isset(&self.raw, self.cg_freeoff() as usize, f)
+    }
+    pub fn set_frag_free(&mut self, f: u64, free: bool) {
+        let o = self.cg_freeoff() as usize;
+        setbit(&mut self.raw, o, f, free)
+    }
+    /// Are all `frag` fragments of block `b` (block index in the group) free?
+    pub fn block_free(&self, b: u64, frag: u64) -> bool {
+        (b * frag..(b + 1) * frag).all(|f| self.frag_free(f))
+    }
+    // Cluster map: bit set = block free.
+    pub fn cluster_free(&self, b: u64) -> bool {
+        isset(&self.raw, self.cg_clusteroff() as usize, b)
+    }
+    pub fn set_cluster_free(&mut self, b: u64, free: bool) {
+        let o = self.cg_clusteroff() as usize;
+        setbit(&mut self.raw, o, b, free)
+    }
+    pub fn clustersum(&self, i: u64) -> i32 {
+        get_i32(&self.raw, self.cg_clustersumoff() as usize + 4 * i as usize)
+    }
+    pub fn set_clustersum(&mut self, i: u64, v: i32) {
+        let o = self.cg_clustersumoff() as usize + 4 * i as usize;
+        set_i32(&mut self.raw, o, v)
+    }
+    /// Raw access for whole-map operations (fsck comparisons).
+    pub fn raw_mut(&mut self) -> &mut [u8] {
+        &mut self.raw
+    }
+    /// Byte slice of the fragment map covering `nfrags` fragments.
+    pub fn frag_map(&self, nfrags: u64) -> &[u8] {
+        let o = self.cg_freeoff() as usize;
+        &self.raw[o..o + nfrags.div_ceil(8) as usize]
+    }
+    pub fn inode_map(&self, ninodes: u64) -> &[u8] {
+        let o = self.cg_iusedoff() as usize;
+        &self.raw[o..o + ninodes.div_ceil(8) as usize]
+    }
+    /// Finalise before writing: store the check-hash if requested.
+    pub fn update_ckhash(&mut self, enabled: bool) {
+        if enabled {
+            let h = self.compute_ckhash();
+            self.set_cg_ckhash(h);
+        }
+    }
+}
+
+#[inline]
+fn isset(b: &[u8], base: usize, i: u64) -> bool {
+    b[base + (i / 8) as usize] & (1 << (i % 8)) != 0
+}
+#[inline]
+fn setbit(b: &mut [u8], base: usize, i: u64, on: bool) {
+    let byte = &mut b[base + (i / 8) as usize];
+    if on {
+        *byte |= 1 << (i % 8);
+    } else {
+        *byte &= !(1 << (i % 8));
+    }
+}

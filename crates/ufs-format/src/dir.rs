@@ -1,0 +1,148 @@
+//! Directory entries (`struct direct`) inside 512-byte directory chunks.
+//!
+//! Invariants enforced by [`parse_chunk`] (the rules of FreeBSD's `ufs_dirbadentry`
+//! and fsck's pass 2): every `d_reclen` is a nonzero multiple of 4, at least
+//! the entry's own size, and the entries of a chunk tile it exactly without
+//! crossing its end; `d_namlen` is at most 255, the name holds no NUL or '/',
+//! and is followed by a NUL. Source: `sys/ufs/ufs/dir.h`, `ufs_lookup.c`.
+use crate::bytes::*;
+use crate::error::FormatError;
+use crate::{DIRBLKSIZ, MAXNAMLEN};
+
+/// Size an entry with a name of `namlen` bytes needs (`DIRECTSIZ`).
+pub const fn dirsiz(namlen: usize) -> usize {
+    (8 + namlen + 1 + 3) & !3
+}
+
+/// One parsed entry: where it is in the chunk, and what it says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirEntry {
+    /// Byte offset of the entry within the chunk.
+    pub off: usize,
+    pub ino: u32,
+    pub reclen: u16,
+    pub dtype: u8,
+    pub name: Vec<u8>,
+}
+
+impl DirEntry {
+    /// Bytes this entry actually needs (0 for an empty slot).
+    pub fn size(&self) -> usize {
+        if self.ino == 0 {
+            0
+        } else {
+            dirsiz(self.name.len())
+        }
+    }
+}
+
+/// Parses one 512-byte directory chunk, returning every record, including
+/// a leading empty record (`d_ino == 0`). `where_` names the chunk in errors.
+pub fn parse_chunk(chunk: &[u8], where_: &dyn Fn() -> String) -> Result<Vec<DirEntry>, FormatError> {
+    if chunk.len() != DIRBLKSIZ {
+        return Err(FormatError::corrupt(where_(), "directory chunk is not 512 bytes"));
+    }
+    let mut out = Vec::new();
+    let mut off = 0usize;
+    while off < DIRBLKSIZ {
+        let e = parse_entry(chunk, off).map_err(|d| FormatError::corrupt(where_(), format!("entry at offset {off}: {d}")))?;
+        off += e.reclen as usize;
+        out.push(e);
+    }
+    Ok(out)
+}
+
+fn parse_entry(chunk: &[u8], off: usize) -> Result<DirEntry, String> {
+    if off + 8 > DIRBLKSIZ {
+        return Err("header crosses the chunk end".into());
+    }
+    let ino = get_u32(chunk, off);
+    let reclen = get_u16(chunk, off + 4);
+    let dtype = chunk[off + 6];
+    let namlen = chunk[off + 7] as usize;
+    let r = reclen as usize;
+    if r == 0 || r % 4 != 0 {
+        return Err(format!("d_reclen {reclen} is not a positive multiple of 4"));
+    }
+    if off + r > DIRBLKSIZ {
+        return Err(format!("d_reclen {reclen} crosses the chunk end"));
+    }
+    if ino == 0 {
+        // An unused slot: only the first record of a chunk may be one, but
+        // FreeBSD tolerates leftovers; its name is not interpreted.
+        return Ok(DirEntry { off, ino, reclen, dtype, name: Vec::new() });
+    }
+    if namlen > MAXNAMLEN || namlen == 0 {
+        return Err(format!("d_namlen {namlen}"));
+    }
+    if dirsiz(namlen) > r {
+        return Err(format!("d_reclen {reclen} shorter than the name needs"));
+    }
+    let name = &chunk[off + 8..off + 8 + namlen];
+    if chunk[off + 8 + namlen] != 0 {
+        return Err("name not NUL-terminated".into());
+    }
+    if name.iter().any(|&c| c == 0 || c == b'/') {
+        return Err("name contains NUL or '/'".into());
+    }
+    Ok(DirEntry { off, ino, reclen, dtype, name: name.to_vec() })
+}
+
+/// Writes an entry at `off` of `chunk`, padding its name with zeros to the
+/// 4-byte boundary. The caller guarantees `off + reclen <= chunk.len()` and
+/// `reclen >= dirsiz(name.len())`.
+pub fn write_entry(chunk: &mut [u8], off: usize, ino: u32, reclen: u16, dtype: u8, name: &[u8]) {
+    set_u32(chunk, off, ino);
+    set_u16(chunk, off + 4, reclen);
+    chunk[off + 6] = dtype;
+    chunk[off + 7] = name.len() as u8;
+    let end = off + dirsiz(name.len());
+    chunk[off + 8..off + 8 + name.len()].copy_from_slice(name);
+    chunk[off + 8 + name.len()..end].fill(0);
+}
+
+/// Sets only `d_reclen` of the entry at `off`.
+pub fn set_reclen(chunk: &mut [u8], off: usize, reclen: u16) {
+    set_u16(chunk, off + 4, reclen)
+}
+/// Sets only `d_ino` of the entry at `off`.
+pub fn set_ino(chunk: &mut [u8], off: usize, ino: u32) {
+    set_u32(chunk, off, ino)
+}
+/// Sets only `d_type` of the entry at `off`.
+pub fn set_type(chunk: &mut [u8], off: usize, t: u8) {
+    chunk[off + 6] = t
+}
+
+/// A fresh empty chunk: one unused record spanning all 512 bytes.
+pub fn empty_chunk() -> [u8; DIRBLKSIZ] {
+    let mut c = [0u8; DIRBLKSIZ];
+    set_u16(&mut c, 4, DIRBLKSIZ as u16);
+    c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn dirsiz_matches_freebsd() {
+        assert_eq!(dirsiz(1), 12);
+        assert_eq!(dirsiz(2), 12);
+        assert_eq!(dirsiz(3), 12);
+        assert_eq!(dirsiz(4), 16);
+        assert_eq!(dirsiz(255), 264);
+    }
+    #[test]
+    fn roundtrip_and_reject() {
+        let mut c = empty_chunk();
+        write_entry(&mut c, 0, 2, 12, 4, b".");
+        write_entry(&mut c, 12, 2, 500, 4, b"..");
+        let e = parse_chunk(&c, &|| "t".into()).unwrap();
+        assert_eq!(e.len(), 2);
+        assert_eq!(e[1].name, b"..");
+        set_reclen(&mut c, 12, 504);
+        assert!(parse_chunk(&c, &|| "t".into()).is_err());
+        set_reclen(&mut c, 12, 0);
+        assert!(parse_chunk(&c, &|| "t".into()).is_err());
+    }
+}

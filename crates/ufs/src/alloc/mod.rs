@@ -1,0 +1,606 @@
+//! Allocation as FFS does it: cylinder-group choice, blocks, fragments and
+//! inodes, and their release.
+//!
+//! Invariants:
+//! - Every change to a cg's maps goes with the matching change to its
+//!   counters (`cg_cs`, `cg_frsum`, cluster summary), to the summary array
+//!   `cs[cg]` and to `fs_cstotal`, through [`FsCore::commit_cg`].
+//! - `cg_frsum[n]` counts maximal free runs of exactly n fragments inside
+//!   blocks that are not wholly free; wholly free blocks count in `nbfree`
+//!   and in the cluster map and summary.
+//! - Freeing something already free is reported as corruption, never a panic.
+//!
+//! Algorithms (facts from FreeBSD `sys/ufs/ffs/ffs_alloc.c`): `ffs_hashalloc`
+//! (preferred group, quadratic rehash, brute force), `ffs_alloccg`,
+//! `ffs_alloccgblk`, `ffs_fragextend`, `ffs_mapsearch`, `ffs_nodealloccg`
+//! (lazy inode-block initialisation via `cg_initediblk`), `ffs_blkfree`,
+//! `ffs_freefile`, `ffs_dirpref` (Orlov) and the 4.4BSD directory policy,
+//! `ffs_blkpref_ufs2`; `ffs_clusteracct` and `ffs_fragacct` from ffs_subr.c.
+use crate::cache::BlockKind;
+use crate::error::{Error, ErrorKind, Result};
+use crate::fs::{DirPref, FsCore};
+use rand::Rng;
+use ufs_format::sb::Csum;
+use ufs_format::*;
+
+/// Free fragment runs inside one block's bits: (start, len) of each maximal run.
+fn free_runs(cg: &Cg, bstart: u64, frag: u64) -> impl Iterator<Item = (u64, u64)> + '_ {
+    let mut i = 0;
+    std::iter::from_fn(move || {
+        while i < frag && !cg.frag_free(bstart + i) {
+            i += 1;
+        }
+        if i >= frag {
+            return None;
+        }
+        let s = i;
+        while i < frag && cg.frag_free(bstart + i) {
+            i += 1;
+        }
+        Some((s, i - s))
+    })
+}
+
+/// `ffs_fragacct`: adds `cnt` to `cg_frsum[len]` for every partial free run
+/// of the block starting at cg-relative fragment `bstart`.
+fn fragacct(cg: &mut Cg, bstart: u64, frag: u64, cnt: i32) {
+    let runs: Vec<(u64, u64)> = free_runs(cg, bstart, frag).filter(|&(_, l)| l < frag).collect();
+    for (_, len) in runs {
+        let v = cg.cg_frsum(len as usize) as i64 + cnt as i64;
+        cg.set_cg_frsum(len as usize, v.max(0) as u32);
+    }
+}
+
+/// `ffs_clusteracct`: block `blkno` (cg-relative block index) became free
+/// (`cnt = 1`) or allocated (`cnt = -1`); fix the cluster map and summary.
+fn clusteracct(g: &Geometry, cg: &mut Cg, blkno: u64, cnt: i32) {
+    if g.contigsumsize == 0 {
+        return;
+    }
+    let nblks = cg.cg_nclusterblks() as u64;
+    if blkno >= nblks {
+        return;
+    }
+    cg.set_cluster_free(blkno, cnt > 0);
+    let max = g.contigsumsize;
+    let mut forw = 0;
+    while forw < max && blkno + 1 + forw < nblks && cg.cluster_free(blkno + 1 + forw) {
+        forw += 1;
+    }
+    let mut back = 0;
+    while back < max && back < blkno && cg.cluster_free(blkno - 1 - back) {
+        back += 1;
+    }
+    let i = (back + forw + 1).min(max);
+    let add = |cg: &mut Cg, idx: u64, d: i32| {
+        let v = cg.clustersum(idx) + d;
+        cg.set_clustersum(idx, v);
+    };
+    add(cg, i, cnt);
+    if back > 0 {
+        add(cg, back, -cnt);
+    }
+    if forw > 0 {
+        add(cg, forw, -cnt);
+    }
+}
+
+fn sub(a: Csum, b: Csum) -> Csum {
+    Csum {
+        cs_ndir: a.cs_ndir - b.cs_ndir,
+        cs_nbfree: a.cs_nbfree - b.cs_nbfree,
+        cs_nifree: a.cs_nifree - b.cs_nifree,
+        cs_nffree: a.cs_nffree - b.cs_nffree,
+    }
+}
+
+/// How an allocation is charged against the minfree reserve.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reserve {
+    /// Root (or the file system itself): may dip into the minfree reserve.
+    Privileged,
+    /// Others stop at the reserve.
+    Unprivileged,
+}
+
+impl FsCore {
+    /// Stores a modified cg and carries its counter change into the
+    /// summary array and `fs_cstotal`.
+    pub fn commit_cg(&mut self, c: u64, cg: &mut Cg, before: Csum) -> Result<()> {
+        let now = cg.cg_cs();
+        let d = sub(now, before);
+        self.cs[c as usize] = now;
+        let mut t = self.sb.fs_cstotal();
+        t.cs_ndir += d.cs_ndir as i64;
+        t.cs_nbfree += d.cs_nbfree as i64;
+        t.cs_nifree += d.cs_nifree as i64;
+        t.cs_nffree += d.cs_nffree as i64;
+        self.sb.set_fs_cstotal(t);
+        self.sb_dirty = true;
+        self.write_cg(c, cg)
+    }
+
+    /// `freespace(fs, minfree)`: fragments free beyond the reserve.
+    pub fn freespace(&self, percent: u64) -> i64 {
+        let t = self.sb.fs_cstotal();
+        t.cs_nbfree * self.g.frag as i64 + t.cs_nffree - (self.g.dsize * percent / 100) as i64
+    }
+
+    fn nospace(&self, what: &str) -> Error {
+        Error::new(ErrorKind::NoSpace, format!("file system full: no {what} available"))
+    }
+
+    /// `ffs_hashalloc`: try `start`, then quadratic rehash, then brute force.
+    fn hashalloc(&mut self, start: u64, mut f: impl FnMut(&mut FsCore, u64, bool) -> Result<Option<u64>>) -> Result<Option<u64>> {
+        let ncg = self.g.ncg;
+        if let Some(r) = f(self, start, true)? {
+            return Ok(Some(r));
+        }
+        let mut icg = start;
+        let mut i = 1;
+        while i < ncg {
+            icg += i;
+            if icg >= ncg {
+                icg -= ncg;
+            }
+            if let Some(r) = f(self, icg, false)? {
+                return Ok(Some(r));
+            }
+            i *= 2;
+        }
+        let mut icg = (start + 2) % ncg;
+        for _ in 2..ncg {
+            if let Some(r) = f(self, icg, false)? {
+                return Ok(Some(r));
+            }
+            icg += 1;
+            if icg == ncg {
+                icg = 0;
+            }
+        }
+        Ok(None)
+    }
+
+    /// `ffs_alloc`: allocates `size` bytes (a block or a fragment run) near
+    /// `bpref`, for a file whose inode is `ino`. Returns the fragment address.
+    pub fn alloc_block(&mut self, ino: u64, bpref: u64, size: u64, who: Reserve) -> Result<u64> {
+        self.check_writable()?;
+        debug_assert!(size > 0 && size <= self.g.bsize && size % self.g.fsize == 0);
+        let need = self.g.numfrags(size) as i64;
+        if size == self.g.bsize && who == Reserve::Unprivileged && self.freespace(self.g.minfree) - need < 0 {
+            return Err(self.nospace("blocks (the rest is reserved for root)"));
+        }
+        if who == Reserve::Unprivileged && self.freespace(self.g.minfree) - need < 0 {
+            return Err(self.nospace("blocks (the rest is reserved for root)"));
+        }
+        let bpref = if bpref >= self.g.size { 0 } else { bpref };
+        let cg = if bpref == 0 { self.g.ino_to_cg(ino) } else { self.g.dtog(bpref) };
+        match self.hashalloc(cg, |fs, c, _| fs.alloccg(c, bpref, size))? {
+            Some(b) => Ok(b),
+            None => Err(self.nospace("blocks")),
+        }
+    }
+
+    /// `ffs_alloccg`: a block or fragments from group `c`, or None.
+    fn alloccg(&mut self, c: u64, bpref: u64, size: u64) -> Result<Option<u64>> {
+        let g = self.g;
+        if self.cs[c as usize].cs_nbfree == 0 && size == g.bsize {
+            return Ok(None);
+        }
+        if self.cs[c as usize].cs_nbfree == 0 && self.cs[c as usize].cs_nffree < g.numfrags(size) as i32 {
+            return Ok(None);
+        }
+        let mut cg = self.read_cg(c)?;
+        let before = cg.cg_cs();
+        if before.cs_nbfree == 0 && size == g.bsize {
+            return Ok(None);
+        }
+        if size == g.bsize {
+            let b = self.alloccgblk(&mut cg, c, bpref);
+            if b.is_some() {
+                self.commit_cg(c, &mut cg, before)?;
+            }
+            return Ok(b);
+        }
+        let frags = g.numfrags(size);
+        let mut allocsiz = frags;
+        while allocsiz < g.frag && cg.cg_frsum(allocsiz as usize) == 0 {
+            allocsiz += 1;
+        }
+        if allocsiz == g.frag {
+            // No suitable run: split a whole block.
+            if before.cs_nbfree == 0 {
+                return Ok(None);
+            }
+            let Some(bno) = self.alloccgblk(&mut cg, c, bpref) else { return Ok(None) };
+            let rel = g.dtogd(bno);
+            for i in frags..g.frag {
+                cg.set_frag_free(rel + i, true);
+            }
+            let left = g.frag - frags;
+            let mut cs = cg.cg_cs();
+            cs.cs_nffree += left as i32;
+            cg.set_cg_cs(cs);
+            cg.set_cg_frsum(left as usize, cg.cg_frsum(left as usize) + 1);
+            self.commit_cg(c, &mut cg, before)?;
+            return Ok(Some(bno));
+        }
+        let Some(rel) = mapsearch(&g, &mut cg, c, bpref, allocsiz) else {
+            return Err(Error::corrupt(format!("cylinder group {c}: cg_frsum promises a free run of {allocsiz} that the map lacks")));
+        };
+        for i in 0..frags {
+            cg.set_frag_free(rel + i, false);
+        }
+        let mut cs = cg.cg_cs();
+        cs.cs_nffree -= frags as i32;
+        cg.set_cg_cs(cs);
+        cg.set_cg_frsum(allocsiz as usize, cg.cg_frsum(allocsiz as usize).saturating_sub(1));
+        if frags != allocsiz {
+            let r = (allocsiz - frags) as usize;
+            cg.set_cg_frsum(r, cg.cg_frsum(r) + 1);
+        }
+        self.commit_cg(c, &mut cg, before)?;
+        Ok(Some(g.cgbase(c) + rel))
+    }
+
+    /// `ffs_alloccgblk`: a whole block from the loaded group, preferring
+    /// `bpref`; updates maps and counters in `cg` (caller commits).
+    fn alloccgblk(&mut self, cg: &mut Cg, c: u64, bpref: u64) -> Option<u64> {
+        let g = self.g;
+        let ndblk = g.cg_nfrags(c);
+        let rel = if bpref == 0 || g.dtog(bpref) != c {
+            cg.cg_rotor() as u64
+        } else {
+            g.dtogd(bpref) / g.frag * g.frag
+        };
+        let rel = if rel + g.frag > ndblk { 0 } else { rel };
+        let bno = if cg.block_free(rel / g.frag, g.frag) {
+            rel
+        } else {
+            let b = find_free_block(&g, cg, c, rel)?;
+            cg.set_cg_rotor(b as u32);
+            b
+        };
+        let blk = bno / g.frag;
+        for i in 0..g.frag {
+            cg.set_frag_free(bno + i, false);
+        }
+        clusteracct(&g, cg, blk, -1);
+        let mut cs = cg.cg_cs();
+        cs.cs_nbfree -= 1;
+        cg.set_cg_cs(cs);
+        Some(g.cgbase(c) + bno)
+    }
+
+    /// `ffs_fragextend`: grows the fragment run at `bprev` from `osize` to
+    /// `nsize` bytes in place, if the following fragments are free.
+    pub fn fragextend(&mut self, bprev: u64, osize: u64, nsize: u64) -> Result<bool> {
+        let g = self.g;
+        let c = g.dtog(bprev);
+        let ofrags = g.numfrags(osize);
+        let frags = g.numfrags(nsize);
+        if (self.cs[c as usize].cs_nffree as u64) < frags - ofrags {
+            return Ok(false);
+        }
+        let bbase = bprev % g.frag;
+        if bbase + frags > g.frag {
+            return Ok(false);
+        }
+        let mut cg = self.read_cg(c)?;
+        let before = cg.cg_cs();
+        let rel = g.dtogd(bprev);
+        if rel + frags > g.cg_nfrags(c) {
+            return Ok(false);
+        }
+        for i in ofrags..frags {
+            if !cg.frag_free(rel + i) {
+                return Ok(false);
+            }
+        }
+        // The free run that starts right after the old fragments.
+        let mut end = frags;
+        while bbase + end < g.frag && cg.frag_free(rel + end) {
+            end += 1;
+        }
+        let r = (end - ofrags) as usize;
+        cg.set_cg_frsum(r, cg.cg_frsum(r).saturating_sub(1));
+        if end != frags {
+            let r2 = (end - frags) as usize;
+            cg.set_cg_frsum(r2, cg.cg_frsum(r2) + 1);
+        }
+        for i in ofrags..frags {
+            cg.set_frag_free(rel + i, false);
+        }
+        let mut cs = cg.cg_cs();
+        cs.cs_nffree -= (frags - ofrags) as i32;
+        cg.set_cg_cs(cs);
+        self.commit_cg(c, &mut cg, before)?;
+        Ok(true)
+    }
+
+    /// `ffs_blkfree`: returns `size` bytes at fragment `bno` to the free maps.
+    pub fn free_blocks(&mut self, bno: u64, size: u64) -> Result<()> {
+        let g = self.g;
+        let nfr = g.numfrags(size);
+        if bno < g.sblkno || bno + nfr > g.size || nfr == 0 || nfr > g.frag || (bno % g.frag) + nfr > g.frag {
+            return Err(Error::corrupt(format!("freeing bad block {bno} ({size} bytes)")));
+        }
+        self.cache.discard(bno, nfr);
+        let c = g.dtog(bno);
+        let mut cg = self.read_cg(c)?;
+        let before = cg.cg_cs();
+        let rel = g.dtogd(bno);
+        let mut cs = cg.cg_cs();
+        if nfr == g.frag {
+            let blk = rel / g.frag;
+            if (0..g.frag).any(|i| cg.frag_free(rel + i)) {
+                return Err(Error::corrupt(format!("freeing free block {bno}")));
+            }
+            for i in 0..g.frag {
+                cg.set_frag_free(rel + i, true);
+            }
+            clusteracct(&g, &mut cg, blk, 1);
+            cs.cs_nbfree += 1;
+            cg.set_cg_cs(cs);
+        } else {
+            let bbase = rel - rel % g.frag;
+            fragacct(&mut cg, bbase, g.frag, -1);
+            for i in 0..nfr {
+                if cg.frag_free(rel + i) {
+                    return Err(Error::corrupt(format!("freeing free fragment {}", bno + i)));
+                }
+                cg.set_frag_free(rel + i, true);
+            }
+            cs.cs_nffree += nfr as i32;
+            fragacct(&mut cg, bbase, g.frag, 1);
+            if cg.block_free(bbase / g.frag, g.frag) {
+                cs.cs_nffree -= g.frag as i32;
+                cs.cs_nbfree += 1;
+                clusteracct(&g, &mut cg, bbase / g.frag, 1);
+            }
+            cg.set_cg_cs(cs);
+        }
+        self.commit_cg(c, &mut cg, before)
+    }
+
+    /// `ffs_valloc`: a new inode for a child of `parent`.
+    pub fn alloc_inode(&mut self, parent: u64, is_dir: bool) -> Result<u64> {
+        self.check_writable()?;
+        if self.sb.fs_cstotal().cs_nifree <= 0 {
+            return Err(self.nospace("inodes"));
+        }
+        let ipref = if is_dir { self.dirpref(parent) } else { parent };
+        let ipref = if ipref >= self.g.ninodes() { 0 } else { ipref };
+        let cg = self.g.ino_to_cg(ipref);
+        match self.hashalloc(cg, |fs, c, _| fs.nodealloccg(c, ipref, is_dir))? {
+            Some(ino) => Ok(ino),
+            None => Err(self.nospace("inodes")),
+        }
+    }
+
+    /// `ffs_nodealloccg`: an inode from group `c`.
+    fn nodealloccg(&mut self, c: u64, ipref: u64, is_dir: bool) -> Result<Option<u64>> {
+        let g = self.g;
+        if self.cs[c as usize].cs_nifree == 0 {
+            return Ok(None);
+        }
+        let mut cg = self.read_cg(c)?;
+        let before = cg.cg_cs();
+        if before.cs_nifree == 0 {
+            return Ok(None);
+        }
+        let mut rel = if ipref != 0 && g.ino_to_cg(ipref) == c { ipref % g.ipg } else { cg.cg_irotor() as u64 % g.ipg };
+        if cg.inode_used(rel) {
+            let start = cg.cg_irotor() as u64 % g.ipg;
+            let found = (start..g.ipg).chain(0..start).find(|&i| !cg.inode_used(i));
+            match found {
+                Some(i) => rel = i,
+                None => {
+                    return Err(Error::corrupt(format!("cylinder group {c}: counts {} free inodes but its map has none", before.cs_nifree)))
+                }
+            }
+        }
+        cg.set_cg_irotor(rel as u32);
+        let ino = c * g.ipg + rel;
+        if ino < UFS_ROOTINO {
+            // Inodes 0 and 1 are never handed out; mark and retry elsewhere.
+            return Err(Error::corrupt(format!("cylinder group {c}: reserved inode {ino} is marked free")));
+        }
+        // Lazy initialisation: make sure the inode's block has been written.
+        while rel + g.inopb > cg.cg_initediblk() as u64 && (cg.cg_initediblk() as u64) < g.ipg {
+            let first = c * g.ipg + cg.cg_initediblk() as u64;
+            let addr = g.ino_to_fsba(first);
+            let gens: Vec<u32> = (0..g.inopb).map(|_| self.random_gen()).collect();
+            let b = self.cache.create(addr, g.bsize as usize, BlockKind::Inode)?;
+            for (i, gen) in gens.into_iter().enumerate() {
+                let off = i * DINODE_SIZE + 80;
+                b[off..off + 4].copy_from_slice(&gen.to_le_bytes());
+            }
+            cg.set_cg_initediblk(cg.cg_initediblk() + g.inopb as u32);
+        }
+        cg.set_inode_used(rel, true);
+        let mut cs = cg.cg_cs();
+        cs.cs_nifree -= 1;
+        if is_dir {
+            cs.cs_ndir += 1;
+            let cd = &mut self.contigdirs[c as usize];
+            if *cd < 255 {
+                *cd += 1;
+            }
+        } else {
+            let cd = &mut self.contigdirs[c as usize];
+            if *cd > 0 {
+                *cd -= 1;
+            }
+        }
+        cg.set_cg_cs(cs);
+        self.commit_cg(c, &mut cg, before)?;
+        Ok(Some(ino))
+    }
+
+    /// `ffs_freefile`: returns inode `ino` to its group's map.
+    pub fn free_inode(&mut self, ino: u64, was_dir: bool) -> Result<()> {
+        let g = self.g;
+        self.check_ino(ino)?;
+        let c = g.ino_to_cg(ino);
+        let mut cg = self.read_cg(c)?;
+        let before = cg.cg_cs();
+        let rel = ino % g.ipg;
+        if !cg.inode_used(rel) {
+            return Err(Error::corrupt(format!("freeing free inode {ino}")));
+        }
+        cg.set_inode_used(rel, false);
+        if rel < cg.cg_irotor() as u64 {
+            cg.set_cg_irotor(rel as u32);
+        }
+        let mut cs = cg.cg_cs();
+        cs.cs_nifree += 1;
+        if was_dir {
+            cs.cs_ndir -= 1;
+        }
+        cg.set_cg_cs(cs);
+        self.commit_cg(c, &mut cg, before)
+    }
+
+    /// Preferred inode for a new directory under `parent`.
+    pub fn dirpref(&mut self, parent: u64) -> u64 {
+        match self.opts.dirpref {
+            DirPref::Orlov => self.dirpref_orlov(parent),
+            DirPref::Traditional => self.dirpref_traditional(),
+        }
+    }
+
+    /// 4.4BSD: among groups with at least the average number of free
+    /// inodes, the one with the fewest directories.
+    fn dirpref_traditional(&self) -> u64 {
+        let ncg = self.g.ncg as usize;
+        let avgifree = self.sb.fs_cstotal().cs_nifree / ncg as i64;
+        let mut minndir = self.g.ipg as i64;
+        let mut mincg = 0;
+        for (c, cs) in self.cs.iter().enumerate() {
+            if cs.cs_nifree as i64 >= avgifree && (cs.cs_ndir as i64) < minndir {
+                mincg = c;
+                minndir = cs.cs_ndir as i64;
+            }
+        }
+        mincg as u64 * self.g.ipg
+    }
+
+    /// Orlov's policy as in FreeBSD's `ffs_dirpref`.
+    fn dirpref_orlov(&mut self, parent: u64) -> u64 {
+        let g = self.g;
+        let ncg = g.ncg;
+        let t = self.sb.fs_cstotal();
+        let avgifree = t.cs_nifree / ncg as i64;
+        let avgbfree = t.cs_nbfree / ncg as i64;
+        let avgndir = t.cs_ndir / ncg as i64;
+        if parent == UFS_ROOTINO {
+            // Top-level directories spread out: random start, then the
+            // group with fewest directories and enough room.
+            let prefcg = self.rng.gen_range(0..ncg);
+            let mut mincg = prefcg;
+            let mut minndir = g.ipg as i64;
+            for c in (prefcg..ncg).chain(0..prefcg) {
+                let cs = self.cs[c as usize];
+                if (cs.cs_ndir as i64) < minndir && cs.cs_nifree as i64 >= avgifree && cs.cs_nbfree as i64 >= avgbfree {
+                    mincg = c;
+                    minndir = cs.cs_ndir as i64;
+                }
+            }
+            return g.ipg * mincg;
+        }
+        let maxndir = (avgndir + g.ipg as i64 / 16).min(g.ipg as i64);
+        let minifree = (avgifree - avgifree / 4).max(1);
+        let minbfree = (avgbfree - avgbfree / 4).max(1);
+        let cgsize = (g.fsize * g.fpg) as i64;
+        let mut dirsize = self.sb.fs_avgfilesize() as i64 * self.sb.fs_avgfpdir() as i64;
+        let curdirsize = if avgndir != 0 { (cgsize - avgbfree * g.bsize as i64) / avgndir } else { 0 };
+        if dirsize < curdirsize {
+            dirsize = curdirsize;
+        }
+        let mut maxcontigdirs = if dirsize <= 0 { 0 } else { ((avgbfree * g.bsize as i64) / dirsize).min(255) };
+        if self.sb.fs_avgfpdir() > 0 {
+            maxcontigdirs = maxcontigdirs.min(g.ipg as i64 / self.sb.fs_avgfpdir() as i64);
+        }
+        if maxcontigdirs == 0 {
+            maxcontigdirs = 1;
+        }
+        let prefcg = g.ino_to_cg(parent);
+        for c in (prefcg..ncg).chain(0..prefcg) {
+            let cs = self.cs[c as usize];
+            if (cs.cs_ndir as i64) < maxndir
+                && cs.cs_nifree as i64 >= minifree
+                && cs.cs_nbfree as i64 >= minbfree
+                && (self.contigdirs[c as usize] as i64) < maxcontigdirs
+            {
+                return g.ipg * c;
+            }
+        }
+        // Backstop when space is short: any group with average free inodes.
+        for c in (prefcg..ncg).chain(0..prefcg) {
+            if self.cs[c as usize].cs_nifree as i64 >= avgifree {
+                return g.ipg * c;
+            }
+        }
+        g.ipg * prefcg
+    }
+
+    /// `ffs_blkpref_ufs2`: where logical block `lbn` of inode `ino` should
+    /// go; `indx` is its slot in the pointer array and `prev` the pointer of
+    /// the slot before it (0 if none).
+    pub fn blkpref(&mut self, ino: u64, is_dir: bool, lbn: u64, indx: u64, prev: u64) -> u64 {
+        let g = self.g;
+        let inocg = g.ino_to_cg(ino);
+        if indx % g.maxbpg == 0 || prev == 0 {
+            if lbn < UFS_NDADDR as u64 + g.nindir {
+                // Small files and directories stay in their inode's group;
+                // directories sit by the metadata, file data after the
+                // metadata reserve.
+                if is_dir {
+                    return g.cgdmin(inocg);
+                }
+                return g.cgdmin(inocg) + g.metaspace;
+            }
+            // Start a new section in a group with more than average free blocks.
+            let startcg = if indx == 0 || prev == 0 { inocg + lbn / g.maxbpg } else { g.dtog(prev) + 1 } % g.ncg;
+            let avgbfree = self.sb.fs_cstotal().cs_nbfree / g.ncg as i64;
+            for c in (startcg..g.ncg).chain(0..=startcg) {
+                if self.cs[c as usize].cs_nbfree as i64 >= avgbfree {
+                    self.sb.set_fs_cgrotor(c as i32);
+                    return g.cgdmin(c) + g.metaspace;
+                }
+            }
+            return 0;
+        }
+        prev + g.frag
+    }
+}
+
+/// Finds a wholly free block in the group, scanning from cg-relative
+/// fragment `from` and wrapping. Returns its cg-relative first fragment.
+fn find_free_block(g: &Geometry, cg: &Cg, c: u64, from: u64) -> Option<u64> {
+    let nblk = g.cg_nfrags(c) / g.frag;
+    let start = (from / g.frag).min(nblk.saturating_sub(1));
+    (start..nblk).chain(0..start).find(|&b| cg.block_free(b, g.frag)).map(|b| b * g.frag)
+}
+
+/// `ffs_mapsearch` for fragments: the first block (from `bpref`, or the
+/// group's fragment rotor) holding a maximal free run of exactly `allocsiz`
+/// fragments. Returns the run's cg-relative start and advances the rotor.
+fn mapsearch(g: &Geometry, cg: &mut Cg, c: u64, bpref: u64, allocsiz: u64) -> Option<u64> {
+    let nblk = g.cg_nfrags(c).div_ceil(g.frag);
+    if nblk == 0 {
+        return None;
+    }
+    let start = if bpref != 0 && g.dtog(bpref) == c { g.dtogd(bpref) } else { cg.cg_frotor() as u64 } / g.frag;
+    let start = start.min(nblk - 1);
+    for b in (start..nblk).chain(0..start) {
+        let bstart = b * g.frag;
+        let hit = free_runs(cg, bstart, g.frag).find(|&(_, l)| l == allocsiz);
+        if let Some((s, _)) = hit {
+            cg.set_cg_frotor(bstart as u32);
+            return Some(bstart + s);
+        }
+    }
+    None
+}

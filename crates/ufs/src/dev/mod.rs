@@ -1,0 +1,252 @@
+//! Block devices: where bytes finally go.
+//!
+//! Invariants: every implementation is `Send + Sync` and takes `&self`
+//! (internal locking), transfers whole requests or fails, and never reads or
+//! writes past `size()`. `flush` returns only when earlier writes are
+//! durable. Layers stack: a counting device wraps any device; later a disk
+//! model or crash recorder wraps the same trait.
+use crate::error::{Error, ErrorKind, Result};
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+pub trait BlockDevice: Send + Sync {
+    fn read_at(&self, off: u64, buf: &mut [u8]) -> Result<()>;
+    fn write_at(&self, off: u64, buf: &[u8]) -> Result<()>;
+    fn flush(&self) -> Result<()>;
+    fn size(&self) -> u64;
+}
+
+fn check_range(off: u64, len: usize, size: u64) -> Result<()> {
+    match off.checked_add(len as u64) {
+        Some(end) if end <= size => Ok(()),
+        _ => Err(Error::new(ErrorKind::Io, format!("request at byte {off} of {len} bytes is past the device end ({size})"))),
+    }
+}
+
+/// An image file or block device node, with an exclusive advisory lock held
+/// for the life of the value (so fsck refuses a mounted image).
+pub struct FileDevice {
+    file: File,
+    size: u64,
+    read_only: bool,
+}
+
+impl FileDevice {
+    /// Opens `path`; takes an exclusive lock (shared for read-only opens
+    /// unless `exclusive`). Fails with `Busy` if another process holds it.
+    pub fn open(path: &Path, writable: bool) -> Result<Self> {
+        let file = OpenOptions::new().read(true).write(writable).open(path).map_err(|e| {
+            Error::new(ErrorKind::from_io(&e), format!("cannot open {}: {e}", path.display()))
+        })?;
+        let op = if writable { libc::LOCK_EX } else { libc::LOCK_SH };
+        if !lock_file(&file, op | libc::LOCK_NB) {
+            return Err(Error::new(
+                ErrorKind::Busy,
+                format!("{} is in use (mounted or being checked by another ufskit process)", path.display()),
+            ));
+        }
+        let size = device_size(&file)?;
+        Ok(FileDevice { file, size, read_only: !writable })
+    }
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+}
+
+fn lock_file(file: &File, op: i32) -> bool {
+    use std::os::fd::AsRawFd;
+    // SAFETY-free: flock through the libc crate is a plain syscall wrapper.
+    flock(file.as_raw_fd(), op)
+}
+
+#[allow(unsafe_code)]
+fn flock(fd: i32, op: i32) -> bool {
+    // SAFETY: flock has no memory-safety preconditions; fd is owned by File.
+    unsafe { libc::flock(fd, op) == 0 }
+}
+
+fn device_size(file: &File) -> Result<u64> {
+    use std::io::{Seek, SeekFrom};
+    let meta = file.metadata()?;
+    if meta.is_file() {
+        return Ok(meta.len());
+    }
+    // Block devices report 0 in metadata; seek to the end instead.
+    let mut f = file.try_clone()?;
+    let n = f.seek(SeekFrom::End(0))?;
+    Ok(n)
+}
+
+impl BlockDevice for FileDevice {
+    fn read_at(&self, off: u64, buf: &mut [u8]) -> Result<()> {
+        check_range(off, buf.len(), self.size)?;
+        self.file.read_exact_at(buf, off)?;
+        Ok(())
+    }
+    fn write_at(&self, off: u64, buf: &[u8]) -> Result<()> {
+        if self.read_only {
+            return Err(Error::new(ErrorKind::ReadOnly, "device opened read-only"));
+        }
+        check_range(off, buf.len(), self.size)?;
+        self.file.write_all_at(buf, off)?;
+        Ok(())
+    }
+    fn flush(&self) -> Result<()> {
+        if !self.read_only {
+            self.file.sync_data()?;
+        }
+        Ok(())
+    }
+    fn size(&self) -> u64 {
+        self.size
+    }
+}
+
+/// A device in memory, for tests and experiments.
+pub struct MemDevice {
+    data: Mutex<Vec<u8>>,
+}
+
+impl MemDevice {
+    pub fn new(size: u64) -> Self {
+        MemDevice { data: Mutex::new(vec![0; size as usize]) }
+    }
+    pub fn from_vec(v: Vec<u8>) -> Self {
+        MemDevice { data: Mutex::new(v) }
+    }
+    pub fn snapshot(&self) -> Vec<u8> {
+        self.data.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+impl BlockDevice for MemDevice {
+    fn read_at(&self, off: u64, buf: &mut [u8]) -> Result<()> {
+        let d = self.data.lock().unwrap_or_else(|p| p.into_inner());
+        check_range(off, buf.len(), d.len() as u64)?;
+        buf.copy_from_slice(&d[off as usize..off as usize + buf.len()]);
+        Ok(())
+    }
+    fn write_at(&self, off: u64, buf: &[u8]) -> Result<()> {
+        let mut d = self.data.lock().unwrap_or_else(|p| p.into_inner());
+        check_range(off, buf.len(), d.len() as u64)?;
+        d[off as usize..off as usize + buf.len()].copy_from_slice(buf);
+        Ok(())
+    }
+    fn flush(&self) -> Result<()> {
+        Ok(())
+    }
+    fn size(&self) -> u64 {
+        self.data.lock().unwrap_or_else(|p| p.into_inner()).len() as u64
+    }
+}
+
+/// Request counters of a device stack.
+#[derive(Debug, Default, Clone, Copy, serde::Serialize)]
+pub struct DevStats {
+    pub reads: u64,
+    pub writes: u64,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+    pub flushes: u64,
+    /// Sum of |start - end of previous request| in bytes.
+    pub seek_bytes: u64,
+}
+
+/// Counts requests, bytes and seek distance of the device below.
+pub struct CountingDevice<D: BlockDevice> {
+    inner: D,
+    reads: AtomicU64,
+    writes: AtomicU64,
+    read_bytes: AtomicU64,
+    write_bytes: AtomicU64,
+    flushes: AtomicU64,
+    seek_bytes: AtomicU64,
+    head: AtomicU64,
+}
+
+impl<D: BlockDevice> CountingDevice<D> {
+    pub fn new(inner: D) -> Self {
+        CountingDevice {
+            inner,
+            reads: AtomicU64::new(0),
+            writes: AtomicU64::new(0),
+            read_bytes: AtomicU64::new(0),
+            write_bytes: AtomicU64::new(0),
+            flushes: AtomicU64::new(0),
+            seek_bytes: AtomicU64::new(0),
+            head: AtomicU64::new(0),
+        }
+    }
+    pub fn stats(&self) -> DevStats {
+        DevStats {
+            reads: self.reads.load(Ordering::Relaxed),
+            writes: self.writes.load(Ordering::Relaxed),
+            read_bytes: self.read_bytes.load(Ordering::Relaxed),
+            write_bytes: self.write_bytes.load(Ordering::Relaxed),
+            flushes: self.flushes.load(Ordering::Relaxed),
+            seek_bytes: self.seek_bytes.load(Ordering::Relaxed),
+        }
+    }
+    pub fn inner(&self) -> &D {
+        &self.inner
+    }
+    fn seek(&self, off: u64, len: usize) {
+        let prev = self.head.swap(off + len as u64, Ordering::Relaxed);
+        self.seek_bytes.fetch_add(prev.abs_diff(off), Ordering::Relaxed);
+    }
+}
+
+impl<D: BlockDevice> BlockDevice for CountingDevice<D> {
+    fn read_at(&self, off: u64, buf: &mut [u8]) -> Result<()> {
+        self.reads.fetch_add(1, Ordering::Relaxed);
+        self.read_bytes.fetch_add(buf.len() as u64, Ordering::Relaxed);
+        self.seek(off, buf.len());
+        self.inner.read_at(off, buf)
+    }
+    fn write_at(&self, off: u64, buf: &[u8]) -> Result<()> {
+        self.writes.fetch_add(1, Ordering::Relaxed);
+        self.write_bytes.fetch_add(buf.len() as u64, Ordering::Relaxed);
+        self.seek(off, buf.len());
+        self.inner.write_at(off, buf)
+    }
+    fn flush(&self) -> Result<()> {
+        self.flushes.fetch_add(1, Ordering::Relaxed);
+        self.inner.flush()
+    }
+    fn size(&self) -> u64 {
+        self.inner.size()
+    }
+}
+
+impl BlockDevice for Box<dyn BlockDevice> {
+    fn read_at(&self, off: u64, buf: &mut [u8]) -> Result<()> {
+        (**self).read_at(off, buf)
+    }
+    fn write_at(&self, off: u64, buf: &[u8]) -> Result<()> {
+        (**self).write_at(off, buf)
+    }
+    fn flush(&self) -> Result<()> {
+        (**self).flush()
+    }
+    fn size(&self) -> u64 {
+        (**self).size()
+    }
+}
+
+impl<D: BlockDevice + ?Sized> BlockDevice for std::sync::Arc<D> {
+    fn read_at(&self, off: u64, buf: &mut [u8]) -> Result<()> {
+        (**self).read_at(off, buf)
+    }
+    fn write_at(&self, off: u64, buf: &[u8]) -> Result<()> {
+        (**self).write_at(off, buf)
+    }
+    fn flush(&self) -> Result<()> {
+        (**self).flush()
+    }
+    fn size(&self) -> u64 {
+        (**self).size()
+    }
+}

@@ -1,0 +1,275 @@
+//! Directories with FreeBSD's linear algorithms (`ufs_lookup.c`): lookup by
+//! scanning every 512-byte chunk, insertion into the first chunk with room
+//! (compacting the entries of that chunk when the room is scattered),
+//! removal by merging an entry's space into its predecessor, and truncation
+//! of empty trailing chunks. This is the baseline the dirhash index
+//! accelerates; it must stay a clean, separate piece.
+//!
+//! Invariants: a directory's size is a multiple of `DIRBLKSIZ`; every chunk
+//! parses (see `ufs_format::dir::parse_chunk`) or the operation fails with
+//! `Corrupt` naming the directory and offset; entries never cross a chunk;
+//! the first entry of a chunk is freed by clearing its inode number.
+use crate::alloc::Reserve;
+use crate::cache::BlockKind;
+use crate::error::{Error, ErrorKind, Result};
+use crate::fs::FsCore;
+use ufs_format::dir::{dirsiz, parse_chunk, DirEntry};
+use ufs_format::*;
+
+/// A name found in a directory.
+#[derive(Debug, Clone)]
+pub struct Found {
+    pub ino: u64,
+    pub dtype: u8,
+    /// Byte offset of the entry in the directory.
+    pub off: u64,
+}
+
+/// An entry returned by readdir: `next` is the cookie to resume after it.
+#[derive(Debug, Clone)]
+pub struct ReadDirEntry {
+    pub next: u64,
+    pub ino: u64,
+    pub dtype: u8,
+    pub name: Vec<u8>,
+}
+
+impl FsCore {
+    fn check_dir_size(&self, ino: u64, di: &Dinode) -> Result<()> {
+        if di.di_size() % DIRBLKSIZ as u64 != 0 {
+            return Err(Error::corrupt(format!("directory {ino}: size {} is not a multiple of {DIRBLKSIZ}", di.di_size())));
+        }
+        Ok(())
+    }
+
+    /// Parses the chunk at byte `off` (a multiple of 512) of directory `ino`.
+    pub fn dir_chunk(&mut self, ino: u64, di: &Dinode, off: u64) -> Result<Vec<DirEntry>> {
+        let g = self.g;
+        let lbn = g.lblkno(off);
+        let addr = self.bmap(ino, di, lbn)?;
+        if addr == 0 {
+            return Err(Error::corrupt(format!("directory {ino}: hole at offset {off}")));
+        }
+        let bsz = g.blksize(di.di_size(), lbn) as usize;
+        let b = self.cache.read(addr, bsz, BlockKind::Dir)?;
+        let o = g.blkoff(off) as usize;
+        if o + DIRBLKSIZ > b.len() {
+            return Err(Error::corrupt(format!("directory {ino}: offset {off} beyond its block")));
+        }
+        parse_chunk(&b[o..o + DIRBLKSIZ], &|| format!("directory {ino} at offset {off}")).map_err(Error::from)
+    }
+
+    /// Runs `f` on the mutable bytes of the chunk at `off`.
+    fn dir_chunk_mut<T>(&mut self, ino: u64, di: &Dinode, off: u64, f: impl FnOnce(&mut [u8]) -> T) -> Result<T> {
+        let g = self.g;
+        let lbn = g.lblkno(off);
+        let addr = self.bmap(ino, di, lbn)?;
+        if addr == 0 {
+            return Err(Error::corrupt(format!("directory {ino}: hole at offset {off}")));
+        }
+        let bsz = g.blksize(di.di_size(), lbn) as usize;
+        let b = self.cache.modify(addr, bsz, BlockKind::Dir)?;
+        let o = g.blkoff(off) as usize;
+        if o + DIRBLKSIZ > b.len() {
+            return Err(Error::corrupt(format!("directory {ino}: offset {off} beyond its block")));
+        }
+        Ok(f(&mut b[o..o + DIRBLKSIZ]))
+    }
+
+    /// Linear lookup of `name` in directory `ino`.
+    pub fn dir_lookup(&mut self, ino: u64, di: &Dinode, name: &[u8]) -> Result<Option<Found>> {
+        self.check_dir_size(ino, di)?;
+        let mut off = 0;
+        while off < di.di_size() {
+            for e in self.dir_chunk(ino, di, off)? {
+                if e.ino != 0 && e.name == name {
+                    return Ok(Some(Found { ino: e.ino as u64, dtype: e.dtype, off: off + e.off as u64 }));
+                }
+            }
+            off += DIRBLKSIZ as u64;
+        }
+        Ok(None)
+    }
+
+    /// Adds `name -> child` to directory `dino`. The caller has checked that
+    /// the name is absent. Updates `ddi` (size, blocks) without storing it.
+    pub fn dir_enter(&mut self, dino: u64, ddi: &mut Dinode, name: &[u8], child: u64, dtype: u8, who: Reserve) -> Result<()> {
+        self.check_dir_size(dino, ddi)?;
+        if name.is_empty() || name.len() > MAXNAMLEN {
+            return Err(Error::new(ErrorKind::NameTooLong, format!("name of {} bytes", name.len())));
+        }
+        let needed = dirsiz(name.len());
+        let size = ddi.di_size();
+        // Find a slot: one entry with enough spare room, or a run of entries
+        // within one chunk whose spare room adds up (to be compacted).
+        let mut slot: Option<(u64, usize, usize)> = None; // (chunk offset, region start, region len)
+        let mut enduseful = 0u64;
+        let mut off = 0;
+        while off < size {
+            let entries = self.dir_chunk(dino, ddi, off)?;
+            let mut acc_start: Option<usize> = None;
+            let mut acc_free = 0usize;
+            for e in &entries {
+                if e.ino != 0 {
+                    enduseful = off + e.off as u64 + e.size() as u64;
+                }
+                if slot.is_some() {
+                    continue;
+                }
+                let free = e.reclen as usize - e.size();
+                if free == 0 {
+                    continue;
+                }
+                if free >= needed {
+                    slot = Some((off, e.off, e.reclen as usize));
+                    continue;
+                }
+                acc_free += free;
+                let s = *acc_start.get_or_insert(e.off);
+                if acc_free >= needed {
+                    slot = Some((off, s, e.off + e.reclen as usize - s));
+                }
+            }
+            off += DIRBLKSIZ as u64;
+        }
+        match slot {
+            Some((coff, start, len)) => {
+                self.dir_chunk_mut(dino, ddi, coff, |c| compact_and_insert(c, start, len, child as u32, dtype, name))??;
+                // Drop empty chunks at the end (FreeBSD's i_endoff).
+                let endoff = enduseful.max(coff + start as u64 + 1).div_ceil(DIRBLKSIZ as u64) * DIRBLKSIZ as u64;
+                if endoff < size {
+                    self.truncate_data(dino, ddi, endoff, who)?;
+                }
+            }
+            None => {
+                // Append a new chunk.
+                let mut chunk = ufs_format::dir::empty_chunk();
+                ufs_format::dir::write_entry(&mut chunk, 0, child as u32, DIRBLKSIZ as u16, dtype, name);
+                self.write_data(dino, ddi, size, &chunk, who)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes `name` from directory `dino`; returns what it pointed to.
+    pub fn dir_remove(&mut self, dino: u64, ddi: &mut Dinode, name: &[u8], who: Reserve) -> Result<Found> {
+        self.check_dir_size(dino, ddi)?;
+        let size = ddi.di_size();
+        let mut off = 0;
+        while off < size {
+            let entries = self.dir_chunk(dino, ddi, off)?;
+            if let Some(i) = entries.iter().position(|e| e.ino != 0 && e.name == name) {
+                let e = &entries[i];
+                let found = Found { ino: e.ino as u64, dtype: e.dtype, off: off + e.off as u64 };
+                let eoff = e.off;
+                let reclen = e.reclen;
+                let prev = if i > 0 { Some((entries[i - 1].off, entries[i - 1].reclen)) } else { None };
+                self.dir_chunk_mut(dino, ddi, off, |c| match prev {
+                    None => ufs_format::dir::set_ino(c, eoff, 0),
+                    Some((poff, preclen)) => ufs_format::dir::set_reclen(c, poff, preclen + reclen),
+                })?;
+                // If the last chunk is now empty, give back trailing empty chunks.
+                if off + DIRBLKSIZ as u64 == size {
+                    self.dir_trim_tail(dino, ddi, who)?;
+                }
+                return Ok(found);
+            }
+            off += DIRBLKSIZ as u64;
+        }
+        Err(Error::new(ErrorKind::NotFound, format!("{} not found", String::from_utf8_lossy(name))))
+    }
+
+    fn dir_trim_tail(&mut self, dino: u64, ddi: &mut Dinode, who: Reserve) -> Result<()> {
+        let mut end = ddi.di_size();
+        while end > DIRBLKSIZ as u64 {
+            let entries = self.dir_chunk(dino, ddi, end - DIRBLKSIZ as u64)?;
+            if entries.iter().any(|e| e.ino != 0) {
+                break;
+            }
+            end -= DIRBLKSIZ as u64;
+        }
+        if end < ddi.di_size() {
+            self.truncate_data(dino, ddi, end, who)?;
+        }
+        Ok(())
+    }
+
+    /// Points the existing entry `name` at `ino` (rename over an entry, or
+    /// fixing `..`).
+    pub fn dir_rewrite(&mut self, dino: u64, ddi: &Dinode, name: &[u8], ino: u64, dtype: u8) -> Result<()> {
+        let Some(f) = self.dir_lookup(dino, ddi, name)? else {
+            return Err(Error::new(ErrorKind::NotFound, format!("{} not found", String::from_utf8_lossy(name))));
+        };
+        let coff = f.off / DIRBLKSIZ as u64 * DIRBLKSIZ as u64;
+        let eoff = (f.off - coff) as usize;
+        self.dir_chunk_mut(dino, ddi, coff, |c| {
+            ufs_format::dir::set_ino(c, eoff, ino as u32);
+            ufs_format::dir::set_type(c, eoff, dtype);
+        })
+    }
+
+    /// True if the directory holds only `.` and `..`.
+    pub fn dir_is_empty(&mut self, dino: u64, ddi: &Dinode) -> Result<bool> {
+        let mut off = 0;
+        while off < ddi.di_size() {
+            for e in self.dir_chunk(dino, ddi, off)? {
+                if e.ino != 0 && e.name != b"." && e.name != b".." {
+                    return Ok(false);
+                }
+            }
+            off += DIRBLKSIZ as u64;
+        }
+        Ok(true)
+    }
+
+    /// Entries starting at byte `cookie`, up to `max` of them.
+    pub fn dir_read(&mut self, dino: u64, ddi: &Dinode, cookie: u64, max: usize) -> Result<Vec<ReadDirEntry>> {
+        self.check_dir_size(dino, ddi)?;
+        let mut out = Vec::new();
+        let mut coff = cookie / DIRBLKSIZ as u64 * DIRBLKSIZ as u64;
+        while coff < ddi.di_size() && out.len() < max {
+            for e in self.dir_chunk(dino, ddi, coff)? {
+                let abs = coff + e.off as u64;
+                if abs < cookie || e.ino == 0 {
+                    continue;
+                }
+                out.push(ReadDirEntry { next: abs + e.reclen as u64, ino: e.ino as u64, dtype: e.dtype, name: e.name });
+            }
+            coff += DIRBLKSIZ as u64;
+        }
+        Ok(out)
+    }
+
+    /// Writes the first chunk of a new directory (`.` and `..`).
+    pub fn dir_init(&mut self, ino: u64, di: &mut Dinode, parent: u64, who: Reserve) -> Result<()> {
+        let mut chunk = ufs_format::dir::empty_chunk();
+        ufs_format::dir::write_entry(&mut chunk, 0, ino as u32, 12, ufs_format::dinode::dt::DT_DIR, b".");
+        ufs_format::dir::write_entry(&mut chunk, 12, parent as u32, (DIRBLKSIZ - 12) as u16, ufs_format::dinode::dt::DT_DIR, b"..");
+        self.write_data(ino, di, 0, &chunk, who)
+    }
+}
+
+/// `ufs_direnter`'s compaction: packs the live entries of the region
+/// `[start, start+len)` of a chunk to its front and puts the new entry in
+/// the space left at the end of the region.
+fn compact_and_insert(c: &mut [u8], start: usize, len: usize, ino: u32, dtype: u8, name: &[u8]) -> Result<()> {
+    let entries = parse_chunk(c, &|| "directory chunk".to_string())?;
+    let region: Vec<&DirEntry> = entries.iter().filter(|e| e.off >= start && e.off < start + len).collect();
+    let mut w = start;
+    let mut last: Option<(usize, usize)> = None; // (offset, size) of last packed live entry
+    let live: Vec<DirEntry> = region.iter().filter(|e| e.ino != 0).map(|e| (*e).clone()).collect();
+    let needed = dirsiz(name.len());
+    for e in &live {
+        let sz = e.size();
+        ufs_format::dir::write_entry(c, w, e.ino, sz as u16, e.dtype, &e.name);
+        last = Some((w, sz));
+        w += sz;
+    }
+    let spare = start + len - w;
+    if spare < needed {
+        return Err(Error::corrupt("directory slot smaller than computed"));
+    }
+    let _ = last;
+    ufs_format::dir::write_entry(c, w, ino, spare as u16, dtype, name);
+    Ok(())
+}

@@ -1,0 +1,340 @@
+//! The core of a mounted file system: superblock, cylinder-group summary,
+//! buffer cache and inode I/O, owned by one [`FsCore`] behind the lock in
+//! [`crate::ops::Fs`].
+//!
+//! Invariants:
+//! - `sb`, `g` and `cs` describe the same file system; `g` was derived from a
+//!   validated superblock and is never changed while mounted.
+//! - The three copies of every counter (cg header, `cs[cg]`, `fs_cstotal`)
+//!   are updated together by the allocator, so they agree at every sync.
+//! - Inodes are read from and written to their inode block in the cache;
+//!   there is no second copy to keep coherent. Check-hashes are verified on
+//!   read and recomputed on write when the superblock enables them.
+//! - A read-only core never writes to the device.
+use crate::cache::{BlockKind, BufferCache};
+use crate::dev::BlockDevice;
+use crate::error::{Error, ErrorKind, Result};
+use rand::{Rng, SeedableRng};
+use std::collections::HashMap;
+use ufs_format::sb::{Csum, CsumTotal};
+use ufs_format::*;
+
+/// Directory placement policy (`-o dirpref=`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub enum DirPref {
+    /// FreeBSD's `ffs_dirpref` since 2001 (Orlov).
+    Orlov,
+    /// 4.4BSD: the group with the fewest directories among those with at
+    /// least the average number of free inodes.
+    Traditional,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct MountOptions {
+    pub read_only: bool,
+    /// Mount even if the file system is not clean.
+    pub force: bool,
+    pub dirpref: DirPref,
+    /// Buffer cache limit in bytes.
+    pub cache_bytes: u64,
+    /// Seed for the allocator's random choices (deterministic runs).
+    pub seed: Option<u64>,
+}
+
+impl Default for MountOptions {
+    fn default() -> Self {
+        MountOptions { read_only: false, force: false, dirpref: DirPref::Orlov, cache_bytes: 64 << 20, seed: None }
+    }
+}
+
+pub struct FsCore {
+    pub sb: Superblock,
+    pub g: Geometry,
+    pub cs: Vec<Csum>,
+    pub cache: BufferCache,
+    pub opts: MountOptions,
+    /// `fs_contigdirs`: directories allocated in a row per group (memory only).
+    pub contigdirs: Vec<u8>,
+    pub read_only: bool,
+    pub sb_dirty: bool,
+    pub rng: rand::rngs::StdRng,
+    /// Kernel lookup references per inode (FUSE); an unlinked inode is freed
+    /// only when its count drops to zero.
+    pub lookups: HashMap<u64, u64>,
+    /// Inodes whose link count reached zero while still referenced.
+    pub orphans: std::collections::BTreeSet<u64>,
+    /// Whether the file system was clean when opened.
+    pub was_clean: bool,
+}
+
+/// Finds and validates the superblock, searching FreeBSD's locations.
+pub fn read_superblock(dev: &dyn BlockDevice) -> Result<(Superblock, Geometry, u64)> {
+    let mut first_err: Option<Error> = None;
+    for loc in SBLOCKSEARCH {
+        if loc + SBLOCKSIZE as u64 > dev.size() {
+            continue;
+        }
+        let mut buf = vec![0u8; SBLOCKSIZE];
+        dev.read_at(loc, &mut buf)?;
+        let magic = u32::from_le_bytes(buf[1372..1376].try_into().unwrap_or([0; 4]));
+        let known = [FS_UFS2_MAGIC, FS_UFS1_MAGIC, FS_UFS2_MAGIC.swap_bytes(), FS_UFS1_MAGIC.swap_bytes(), FS_BAD_MAGIC];
+        if !known.contains(&magic) {
+            continue;
+        }
+        let sb = match Superblock::from_bytes(&buf) {
+            Ok(sb) => sb,
+            Err(e) => {
+                if first_err.is_none() {
+                    first_err = Some(e.into());
+                }
+                continue;
+            }
+        };
+        // A UFS2 superblock found somewhere it does not claim to live is a
+        // stale copy (e.g. a UFS1 leftover); keep looking.
+        if (loc == SBLOCK_UFS2 || loc == SBLOCK_UFS1) && sb.fs_sblockloc() as u64 != loc {
+            continue;
+        }
+        match sb.validate(loc) {
+            Ok(g) => {
+                if sb.ckhash_enabled(CK_SUPERBLOCK) && sb.compute_ckhash() != sb.fs_ckhash() {
+                    let e = Error::corrupt(format!(
+                        "superblock check-hash mismatch at byte {loc}: stored {:#x}, computed {:#x}",
+                        sb.fs_ckhash(),
+                        sb.compute_ckhash()
+                    ));
+                    if first_err.is_none() {
+                        first_err = Some(e);
+                    }
+                    continue;
+                }
+                if g.size.checked_mul(g.fsize).is_none_or(|b| b > dev.size()) {
+                    return Err(Error::corrupt(format!(
+                        "file system of {} bytes is larger than its device ({} bytes)",
+                        g.size.saturating_mul(g.fsize),
+                        dev.size()
+                    )));
+                }
+                return Ok((sb, g, loc));
+            }
+            Err(e) => {
+                if first_err.is_none() {
+                    first_err = Some(e.into());
+                }
+            }
+        }
+    }
+    Err(first_err.unwrap_or_else(|| Error::new(ErrorKind::Invalid, "no UFS2 superblock found (not a UFS file system?)")))
+}
+
+pub fn now() -> (i64, i32) {
+    let d = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    (d.as_secs() as i64, d.subsec_nanos() as i32)
+}
+
+impl FsCore {
+    pub fn open(dev: Box<dyn BlockDevice>, opts: MountOptions) -> Result<FsCore> {
+        let (sb, g, _loc) = read_superblock(&*dev)?;
+        let mut cache = BufferCache::new(dev, g.fsize, opts.cache_bytes);
+        // The summary area: ncg entries of struct csum at fs_csaddr.
+        let mut raw = vec![0u8; g.cssize as usize];
+        cache.read_raw(g.csaddr * g.fsize, &mut raw, BlockKind::Summary)?;
+        let cs: Vec<Csum> = (0..g.ncg as usize).map(|i| Csum::read(&raw, i * Csum::SIZE)).collect();
+        let rng = match opts.seed {
+            Some(s) => rand::rngs::StdRng::seed_from_u64(s),
+            None => rand::rngs::StdRng::from_entropy(),
+        };
+        let was_clean = sb.fs_clean() != 0 && (sb.fs_flags() & (FS_UNCLEAN | FS_NEEDSFSCK)) == 0;
+        let mut read_only = opts.read_only;
+        if !was_clean && !opts.force {
+            read_only = true;
+        }
+        let ncg = g.ncg as usize;
+        let mut core = FsCore {
+            sb,
+            g,
+            cs,
+            cache,
+            opts,
+            contigdirs: vec![0; ncg],
+            read_only,
+            sb_dirty: false,
+            rng,
+            lookups: HashMap::new(),
+            orphans: Default::default(),
+            was_clean,
+        };
+        if !core.read_only {
+            // Mark the file system in use on disk before changing anything.
+            core.sb.set_fs_clean(0);
+            let (t, _) = now();
+            core.sb.set_fs_mtime(t);
+            core.write_superblock()?;
+            core.cache.device().flush()?;
+        }
+        Ok(core)
+    }
+
+    pub fn check_writable(&self) -> Result<()> {
+        if self.read_only {
+            return Err(Error::new(ErrorKind::ReadOnly, "file system is mounted read-only"));
+        }
+        Ok(())
+    }
+
+    /// The block size actually used for I/O of an inode block.
+    pub fn inode_block_addr(&self, ino: u64) -> u64 {
+        self.g.ino_to_fsba(ino)
+    }
+
+    pub fn check_ino(&self, ino: u64) -> Result<()> {
+        if ino < UFS_ROOTINO || ino >= self.g.ninodes() {
+            return Err(Error::corrupt(format!("inode number {ino} out of range")));
+        }
+        Ok(())
+    }
+
+    pub fn read_inode(&mut self, ino: u64) -> Result<Dinode> {
+        self.check_ino(ino)?;
+        let addr = self.g.ino_to_fsba(ino);
+        let off = self.g.ino_to_fsbo(ino) as usize * DINODE_SIZE;
+        let bsize = self.g.bsize as usize;
+        let verify = self.sb.ckhash_enabled(CK_INODE);
+        let b = self.cache.read(addr, bsize, BlockKind::Inode)?;
+        let di = Dinode::from_bytes(&b[off..off + DINODE_SIZE]);
+        if verify && di.di_mode() != 0 && !di.ckhash_ok() {
+            return Err(Error::corrupt(format!(
+                "inode {ino} check-hash mismatch (stored {:#x}, computed {:#x})",
+                di.di_ckhash(),
+                di.compute_ckhash()
+            )));
+        }
+        Ok(di)
+    }
+
+    pub fn write_inode(&mut self, ino: u64, di: &Dinode) -> Result<()> {
+        self.check_writable()?;
+        self.check_ino(ino)?;
+        let mut di = di.clone();
+        if self.sb.ckhash_enabled(CK_INODE) {
+            di.update_ckhash();
+        }
+        let addr = self.g.ino_to_fsba(ino);
+        let off = self.g.ino_to_fsbo(ino) as usize * DINODE_SIZE;
+        let bsize = self.g.bsize as usize;
+        let b = self.cache.modify(addr, bsize, BlockKind::Inode)?;
+        b[off..off + DINODE_SIZE].copy_from_slice(di.as_bytes());
+        Ok(())
+    }
+
+    /// Reads cylinder group `c` (through the cache), verifying it.
+    pub fn read_cg(&mut self, c: u64) -> Result<Cg> {
+        let addr = self.g.cgtod(c);
+        let cgsize = self.g.cgsize as usize;
+        let len = self.g.fragroundup(cgsize as u64) as usize;
+        let g = self.g;
+        let verify = self.sb.ckhash_enabled(CK_CYLGRP);
+        let b = self.cache.read(addr, len, BlockKind::Cg)?;
+        let cg = Cg::parse(b, &g, c)?;
+        if verify && cg.compute_ckhash() != cg.cg_ckhash() {
+            return Err(Error::corrupt(format!(
+                "cylinder group {c} check-hash mismatch (stored {:#x}, computed {:#x})",
+                cg.cg_ckhash(),
+                cg.compute_ckhash()
+            )));
+        }
+        Ok(cg)
+    }
+
+    pub fn write_cg(&mut self, c: u64, cg: &mut Cg) -> Result<()> {
+        self.check_writable()?;
+        let (t, _) = now();
+        cg.set_cg_time(t);
+        cg.update_ckhash(self.sb.ckhash_enabled(CK_CYLGRP));
+        let addr = self.g.cgtod(c);
+        let len = self.g.fragroundup(self.g.cgsize) as usize;
+        let b = self.cache.modify(addr, len, BlockKind::Cg)?;
+        b[..cg.as_bytes().len()].copy_from_slice(cg.as_bytes());
+        Ok(())
+    }
+
+    /// Writes the superblock and the summary area (not the backups).
+    pub fn write_superblock(&mut self) -> Result<()> {
+        self.check_writable()?;
+        let mut raw = vec![0u8; self.g.cssize as usize];
+        for (i, c) in self.cs.iter().enumerate() {
+            c.write(&mut raw, i * Csum::SIZE);
+        }
+        self.cache.write_raw(self.g.csaddr * self.g.fsize, &raw, BlockKind::Summary)?;
+        let (t, _) = now();
+        self.sb.set_fs_time(t);
+        self.sb.set_fs_fmod(0);
+        self.sb.set_fs_sblockactualloc(self.g.sblockloc as i64);
+        let bytes = self.sb.to_disk_bytes();
+        self.cache.write_raw(self.g.sblockloc, &bytes, BlockKind::Super)?;
+        self.sb_dirty = false;
+        Ok(())
+    }
+
+    pub fn cstotal(&self) -> CsumTotal {
+        self.sb.fs_cstotal()
+    }
+
+    /// Writes everything dirty and makes it durable.
+    pub fn sync(&mut self) -> Result<()> {
+        if self.read_only {
+            return Ok(());
+        }
+        self.cache.write_all()?;
+        self.write_superblock()?;
+        self.cache.sync()
+    }
+
+    /// Frees orphans, flushes everything and marks the file system clean.
+    pub fn unmount(&mut self) -> Result<()> {
+        if self.read_only {
+            return Ok(());
+        }
+        self.free_orphans()?;
+        self.cache.write_all()?;
+        self.cache.device().flush()?;
+        self.sb.set_fs_clean(1);
+        self.sb.set_fs_flags(self.sb.fs_flags() & !FS_UNCLEAN);
+        self.write_superblock()?;
+        self.cache.device().flush()?;
+        Ok(())
+    }
+
+    /// Frees every inode whose last link went while it was still in use.
+    pub fn free_orphans(&mut self) -> Result<()> {
+        let orphans: Vec<u64> = std::mem::take(&mut self.orphans).into_iter().collect();
+        for ino in orphans {
+            self.release_inode(ino)?;
+        }
+        Ok(())
+    }
+
+    /// Frees an inode with no links: its blocks, then the inode itself.
+    pub fn release_inode(&mut self, ino: u64) -> Result<()> {
+        let mut di = self.read_inode(ino)?;
+        if di.di_mode() == 0 || di.nlink() != 0 {
+            return Ok(());
+        }
+        let was_dir = di.is_dir();
+        let has_blocks = !(di.is_symlink() && di.di_blocks() == 0)
+            && !matches!(di.file_type(), ufs_format::dinode::IFCHR | ufs_format::dinode::IFBLK | ufs_format::dinode::IFIFO | ufs_format::dinode::IFSOCK);
+        if has_blocks {
+            self.truncate_data(ino, &mut di, 0, crate::alloc::Reserve::Privileged)?;
+        }
+        let gen = di.di_gen();
+        let mut fresh = Dinode::default();
+        fresh.set_di_gen(gen.wrapping_add(1).max(1));
+        self.write_inode(ino, &fresh)?;
+        self.free_inode(ino, was_dir)
+    }
+
+    pub fn random_gen(&mut self) -> u32 {
+        // FreeBSD draws generation numbers from arc4random and never uses 0.
+        self.rng.gen_range(1..=u32::MAX / 2)
+    }
+}

@@ -1,0 +1,390 @@
+//! File contents: block maps through direct and indirect pointers, reads,
+//! writes that allocate, and truncation.
+//!
+//! Invariants (those fsck checks, after FreeBSD's `ffs_balloc_ufs2` and
+//! `ffs_truncate`):
+//! - Only a block among the first `UFS_NDADDR` that is the file's last block
+//!   may be a fragment run; its length is `fragroundup(blkoff(size))`.
+//!   Before a file grows past such a block, the block becomes whole.
+//! - A file never ends in a hole: the block holding its last byte is
+//!   allocated (truncation up or down allocates it).
+//! - `di_blocks` counts every data and indirect fragment in 512-byte units.
+//! - Bytes between the end of a file and the end of its last block are zero.
+//! - Every pointer read from disk is range-checked before use.
+use crate::alloc::Reserve;
+use crate::cache::BlockKind;
+use crate::error::{Error, ErrorKind, Result};
+use crate::fs::FsCore;
+use ufs_format::*;
+
+/// Where a logical block's pointer lives.
+#[derive(Debug, Clone, Copy)]
+enum Path {
+    Direct(usize),
+    /// Indirect level (1..=3) and the index at each level, top first.
+    Indirect(usize, [u64; 3]),
+}
+
+fn dbtob(n: u64) -> u64 {
+    n / 512
+}
+
+impl FsCore {
+    fn path(&self, lbn: u64) -> Result<Path> {
+        let n = self.g.nindir;
+        if lbn < UFS_NDADDR as u64 {
+            return Ok(Path::Direct(lbn as usize));
+        }
+        let mut l = lbn - UFS_NDADDR as u64;
+        if l < n {
+            return Ok(Path::Indirect(1, [l, 0, 0]));
+        }
+        l -= n;
+        if l < n * n {
+            return Ok(Path::Indirect(2, [l / n, l % n, 0]));
+        }
+        l -= n * n;
+        if l < n * n * n {
+            return Ok(Path::Indirect(3, [l / (n * n), (l / n) % n, l % n]));
+        }
+        Err(Error::new(ErrorKind::FileTooBig, "file offset beyond the triple-indirect range"))
+    }
+
+    fn check_ptr(&self, ino: u64, addr: u64, nfrags: u64) -> Result<()> {
+        if addr < self.g.sblkno || addr.checked_add(nfrags).is_none_or(|e| e > self.g.size) {
+            return Err(Error::corrupt(format!("inode {ino}: block pointer {addr} outside the file system")));
+        }
+        Ok(())
+    }
+
+    fn kind_of(di: &Dinode) -> BlockKind {
+        if di.is_dir() {
+            BlockKind::Dir
+        } else {
+            BlockKind::Data
+        }
+    }
+
+    fn indir_get(&mut self, ino: u64, addr: u64, idx: u64) -> Result<u64> {
+        self.check_ptr(ino, addr, self.g.frag)?;
+        let bs = self.g.bsize as usize;
+        let b = self.cache.read(addr, bs, BlockKind::Indir)?;
+        let i = idx as usize * 8;
+        Ok(u64::from_le_bytes(b[i..i + 8].try_into().unwrap_or([0; 8])))
+    }
+
+    fn indir_set(&mut self, addr: u64, idx: u64, v: u64) -> Result<()> {
+        let bs = self.g.bsize as usize;
+        let b = self.cache.modify(addr, bs, BlockKind::Indir)?;
+        let i = idx as usize * 8;
+        b[i..i + 8].copy_from_slice(&v.to_le_bytes());
+        Ok(())
+    }
+
+    /// Physical fragment address of logical block `lbn` (0 for a hole).
+    pub fn bmap(&mut self, ino: u64, di: &Dinode, lbn: u64) -> Result<u64> {
+        match self.path(lbn)? {
+            Path::Direct(i) => Ok(di.di_db(i)),
+            Path::Indirect(level, idx) => {
+                let mut addr = di.di_ib(level - 1);
+                for &ix in idx.iter().take(level) {
+                    if addr == 0 {
+                        return Ok(0);
+                    }
+                    addr = self.indir_get(ino, addr, ix)?;
+                }
+                if addr != 0 {
+                    self.check_ptr(ino, addr, self.g.frag)?;
+                }
+                Ok(addr)
+            }
+        }
+    }
+
+    /// Bytes allocated to logical block `lbn` of a file of `size` bytes.
+    fn alloc_size(&self, size: u64, lbn: u64) -> u64 {
+        self.g.blksize(size, lbn)
+    }
+
+    /// `ffs_realloccg`: grows the fragment run of `lbn` at `bprev` from
+    /// `osize` to `nsize`, in place if possible, else by moving it.
+    fn realloc_frags(&mut self, ino: u64, di: &Dinode, lbn: u64, bprev: u64, osize: u64, nsize: u64, who: Reserve) -> Result<u64> {
+        let kind = Self::kind_of(di);
+        if self.fragextend(bprev, osize, nsize)? {
+            self.cache.resize(bprev, osize as usize, nsize as usize, kind)?;
+            return Ok(bprev);
+        }
+        let pref = self.blkpref(ino, di.is_dir(), lbn, lbn, if lbn > 0 { di.di_db(lbn as usize - 1) } else { 0 });
+        // Optimising for time: take a whole block so the run can grow in
+        // place later, and give back what is not needed now.
+        let request = if self.sb.fs_optim() == FS_OPTTIME { self.g.bsize } else { nsize };
+        let bno = self.alloc_block(ino, pref, request, who)?;
+        self.cache.relocate(bprev, osize as usize, bno, nsize as usize, kind)?;
+        if request > nsize {
+            self.free_blocks(bno + self.g.numfrags(nsize), request - nsize)?;
+        }
+        self.free_blocks(bprev, osize)?;
+        Ok(bno)
+    }
+
+    /// Makes sure logical block `lbn` is allocated with at least `nsize`
+    /// bytes (whole block outside the direct area). Returns its address.
+    /// `di.di_size` must still be the size before the write.
+    fn balloc(&mut self, ino: u64, di: &mut Dinode, lbn: u64, nsize: u64, who: Reserve) -> Result<u64> {
+        let g = self.g;
+        let kind = Self::kind_of(di);
+        let size = di.di_size();
+        // A fragment tail must become a whole block before the file grows past it.
+        if size > 0 {
+            let lastlbn = g.lblkno(size - 1);
+            if lastlbn < UFS_NDADDR as u64 && lastlbn < lbn {
+                let osize = self.alloc_size(size, lastlbn);
+                let nb = di.di_db(lastlbn as usize);
+                if nb != 0 && osize < g.bsize {
+                    let nb2 = self.realloc_frags(ino, di, lastlbn, nb, osize, g.bsize, who)?;
+                    di.set_di_db(lastlbn as usize, nb2);
+                    di.set_di_blocks(di.di_blocks() + dbtob(g.bsize - osize));
+                    di.set_di_size((lastlbn + 1) * g.bsize);
+                }
+            }
+        }
+        match self.path(lbn)? {
+            Path::Direct(i) => {
+                let nb = di.di_db(i);
+                let size = di.di_size();
+                if nb != 0 {
+                    self.check_ptr(ino, nb, g.numfrags(nsize))?;
+                    let osize = if size > lbn * g.bsize { self.alloc_size(size, lbn) } else { g.bsize };
+                    if osize >= nsize {
+                        return Ok(nb);
+                    }
+                    let nb2 = self.realloc_frags(ino, di, lbn, nb, osize, nsize, who)?;
+                    di.set_di_db(i, nb2);
+                    di.set_di_blocks(di.di_blocks() + dbtob(nsize - osize));
+                    return Ok(nb2);
+                }
+                let prev = if i > 0 { di.di_db(i - 1) } else { 0 };
+                let pref = self.blkpref(ino, di.is_dir(), lbn, i as u64, prev);
+                let bno = self.alloc_block(ino, pref, nsize, who)?;
+                self.cache.create(bno, nsize as usize, kind)?;
+                di.set_di_db(i, bno);
+                di.set_di_blocks(di.di_blocks() + dbtob(nsize));
+                Ok(bno)
+            }
+            Path::Indirect(level, idx) => {
+                let bs = g.bsize;
+                let mut addr = di.di_ib(level - 1);
+                if addr == 0 {
+                    let pref = self.blkpref(ino, di.is_dir(), lbn, 0, 0);
+                    addr = self.alloc_block(ino, pref, bs, who)?;
+                    self.cache.create(addr, bs as usize, BlockKind::Indir)?;
+                    di.set_di_ib(level - 1, addr);
+                    di.set_di_blocks(di.di_blocks() + dbtob(bs));
+                }
+                for l in 0..level {
+                    let ix = idx[l];
+                    let mut nb = self.indir_get(ino, addr, ix)?;
+                    let leaf = l + 1 == level;
+                    if nb == 0 {
+                        let prev = if ix > 0 { self.indir_get(ino, addr, ix - 1)? } else { 0 };
+                        let pref = if leaf { self.blkpref(ino, di.is_dir(), lbn, ix, prev) } else { self.blkpref(ino, di.is_dir(), lbn, 0, 0) };
+                        nb = self.alloc_block(ino, pref, bs, who)?;
+                        self.cache.create(nb, bs as usize, if leaf { kind } else { BlockKind::Indir })?;
+                        self.indir_set(addr, ix, nb)?;
+                        di.set_di_blocks(di.di_blocks() + dbtob(bs));
+                    } else {
+                        self.check_ptr(ino, nb, g.frag)?;
+                    }
+                    addr = nb;
+                }
+                Ok(addr)
+            }
+        }
+    }
+
+    /// Reads up to `len` bytes at `off`; short at end of file.
+    pub fn read_data(&mut self, ino: u64, di: &Dinode, off: u64, len: usize) -> Result<Vec<u8>> {
+        let g = self.g;
+        let size = di.di_size();
+        if off >= size {
+            return Ok(Vec::new());
+        }
+        let end = (off + len as u64).min(size);
+        let mut out = Vec::with_capacity((end - off) as usize);
+        let kind = Self::kind_of(di);
+        let mut pos = off;
+        while pos < end {
+            let lbn = g.lblkno(pos);
+            let boff = g.blkoff(pos) as usize;
+            let n = ((g.bsize - boff as u64).min(end - pos)) as usize;
+            let addr = self.bmap(ino, di, lbn)?;
+            if addr == 0 {
+                out.resize(out.len() + n, 0);
+            } else {
+                let bsz = self.alloc_size(size, lbn) as usize;
+                self.check_ptr(ino, addr, g.numfrags(bsz as u64))?;
+                let b = self.cache.read(addr, bsz, kind)?;
+                if boff + n > b.len() {
+                    return Err(Error::corrupt(format!("inode {ino}: block {lbn} shorter than the file size implies")));
+                }
+                out.extend_from_slice(&b[boff..boff + n]);
+            }
+            pos += n as u64;
+        }
+        Ok(out)
+    }
+
+    /// Writes `data` at `off`, allocating as needed; updates `di` (size,
+    /// blocks, pointers) but does not store it.
+    pub fn write_data(&mut self, ino: u64, di: &mut Dinode, off: u64, data: &[u8], who: Reserve) -> Result<()> {
+        let g = self.g;
+        let end = off.checked_add(data.len() as u64).ok_or_else(|| Error::new(ErrorKind::FileTooBig, "offset overflow"))?;
+        if end > g.maxfilesize {
+            return Err(Error::new(ErrorKind::FileTooBig, format!("file would exceed the maximum size {}", g.maxfilesize)));
+        }
+        let kind = Self::kind_of(di);
+        let mut pos = off;
+        let mut src = 0usize;
+        while pos < end {
+            let lbn = g.lblkno(pos);
+            let boff = g.blkoff(pos) as usize;
+            let n = ((g.bsize - boff as u64).min(end - pos)) as usize;
+            let newsize = di.di_size().max(pos + n as u64);
+            let nsize = if lbn < UFS_NDADDR as u64 { self.alloc_size(newsize, lbn) } else { g.bsize };
+            let addr = self.balloc(ino, di, lbn, nsize, who)?;
+            let b = self.cache.modify(addr, nsize as usize, kind)?;
+            b[boff..boff + n].copy_from_slice(&data[src..src + n]);
+            if newsize > di.di_size() {
+                di.set_di_size(newsize);
+            }
+            pos += n as u64;
+            src += n;
+        }
+        Ok(())
+    }
+
+    /// Sets the file size to `length`, freeing or allocating blocks.
+    pub fn truncate_data(&mut self, ino: u64, di: &mut Dinode, length: u64, who: Reserve) -> Result<()> {
+        let g = self.g;
+        let size = di.di_size();
+        if length > g.maxfilesize {
+            return Err(Error::new(ErrorKind::FileTooBig, format!("size exceeds the maximum {}", g.maxfilesize)));
+        }
+        if length == size {
+            return Ok(());
+        }
+        let kind = Self::kind_of(di);
+        if length > size {
+            // Growing: allocate the block holding the new last byte.
+            let lbn = g.lblkno(length - 1);
+            let nsize = if lbn < UFS_NDADDR as u64 { self.alloc_size(length, lbn) } else { g.bsize };
+            self.balloc(ino, di, lbn, nsize, who)?;
+            di.set_di_size(length);
+            return Ok(());
+        }
+        // Shrinking.
+        let keep = length.div_ceil(g.bsize); // logical blocks kept
+        // Direct blocks past the end.
+        for i in (keep as usize)..UFS_NDADDR {
+            let nb = di.di_db(i);
+            if nb != 0 {
+                let bsz = self.alloc_size(size, i as u64);
+                self.free_blocks(nb, bsz)?;
+                di.set_di_db(i, 0);
+                di.set_di_blocks(di.di_blocks().saturating_sub(dbtob(bsz)));
+            }
+        }
+        // Indirect trees.
+        let n = g.nindir;
+        let mut first = UFS_NDADDR as u64;
+        let mut span = n;
+        for level in 1..=3usize {
+            let addr = di.di_ib(level - 1);
+            if addr != 0 {
+                let freed_all = self.trim_tree(ino, di, addr, level, first, keep)?;
+                if freed_all {
+                    di.set_di_ib(level - 1, 0);
+                }
+            }
+            first += span;
+            span *= n;
+        }
+        // A partial last direct block shrinks to the fragments it needs.
+        if length > 0 {
+            let last = keep - 1;
+            if last < UFS_NDADDR as u64 {
+                let nb = di.di_db(last as usize);
+                let osize = self.alloc_size(size, last);
+                let nsize = self.alloc_size(length, last);
+                if nb != 0 && nsize < osize {
+                    self.cache.resize(nb, osize as usize, nsize as usize, kind)?;
+                    self.free_blocks(nb + g.numfrags(nsize), osize - nsize)?;
+                    di.set_di_blocks(di.di_blocks().saturating_sub(dbtob(osize - nsize)));
+                }
+            }
+        }
+        di.set_di_size(length);
+        if length > 0 {
+            // Zero the tail of the last block; allocate it if it is a hole.
+            let last = keep - 1;
+            let nsize = if last < UFS_NDADDR as u64 { self.alloc_size(length, last) } else { g.bsize };
+            let addr = self.bmap(ino, di, last)?;
+            if addr == 0 {
+                di.set_di_size(last * g.bsize);
+                self.balloc(ino, di, last, nsize, who)?;
+                di.set_di_size(length);
+            } else {
+                let boff = g.blkoff(length) as usize;
+                if boff != 0 {
+                    let b = self.cache.modify(addr, nsize as usize, kind)?;
+                    b[boff..].fill(0);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Frees the parts of the indirect tree rooted at `addr` (covering
+    /// logical blocks from `first`) at or beyond logical block `keep`.
+    /// Returns true if the whole tree, `addr` included, was freed.
+    fn trim_tree(&mut self, ino: u64, di: &mut Dinode, addr: u64, level: usize, first: u64, keep: u64) -> Result<bool> {
+        let g = self.g;
+        let n = g.nindir;
+        let per = n.pow(level as u32 - 1); // logical blocks per pointer
+        self.check_ptr(ino, addr, g.frag)?;
+        let ptrs: Vec<u64> = {
+            let b = self.cache.read(addr, g.bsize as usize, BlockKind::Indir)?;
+            b.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8]))).collect()
+        };
+        let mut any_left = false;
+        for (i, &p) in ptrs.iter().enumerate() {
+            if p == 0 {
+                continue;
+            }
+            let start = first + i as u64 * per;
+            if start + per <= keep {
+                any_left = true;
+                continue;
+            }
+            let gone = if level == 1 {
+                self.check_ptr(ino, p, g.frag)?;
+                self.free_blocks(p, g.bsize)?;
+                di.set_di_blocks(di.di_blocks().saturating_sub(dbtob(g.bsize)));
+                true
+            } else {
+                self.trim_tree(ino, di, p, level - 1, start, keep)?
+            };
+            if gone {
+                self.indir_set(addr, i as u64, 0)?;
+            } else {
+                any_left = true;
+            }
+        }
+        if !any_left {
+            self.free_blocks(addr, g.bsize)?;
+            di.set_di_blocks(di.di_blocks().saturating_sub(dbtob(g.bsize)));
+            return Ok(true);
+        }
+        Ok(false)
+    }
+}

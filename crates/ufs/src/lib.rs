@@ -1,0 +1,30 @@
+//! ufskit engine: a userspace implementation of FreeBSD's UFS2.
+//!
+//! Layers, bottom up (each module's header states its invariants):
+//! - [`dev`]: block devices (file, memory, counting);
+//! - [`cache`]: the buffer cache, the single path of every block;
+//! - [`fs`]: the mounted-file-system core: superblock, summary, inode I/O;
+//! - [`alloc`]: cylinder-group choice, block/fragment/inode allocation;
+//! - [`inode`]: block maps, file reads, writes and truncation;
+//! - [`dir`]: directory blocks with FreeBSD's linear algorithms;
+//! - [`ops`]: POSIX operations over `&self` with internal locking;
+//! - tools as library code: [`newfs`], [`fsck`], [`dumpfs`], [`tunefs`].
+#![deny(unsafe_code)]
+
+pub mod alloc;
+pub mod cache;
+pub mod dev;
+pub mod dir;
+pub mod dumpfs;
+pub mod error;
+pub mod fs;
+pub mod fsck;
+pub mod inode;
+pub mod newfs;
+pub mod ops;
+pub mod tunefs;
+
+pub use error::{Error, ErrorKind, Result};
+pub use fs::{DirPref, MountOptions};
+
+
