@@ -1,1 +1,883 @@
-//! placeholder
+//! POSIX operations on a mounted file system, over `&self`.
+//!
+//! Invariants:
+//! - All state lives in one [`FsCore`] behind a mutex; every public method
+//!   takes the lock once, so each operation is atomic with respect to the
+//!   others (multi-threaded callers such as the FUSE adapter are safe).
+//! - An operation either completes or leaves the file system consistent:
+//!   resources allocated before a failure are released again, and inodes
+//!   are stored even when a write stops short (so no block leaks).
+//! - Link counts follow FFS: a directory has 2 + number of subdirectories;
+//!   an inode is freed when its link count is 0 and no kernel lookup
+//!   reference remains (`remember`/`forget`).
+//! - Directory depth (`di_dirdepth`, FreeBSD 14 fsck checks it) is the
+//!   parent's plus one, root 0, kept right across renames.
+use crate::alloc::Reserve;
+use crate::cache::CacheStats;
+use crate::dev::{BlockDevice, FileDevice};
+use crate::dir::ReadDirEntry;
+use crate::error::{Error, ErrorKind, Result};
+use crate::fs::{now, FsCore, MountOptions};
+use std::sync::{Mutex, MutexGuard};
+use ufs_format::dinode::{self, dt, iftodt};
+use ufs_format::*;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub enum FileKind {
+    File,
+    Dir,
+    Symlink,
+    Fifo,
+    Socket,
+    CharDev,
+    BlockDev,
+}
+
+impl FileKind {
+    pub fn from_mode(mode: u16) -> Option<FileKind> {
+        Some(match mode & dinode::IFMT {
+            dinode::IFREG => FileKind::File,
+            dinode::IFDIR => FileKind::Dir,
+            dinode::IFLNK => FileKind::Symlink,
+            dinode::IFIFO => FileKind::Fifo,
+            dinode::IFSOCK => FileKind::Socket,
+            dinode::IFCHR => FileKind::CharDev,
+            dinode::IFBLK => FileKind::BlockDev,
+            _ => return None,
+        })
+    }
+    pub fn from_dtype(t: u8) -> Option<FileKind> {
+        Some(match t {
+            dt::DT_REG => FileKind::File,
+            dt::DT_DIR => FileKind::Dir,
+            dt::DT_LNK => FileKind::Symlink,
+            dt::DT_FIFO => FileKind::Fifo,
+            dt::DT_SOCK => FileKind::Socket,
+            dt::DT_CHR => FileKind::CharDev,
+            dt::DT_BLK => FileKind::BlockDev,
+            _ => return None,
+        })
+    }
+}
+
+/// Seconds and nanoseconds since the epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Time {
+    pub sec: i64,
+    pub nsec: u32,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Attr {
+    pub ino: u64,
+    pub size: u64,
+    /// 512-byte units.
+    pub blocks: u64,
+    pub atime: Time,
+    pub mtime: Time,
+    pub ctime: Time,
+    pub birthtime: Time,
+    pub kind: FileKind,
+    /// Permission bits including setuid/setgid/sticky.
+    pub perm: u16,
+    pub nlink: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub rdev: u32,
+    /// BSD file flags (`chflags`).
+    pub flags: u32,
+    pub gen: u32,
+    pub blksize: u32,
+}
+
+/// Who is asking: decides ownership of new files and the minfree reserve.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cred {
+    pub uid: u32,
+    pub gid: u32,
+}
+
+impl Cred {
+    pub const ROOT: Cred = Cred { uid: 0, gid: 0 };
+    fn reserve(&self) -> Reserve {
+        if self.uid == 0 {
+            Reserve::Privileged
+        } else {
+            Reserve::Unprivileged
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+pub enum TimeSet {
+    Now,
+    At(Time),
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct SetAttr {
+    pub mode: Option<u16>,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    pub size: Option<u64>,
+    pub atime: Option<TimeSet>,
+    pub mtime: Option<TimeSet>,
+    pub flags: Option<u32>,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct StatFs {
+    /// Fragment size: the unit of the block counts.
+    pub frsize: u64,
+    pub bsize: u64,
+    pub blocks: u64,
+    pub bfree: u64,
+    pub bavail: u64,
+    pub files: u64,
+    pub ffree: u64,
+    pub namelen: u32,
+}
+
+/// Rename variants (Linux `renameat2` flags).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RenameMode {
+    Replace,
+    NoReplace,
+    Exchange,
+}
+
+pub struct Fs {
+    core: Mutex<FsCore>,
+}
+
+fn attr_of(ino: u64, di: &Dinode, bsize: u64) -> Result<Attr> {
+    let kind = FileKind::from_mode(di.di_mode())
+        .ok_or_else(|| Error::corrupt(format!("inode {ino}: unknown file type in mode {:o}", di.di_mode())))?;
+    let t = |s: i64, n: i32| Time { sec: s, nsec: n.clamp(0, 999_999_999) as u32 };
+    Ok(Attr {
+        ino,
+        size: di.di_size(),
+        blocks: di.di_blocks(),
+        atime: t(di.di_atime(), di.di_atimensec()),
+        mtime: t(di.di_mtime(), di.di_mtimensec()),
+        ctime: t(di.di_ctime(), di.di_ctimensec()),
+        birthtime: t(di.di_birthtime(), di.di_birthnsec()),
+        kind,
+        perm: di.di_mode() & 0o7777,
+        nlink: di.nlink(),
+        uid: di.di_uid(),
+        gid: di.di_gid(),
+        rdev: if matches!(kind, FileKind::CharDev | FileKind::BlockDev) { di.di_rdev() } else { 0 },
+        flags: di.di_flags(),
+        gen: di.di_gen(),
+        blksize: bsize as u32,
+    })
+}
+
+const DI_DIRDEPTH_OFF: usize = 240;
+
+fn dirdepth(di: &Dinode) -> u32 {
+    di.di_freelink()
+}
+fn set_dirdepth(di: &mut Dinode, d: u32) {
+    let _ = DI_DIRDEPTH_OFF;
+    di.set_di_freelink(d)
+}
+
+fn check_name(name: &[u8]) -> Result<()> {
+    if name.len() > MAXNAMLEN {
+        return Err(Error::new(ErrorKind::NameTooLong, format!("name of {} bytes exceeds {MAXNAMLEN}", name.len())));
+    }
+    if name.is_empty() || name.contains(&b'/') || name.contains(&0) {
+        return Err(Error::new(ErrorKind::Invalid, "invalid file name"));
+    }
+    Ok(())
+}
+
+fn touch(di: &mut Dinode, m: bool, c: bool, a: bool) {
+    let (s, n) = now();
+    if m {
+        di.set_di_mtime(s);
+        di.set_di_mtimensec(n);
+    }
+    if c {
+        di.set_di_ctime(s);
+        di.set_di_ctimensec(n);
+    }
+    if a {
+        di.set_di_atime(s);
+        di.set_di_atimensec(n);
+    }
+}
+
+impl Fs {
+    pub fn open(dev: Box<dyn BlockDevice>, opts: MountOptions) -> Result<Fs> {
+        Ok(Fs { core: Mutex::new(FsCore::open(dev, opts)?) })
+    }
+
+    /// Opens an image file or device, locking it for the life of the value.
+    pub fn open_path(path: &std::path::Path, opts: MountOptions) -> Result<Fs> {
+        let dev = FileDevice::open(path, !opts.read_only)?;
+        Fs::open(Box::new(dev), opts)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, FsCore> {
+        self.core.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Runs `f` with the core locked (tools and benchmarks).
+    pub fn with_core<T>(&self, f: impl FnOnce(&mut FsCore) -> T) -> T {
+        f(&mut self.lock())
+    }
+
+    pub fn root(&self) -> u64 {
+        UFS_ROOTINO
+    }
+    pub fn is_read_only(&self) -> bool {
+        self.lock().read_only
+    }
+    pub fn was_clean(&self) -> bool {
+        self.lock().was_clean
+    }
+    pub fn block_size(&self) -> u64 {
+        self.lock().g.bsize
+    }
+
+    pub fn getattr(&self, ino: u64) -> Result<Attr> {
+        let mut c = self.lock();
+        let di = live_inode(&mut c, ino)?;
+        attr_of(ino, &di, c.g.bsize)
+    }
+
+    pub fn lookup(&self, parent: u64, name: &[u8]) -> Result<Attr> {
+        check_name(name)?;
+        let mut c = self.lock();
+        let pdi = dir_inode(&mut c, parent)?;
+        match c.dir_lookup(parent, &pdi, name)? {
+            Some(f) => {
+                let di = live_inode(&mut c, f.ino)?;
+                attr_of(f.ino, &di, c.g.bsize)
+            }
+            None => Err(Error::new(ErrorKind::NotFound, format!("{} not found", String::from_utf8_lossy(name)))),
+        }
+    }
+
+    /// Records a kernel reference to `ino` (FUSE lookup count).
+    pub fn remember(&self, ino: u64) {
+        *self.lock().lookups.entry(ino).or_insert(0) += 1;
+    }
+
+    /// Drops `n` kernel references; frees the inode if it was unlinked.
+    pub fn forget(&self, ino: u64, n: u64) -> Result<()> {
+        let mut c = self.lock();
+        let left = match c.lookups.get_mut(&ino) {
+            Some(k) => {
+                *k = k.saturating_sub(n);
+                *k
+            }
+            None => 0,
+        };
+        if left == 0 {
+            c.lookups.remove(&ino);
+            if c.orphans.remove(&ino) && !c.read_only {
+                c.release_inode(ino)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Creates a regular file, fifo, socket or device node.
+    pub fn mknod(&self, parent: u64, name: &[u8], mode: u32, rdev: u32, cred: Cred) -> Result<Attr> {
+        let fmt = (mode as u16) & dinode::IFMT;
+        let fmt = if fmt == 0 { dinode::IFREG } else { fmt };
+        if !matches!(fmt, dinode::IFREG | dinode::IFIFO | dinode::IFSOCK | dinode::IFCHR | dinode::IFBLK) {
+            return Err(Error::new(ErrorKind::Invalid, "mknod: unsupported file type"));
+        }
+        self.make_node(parent, name, fmt | (mode as u16 & 0o7777), cred, |c, ino, di| {
+            if matches!(fmt, dinode::IFCHR | dinode::IFBLK) {
+                di.set_di_rdev(rdev);
+            }
+            let _ = (c, ino);
+            Ok(())
+        })
+    }
+
+    pub fn mkdir(&self, parent: u64, name: &[u8], mode: u32, cred: Cred) -> Result<Attr> {
+        check_name(name)?;
+        let mut c = self.lock();
+        c.check_writable()?;
+        let mut pdi = dir_inode(&mut c, parent)?;
+        if c.dir_lookup(parent, &pdi, name)?.is_some() {
+            return Err(Error::new(ErrorKind::Exists, format!("{} exists", String::from_utf8_lossy(name))));
+        }
+        if pdi.nlink() >= UFS_LINK_MAX {
+            return Err(Error::new(ErrorKind::TooManyLinks, "parent directory has too many links"));
+        }
+        let ino = c.alloc_inode(parent, true)?;
+        let mut di = fresh_inode(&mut c, ino, dinode::IFDIR | (mode as u16 & 0o7777), cred, &pdi)?;
+        di.set_nlink(2);
+        set_dirdepth(&mut di, dirdepth(&pdi) + 1);
+        let r = c.dir_init(ino, &mut di, parent, cred.reserve());
+        c.write_inode(ino, &di)?;
+        if let Err(e) = r {
+            undo_create(&mut c, ino)?;
+            return Err(e);
+        }
+        if let Err(e) = c.dir_enter(parent, &mut pdi, name, ino, dt::DT_DIR, cred.reserve()) {
+            c.write_inode(parent, &pdi)?;
+            undo_create(&mut c, ino)?;
+            return Err(e);
+        }
+        pdi.set_nlink(pdi.nlink() + 1);
+        touch(&mut pdi, true, true, false);
+        c.write_inode(parent, &pdi)?;
+        attr_of(ino, &di, c.g.bsize)
+    }
+
+    pub fn symlink(&self, parent: u64, name: &[u8], target: &[u8], cred: Cred) -> Result<Attr> {
+        if target.is_empty() || target.len() > 1023 {
+            return Err(Error::new(ErrorKind::NameTooLong, "symlink target must be 1 to 1023 bytes"));
+        }
+        self.make_node(parent, name, dinode::IFLNK | 0o777, cred, |c, ino, di| {
+            if target.len() < c.sb.fs_maxsymlinklen() as usize {
+                di.set_shortlink(target);
+                di.set_di_size(target.len() as u64);
+                Ok(())
+            } else {
+                let n = c.write_data(ino, di, 0, target, cred.reserve())?;
+                if n != target.len() {
+                    return Err(Error::new(ErrorKind::NoSpace, "file system full"));
+                }
+                Ok(())
+            }
+        })
+    }
+
+    fn make_node(
+        &self,
+        parent: u64,
+        name: &[u8],
+        mode: u16,
+        cred: Cred,
+        init: impl FnOnce(&mut FsCore, u64, &mut Dinode) -> Result<()>,
+    ) -> Result<Attr> {
+        check_name(name)?;
+        let mut c = self.lock();
+        c.check_writable()?;
+        let mut pdi = dir_inode(&mut c, parent)?;
+        if c.dir_lookup(parent, &pdi, name)?.is_some() {
+            return Err(Error::new(ErrorKind::Exists, format!("{} exists", String::from_utf8_lossy(name))));
+        }
+        let ino = c.alloc_inode(parent, false)?;
+        let mut di = fresh_inode(&mut c, ino, mode, cred, &pdi)?;
+        di.set_nlink(1);
+        let r = init(&mut c, ino, &mut di);
+        c.write_inode(ino, &di)?;
+        if let Err(e) = r {
+            undo_create(&mut c, ino)?;
+            return Err(e);
+        }
+        if let Err(e) = c.dir_enter(parent, &mut pdi, name, ino, iftodt(mode), cred.reserve()) {
+            c.write_inode(parent, &pdi)?;
+            undo_create(&mut c, ino)?;
+            return Err(e);
+        }
+        touch(&mut pdi, true, true, false);
+        c.write_inode(parent, &pdi)?;
+        attr_of(ino, &di, c.g.bsize)
+    }
+
+    pub fn readlink(&self, ino: u64) -> Result<Vec<u8>> {
+        let mut c = self.lock();
+        let di = live_inode(&mut c, ino)?;
+        if !di.is_symlink() {
+            return Err(Error::new(ErrorKind::Invalid, "not a symbolic link"));
+        }
+        let size = di.di_size() as usize;
+        if di.di_blocks() == 0 && size < MAXSYMLINKLEN_UFS2 + 1 {
+            return Ok(di.shortlink()[..size.min(MAXSYMLINKLEN_UFS2)].to_vec());
+        }
+        c.read_data(ino, &di, 0, size.min(65536))
+    }
+
+    pub fn link(&self, ino: u64, newparent: u64, newname: &[u8]) -> Result<Attr> {
+        check_name(newname)?;
+        let mut c = self.lock();
+        c.check_writable()?;
+        let mut di = live_inode(&mut c, ino)?;
+        if di.is_dir() {
+            return Err(Error::new(ErrorKind::Permission, "hard links to directories are not allowed"));
+        }
+        if di.nlink() >= UFS_LINK_MAX {
+            return Err(Error::new(ErrorKind::TooManyLinks, "too many links"));
+        }
+        let mut pdi = dir_inode(&mut c, newparent)?;
+        if c.dir_lookup(newparent, &pdi, newname)?.is_some() {
+            return Err(Error::new(ErrorKind::Exists, format!("{} exists", String::from_utf8_lossy(newname))));
+        }
+        // Raise the count first so a crash leaves it too high, never too low.
+        di.set_nlink(di.nlink() + 1);
+        touch(&mut di, false, true, false);
+        c.write_inode(ino, &di)?;
+        if let Err(e) = c.dir_enter(newparent, &mut pdi, newname, ino, iftodt(di.di_mode()), Reserve::Privileged) {
+            c.write_inode(newparent, &pdi)?;
+            di.set_nlink(di.nlink() - 1);
+            c.write_inode(ino, &di)?;
+            return Err(e);
+        }
+        touch(&mut pdi, true, true, false);
+        c.write_inode(newparent, &pdi)?;
+        attr_of(ino, &di, c.g.bsize)
+    }
+
+    pub fn unlink(&self, parent: u64, name: &[u8]) -> Result<()> {
+        check_name(name)?;
+        let mut c = self.lock();
+        c.check_writable()?;
+        let mut pdi = dir_inode(&mut c, parent)?;
+        let Some(f) = c.dir_lookup(parent, &pdi, name)? else {
+            return Err(Error::new(ErrorKind::NotFound, format!("{} not found", String::from_utf8_lossy(name))));
+        };
+        let di = live_inode(&mut c, f.ino)?;
+        if di.is_dir() {
+            return Err(Error::new(ErrorKind::IsDir, "is a directory"));
+        }
+        c.dir_remove(parent, &mut pdi, name, Reserve::Privileged)?;
+        touch(&mut pdi, true, true, false);
+        c.write_inode(parent, &pdi)?;
+        drop_link(&mut c, f.ino, 1)
+    }
+
+    pub fn rmdir(&self, parent: u64, name: &[u8]) -> Result<()> {
+        check_name(name)?;
+        if name == b"." {
+            return Err(Error::new(ErrorKind::Invalid, "cannot remove '.'"));
+        }
+        if name == b".." {
+            return Err(Error::new(ErrorKind::NotEmpty, "cannot remove '..'"));
+        }
+        let mut c = self.lock();
+        c.check_writable()?;
+        let mut pdi = dir_inode(&mut c, parent)?;
+        let Some(f) = c.dir_lookup(parent, &pdi, name)? else {
+            return Err(Error::new(ErrorKind::NotFound, format!("{} not found", String::from_utf8_lossy(name))));
+        };
+        let di = live_inode(&mut c, f.ino)?;
+        if !di.is_dir() {
+            return Err(Error::new(ErrorKind::NotDir, "not a directory"));
+        }
+        if !c.dir_is_empty(f.ino, &di)? {
+            return Err(Error::new(ErrorKind::NotEmpty, "directory not empty"));
+        }
+        c.dir_remove(parent, &mut pdi, name, Reserve::Privileged)?;
+        pdi.set_nlink(pdi.nlink().saturating_sub(1));
+        touch(&mut pdi, true, true, false);
+        c.write_inode(parent, &pdi)?;
+        drop_link(&mut c, f.ino, 2)
+    }
+
+    pub fn rename(&self, parent: u64, name: &[u8], newparent: u64, newname: &[u8], mode: RenameMode) -> Result<()> {
+        check_name(name)?;
+        check_name(newname)?;
+        if name == b"." || name == b".." || newname == b"." || newname == b".." {
+            return Err(Error::new(ErrorKind::Invalid, "cannot rename '.' or '..'"));
+        }
+        let mut c = self.lock();
+        c.check_writable()?;
+        let pdi = dir_inode(&mut c, parent)?;
+        let Some(src) = c.dir_lookup(parent, &pdi, name)? else {
+            return Err(Error::new(ErrorKind::NotFound, format!("{} not found", String::from_utf8_lossy(name))));
+        };
+        let npdi = dir_inode(&mut c, newparent)?;
+        let dst = c.dir_lookup(newparent, &npdi, newname)?;
+        let sdi = live_inode(&mut c, src.ino)?;
+        let src_is_dir = sdi.is_dir();
+        match (mode, &dst) {
+            (RenameMode::NoReplace, Some(_)) => return Err(Error::new(ErrorKind::Exists, "target exists")),
+            (RenameMode::Exchange, None) => return Err(Error::new(ErrorKind::NotFound, "exchange target does not exist")),
+            _ => {}
+        }
+        if let Some(d) = &dst {
+            if d.ino == src.ino {
+                return Ok(()); // same file: POSIX says do nothing
+            }
+        }
+        // A directory may not move into its own subtree.
+        if src_is_dir && parent != newparent && is_ancestor(&mut c, src.ino, newparent)? {
+            return Err(Error::new(ErrorKind::Invalid, "cannot move a directory into itself"));
+        }
+        if mode == RenameMode::Exchange {
+            let d = dst.clone().ok_or_else(|| Error::new(ErrorKind::NotFound, "target vanished"))?;
+            let ddi = live_inode(&mut c, d.ino)?;
+            if ddi.is_dir() && parent != newparent && is_ancestor(&mut c, d.ino, parent)? {
+                return Err(Error::new(ErrorKind::Invalid, "cannot move a directory into itself"));
+            }
+            return exchange(&mut c, parent, name, src.ino, &sdi, newparent, newname, d.ino, &ddi);
+        }
+        if let Some(d) = &dst {
+            let ddi = live_inode(&mut c, d.ino)?;
+            if src_is_dir && !ddi.is_dir() {
+                return Err(Error::new(ErrorKind::NotDir, "cannot replace a non-directory with a directory"));
+            }
+            if !src_is_dir && ddi.is_dir() {
+                return Err(Error::new(ErrorKind::IsDir, "cannot replace a directory with a non-directory"));
+            }
+            if ddi.is_dir() && !c.dir_is_empty(d.ino, &ddi)? {
+                return Err(Error::new(ErrorKind::NotEmpty, "target directory not empty"));
+            }
+        } else if src_is_dir && parent != newparent && npdi.nlink() >= UFS_LINK_MAX {
+            return Err(Error::new(ErrorKind::TooManyLinks, "target directory has too many links"));
+        }
+        // 1. Bump the source's link count (crash leaves it high, not low).
+        let mut sdi = sdi;
+        sdi.set_nlink(sdi.nlink() + 1);
+        touch(&mut sdi, false, true, false);
+        c.write_inode(src.ino, &sdi)?;
+        // 2. Point the new name at the source.
+        let mut npdi = dir_inode(&mut c, newparent)?;
+        let dtype = iftodt(sdi.di_mode());
+        match &dst {
+            Some(_) => c.dir_rewrite(newparent, &npdi, newname, src.ino, dtype)?,
+            None => {
+                if let Err(e) = c.dir_enter(newparent, &mut npdi, newname, src.ino, dtype, Reserve::Privileged) {
+                    c.write_inode(newparent, &npdi)?;
+                    sdi.set_nlink(sdi.nlink() - 1);
+                    c.write_inode(src.ino, &sdi)?;
+                    return Err(e);
+                }
+                if src_is_dir && parent != newparent {
+                    npdi.set_nlink(npdi.nlink() + 1);
+                }
+            }
+        }
+        if let Some(d) = &dst {
+            let ddi = live_inode(&mut c, d.ino)?;
+            if ddi.is_dir() {
+                // The replaced directory's '..' no longer counts against newparent.
+                npdi.set_nlink(npdi.nlink().saturating_sub(1));
+                if src_is_dir && parent != newparent {
+                    npdi.set_nlink(npdi.nlink() + 1);
+                }
+            }
+        }
+        touch(&mut npdi, true, true, false);
+        c.write_inode(newparent, &npdi)?;
+        if let Some(d) = &dst {
+            let ddi = live_inode(&mut c, d.ino)?;
+            drop_link(&mut c, d.ino, if ddi.is_dir() { 2 } else { 1 })?;
+        }
+        // 3. Remove the old name.
+        let mut pdi = dir_inode(&mut c, parent)?;
+        c.dir_remove(parent, &mut pdi, name, Reserve::Privileged)?;
+        if src_is_dir && parent != newparent {
+            pdi.set_nlink(pdi.nlink().saturating_sub(1));
+        }
+        touch(&mut pdi, true, true, false);
+        c.write_inode(parent, &pdi)?;
+        let mut sdi = live_inode(&mut c, src.ino)?;
+        sdi.set_nlink(sdi.nlink() - 1);
+        c.write_inode(src.ino, &sdi)?;
+        // 4. A moved directory gets a new '..' and depth.
+        if src_is_dir && parent != newparent {
+            c.dir_rewrite(src.ino, &sdi, b"..", newparent, dt::DT_DIR)?;
+            let npdi = dir_inode(&mut c, newparent)?;
+            set_depths(&mut c, src.ino, dirdepth(&npdi) + 1)?;
+        }
+        Ok(())
+    }
+
+    pub fn setattr(&self, ino: u64, s: &SetAttr, cred: Cred) -> Result<Attr> {
+        let mut c = self.lock();
+        c.check_writable()?;
+        let mut di = live_inode(&mut c, ino)?;
+        if let Some(size) = s.size {
+            if di.is_dir() {
+                return Err(Error::new(ErrorKind::IsDir, "cannot truncate a directory"));
+            }
+            if !di.is_reg() {
+                return Err(Error::new(ErrorKind::Invalid, "can only truncate regular files"));
+            }
+            let r = c.truncate_data(ino, &mut di, size, cred.reserve());
+            touch(&mut di, true, true, false);
+            c.write_inode(ino, &di)?;
+            r?;
+        }
+        if let Some(m) = s.mode {
+            di.set_di_mode((di.di_mode() & dinode::IFMT) | (m & 0o7777));
+        }
+        if let Some(u) = s.uid {
+            di.set_di_uid(u);
+        }
+        if let Some(g) = s.gid {
+            di.set_di_gid(g);
+        }
+        if let Some(f) = s.flags {
+            di.set_di_flags(f);
+        }
+        let set_t = |t: TimeSet| match t {
+            TimeSet::Now => {
+                let (s, n) = now();
+                (s, n)
+            }
+            TimeSet::At(t) => (t.sec, t.nsec as i32),
+        };
+        if let Some(t) = s.atime {
+            let (a, n) = set_t(t);
+            di.set_di_atime(a);
+            di.set_di_atimensec(n);
+        }
+        if let Some(t) = s.mtime {
+            let (a, n) = set_t(t);
+            di.set_di_mtime(a);
+            di.set_di_mtimensec(n);
+        }
+        touch(&mut di, false, true, false);
+        c.write_inode(ino, &di)?;
+        attr_of(ino, &di, c.g.bsize)
+    }
+
+    pub fn read(&self, ino: u64, off: u64, size: usize) -> Result<Vec<u8>> {
+        let mut c = self.lock();
+        let mut di = live_inode(&mut c, ino)?;
+        if di.is_dir() {
+            return Err(Error::new(ErrorKind::IsDir, "is a directory"));
+        }
+        let data = c.read_data(ino, &di, off, size)?;
+        // relatime: update atime only if it is older than mtime or ctime.
+        if !c.read_only && (di.di_atime() < di.di_mtime() || di.di_atime() < di.di_ctime()) {
+            touch(&mut di, false, false, true);
+            c.write_inode(ino, &di)?;
+        }
+        Ok(data)
+    }
+
+    pub fn write(&self, ino: u64, off: u64, data: &[u8], cred: Cred) -> Result<usize> {
+        let mut c = self.lock();
+        c.check_writable()?;
+        let mut di = live_inode(&mut c, ino)?;
+        if !di.is_reg() {
+            return Err(Error::new(ErrorKind::Invalid, "can only write regular files"));
+        }
+        let r = c.write_data(ino, &mut di, off, data, cred.reserve());
+        touch(&mut di, true, true, false);
+        if cred.uid != 0 && di.di_mode() & 0o6000 != 0 {
+            // Writing clears setuid/setgid, as on every Unix.
+            di.set_di_mode(di.di_mode() & !0o6000);
+        }
+        c.write_inode(ino, &di)?;
+        r
+    }
+
+    pub fn readdir(&self, ino: u64, cookie: u64, max: usize) -> Result<Vec<ReadDirEntry>> {
+        let mut c = self.lock();
+        let di = dir_inode(&mut c, ino)?;
+        c.dir_read(ino, &di, cookie, max)
+    }
+
+    pub fn statfs(&self) -> StatFs {
+        let c = self.lock();
+        let t = c.sb.fs_cstotal();
+        let g = c.g;
+        let bfree = (t.cs_nbfree * g.frag as i64 + t.cs_nffree).max(0) as u64;
+        StatFs {
+            frsize: g.fsize,
+            bsize: g.bsize,
+            blocks: g.dsize,
+            bfree,
+            bavail: c.freespace(g.minfree).max(0) as u64,
+            files: g.ninodes() - UFS_ROOTINO,
+            ffree: t.cs_nifree.max(0) as u64,
+            namelen: MAXNAMLEN as u32,
+        }
+    }
+
+    /// Makes `ino` durable (currently: the whole file system).
+    pub fn fsync(&self, _ino: u64) -> Result<()> {
+        self.lock().sync()
+    }
+
+    pub fn sync(&self) -> Result<()> {
+        self.lock().sync()
+    }
+
+    /// Flushes, frees orphans and marks the file system clean.
+    pub fn unmount(&self) -> Result<()> {
+        self.lock().unmount()
+    }
+
+    pub fn cache_stats(&self) -> CacheStats {
+        self.lock().cache.stats()
+    }
+
+    /// Drops clean cached blocks (cold-cache measurements).
+    pub fn drop_caches(&self) -> Result<()> {
+        let mut c = self.lock();
+        if !c.read_only {
+            c.cache.write_all()?;
+        }
+        c.cache.drop_clean();
+        Ok(())
+    }
+}
+
+fn live_inode(c: &mut FsCore, ino: u64) -> Result<Dinode> {
+    let di = c.read_inode(ino)?;
+    if di.di_mode() == 0 {
+        return Err(Error::new(ErrorKind::NotFound, format!("inode {ino} is not in use")));
+    }
+    Ok(di)
+}
+
+fn dir_inode(c: &mut FsCore, ino: u64) -> Result<Dinode> {
+    let di = live_inode(c, ino)?;
+    if !di.is_dir() {
+        return Err(Error::new(ErrorKind::NotDir, format!("inode {ino} is not a directory")));
+    }
+    Ok(di)
+}
+
+/// A new inode's initial contents: the generation number the allocator
+/// left in the inode block is kept (bumped), everything else set afresh.
+fn fresh_inode(c: &mut FsCore, ino: u64, mode: u16, cred: Cred, parent: &Dinode) -> Result<Dinode> {
+    let old = c.read_inode(ino)?;
+    if old.di_mode() != 0 {
+        return Err(Error::corrupt(format!("inode {ino} allocated while in use (bitmap disagrees with inode table)")));
+    }
+    let mut di = Dinode::default();
+    let mut gen = old.di_gen().wrapping_add(1);
+    if gen == 0 {
+        gen = c.random_gen();
+    }
+    di.set_di_gen(gen);
+    di.set_di_mode(mode);
+    di.set_di_uid(cred.uid);
+    // Linux semantics: the caller's group, or the parent's under setgid.
+    let setgid_parent = parent.di_mode() & 0o2000 != 0;
+    di.set_di_gid(if setgid_parent { parent.di_gid() } else { cred.gid });
+    if setgid_parent && mode & dinode::IFMT == dinode::IFDIR {
+        di.set_di_mode(mode | 0o2000);
+    }
+    let (s, n) = now();
+    di.set_di_atime(s);
+    di.set_di_atimensec(n);
+    di.set_di_mtime(s);
+    di.set_di_mtimensec(n);
+    di.set_di_ctime(s);
+    di.set_di_ctimensec(n);
+    di.set_di_birthtime(s);
+    di.set_di_birthnsec(n);
+    Ok(di)
+}
+
+/// Frees an inode whose creation failed half-way.
+fn undo_create(c: &mut FsCore, ino: u64) -> Result<()> {
+    let mut di = c.read_inode(ino)?;
+    di.set_nlink(0);
+    c.write_inode(ino, &di)?;
+    c.release_inode(ino)
+}
+
+/// Drops `n` links of `ino`; frees it when no link and no reference remain.
+fn drop_link(c: &mut FsCore, ino: u64, n: u32) -> Result<()> {
+    let mut di = c.read_inode(ino)?;
+    di.set_nlink(di.nlink().saturating_sub(n));
+    touch(&mut di, false, true, false);
+    c.write_inode(ino, &di)?;
+    if di.nlink() == 0 {
+        if c.lookups.get(&ino).copied().unwrap_or(0) > 0 {
+            c.orphans.insert(ino);
+        } else {
+            c.release_inode(ino)?;
+        }
+    }
+    Ok(())
+}
+
+/// Is directory `anc` an ancestor of (or equal to) directory `dir`?
+fn is_ancestor(c: &mut FsCore, anc: u64, mut dir: u64) -> Result<bool> {
+    let mut steps = 0u64;
+    loop {
+        if dir == anc {
+            return Ok(true);
+        }
+        if dir == UFS_ROOTINO {
+            return Ok(false);
+        }
+        let di = dir_inode(c, dir)?;
+        let Some(p) = c.dir_lookup(dir, &di, b"..")? else {
+            return Err(Error::corrupt(format!("directory {dir} has no '..'")));
+        };
+        dir = p.ino;
+        steps += 1;
+        if steps > c.g.ninodes() {
+            return Err(Error::corrupt("directory loop found while checking rename"));
+        }
+    }
+}
+
+/// Sets `di_dirdepth` of directory `ino` to `depth` and its subdirectories below.
+fn set_depths(c: &mut FsCore, ino: u64, depth: u32) -> Result<()> {
+    let mut stack = vec![(ino, depth)];
+    while let Some((d, depth)) = stack.pop() {
+        let mut di = dir_inode(c, d)?;
+        if dirdepth(&di) == depth {
+            continue;
+        }
+        set_dirdepth(&mut di, depth);
+        c.write_inode(d, &di)?;
+        let mut cookie = 0;
+        loop {
+            let ents = c.dir_read(d, &di, cookie, 512)?;
+            if ents.is_empty() {
+                break;
+            }
+            for e in &ents {
+                if e.dtype == dt::DT_DIR && e.name != b"." && e.name != b".." {
+                    stack.push((e.ino, depth + 1));
+                }
+            }
+            cookie = ents.last().map(|e| e.next).unwrap_or(u64::MAX);
+        }
+    }
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn exchange(c: &mut FsCore, p1: u64, n1: &[u8], i1: u64, d1: &Dinode, p2: u64, n2: &[u8], i2: u64, d2: &Dinode) -> Result<()> {
+    let pd1 = dir_inode(c, p1)?;
+    c.dir_rewrite(p1, &pd1, n1, i2, iftodt(d2.di_mode()))?;
+    let pd2 = dir_inode(c, p2)?;
+    c.dir_rewrite(p2, &pd2, n2, i1, iftodt(d1.di_mode()))?;
+    if p1 != p2 {
+        let mut pd1 = dir_inode(c, p1)?;
+        let mut pd2 = dir_inode(c, p2)?;
+        if d1.is_dir() {
+            pd1.set_nlink(pd1.nlink() - 1);
+            pd2.set_nlink(pd2.nlink() + 1);
+        }
+        if d2.is_dir() {
+            pd2.set_nlink(pd2.nlink() - 1);
+            pd1.set_nlink(pd1.nlink() + 1);
+        }
+        touch(&mut pd1, true, true, false);
+        touch(&mut pd2, true, true, false);
+        c.write_inode(p1, &pd1)?;
+        c.write_inode(p2, &pd2)?;
+        if d1.is_dir() {
+            let d = dir_inode(c, i1)?;
+            c.dir_rewrite(i1, &d, b"..", p2, dt::DT_DIR)?;
+            set_depths(c, i1, dirdepth(&pd2) + 1)?;
+        }
+        if d2.is_dir() {
+            let d = dir_inode(c, i2)?;
+            c.dir_rewrite(i2, &d, b"..", p1, dt::DT_DIR)?;
+            set_depths(c, i2, dirdepth(&pd1) + 1)?;
+        }
+    }
+    for i in [i1, i2] {
+        let mut d = c.read_inode(i)?;
+        touch(&mut d, false, true, false);
+        c.write_inode(i, &d)?;
+    }
+    Ok(())
+}

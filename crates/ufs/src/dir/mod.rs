@@ -145,7 +145,12 @@ impl FsCore {
                 // Append a new chunk.
                 let mut chunk = ufs_format::dir::empty_chunk();
                 ufs_format::dir::write_entry(&mut chunk, 0, child as u32, DIRBLKSIZ as u16, dtype, name);
-                self.write_data(dino, ddi, size, &chunk, who)?;
+                let n = self.write_data(dino, ddi, size, &chunk, who)?;
+                if n != chunk.len() {
+                    // Could not grow the directory by a whole chunk: undo.
+                    self.truncate_data(dino, ddi, size, who)?;
+                    return Err(Error::new(ErrorKind::NoSpace, "file system full: cannot grow directory"));
+                }
             }
         }
         Ok(())
@@ -245,7 +250,11 @@ impl FsCore {
         let mut chunk = ufs_format::dir::empty_chunk();
         ufs_format::dir::write_entry(&mut chunk, 0, ino as u32, 12, ufs_format::dinode::dt::DT_DIR, b".");
         ufs_format::dir::write_entry(&mut chunk, 12, parent as u32, (DIRBLKSIZ - 12) as u16, ufs_format::dinode::dt::DT_DIR, b"..");
-        self.write_data(ino, di, 0, &chunk, who)
+        let n = self.write_data(ino, di, 0, &chunk, who)?;
+        if n != chunk.len() {
+            return Err(Error::new(ErrorKind::NoSpace, "file system full: cannot create directory block"));
+        }
+        Ok(())
     }
 }
 

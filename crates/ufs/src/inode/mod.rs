@@ -236,7 +236,10 @@ impl FsCore {
 
     /// Writes `data` at `off`, allocating as needed; updates `di` (size,
     /// blocks, pointers) but does not store it.
-    pub fn write_data(&mut self, ino: u64, di: &mut Dinode, off: u64, data: &[u8], who: Reserve) -> Result<()> {
+    /// On failure after some blocks were written, returns the bytes written
+    /// so far (a short write); `di` always describes what is on disk and
+    /// must be stored by the caller even when this fails.
+    pub fn write_data(&mut self, ino: u64, di: &mut Dinode, off: u64, data: &[u8], who: Reserve) -> Result<usize> {
         let g = self.g;
         let end = off.checked_add(data.len() as u64).ok_or_else(|| Error::new(ErrorKind::FileTooBig, "offset overflow"))?;
         if end > g.maxfilesize {
@@ -251,7 +254,14 @@ impl FsCore {
             let n = ((g.bsize - boff as u64).min(end - pos)) as usize;
             let newsize = di.di_size().max(pos + n as u64);
             let nsize = if lbn < UFS_NDADDR as u64 { self.alloc_size(newsize, lbn) } else { g.bsize };
-            let addr = self.balloc(ino, di, lbn, nsize, who)?;
+            let addr = match self.balloc(ino, di, lbn, nsize, who) {
+                Ok(a) => a,
+                Err(e) if src > 0 => {
+                    let _ = e;
+                    return Ok(src);
+                }
+                Err(e) => return Err(e),
+            };
             let b = self.cache.modify(addr, nsize as usize, kind)?;
             b[boff..boff + n].copy_from_slice(&data[src..src + n]);
             if newsize > di.di_size() {
@@ -260,7 +270,7 @@ impl FsCore {
             pos += n as u64;
             src += n;
         }
-        Ok(())
+        Ok(src)
     }
 
     /// Sets the file size to `length`, freeing or allocating blocks.

@@ -1,0 +1,120 @@
+//! Helpers shared by the engine's integration tests: building source trees,
+//! making images with Debian's makefs, and walking a mounted `Fs`.
+#![allow(dead_code)]
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use ufs::{FileKind, Fs};
+
+pub fn have_makefs() -> bool {
+    Command::new("makefs").arg("-h").output().is_ok() || Path::new("/usr/sbin/makefs").exists()
+}
+
+pub fn makefs(src: &Path, img: &Path, size: &str) {
+    let out = Command::new("/usr/sbin/makefs")
+        .args(["-t", "ffs", "-o", "version=2", "-s", size])
+        .arg(img)
+        .arg(src)
+        .output()
+        .expect("run makefs");
+    assert!(out.status.success(), "makefs failed: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// What a tree holds, keyed by relative path.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Node {
+    File { size: u64, data_hash: u64 },
+    Dir,
+    Symlink(Vec<u8>),
+    Other(FileKind),
+}
+
+pub fn hash(data: &[u8]) -> u64 {
+    // FNV-1a: enough to compare contents in tests.
+    let mut h: u64 = 0xcbf29ce484222325;
+    for &b in data {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x100000001b3);
+    }
+    h
+}
+
+/// Walks a host directory.
+pub fn walk_host(root: &Path) -> BTreeMap<PathBuf, Node> {
+    use std::os::unix::fs::FileTypeExt;
+    let mut out = BTreeMap::new();
+    let mut stack = vec![PathBuf::new()];
+    while let Some(rel) = stack.pop() {
+        let full = root.join(&rel);
+        for e in std::fs::read_dir(&full).unwrap() {
+            let e = e.unwrap();
+            let r = rel.join(e.file_name());
+            let ft = e.file_type().unwrap();
+            let n = if ft.is_dir() {
+                stack.push(r.clone());
+                Node::Dir
+            } else if ft.is_symlink() {
+                use std::os::unix::ffi::OsStrExt;
+                Node::Symlink(std::fs::read_link(e.path()).unwrap().as_os_str().as_bytes().to_vec())
+            } else if ft.is_file() {
+                let d = std::fs::read(e.path()).unwrap();
+                Node::File { size: d.len() as u64, data_hash: hash(&d) }
+            } else if ft.is_fifo() {
+                Node::Other(FileKind::Fifo)
+            } else {
+                Node::Other(FileKind::CharDev)
+            };
+            out.insert(r, n);
+        }
+    }
+    out
+}
+
+/// Walks a file system through the engine.
+pub fn walk_fs(fs: &Fs) -> BTreeMap<PathBuf, Node> {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let mut out = BTreeMap::new();
+    let mut stack = vec![(PathBuf::new(), fs.root())];
+    while let Some((rel, dino)) = stack.pop() {
+        let mut cookie = 0;
+        loop {
+            let ents = fs.readdir(dino, cookie, 1000).unwrap();
+            if ents.is_empty() {
+                break;
+            }
+            cookie = ents.last().unwrap().next;
+            for e in ents {
+                if e.name == b"." || e.name == b".." {
+                    continue;
+                }
+                let r = rel.join(OsStr::from_bytes(&e.name));
+                let a = fs.getattr(e.ino).unwrap();
+                let n = match a.kind {
+                    FileKind::Dir => {
+                        stack.push((r.clone(), e.ino));
+                        Node::Dir
+                    }
+                    FileKind::Symlink => Node::Symlink(fs.readlink(e.ino).unwrap()),
+                    FileKind::File if a.size > (64 << 20) => {
+                        // Huge (sparse) files: compare size and the last MiB.
+                        let tail = fs.read(e.ino, a.size - (1 << 20), 1 << 20).unwrap();
+                        Node::File { size: a.size, data_hash: hash(&tail) }
+                    }
+                    FileKind::File => {
+                        let mut d = Vec::new();
+                        while (d.len() as u64) < a.size {
+                            let chunk = fs.read(e.ino, d.len() as u64, 1 << 20).unwrap();
+                            assert!(!chunk.is_empty());
+                            d.extend_from_slice(&chunk);
+                        }
+                        Node::File { size: a.size, data_hash: hash(&d) }
+                    }
+                    k => Node::Other(k),
+                };
+                out.insert(r, n);
+            }
+        }
+    }
+    out
+}
