@@ -1,1 +1,388 @@
-fn main(){}
+//! `ufskit`: the command line. It parses arguments, calls the library and
+//! prints results; it holds no file-system logic of its own.
+//!
+//! Exit status: 0 on success; 1 on a usage or operational error (message on
+//! stderr); fsck uses the codes documented in `ufs::fsck`.
+#![deny(unsafe_code)]
+use clap::{Parser, Subcommand};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use ufs::dev::{BlockDevice, FileDevice};
+use ufs::{DirPref, MountOptions};
+
+mod daemon;
+
+#[derive(Parser)]
+#[command(name = "ufskit", version, about = "Read, write, check and mount FreeBSD UFS2 file systems from Linux")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Create a UFS2 file system (creates a sparse image if TARGET does not exist).
+    Newfs(NewfsArgs),
+    /// Mount an image through FUSE (returns once the mount is live).
+    Mount(MountArgs),
+    /// Unmount; returns after all data is written and the image is unlocked.
+    Umount {
+        /// The mount point.
+        dir: PathBuf,
+    },
+    /// Check and repair a file system.
+    Fsck(FsckArgs),
+    /// Print the superblock and cylinder-group summaries.
+    Dumpfs {
+        /// Print the newfs command that recreates this file system.
+        #[arg(short = 'm')]
+        newfs_cmd: bool,
+        /// Superblock only, no cylinder groups.
+        #[arg(short = 's')]
+        super_only: bool,
+        image: PathBuf,
+    },
+    /// Change tunable parameters of an unmounted file system.
+    Tunefs(TunefsArgs),
+}
+
+#[derive(clap::Args)]
+struct NewfsArgs {
+    /// Block size in bytes (4096..65536, power of two).
+    #[arg(short = 'b')]
+    bsize: Option<String>,
+    /// Fragment size in bytes (block size / 1, 2, 4 or 8).
+    #[arg(short = 'f')]
+    fsize: Option<String>,
+    /// Bytes of data space per inode (density).
+    #[arg(short = 'i')]
+    density: Option<String>,
+    /// Minimum free space percentage reserved for root.
+    #[arg(short = 'm')]
+    minfree: Option<u64>,
+    /// Optimisation preference: time or space.
+    #[arg(short = 'o')]
+    optim: Option<String>,
+    /// Expected average file size.
+    #[arg(short = 'g')]
+    avgfilesize: Option<u32>,
+    /// Expected average number of files per directory.
+    #[arg(short = 'h')]
+    avgfpdir: Option<u32>,
+    /// Maximum blocks a file may take in one cylinder group before moving on.
+    #[arg(short = 'e')]
+    maxbpg: Option<u64>,
+    /// Maximum blocks per cylinder group.
+    #[arg(short = 'c')]
+    maxblkspercg: Option<u64>,
+    /// Enable soft updates.
+    #[arg(short = 'U')]
+    softupdates: bool,
+    /// Space reserved for metadata in each cylinder group, in fragments.
+    #[arg(short = 'k')]
+    metaspace: Option<u64>,
+    /// Volume label.
+    #[arg(short = 'L')]
+    volname: Option<String>,
+    /// Do not create the .snap directory.
+    #[arg(short = 'n')]
+    no_snap: bool,
+    /// File system size, with optional unit: 512M, 40G, 2T (default: the whole target).
+    #[arg(short = 's')]
+    size: Option<String>,
+    /// Do not enable metadata check-hashes.
+    #[arg(long)]
+    no_ckhash: bool,
+    /// Seed for random values (reproducible images).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Timestamp (seconds since the epoch) for reproducible images.
+    #[arg(long)]
+    time: Option<i64>,
+    /// Image file or block device.
+    target: PathBuf,
+}
+
+#[derive(clap::Args)]
+struct MountArgs {
+    /// Comma-separated options: ro, rw, force, dirpref=orlov|traditional,
+    /// cache=SIZE, allow_other, seed=N, threads=N.
+    #[arg(short = 'o', action = clap::ArgAction::Append)]
+    options: Vec<String>,
+    /// Stay in the foreground.
+    #[arg(short = 'f')]
+    foreground: bool,
+    image: PathBuf,
+    dir: PathBuf,
+}
+
+#[derive(clap::Args)]
+struct FsckArgs {
+    /// Check only; change nothing.
+    #[arg(short = 'n', group = "mode")]
+    no: bool,
+    /// Preen: fix only what is safe without asking.
+    #[arg(short = 'p', group = "mode")]
+    preen: bool,
+    /// Fix everything.
+    #[arg(short = 'y', group = "mode")]
+    yes: bool,
+    /// Print findings as JSON.
+    #[arg(long)]
+    json: bool,
+    image: PathBuf,
+}
+
+#[derive(clap::Args)]
+struct TunefsArgs {
+    /// Expected average file size.
+    #[arg(short = 'f')]
+    avgfilesize: Option<u32>,
+    /// Expected number of files per directory.
+    #[arg(short = 's')]
+    avgfpdir: Option<u32>,
+    /// Minimum free space percentage.
+    #[arg(short = 'm')]
+    minfree: Option<u32>,
+    /// Optimisation preference: time or space.
+    #[arg(short = 'o')]
+    optim: Option<String>,
+    /// Soft updates: enable or disable.
+    #[arg(short = 'n')]
+    softupdates: Option<String>,
+    /// Volume label.
+    #[arg(short = 'L')]
+    volname: Option<String>,
+    /// Write the change to every backup superblock too.
+    #[arg(short = 'A')]
+    all: bool,
+    /// Print the current values.
+    #[arg(short = 'p')]
+    print: bool,
+    image: PathBuf,
+}
+
+/// Parses `512M`, `40G`, `2T`, `64k` or a plain byte count.
+fn parse_size(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let (num, mult) = match s.chars().last() {
+        Some(c) if c.is_ascii_alphabetic() => {
+            let m: u64 = match c.to_ascii_lowercase() {
+                'b' => 1,
+                'k' => 1 << 10,
+                'm' => 1 << 20,
+                'g' => 1 << 30,
+                't' => 1 << 40,
+                'p' => 1 << 50,
+                _ => return Err(format!("bad size '{s}': unknown unit '{c}' (use k, M, G, T)")),
+            };
+            (&s[..s.len() - 1], m)
+        }
+        _ => (s, 1),
+    };
+    let n: u64 = num.parse().map_err(|_| format!("bad size '{s}'"))?;
+    n.checked_mul(mult).ok_or_else(|| format!("size '{s}' is too large"))
+}
+
+fn parse_optim(s: &str) -> Result<i32, String> {
+    match s {
+        "time" => Ok(ufs_format::FS_OPTTIME),
+        "space" => Ok(ufs_format::FS_OPTSPACE),
+        _ => Err(format!("bad optimisation preference '{s}': use time or space")),
+    }
+}
+
+fn open_dev(path: &Path, writable: bool) -> Result<FileDevice, String> {
+    FileDevice::open(path, writable).map_err(|e| e.to_string())
+}
+
+fn cmd_newfs(a: NewfsArgs) -> Result<(), String> {
+    let mut p = ufs::newfs::NewfsParams::default();
+    if let Some(b) = &a.bsize {
+        p.bsize = parse_size(b)?;
+        p.fsize = p.bsize / 8;
+    }
+    if let Some(f) = &a.fsize {
+        p.fsize = parse_size(f)?;
+    }
+    if let Some(i) = &a.density {
+        p.density = Some(parse_size(i)?);
+    }
+    if let Some(m) = a.minfree {
+        p.minfree = m;
+    }
+    if let Some(o) = &a.optim {
+        p.optim = parse_optim(o)?;
+    }
+    if let Some(g) = a.avgfilesize {
+        p.avgfilesize = g;
+    }
+    if let Some(h) = a.avgfpdir {
+        p.avgfpdir = h;
+    }
+    p.maxbpg = a.maxbpg;
+    p.maxblkspercg = a.maxblkspercg;
+    p.softupdates = a.softupdates;
+    p.metaspace = a.metaspace;
+    if let Some(l) = a.volname {
+        p.volname = l;
+    }
+    p.no_snap = a.no_snap;
+    p.ckhash = !a.no_ckhash;
+    p.seed = a.seed;
+    p.time = a.time;
+    let size = a.size.as_deref().map(parse_size).transpose()?;
+    p.size = size;
+    if !a.target.exists() {
+        let Some(sz) = size else {
+            return Err(format!("{} does not exist; give its size with -s (for example -s 512M)", a.target.display()));
+        };
+        let f = std::fs::File::create(&a.target).map_err(|e| format!("cannot create {}: {e}", a.target.display()))?;
+        f.set_len(sz).map_err(|e| format!("cannot size {}: {e}", a.target.display()))?;
+    } else if let Some(sz) = size {
+        let meta = std::fs::metadata(&a.target).map_err(|e| e.to_string())?;
+        if meta.is_file() && meta.len() < sz {
+            let f = std::fs::OpenOptions::new().write(true).open(&a.target).map_err(|e| e.to_string())?;
+            f.set_len(sz).map_err(|e| format!("cannot grow {}: {e}", a.target.display()))?;
+        }
+    }
+    let dev = open_dev(&a.target, true)?;
+    let r = ufs::newfs::newfs(&dev, &p).map_err(|e| format!("newfs: {e}"))?;
+    print!("{}", r.summary);
+    Ok(())
+}
+
+fn parse_mount_options(list: &[String]) -> Result<(MountOptions, bool, usize), String> {
+    let mut o = MountOptions::default();
+    let mut allow_other = false;
+    let mut threads = 2;
+    for item in list.iter().flat_map(|s| s.split(',')).filter(|s| !s.is_empty()) {
+        let (k, v) = match item.split_once('=') {
+            Some((k, v)) => (k, Some(v)),
+            None => (item, None),
+        };
+        match (k, v) {
+            ("ro", None) => o.read_only = true,
+            ("rw", None) => o.read_only = false,
+            ("force", None) => o.force = true,
+            ("allow_other", None) => allow_other = true,
+            ("dirpref", Some("orlov")) => o.dirpref = DirPref::Orlov,
+            ("dirpref", Some("traditional")) => o.dirpref = DirPref::Traditional,
+            ("cache", Some(v)) => o.cache_bytes = parse_size(v)?,
+            ("seed", Some(v)) => o.seed = Some(v.parse().map_err(|_| format!("bad seed '{v}'"))?),
+            ("threads", Some(v)) => threads = v.parse().map_err(|_| format!("bad thread count '{v}'"))?,
+            _ => {
+                return Err(format!(
+                    "unknown mount option '{item}' (known: ro, rw, force, allow_other, dirpref=orlov|traditional, cache=SIZE, seed=N, threads=N)"
+                ))
+            }
+        }
+    }
+    Ok((o, allow_other, threads))
+}
+
+fn cmd_mount(a: MountArgs) -> Result<(), String> {
+    let (opts, allow_other, threads) = parse_mount_options(&a.options)?;
+    let image = std::fs::canonicalize(&a.image).map_err(|e| format!("{}: {e}", a.image.display()))?;
+    let dir = std::fs::canonicalize(&a.dir).map_err(|e| format!("{}: {e}", a.dir.display()))?;
+    if !dir.is_dir() {
+        return Err(format!("{} is not a directory", dir.display()));
+    }
+    let cfg = ufs_fuse::MountConfig { image, mountpoint: dir, opts, allow_other, threads };
+    if a.foreground {
+        daemon::serve_foreground(&cfg)
+    } else {
+        daemon::spawn_background(&a.options, &cfg)
+    }
+}
+
+fn cmd_fsck(a: FsckArgs) -> Result<ExitCode, String> {
+    use ufs::fsck::FsckMode;
+    let mode = if a.yes {
+        FsckMode::Yes
+    } else if a.preen {
+        FsckMode::Preen
+    } else {
+        FsckMode::Check
+    };
+    let _ = a.no;
+    let dev = open_dev(&a.image, mode != FsckMode::Check)?;
+    let rep = ufs::fsck::fsck(&dev, mode).map_err(|e| format!("fsck: {}: {e}", a.image.display()))?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&rep).map_err(|e| e.to_string())?);
+    } else {
+        for f in &rep.findings {
+            let ino = f.ino.map(|i| format!(" I={i}")).unwrap_or_default();
+            let fixed = if f.fixed { " (FIXED)" } else { "" };
+            println!("** {}: {}{}{}", f.pass, f.message, ino, fixed);
+        }
+        println!(
+            "{} files, {} directories, {} used, {} free (fragments)",
+            rep.files, rep.dirs, rep.used_frags, rep.free_frags
+        );
+        if rep.modified {
+            println!("***** FILE SYSTEM WAS MODIFIED *****");
+        }
+        println!("{}", if rep.clean { "FILE SYSTEM IS CLEAN" } else { "FILE SYSTEM HAS ERRORS" });
+    }
+    Ok(ExitCode::from(rep.exit_code() as u8))
+}
+
+fn cmd_tunefs(a: TunefsArgs) -> Result<(), String> {
+    let writable = !a.print || a.avgfilesize.is_some() || a.avgfpdir.is_some() || a.minfree.is_some() || a.optim.is_some() || a.softupdates.is_some() || a.volname.is_some();
+    let dev = open_dev(&a.image, writable)?;
+    if a.print {
+        print!("{}", ufs::tunefs::print(&dev).map_err(|e| e.to_string())?);
+    }
+    let p = ufs::tunefs::TuneParams {
+        avgfilesize: a.avgfilesize,
+        avgfpdir: a.avgfpdir,
+        minfree: a.minfree,
+        optim: a.optim.as_deref().map(parse_optim).transpose()?,
+        softupdates: match a.softupdates.as_deref() {
+            None => None,
+            Some("enable") => Some(true),
+            Some("disable") => Some(false),
+            Some(s) => return Err(format!("-n takes enable or disable, not '{s}'")),
+        },
+        volname: a.volname,
+        all_backups: a.all,
+    };
+    for line in ufs::tunefs::tunefs(&dev, &p).map_err(|e| format!("tunefs: {e}"))? {
+        println!("tunefs: {line}");
+    }
+    Ok(())
+}
+
+fn run() -> Result<ExitCode, String> {
+    let cli = Cli::parse();
+    match cli.cmd {
+        Cmd::Newfs(a) => cmd_newfs(a)?,
+        Cmd::Mount(a) => cmd_mount(a)?,
+        Cmd::Umount { dir } => ufs_fuse::umount(&dir)?,
+        Cmd::Fsck(a) => return cmd_fsck(a),
+        Cmd::Dumpfs { newfs_cmd, super_only, image } => {
+            let dev = open_dev(&image, false)?;
+            let out = if newfs_cmd {
+                ufs::dumpfs::newfs_command(&dev, &image.display().to_string())
+            } else {
+                ufs::dumpfs::dumpfs(&dev, !super_only)
+            }
+            .map_err(|e| format!("dumpfs: {}: {e}", image.display()))?;
+            print!("{out}");
+            let _ = dev.size();
+        }
+        Cmd::Tunefs(a) => cmd_tunefs(a)?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("ufskit: {e}");
+            ExitCode::from(1)
+        }
+    }
+}

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs what the build and the tests need on Debian: Rust's toolchain is
+# expected (rustup); system packages come from apt when missing.
+set -euo pipefail
+need=()
+command -v makefs >/dev/null 2>&1 || [ -x /usr/sbin/makefs ] || need+=(makefs)
+command -v fusermount3 >/dev/null 2>&1 || need+=(fuse3)
+command -v stress-ng >/dev/null 2>&1 || need+=(stress-ng)
+command -v mkfs.ext4 >/dev/null 2>&1 || [ -x /usr/sbin/mkfs.ext4 ] || need+=(e2fsprogs)
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ]; then
+    echo "installing: ${need[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq "${need[@]}" >/dev/null
+  else
+    echo "missing packages (install as root): ${need[*]}" >&2
+  fi
+fi
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "cargo not found: install Rust (https://rustup.rs)" >&2
+  exit 1
+fi
