@@ -36,23 +36,72 @@ impl DirEntry {
     }
 }
 
+/// A borrowed view of one entry, as found in a chunk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EntryRef<'a> {
+    pub off: usize,
+    pub ino: u32,
+    pub reclen: u16,
+    pub dtype: u8,
+    pub name: &'a [u8],
+}
+
+impl EntryRef<'_> {
+    /// Bytes this entry actually needs (0 for an empty slot).
+    pub fn size(&self) -> usize {
+        if self.ino == 0 {
+            0
+        } else {
+            dirsiz(self.name.len())
+        }
+    }
+    pub fn to_owned(&self) -> DirEntry {
+        DirEntry { off: self.off, ino: self.ino, reclen: self.reclen, dtype: self.dtype, name: self.name.to_vec() }
+    }
+}
+
+/// Iterates the records of one 512-byte chunk without allocating. An
+/// invalid record yields `Err((offset, reason))` and ends the iteration.
+pub fn iter_chunk(chunk: &[u8]) -> impl Iterator<Item = Result<EntryRef<'_>, (usize, String)>> {
+    let mut off = 0usize;
+    let mut done = chunk.len() != DIRBLKSIZ;
+    let mut first = true;
+    std::iter::from_fn(move || {
+        if first && done {
+            first = false;
+            return Some(Err((0, "directory chunk is not 512 bytes".to_string())));
+        }
+        first = false;
+        if done || off >= DIRBLKSIZ {
+            return None;
+        }
+        match parse_entry(chunk, off) {
+            Ok(e) => {
+                off += e.reclen as usize;
+                Some(Ok(e))
+            }
+            Err(d) => {
+                done = true;
+                Some(Err((off, d)))
+            }
+        }
+    })
+}
+
 /// Parses one 512-byte directory chunk, returning every record, including
 /// a leading empty record (`d_ino == 0`). `where_` names the chunk in errors.
 pub fn parse_chunk(chunk: &[u8], where_: &dyn Fn() -> String) -> Result<Vec<DirEntry>, FormatError> {
-    if chunk.len() != DIRBLKSIZ {
-        return Err(FormatError::corrupt(where_(), "directory chunk is not 512 bytes"));
-    }
     let mut out = Vec::new();
-    let mut off = 0usize;
-    while off < DIRBLKSIZ {
-        let e = parse_entry(chunk, off).map_err(|d| FormatError::corrupt(where_(), format!("entry at offset {off}: {d}")))?;
-        off += e.reclen as usize;
-        out.push(e);
+    for e in iter_chunk(chunk) {
+        match e {
+            Ok(e) => out.push(e.to_owned()),
+            Err((off, d)) => return Err(FormatError::corrupt(where_(), format!("entry at offset {off}: {d}"))),
+        }
     }
     Ok(out)
 }
 
-fn parse_entry(chunk: &[u8], off: usize) -> Result<DirEntry, String> {
+fn parse_entry(chunk: &[u8], off: usize) -> Result<EntryRef<'_>, String> {
     if off + 8 > DIRBLKSIZ {
         return Err("header crosses the chunk end".into());
     }
@@ -68,9 +117,8 @@ fn parse_entry(chunk: &[u8], off: usize) -> Result<DirEntry, String> {
         return Err(format!("d_reclen {reclen} crosses the chunk end"));
     }
     if ino == 0 {
-        // An unused slot: only the first record of a chunk may be one, but
-        // FreeBSD tolerates leftovers; its name is not interpreted.
-        return Ok(DirEntry { off, ino, reclen, dtype, name: Vec::new() });
+        // An unused slot: its name is not interpreted.
+        return Ok(EntryRef { off, ino, reclen, dtype, name: &[] });
     }
     if namlen > MAXNAMLEN || namlen == 0 {
         return Err(format!("d_namlen {namlen}"));
@@ -85,7 +133,7 @@ fn parse_entry(chunk: &[u8], off: usize) -> Result<DirEntry, String> {
     if name.iter().any(|&c| c == 0 || c == b'/') {
         return Err("name contains NUL or '/'".into());
     }
-    Ok(DirEntry { off, ino, reclen, dtype, name: name.to_vec() })
+    Ok(EntryRef { off, ino, reclen, dtype, name })
 }
 
 /// Writes an entry at `off` of `chunk`, padding its name with zeros to the

@@ -545,20 +545,26 @@ impl FsCore {
         g.ipg * prefcg
     }
 
-    /// `ffs_blkpref_ufs2`: where logical block `lbn` of inode `ino` should
-    /// go; `indx` is its slot in the pointer array and `prev` the pointer of
-    /// the slot before it (0 if none).
-    pub fn blkpref(&mut self, ino: u64, is_dir: bool, lbn: u64, indx: u64, prev: u64) -> u64 {
+    /// `ffs_blkpref_ufs2` for data blocks: where logical block `lbn` of
+    /// inode `ino` should go; `indx` is its slot in the pointer array, `prev`
+    /// the pointer of the slot before it (0 if none) and `ib0` the inode's
+    /// first indirect pointer.
+    pub fn blkpref(&mut self, ino: u64, is_dir: bool, lbn: u64, indx: u64, prev: u64, ib0: u64) -> u64 {
         let g = self.g;
         let inocg = g.ino_to_cg(ino);
+        // The first block under the first indirect follows that indirect
+        // block when it sits in the data zone of the inode's group.
+        if lbn == UFS_NDADDR as u64 && ib0 != 0 && ib0 >= g.cgdmin(inocg) + g.metaspace && ib0 < g.cgbase(inocg + 1) {
+            return ib0 + g.frag;
+        }
+        let prev = if prev >= g.size { 0 } else { prev };
         if indx % g.maxbpg == 0 || prev == 0 {
+            // Directories start next to the inodes (the metadata zone).
+            if is_dir {
+                return g.cgdmin(inocg);
+            }
+            // Small files stay in their inode's group, after the metadata zone.
             if lbn < UFS_NDADDR as u64 + g.nindir {
-                // Small files and directories stay in their inode's group;
-                // directories sit by the metadata, file data after the
-                // metadata reserve.
-                if is_dir {
-                    return g.cgdmin(inocg);
-                }
                 return g.cgdmin(inocg) + g.metaspace;
             }
             // Start a new section in a group with more than average free blocks.
@@ -573,6 +579,17 @@ impl FsCore {
             return 0;
         }
         prev + g.frag
+    }
+
+    /// `ffs_blkpref_ufs2` for indirect blocks: the metadata zone of the
+    /// inode's group, except that a file's first single-indirect block goes
+    /// right after its last direct block.
+    pub fn indir_pref(&self, ino: u64, level: usize, lbn: u64, db11: u64) -> u64 {
+        let g = self.g;
+        if level == 1 && lbn < UFS_NDADDR as u64 + g.nindir && db11 != 0 && db11 < g.size {
+            return db11 + g.frag;
+        }
+        g.cgdmin(g.ino_to_cg(ino))
     }
 }
 

@@ -13,7 +13,8 @@ use crate::alloc::Reserve;
 use crate::cache::BlockKind;
 use crate::error::{Error, ErrorKind, Result};
 use crate::fs::FsCore;
-use ufs_format::dir::{dirsiz, parse_chunk, DirEntry};
+use std::ops::ControlFlow;
+use ufs_format::dir::{dirsiz, iter_chunk, parse_chunk, DirEntry, EntryRef};
 use ufs_format::*;
 
 /// A name found in a directory.
@@ -76,19 +77,63 @@ impl FsCore {
         Ok(f(&mut b[o..o + DIRBLKSIZ]))
     }
 
-    /// Linear lookup of `name` in directory `ino`.
-    pub fn dir_lookup(&mut self, ino: u64, di: &Dinode, name: &[u8]) -> Result<Option<Found>> {
+    /// Visits the entries of directory `ino` from chunk offset `from` on,
+    /// in place (no copies), until `f` breaks. `f` gets the chunk's byte
+    /// offset and the entry. Invalid chunks fail with `Corrupt`.
+    pub fn dir_scan<T>(
+        &mut self,
+        ino: u64,
+        di: &Dinode,
+        from: u64,
+        mut f: impl FnMut(u64, EntryRef<'_>) -> ControlFlow<T>,
+    ) -> Result<Option<T>> {
         self.check_dir_size(ino, di)?;
-        let mut off = 0;
-        while off < di.di_size() {
-            for e in self.dir_chunk(ino, di, off)? {
-                if e.ino != 0 && e.name == name {
-                    return Ok(Some(Found { ino: e.ino as u64, dtype: e.dtype, off: off + e.off as u64 }));
-                }
+        let g = self.g;
+        let size = di.di_size();
+        let mut off = from / DIRBLKSIZ as u64 * DIRBLKSIZ as u64;
+        while off < size {
+            let lbn = g.lblkno(off);
+            let addr = self.bmap(ino, di, lbn)?;
+            if addr == 0 {
+                return Err(Error::corrupt(format!("directory {ino}: hole at offset {off}")));
             }
-            off += DIRBLKSIZ as u64;
+            let bsz = g.blksize(size, lbn) as usize;
+            let block_start = lbn * g.bsize;
+            let b = self.cache.read(addr, bsz, BlockKind::Dir)?;
+            let mut o = (off - block_start) as usize;
+            while o + DIRBLKSIZ <= b.len() && block_start + (o as u64) < size {
+                let coff = block_start + o as u64;
+                for e in iter_chunk(&b[o..o + DIRBLKSIZ]) {
+                    match e {
+                        Ok(e) => {
+                            if let ControlFlow::Break(t) = f(coff, e) {
+                                return Ok(Some(t));
+                            }
+                        }
+                        Err((eo, why)) => {
+                            return Err(Error::corrupt(format!("directory {ino} at offset {}: {why}", coff + eo as u64)));
+                        }
+                    }
+                }
+                o += DIRBLKSIZ;
+            }
+            if (o as u64) < g.bsize && block_start + (o as u64) < size {
+                return Err(Error::corrupt(format!("directory {ino}: block {lbn} shorter than the directory size implies")));
+            }
+            off = block_start + g.bsize;
         }
         Ok(None)
+    }
+
+    /// Linear lookup of `name` in directory `ino`.
+    pub fn dir_lookup(&mut self, ino: u64, di: &Dinode, name: &[u8]) -> Result<Option<Found>> {
+        self.dir_scan(ino, di, 0, |coff, e| {
+            if e.ino != 0 && e.name == name {
+                ControlFlow::Break(Found { ino: e.ino as u64, dtype: e.dtype, off: coff + e.off as u64 })
+            } else {
+                ControlFlow::Continue(())
+            }
+        })
     }
 
     /// Adds `name -> child` to directory `dino`. The caller has checked that
@@ -104,34 +149,37 @@ impl FsCore {
         // within one chunk whose spare room adds up (to be compacted).
         let mut slot: Option<(u64, usize, usize)> = None; // (chunk offset, region start, region len)
         let mut enduseful = 0u64;
-        let mut off = 0;
-        while off < size {
-            let entries = self.dir_chunk(dino, ddi, off)?;
-            let mut acc_start: Option<usize> = None;
-            let mut acc_free = 0usize;
-            for e in &entries {
-                if e.ino != 0 {
-                    enduseful = off + e.off as u64 + e.size() as u64;
-                }
-                if slot.is_some() {
-                    continue;
-                }
-                let free = e.reclen as usize - e.size();
-                if free == 0 {
-                    continue;
-                }
-                if free >= needed {
-                    slot = Some((off, e.off, e.reclen as usize));
-                    continue;
-                }
-                acc_free += free;
-                let s = *acc_start.get_or_insert(e.off);
-                if acc_free >= needed {
-                    slot = Some((off, s, e.off + e.reclen as usize - s));
-                }
+        let mut cur_chunk = u64::MAX;
+        let mut acc_start = 0usize;
+        let mut acc_free = 0usize;
+        self.dir_scan(dino, ddi, 0, |coff, e| {
+            if coff != cur_chunk {
+                cur_chunk = coff;
+                acc_free = 0;
             }
-            off += DIRBLKSIZ as u64;
-        }
+            if e.ino != 0 {
+                enduseful = coff + e.off as u64 + e.size() as u64;
+            }
+            if slot.is_some() {
+                return ControlFlow::<()>::Continue(());
+            }
+            let free = e.reclen as usize - e.size();
+            if free == 0 {
+                return ControlFlow::Continue(());
+            }
+            if free >= needed {
+                slot = Some((coff, e.off, e.reclen as usize));
+                return ControlFlow::Continue(());
+            }
+            if acc_free == 0 {
+                acc_start = e.off;
+            }
+            acc_free += free;
+            if acc_free >= needed {
+                slot = Some((coff, acc_start, e.off + e.reclen as usize - acc_start));
+            }
+            ControlFlow::Continue(())
+        })?;
         match slot {
             Some((coff, start, len)) => {
                 self.dir_chunk_mut(dino, ddi, coff, |c| compact_and_insert(c, start, len, child as u32, dtype, name))??;
@@ -158,40 +206,48 @@ impl FsCore {
 
     /// Removes `name` from directory `dino`; returns what it pointed to.
     pub fn dir_remove(&mut self, dino: u64, ddi: &mut Dinode, name: &[u8], who: Reserve) -> Result<Found> {
-        self.check_dir_size(dino, ddi)?;
         let size = ddi.di_size();
-        let mut off = 0;
-        while off < size {
-            let entries = self.dir_chunk(dino, ddi, off)?;
-            if let Some(i) = entries.iter().position(|e| e.ino != 0 && e.name == name) {
-                let e = &entries[i];
-                let found = Found { ino: e.ino as u64, dtype: e.dtype, off: off + e.off as u64 };
-                let eoff = e.off;
-                let reclen = e.reclen;
-                let prev = if i > 0 { Some((entries[i - 1].off, entries[i - 1].reclen)) } else { None };
-                self.dir_chunk_mut(dino, ddi, off, |c| match prev {
-                    None => ufs_format::dir::set_ino(c, eoff, 0),
-                    Some((poff, preclen)) => ufs_format::dir::set_reclen(c, poff, preclen + reclen),
-                })?;
-                // If the last chunk is now empty, give back trailing empty chunks.
-                if off + DIRBLKSIZ as u64 == size {
-                    self.dir_trim_tail(dino, ddi, who)?;
-                }
-                return Ok(found);
+        let mut prev: Option<(u64, usize, u16)> = None; // (chunk, off, reclen) of the previous record
+        let hit = self.dir_scan(dino, ddi, 0, |coff, e| {
+            let p = match prev {
+                Some((pc, po, pr)) if pc == coff => Some((po, pr)),
+                _ => None,
+            };
+            if e.ino != 0 && e.name == name {
+                return ControlFlow::Break((coff, e.off, e.reclen, e.ino, e.dtype, p));
             }
-            off += DIRBLKSIZ as u64;
+            prev = Some((coff, e.off, e.reclen));
+            ControlFlow::Continue(())
+        })?;
+        let Some((coff, eoff, reclen, ino, dtype, p)) = hit else {
+            return Err(Error::new(ErrorKind::NotFound, format!("{} not found", String::from_utf8_lossy(name))));
+        };
+        self.dir_chunk_mut(dino, ddi, coff, |c| match p {
+            None => ufs_format::dir::set_ino(c, eoff, 0),
+            Some((poff, preclen)) => ufs_format::dir::set_reclen(c, poff, preclen + reclen),
+        })?;
+        // If the last chunk is now empty, give back trailing empty chunks.
+        if coff + DIRBLKSIZ as u64 == size {
+            self.dir_trim_tail(dino, ddi, who)?;
         }
-        Err(Error::new(ErrorKind::NotFound, format!("{} not found", String::from_utf8_lossy(name))))
+        Ok(Found { ino: ino as u64, dtype, off: coff + eoff as u64 })
     }
 
     fn dir_trim_tail(&mut self, dino: u64, ddi: &mut Dinode, who: Reserve) -> Result<()> {
         let mut end = ddi.di_size();
         while end > DIRBLKSIZ as u64 {
-            let entries = self.dir_chunk(dino, ddi, end - DIRBLKSIZ as u64)?;
-            if entries.iter().any(|e| e.ino != 0) {
+            let chunk = end - DIRBLKSIZ as u64;
+            let live = self.dir_scan(dino, ddi, chunk, |coff, e| {
+                if coff == chunk && e.ino != 0 {
+                    ControlFlow::Break(())
+                } else {
+                    ControlFlow::Continue(())
+                }
+            })?;
+            if live.is_some() {
                 break;
             }
-            end -= DIRBLKSIZ as u64;
+            end = chunk;
         }
         if end < ddi.di_size() {
             self.truncate_data(dino, ddi, end, who)?;
@@ -215,33 +271,29 @@ impl FsCore {
 
     /// True if the directory holds only `.` and `..`.
     pub fn dir_is_empty(&mut self, dino: u64, ddi: &Dinode) -> Result<bool> {
-        let mut off = 0;
-        while off < ddi.di_size() {
-            for e in self.dir_chunk(dino, ddi, off)? {
-                if e.ino != 0 && e.name != b"." && e.name != b".." {
-                    return Ok(false);
-                }
+        let other = self.dir_scan(dino, ddi, 0, |_, e| {
+            if e.ino != 0 && e.name != b"." && e.name != b".." {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
             }
-            off += DIRBLKSIZ as u64;
-        }
-        Ok(true)
+        })?;
+        Ok(other.is_none())
     }
 
     /// Entries starting at byte `cookie`, up to `max` of them.
     pub fn dir_read(&mut self, dino: u64, ddi: &Dinode, cookie: u64, max: usize) -> Result<Vec<ReadDirEntry>> {
-        self.check_dir_size(dino, ddi)?;
         let mut out = Vec::new();
-        let mut coff = cookie / DIRBLKSIZ as u64 * DIRBLKSIZ as u64;
-        while coff < ddi.di_size() && out.len() < max {
-            for e in self.dir_chunk(dino, ddi, coff)? {
-                let abs = coff + e.off as u64;
-                if abs < cookie || e.ino == 0 {
-                    continue;
+        self.dir_scan(dino, ddi, cookie, |coff, e| {
+            let abs = coff + e.off as u64;
+            if abs >= cookie && e.ino != 0 {
+                out.push(ReadDirEntry { next: abs + e.reclen as u64, ino: e.ino as u64, dtype: e.dtype, name: e.name.to_vec() });
+                if out.len() >= max {
+                    return ControlFlow::Break(());
                 }
-                out.push(ReadDirEntry { next: abs + e.reclen as u64, ino: e.ino as u64, dtype: e.dtype, name: e.name });
             }
-            coff += DIRBLKSIZ as u64;
-        }
+            ControlFlow::Continue(())
+        })?;
         Ok(out)
     }
 

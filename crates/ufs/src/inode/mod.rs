@@ -114,7 +114,7 @@ impl FsCore {
             self.cache.resize(bprev, osize as usize, nsize as usize, kind)?;
             return Ok(bprev);
         }
-        let pref = self.blkpref(ino, di.is_dir(), lbn, lbn, if lbn > 0 { di.di_db(lbn as usize - 1) } else { 0 });
+        let pref = self.blkpref(ino, di.is_dir(), lbn, lbn, if lbn > 0 { di.di_db(lbn as usize - 1) } else { 0 }, di.di_ib(0));
         // Optimising for time: take a whole block so the run can grow in
         // place later, and give back what is not needed now.
         let request = if self.sb.fs_optim() == FS_OPTTIME { self.g.bsize } else { nsize };
@@ -164,7 +164,7 @@ impl FsCore {
                     return Ok(nb2);
                 }
                 let prev = if i > 0 { di.di_db(i - 1) } else { 0 };
-                let pref = self.blkpref(ino, di.is_dir(), lbn, i as u64, prev);
+                let pref = self.blkpref(ino, di.is_dir(), lbn, i as u64, prev, di.di_ib(0));
                 let bno = self.alloc_block(ino, pref, nsize, who)?;
                 self.cache.create(bno, nsize as usize, kind)?;
                 di.set_di_db(i, bno);
@@ -175,7 +175,7 @@ impl FsCore {
                 let bs = g.bsize;
                 let mut addr = di.di_ib(level - 1);
                 if addr == 0 {
-                    let pref = self.blkpref(ino, di.is_dir(), lbn, 0, 0);
+                    let pref = self.indir_pref(ino, level, lbn, di.di_db(UFS_NDADDR - 1));
                     addr = self.alloc_block(ino, pref, bs, who)?;
                     self.cache.create(addr, bs as usize, BlockKind::Indir)?;
                     di.set_di_ib(level - 1, addr);
@@ -187,7 +187,7 @@ impl FsCore {
                     let leaf = l + 1 == level;
                     if nb == 0 {
                         let prev = if ix > 0 { self.indir_get(ino, addr, ix - 1)? } else { 0 };
-                        let pref = if leaf { self.blkpref(ino, di.is_dir(), lbn, ix, prev) } else { self.blkpref(ino, di.is_dir(), lbn, 0, 0) };
+                        let pref = if leaf { self.blkpref(ino, di.is_dir(), lbn, ix, prev, di.di_ib(0)) } else { self.indir_pref(ino, 0, lbn, 0) };
                         nb = self.alloc_block(ino, pref, bs, who)?;
                         self.cache.create(nb, bs as usize, if leaf { kind } else { BlockKind::Indir })?;
                         self.indir_set(addr, ix, nb)?;
