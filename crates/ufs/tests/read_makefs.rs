@@ -21,3 +21,49 @@ fn reads_makefs_image_of_usr_include() {
         assert_eq!(Some(v), got.get(k), "{}", k.display());
     }
 }
+
+#[test]
+fn reads_makefs_image_of_hostile_tree() {
+    if !have_makefs() {
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let src = t.path().join("src");
+    hostile_tree(&src, 20_000, false);
+    let img = t.path().join("h.img");
+    makefs(&src, &img, "200m");
+    let fs = Fs::open_path(&img, MountOptions { read_only: true, ..Default::default() }).unwrap();
+    let want = walk_host(&src);
+    let got = walk_fs(&fs);
+    assert_eq!(want.len(), got.len());
+    for (k, v) in &want {
+        assert_eq!(Some(v), got.get(k), "{}", k.display());
+    }
+    let root = fs.root();
+    let data = fs.lookup(root, b"data").unwrap();
+    assert_eq!(data.nlink, 2);
+    let l = fs.lookup(root, "L".repeat(255).as_bytes()).unwrap();
+    assert_eq!(l.size, 9);
+}
+
+#[test]
+fn reads_makefs_file_over_4gib() {
+    if !have_makefs() {
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let src = t.path().join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    let f = std::fs::File::create(src.join("huge")).unwrap();
+    f.set_len((4 << 30) + 4096).unwrap();
+    use std::os::unix::fs::FileExt;
+    f.write_all_at(b"past four gigabytes", 4 << 30).unwrap();
+    drop(f);
+    let img = t.path().join("huge.img");
+    makefs(&src, &img, "5g");
+    let fs = Fs::open_path(&img, MountOptions { read_only: true, ..Default::default() }).unwrap();
+    let a = fs.lookup(fs.root(), b"huge").unwrap();
+    assert_eq!(a.size, (4 << 30) + 4096);
+    assert_eq!(fs.read(a.ino, 4 << 30, 19).unwrap(), b"past four gigabytes");
+    assert_eq!(fs.read(a.ino, 3 << 30, 4).unwrap(), vec![0u8; 4]);
+}

@@ -118,3 +118,42 @@ pub fn walk_fs(fs: &Fs) -> BTreeMap<PathBuf, Node> {
     }
     out
 }
+
+/// A tree that exercises every corner readers get wrong: names of 255
+/// bytes, nesting 100 deep, a directory of `big` entries, hard links,
+/// short and long symlinks, a sparse file, a file over 4 GiB (sparse on
+/// the host; `huge` false skips it), fifos.
+pub fn hostile_tree(root: &Path, big: usize, huge: bool) {
+    use std::os::unix::fs::symlink;
+    std::fs::create_dir_all(root).unwrap();
+    let long_name = "L".repeat(255);
+    std::fs::write(root.join(&long_name), b"long name").unwrap();
+    let mut d = root.join("deep");
+    for i in 0..100 {
+        d = d.join(format!("d{i}"));
+    }
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::write(d.join("bottom"), b"bottom of the well").unwrap();
+    let bigdir = root.join("big");
+    std::fs::create_dir_all(&bigdir).unwrap();
+    for i in 0..big {
+        std::fs::write(bigdir.join(format!("f{i:06}")), []).unwrap();
+    }
+    std::fs::write(root.join("data"), (0..200_000u32).map(|i| (i * 7) as u8).collect::<Vec<_>>()).unwrap();
+    std::fs::hard_link(root.join("data"), root.join("data-link")).unwrap();
+    symlink("data", root.join("short-link")).unwrap();
+    symlink("x".repeat(200), root.join("long-link")).unwrap();
+    let f = std::fs::File::create(root.join("sparse")).unwrap();
+    f.set_len(10 << 20).unwrap();
+    use std::os::unix::fs::FileExt;
+    f.write_all_at(b"middle", 5 << 20).unwrap();
+    f.write_all_at(b"end", (10 << 20) - 3).unwrap();
+    if huge {
+        let f = std::fs::File::create(root.join("huge")).unwrap();
+        f.set_len((4 << 30) + 4096).unwrap();
+        f.write_all_at(b"past four gigabytes", 4 << 30).unwrap();
+    }
+    let fifo = root.join("fifo");
+    let st = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(st.success());
+}
