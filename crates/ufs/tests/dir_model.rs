@@ -1,0 +1,116 @@
+//! Randomized directory operations checked against a model: every answer
+//! of lookup, create, unlink and rename must match a map of names.
+mod common;
+use common::*;
+use proptest::prelude::*;
+use std::collections::BTreeMap;
+use std::process::Command;
+use ufs::{Cred, ErrorKind, Fs, MountOptions, RenameMode};
+
+#[derive(Debug, Clone)]
+enum Op {
+    Create(u16),
+    Unlink(u16),
+    Lookup(u16),
+    Rename(u16, u16),
+}
+
+fn name(i: u16) -> Vec<u8> {
+    // Names of varied length so records of many sizes share chunks.
+    let len = 1 + (i as usize * 37) % 60;
+    let mut n = format!("{i}-").into_bytes();
+    n.resize(len.max(n.len()), b'a' + (i % 26) as u8);
+    n
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (0u16..600).prop_map(Op::Create),
+        3 => (0u16..600).prop_map(Op::Unlink),
+        2 => (0u16..600).prop_map(Op::Lookup),
+        1 => (0u16..600, 0u16..600).prop_map(|(a, b)| Op::Rename(a, b)),
+    ]
+}
+
+fn image() -> (tempfile::TempDir, std::path::PathBuf) {
+    let t = tempfile::tempdir().unwrap();
+    let src = t.path().join("e");
+    std::fs::create_dir_all(&src).unwrap();
+    let img = t.path().join("d.img");
+    let out = Command::new("/usr/sbin/makefs")
+        .args(["-t", "ffs", "-o", "version=2", "-s", "64m", "-f", "5000"])
+        .arg(&img)
+        .arg(&src)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    (t, img)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    #[test]
+    fn directory_matches_model(ops in proptest::collection::vec(op(), 1..1500)) {
+        if !have_makefs() {
+            return Ok(());
+        }
+        let (_t, img) = image();
+        let fs = Fs::open_path(&img, MountOptions::default()).unwrap();
+        let d = fs.mkdir(fs.root(), b"d", 0o755, Cred::ROOT).unwrap().ino;
+        let mut model: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
+        for op in ops {
+            match op {
+                Op::Create(i) => {
+                    let r = fs.mknod(d, &name(i), 0o100644, 0, Cred::ROOT);
+                    match model.get(&name(i)) {
+                        Some(_) => prop_assert_eq!(r.unwrap_err().kind, ErrorKind::Exists),
+                        None => { model.insert(name(i), r.unwrap().ino); }
+                    }
+                }
+                Op::Unlink(i) => {
+                    let r = fs.unlink(d, &name(i));
+                    match model.remove(&name(i)) {
+                        Some(_) => r.unwrap(),
+                        None => prop_assert_eq!(r.unwrap_err().kind, ErrorKind::NotFound),
+                    }
+                }
+                Op::Lookup(i) => {
+                    let r = fs.lookup(d, &name(i));
+                    match model.get(&name(i)) {
+                        Some(&ino) => prop_assert_eq!(r.unwrap().ino, ino),
+                        None => prop_assert_eq!(r.unwrap_err().kind, ErrorKind::NotFound),
+                    }
+                }
+                Op::Rename(a, b) => {
+                    let r = fs.rename(d, &name(a), d, &name(b), RenameMode::Replace);
+                    match model.get(&name(a)).copied() {
+                        None => prop_assert_eq!(r.unwrap_err().kind, ErrorKind::NotFound),
+                        Some(ino) => {
+                            r.unwrap();
+                            if a != b {
+                                model.remove(&name(a));
+                                model.insert(name(b), ino);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        // readdir returns exactly the model, each name once.
+        let mut seen = BTreeMap::new();
+        let mut cookie = 0;
+        loop {
+            let ents = fs.readdir(d, cookie, 97).unwrap();
+            if ents.is_empty() { break; }
+            cookie = ents.last().unwrap().next;
+            for e in ents {
+                if e.name != b"." && e.name != b".." {
+                    prop_assert!(seen.insert(e.name.clone(), e.ino).is_none());
+                }
+            }
+        }
+        prop_assert_eq!(seen, model);
+        // The directory's size never keeps empty trailing chunks beyond one.
+        fs.unmount().unwrap();
+    }
+}
