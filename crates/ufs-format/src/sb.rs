@@ -331,11 +331,13 @@ impl Superblock {
         if ipg < inopb || ipg % inopb != 0 || ipg > (1 << 31) {
             return bad("fs_ipg", format!("{ipg} is not a positive multiple of {inopb}"));
         }
-        if ncg.checked_mul(ipg).is_none_or(|n| n > u32::MAX as u64) {
+        if ncg.checked_mul(ipg).is_none_or(|n| n > (1u64 << 32) - inopb) {
             return bad("fs_ipg", format!("{ncg} groups of {ipg} inodes overflow 32-bit inode numbers"));
         }
-        if fpg < frag || fpg % frag != 0 {
-            return bad("fs_fpg", format!("{fpg} is not a positive multiple of {frag}"));
+        // FreeBSD asks for at least 3 blocks per group, a whole number of
+        // blocks unless the file system is a single small group.
+        if fpg < 3 * frag || (fpg % frag != 0 && ncg != 1) {
+            return bad("fs_fpg", format!("{fpg} is not a multiple of {frag} (and at least 3 blocks)"));
         }
         let fpg = fpg as u64;
         let frag_u = frag as u64;
@@ -388,6 +390,11 @@ impl Superblock {
         let csfrags = (cssize as u64).div_ceil(fsize as u64);
         if csaddr < 0 || (csaddr as u64) + csfrags > size as u64 {
             return bad("fs_csaddr", format!("{csaddr} with {csfrags} fragments is outside the file system"));
+        }
+        // The summary area lies in one group's data area.
+        let cgc = csaddr as u64 / fpg;
+        if (csaddr as u64) < cgc * fpg + dblkno as u64 || (csaddr as u64 + csfrags) / fpg > cgc {
+            return bad("fs_csaddr", format!("{csaddr} is not in one group's data area"));
         }
         let maxcontig = self.fs_maxcontig();
         if maxcontig < 1 || maxcontig > 256.max(1048576 / bsize) {

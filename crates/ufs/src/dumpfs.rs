@@ -125,9 +125,9 @@ pub fn dumpfs(dev: &dyn BlockDevice, with_cgs: bool) -> Result<String> {
 /// The `ufskit newfs` command that recreates this file system's geometry.
 pub fn newfs_command(dev: &dyn BlockDevice, target: &str) -> Result<String> {
     let (sb, g, _) = read_superblock(dev)?;
-    let density = g.fpg * g.fsize / g.ipg;
+    let density = ((g.fpg / g.frag) * g.bsize / g.ipg).div_ceil(g.fsize) * g.fsize;
     let mut cmd = format!(
-        "ufskit newfs -b {} -f {} -i {} -m {} -o {} -g {} -h {} -e {} -c {} -k {}",
+        "ufskit newfs -b {} -f {} -i {} -m {} -o {} -g {} -h {} -e {} -k {}",
         g.bsize,
         g.fsize,
         density,
@@ -136,7 +136,6 @@ pub fn newfs_command(dev: &dyn BlockDevice, target: &str) -> Result<String> {
         sb.fs_avgfilesize(),
         sb.fs_avgfpdir(),
         g.maxbpg,
-        g.fpg / g.frag,
         g.metaspace,
     );
     if sb.fs_flags() & FS_DOSOFTDEP != 0 {

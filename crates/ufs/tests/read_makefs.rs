@@ -46,24 +46,6 @@ fn reads_makefs_image_of_hostile_tree() {
     assert_eq!(l.size, 9);
 }
 
-#[test]
-fn reads_makefs_file_over_4gib() {
-    if !have_makefs() {
-        return;
-    }
-    let t = tempfile::tempdir().unwrap();
-    let src = t.path().join("src");
-    std::fs::create_dir_all(&src).unwrap();
-    let f = std::fs::File::create(src.join("huge")).unwrap();
-    f.set_len((4 << 30) + 4096).unwrap();
-    use std::os::unix::fs::FileExt;
-    f.write_all_at(b"past four gigabytes", 4 << 30).unwrap();
-    drop(f);
-    let img = t.path().join("huge.img");
-    makefs(&src, &img, "5g");
-    let fs = Fs::open_path(&img, MountOptions { read_only: true, ..Default::default() }).unwrap();
-    let a = fs.lookup(fs.root(), b"huge").unwrap();
-    assert_eq!(a.size, (4 << 30) + 4096);
-    assert_eq!(fs.read(a.ino, 4 << 30, 19).unwrap(), b"past four gigabytes");
-    assert_eq!(fs.read(a.ino, 3 << 30, 4).unwrap(), vec![0u8; 4]);
-}
+// Files over 4 GiB cannot come from Debian's makefs (its block reader
+// overflows a 32-bit offset: "bread: lseek ... Invalid argument"); they are
+// covered by images ufskit writes, read back by ufskit and by rufs.

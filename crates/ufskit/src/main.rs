@@ -200,7 +200,7 @@ fn cmd_newfs(a: NewfsArgs) -> Result<(), String> {
     let mut p = ufs::newfs::NewfsParams::default();
     if let Some(b) = &a.bsize {
         p.bsize = parse_size(b)?;
-        p.fsize = p.bsize / 8;
+        p.fsize = 0; // FreeBSD's default for this block size
     }
     if let Some(f) = &a.fsize {
         p.fsize = parse_size(f)?;
