@@ -223,8 +223,8 @@ impl FsCore {
             return Err(Error::new(ErrorKind::NotFound, format!("{} not found", String::from_utf8_lossy(name))));
         };
         self.dir_chunk_mut(dino, ddi, coff, |c| match p {
-            None => ufs_format::dir::set_ino(c, eoff, 0),
             Some((poff, preclen)) => ufs_format::dir::set_reclen(c, poff, preclen + reclen),
+            None => remove_first(c, reclen as usize),
         })?;
         // If the last chunk is now empty, give back trailing empty chunks.
         if coff + DIRBLKSIZ as u64 == size {
@@ -307,6 +307,27 @@ impl FsCore {
             return Err(Error::new(ErrorKind::NoSpace, "file system full: cannot create directory block"));
         }
         Ok(())
+    }
+}
+
+/// Frees the first record of a chunk. FreeBSD clears its `d_ino`; when a
+/// record follows, ufskit instead moves that record to the front and gives
+/// it the freed space, so no chunk starts with an unused record while it
+/// still holds entries. Both layouts are valid; this one is also read
+/// correctly by readers that stop at the first unused record (the `rufs`
+/// crate does). Readdir through the mount works on a snapshot taken at
+/// opendir, so moving a record cannot make a reader skip it.
+fn remove_first(c: &mut [u8], reclen: usize) {
+    if reclen >= DIRBLKSIZ {
+        ufs_format::dir::set_ino(c, 0, 0);
+        return;
+    }
+    let next = iter_chunk(&c[..]).nth(1).and_then(|e| e.ok()).map(|e| (e.ino, e.reclen, e.dtype, e.name.to_vec()));
+    match next {
+        Some((ino, nrec, dtype, name)) if ino != 0 => {
+            ufs_format::dir::write_entry(c, 0, ino, (reclen + nrec as usize) as u16, dtype, &name);
+        }
+        _ => ufs_format::dir::set_ino(c, 0, 0),
     }
 }
 

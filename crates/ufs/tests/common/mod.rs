@@ -57,8 +57,17 @@ pub fn walk_host(root: &Path) -> BTreeMap<PathBuf, Node> {
                 use std::os::unix::ffi::OsStrExt;
                 Node::Symlink(std::fs::read_link(e.path()).unwrap().as_os_str().as_bytes().to_vec())
             } else if ft.is_file() {
-                let d = std::fs::read(e.path()).unwrap();
-                Node::File { size: d.len() as u64, data_hash: hash(&d) }
+                let len = e.metadata().unwrap().len();
+                if len > (64 << 20) {
+                    // Huge (sparse) files: compare size and the last MiB.
+                    use std::os::unix::fs::FileExt;
+                    let mut tail = vec![0u8; 1 << 20];
+                    std::fs::File::open(e.path()).unwrap().read_exact_at(&mut tail, len - (1 << 20)).unwrap();
+                    Node::File { size: len, data_hash: hash(&tail) }
+                } else {
+                    let d = std::fs::read(e.path()).unwrap();
+                    Node::File { size: d.len() as u64, data_hash: hash(&d) }
+                }
             } else if ft.is_fifo() {
                 Node::Other(FileKind::Fifo)
             } else {
@@ -156,4 +165,58 @@ pub fn hostile_tree(root: &Path, big: usize, huge: bool) {
     let fifo = root.join("fifo");
     let st = Command::new("mkfifo").arg(&fifo).status().unwrap();
     assert!(st.success());
+}
+
+/// Copies a host tree into `fs` under directory `dst` (files, dirs,
+/// symlinks, fifos, hard links by host inode), keeping mode and mtime.
+pub fn copy_in(fs: &Fs, src: &Path, dst: u64) {
+    use std::collections::HashMap;
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let root = ufs::Cred::ROOT;
+    let mut links: HashMap<(u64, u64), u64> = HashMap::new();
+    let mut stack = vec![(src.to_path_buf(), dst)];
+    while let Some((dir, dino)) = stack.pop() {
+        let mut ents: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap()).collect();
+        ents.sort_by_key(|e| e.file_name());
+        for e in ents {
+            let name = e.file_name();
+            let name = name.as_bytes();
+            let md = std::fs::symlink_metadata(e.path()).unwrap();
+            let ft = md.file_type();
+            let mode = (md.mode() & 0o7777) as u16;
+            let ino = if ft.is_dir() {
+                let a = fs.mkdir(dino, name, mode as u32, root).unwrap();
+                stack.push((e.path(), a.ino));
+                a.ino
+            } else if ft.is_symlink() {
+                let t = std::fs::read_link(e.path()).unwrap();
+                fs.symlink(dino, name, t.as_os_str().as_bytes(), root).unwrap().ino
+            } else if ft.is_file() && md.nlink() > 1 && links.contains_key(&(md.dev(), md.ino())) {
+                let target = links[&(md.dev(), md.ino())];
+                fs.link(target, dino, name).unwrap();
+                continue;
+            } else if ft.is_file() {
+                let a = fs.mknod(dino, name, 0o100000 | mode as u32, 0, root).unwrap();
+                let data = std::fs::read(e.path()).unwrap();
+                // Write in 128 KiB pieces, skipping all-zero pieces (holes).
+                for (i, piece) in data.chunks(128 << 10).enumerate() {
+                    if piece.iter().any(|&b| b != 0) {
+                        fs.write(a.ino, (i as u64) << 17, piece, root).unwrap();
+                    }
+                }
+                fs.setattr(a.ino, &ufs::SetAttr { size: Some(data.len() as u64), ..Default::default() }, root).unwrap();
+                if md.nlink() > 1 {
+                    links.insert((md.dev(), md.ino()), a.ino);
+                }
+                a.ino
+            } else if ft.is_fifo() {
+                fs.mknod(dino, name, 0o010000 | mode as u32, 0, root).unwrap().ino
+            } else {
+                continue;
+            };
+            let t = ufs::TimeSet::At(ufs::Time { sec: md.mtime(), nsec: md.mtime_nsec() as u32 });
+            fs.setattr(ino, &ufs::SetAttr { mtime: Some(t), ..Default::default() }, root).unwrap();
+        }
+    }
 }
