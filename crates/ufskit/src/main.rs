@@ -312,9 +312,8 @@ fn cmd_fsck(a: FsckArgs) -> Result<ExitCode, String> {
         println!("{}", serde_json::to_string_pretty(&rep).map_err(|e| e.to_string())?);
     } else {
         for f in &rep.findings {
-            let ino = f.ino.map(|i| format!(" I={i}")).unwrap_or_default();
             let fixed = if f.fixed { " (FIXED)" } else { "" };
-            println!("** {}: {}{}{}", f.pass, f.message, ino, fixed);
+            println!("** {}: {}{}", f.pass, f.message, fixed);
         }
         println!(
             "{} files, {} directories, {} used, {} free (fragments)",

@@ -1,0 +1,495 @@
+//! Pass 1: cylinder-group headers, every initialised inode, block claims;
+//! pass 1b: every owner of a block claimed twice.
+use super::walk::{self, BlockRef, Kind, Step, Visitor};
+use super::*;
+use ufs_format::bytes::get_u32;
+use ufs_format::dinode::*;
+
+const P1: &str = "pass1";
+/// Bad or duplicate claims tolerated per inode before giving up on it.
+const MAXBAD: u32 = 10;
+/// Largest directory size (`MAXDIRSIZE`).
+const MAXDIRSIZE: u64 = 0x7FFF_FFFF;
+/// Bytes of inode table read at once.
+const INOBUF: u64 = 1 << 20;
+
+/// Integrity check of a cylinder-group header (`check_cgmagic`): `None` if
+/// fine, else what is wrong.
+pub(super) fn cg_header_problem(ctx: &Ctx, c: u64, b: &[u8], proto: &Cg) -> Option<String> {
+    let g = &ctx.g;
+    if ctx.ck_cg {
+        let h = ckhash::ckhash_with_zeroed_field(b, cg::CG_CKHASH_OFF);
+        let stored = get_u32(b, cg::CG_CKHASH_OFF);
+        if h != stored {
+            return Some(format!("check-hash {stored:#x} should be {h:#x}"));
+        }
+    }
+    let f = |o: usize| get_u32(b, o);
+    let p = |o: usize| get_u32(proto.as_bytes(), o);
+    if f(4) != CG_MAGIC {
+        return Some(format!("cg_magic {:#x} should be {CG_MAGIC:#x}", f(4)));
+    }
+    if f(12) as u64 != c {
+        return Some(format!("cg_cgx {} should be {c}", f(12)));
+    }
+    let ndblk = g.fpg.min(g.size - g.cgbase(c));
+    if f(20) as u64 != ndblk {
+        return Some(format!("cg_ndblk {} should be {ndblk}", f(20)));
+    }
+    if f(116) as u64 != g.ipg {
+        return Some(format!("cg_niblk {} should be {}", f(116), g.ipg));
+    }
+    if f(120) as u64 > g.ipg {
+        return Some(format!("cg_initediblk {} exceeds fs_ipg {}", f(120), g.ipg));
+    }
+    for (name, o) in [("cg_iusedoff", 92), ("cg_freeoff", 96), ("cg_nextfreeoff", 100)] {
+        if f(o) != p(o) {
+            return Some(format!("{name} {} should be {}", f(o), p(o)));
+        }
+    }
+    if g.contigsumsize > 0 {
+        let ncl = ndblk / g.frag;
+        if f(112) as u64 != ncl {
+            return Some(format!("cg_nclusterblks {} should be {ncl}", f(112)));
+        }
+        for (name, o) in [("cg_clustersumoff", 104), ("cg_clusteroff", 108)] {
+            if f(o) != p(o) {
+                return Some(format!("{name} {} should be {}", f(o), p(o)));
+            }
+        }
+    }
+    None
+}
+
+pub(super) fn pass1(ctx: &mut Ctx) -> R<()> {
+    let g = ctx.g;
+    // Space the file system itself uses.
+    for c in 0..g.ncg {
+        let start = if c == 0 { 0 } else { g.cgsblock(c) };
+        ctx.used.set_range(start, g.cgdmin(c));
+    }
+    ctx.used.set_range(g.csaddr, g.csaddr + g.cssize.div_ceil(g.fsize));
+    ctx.used.set_range(g.size, g.size.div_ceil(g.frag) * g.frag);
+
+    let proto = Cg::new_layout(&g, 0);
+    ctx.cgs = (0..g.ncg).map(|_| CgInfo::default()).collect();
+    for c in 0..g.ncg {
+        let b = ctx.read_frags(g.cgtod(c), g.cgsize.div_ceil(g.fsize))?;
+        let b = &b[..g.cgsize as usize];
+        let problem = cg_header_problem(ctx, c, b, &proto);
+        let disk_inited = get_u32(b, 120) as u64;
+        let trusted = get_u32(b, 4) == CG_MAGIC && get_u32(b, 12) as u64 == c && disk_inited <= g.ipg;
+        if let Some(why) = problem {
+            let fix = ctx.ask(
+                P1,
+                Severity::Inconsistency,
+                None,
+                format!("CYLINDER GROUP {c}: INTEGRITY CHECK FAILED ({why}); REBUILD CYLINDER GROUP"),
+            )?;
+            ctx.cgs[c as usize].corrupt = true;
+            ctx.cgs[c as usize].rebuild = fix;
+        }
+        let inosused = if trusted { disk_inited } else { g.ipg };
+        {
+            let ci = &mut ctx.cgs[c as usize];
+            ci.initediblk_disk = disk_inited.min(g.ipg) as u32;
+            ci.initediblk = inosused as u32;
+        }
+        scan_group(ctx, c, inosused)?;
+        let ci = &mut ctx.cgs[c as usize];
+        // Trim the table to the last allocated inode.
+        let last = ci.inos.iter().rposition(|x| x.state != USTATE).map_or(0, |i| i + 1);
+        ci.inos.truncate(last);
+        ci.inos.shrink_to_fit();
+        if !trusted {
+            // A rebuilt group keeps the initialised inodes it was found to use.
+            let want = (last as u64).max(2 * g.inopb).div_ceil(g.inopb) * g.inopb;
+            ci.initediblk = want.min(g.ipg) as u32;
+        }
+    }
+    Ok(())
+}
+
+/// Reads and checks inodes `0..n` of group `c`.
+fn scan_group(ctx: &mut Ctx, c: u64, n: u64) -> R<()> {
+    let g = ctx.g;
+    let per_read = (INOBUF / DINODE_SIZE as u64).max(g.inopb) / g.inopb * g.inopb;
+    let mut idx = 0;
+    while idx < n {
+        let cnt = per_read.min(n - idx);
+        let first = c * g.ipg + idx;
+        let off = ctx.ino_offset(first);
+        let buf = ctx.read_bytes(off, (cnt * DINODE_SIZE as u64) as usize)?;
+        for k in 0..cnt {
+            let ino = first + k;
+            let o = (k as usize) * DINODE_SIZE;
+            let di = Dinode::from_bytes(&buf[o..o + DINODE_SIZE]);
+            check_inode(ctx, ino, di)?;
+        }
+        idx += cnt;
+    }
+    Ok(())
+}
+
+fn ftype_ok(t: u16) -> bool {
+    matches!(t, IFDIR | IFREG | IFBLK | IFCHR | IFLNK | IFSOCK | IFIFO)
+}
+
+/// Checks one inode (`checkinode`).
+fn check_inode(ctx: &mut Ctx, ino: u64, mut di: Dinode) -> R<()> {
+    let g = ctx.g;
+    let mut dirty = false;
+    if ctx.ck_inode
+        && di.di_mode() != 0
+        && !di.ckhash_ok()
+        && ctx.ask(
+            P1,
+            Severity::Preen,
+            Some(ino),
+            format!("INODE {ino}: CHECK-HASH FAILED (stored {:#x}, computed {:#x}); FIX", di.di_ckhash(), di.compute_ckhash()),
+        )?
+    {
+        dirty = true;
+    }
+    if ino < UFS_ROOTINO {
+        if dirty {
+            ctx.write_inode(ino, &mut di)?;
+        }
+        return Ok(());
+    }
+    let mode = di.file_type();
+    let size = di.di_size();
+    if mode == 0 {
+        let ptrs = (0..UFS_NDADDR).any(|i| di.di_db(i) != 0) || (0..UFS_NIADDR).any(|i| di.di_ib(i) != 0);
+        if (di.di_mode() != 0 || size != 0 || ptrs)
+            && ctx.ask(P1, Severity::Inconsistency, Some(ino), format!("PARTIALLY ALLOCATED INODE I={ino}; CLEAR"))?
+        {
+            let gen = di.di_gen();
+            di = Dinode::default();
+            di.set_di_gen(gen);
+            dirty = true;
+        }
+        if dirty {
+            ctx.write_inode(ino, &mut di)?;
+        }
+        return Ok(());
+    }
+    // Shape checks: failures make the inode unusable ("unknown").
+    let unknown = if size > ctx.maxfilesize || (mode == IFDIR && size > MAXDIRSIZE) {
+        Some(format!("BAD FILE SIZE {size}"))
+    } else if matches!(mode, IFBLK | IFCHR | IFIFO | IFSOCK) && size != 0 {
+        Some(format!("BAD SPECIAL-FILE SIZE {size}"))
+    } else if matches!(mode, IFBLK | IFCHR) && di.di_db(0) == u64::MAX {
+        Some("BAD SPECIAL-FILE RDEV".to_string())
+    } else {
+        None
+    };
+    if let Some(m) = unknown {
+        return clear_unknown(ctx, ino, di, &m);
+    }
+    // Pointer slots past what the size needs must be empty.
+    let mut ndb: i128 = size.div_ceil(g.bsize) as i128;
+    if matches!(mode, IFBLK | IFCHR) {
+        ndb += 1;
+    }
+    if mode == IFLNK && size < MAXSYMLINKLEN_UFS2 as u64 {
+        ndb = size.div_ceil(8) as i128;
+        if ndb > UFS_NDADDR as i128 {
+            let mut j = ndb - UFS_NDADDR as i128;
+            ndb = 1;
+            while j > 1 {
+                ndb = ndb.saturating_mul(g.nindir as i128);
+                j -= 1;
+            }
+            ndb += UFS_NDADDR as i128;
+        }
+    }
+    for j in (ndb.max(0) as usize)..UFS_NDADDR {
+        if di.di_db(j) != 0
+            && ctx.ask(
+                P1,
+                Severity::Inconsistency,
+                Some(ino),
+                format!("INVALID DIRECT BLOCK {} IN SLOT {j} OF I={ino} (SIZE {size}); CLEAR", di.di_db(j)),
+            )?
+        {
+            di.set_di_db(j, 0);
+            dirty = true;
+        }
+    }
+    let mut levels = 0;
+    let mut rest = ndb - UFS_NDADDR as i128;
+    while rest > 0 {
+        levels += 1;
+        rest /= g.nindir as i128;
+    }
+    for j in levels.min(UFS_NIADDR)..UFS_NIADDR {
+        if di.di_ib(j) != 0
+            && ctx.ask(
+                P1,
+                Severity::Inconsistency,
+                Some(ino),
+                format!("INVALID INDIRECT BLOCK {} AT LEVEL {} OF I={ino} (SIZE {size}); CLEAR", di.di_ib(j), j + 1),
+            )?
+        {
+            di.set_di_ib(j, 0);
+            dirty = true;
+        }
+    }
+    if !ftype_ok(mode) {
+        let why = format!("UNKNOWN FILE TYPE {:o}", di.di_mode());
+        return clear_unknown(ctx, ino, di, &why);
+    }
+    let nlink = di.nlink();
+    let state = if mode == IFDIR {
+        if size == 0 {
+            DCLEAR
+        } else if nlink == 0 {
+            DZLINK
+        } else {
+            DSTATE
+        }
+    } else if nlink == 0 {
+        FZLINK
+    } else {
+        FSTATE
+    };
+    if let Some(x) = ctx.info_mut(ino) {
+        *x = InoInfo { state, dtype: iftodt(di.di_mode()), linkcnt: nlink as i32 };
+    }
+    if mode == IFDIR {
+        ctx.add_dir(DirInfo {
+            ino,
+            parent: 0,
+            dotdot: 0,
+            dotdot_counted: false,
+            size,
+            depth: di.di_freelink(),
+            first_blk: di.di_db(0),
+            created: false,
+        });
+    }
+    // Claim the blocks.
+    let mut v = Claim { ino, runs: 0, bad: 0, dup: 0, tally: 0, lballoc: -1, lbns: Vec::new(), is_dir: mode == IFDIR, trunc_asked: false };
+    walk::walk(ctx, &di, size, &mut v)?;
+    let doomed = matches!(ctx.state(ino), FCLEAR | DCLEAR) && state != DCLEAR;
+    if !doomed {
+        let want = v.tally * (g.fsize / 512);
+        if di.di_blocks() != want
+            && ctx.ask(
+                P1,
+                Severity::Preen,
+                Some(ino),
+                format!("INCORRECT BLOCK COUNT I={ino} ({} should be {want}); CORRECT", di.di_blocks()),
+            )?
+        {
+            di.set_di_blocks(want);
+            dirty = true;
+        }
+        let short_link = mode == IFLNK && size < MAXSYMLINKLEN_UFS2 as u64;
+        if mode != IFDIR && !short_link && size > 0 && v.lballoc < g.lblkno(size - 1) as i64 {
+            let fixsize = ((v.lballoc + 1) as u64) * g.bsize;
+            let sev = if size > UFS_NDADDR as u64 * g.bsize { Severity::Preen } else { Severity::Inconsistency };
+            if ctx.ask(
+                P1,
+                sev,
+                Some(ino),
+                format!("INODE {ino}: FILE SIZE {size} BEYOND END OF ALLOCATED FILE, SIZE SHOULD BE {fixsize}; ADJUST"),
+            )? {
+                di.set_di_size(fixsize);
+                dirty = true;
+            }
+        }
+        if mode == IFDIR && state != DCLEAR {
+            let ndb = size.div_ceil(g.bsize);
+            v.lbns.sort_unstable();
+            v.lbns.dedup();
+            let have = v.lbns.iter().filter(|&&l| l < ndb).count() as u64;
+            if have < ndb {
+                let hole = v.lbns.iter().enumerate().find(|&(i, &l)| l != i as u64).map_or(have, |(i, _)| i as u64);
+                if ctx.ask(
+                    P1,
+                    Severity::Inconsistency,
+                    Some(ino),
+                    format!("DIRECTORY I={ino}: CONTAINS EMPTY BLOCKS (first at logical block {hole}); ADJUST LENGTH"),
+                )? {
+                    if dirty {
+                        ctx.write_inode(ino, &mut di)?;
+                        dirty = false;
+                    }
+                    dirops::truncate_dir(ctx, ino, hole * g.bsize)?;
+                    di = ctx.read_inode(ino)?;
+                    if di.di_size() == 0 {
+                        ctx.set_state(ino, DCLEAR);
+                    }
+                }
+                if let Some(d) = ctx.dir_mut(ino) {
+                    // Pass 2 reads only up to the hole.
+                    d.size = d.size.min(hole * g.bsize);
+                }
+            }
+        }
+    }
+    if dirty {
+        ctx.write_inode(ino, &mut di)?;
+    }
+    Ok(())
+}
+
+fn clear_unknown(ctx: &mut Ctx, ino: u64, mut di: Dinode, why: &str) -> R<()> {
+    ctx.set_state(ino, USTATE);
+    if ctx.ask(P1, Severity::Inconsistency, Some(ino), format!("{why} I={ino}; CLEAR"))? {
+        let gen = di.di_gen();
+        di = Dinode::default();
+        di.set_di_gen(gen);
+        ctx.write_inode(ino, &mut di)?;
+    }
+    Ok(())
+}
+
+/// Marks an inode with a bad or duplicate block (`blkerror`).
+fn blkerror(ctx: &mut Ctx, ino: u64) {
+    let s = ctx.state(ino);
+    let n = match s {
+        FSTATE | FZLINK => FCLEAR,
+        DSTATE | DZLINK | DFOUND => DCLEAR,
+        other => other,
+    };
+    ctx.set_state(ino, n);
+}
+
+/// Pass-1 claims (`pass1check`).
+struct Claim {
+    ino: u64,
+    /// Runs visited so far.
+    runs: u64,
+    bad: u32,
+    dup: u32,
+    /// Fragments claimed, counted for `di_blocks`.
+    tally: u64,
+    lballoc: i64,
+    lbns: Vec<u64>,
+    is_dir: bool,
+    trunc_asked: bool,
+}
+
+impl Visitor for Claim {
+    fn visit(&mut self, ctx: &mut Ctx, r: &BlockRef) -> R<Step> {
+        let ino = self.ino;
+        let anyout = ctx.chkrange(r.blk, r.nfrags);
+        if anyout {
+            ctx.ask(P1, Severity::Inconsistency, Some(ino), format!("{} BAD I={ino} (block out of range); CLEAR INODE", r.blk))?;
+            blkerror(ctx, ino);
+            self.bad += 1;
+            if self.bad > MAXBAD {
+                ctx.ask(P1, Severity::Inconsistency, Some(ino), format!("EXCESSIVE BAD BLKS I={ino}; SKIPPING REST OF INODE"))?;
+                ctx.claim_limit.insert(ino, (self.runs, 0));
+                return Ok(Step::Stop);
+            }
+        }
+        self.runs += 1;
+        let mut res = Step::Continue;
+        let mut dup_reported = false;
+        for f in r.blk..r.blk.saturating_add(r.nfrags) {
+            if anyout && ctx.chkrange(f, 1) {
+                res = Step::Skip;
+            } else if !ctx.used.test(f) {
+                ctx.used.set(f);
+            } else {
+                if !dup_reported {
+                    ctx.ask(P1, Severity::Inconsistency, Some(ino), format!("{f} DUP I={ino} (fragment already in use); CLEAR INODES"))?;
+                    dup_reported = true;
+                }
+                blkerror(ctx, ino);
+                *ctx.dups.entry(f).or_insert(0) += 1;
+                self.dup += 1;
+                if self.dup > MAXBAD {
+                    self.tally += 1;
+                    ctx.ask(P1, Severity::Inconsistency, Some(ino), format!("EXCESSIVE DUP BLKS I={ino}; SKIPPING REST OF INODE"))?;
+                    ctx.claim_limit.insert(ino, (self.runs - 1, f - r.blk + 1));
+                    return Ok(Step::Stop);
+                }
+            }
+            self.tally += 1;
+        }
+        if let Kind::Data { lbn } = r.kind {
+            if lbn as i64 > self.lballoc {
+                self.lballoc = lbn as i64;
+            }
+            if self.is_dir && self.lbns.len() < (1 << 22) {
+                self.lbns.push(lbn);
+            }
+        }
+        Ok(res)
+    }
+
+    fn trailing(&mut self, ctx: &mut Ctx, blk: u64, count: usize) -> R<bool> {
+        // Entries of an indirect block shared with another inode belong to
+        // that inode: never zero them.
+        if (blk..blk + ctx.g.frag).any(|f| ctx.dups.contains_key(&f)) {
+            return Ok(false);
+        }
+        if self.trunc_asked && ctx.mode != FsckMode::Yes {
+            return Ok(false);
+        }
+        self.trunc_asked = true;
+        ctx.ask(
+            P1,
+            Severity::Inconsistency,
+            Some(self.ino),
+            format!("PARTIALLY TRUNCATED INODE I={} ({count} pointers past the end in block {blk}); FIX", self.ino),
+        )
+    }
+}
+
+/// Pass 1b: find the first claimer of every duplicate fragment.
+pub(super) fn pass1b(ctx: &mut Ctx) -> R<()> {
+    if ctx.dups.is_empty() {
+        return Ok(());
+    }
+    let g = ctx.g;
+    for c in 0..g.ncg {
+        let n = ctx.cgs[c as usize].inos.len() as u64;
+        let mut idx = 0;
+        while idx < n {
+            let ino = c * g.ipg + idx;
+            idx += 1;
+            if !matches!(ctx.state(ino), FSTATE | FZLINK | DSTATE | DZLINK) {
+                continue;
+            }
+            let di = ctx.read_inode(ino)?;
+            let mut v = FindDups { hit: None };
+            walk::walk(ctx, &di, di.di_size().min(ctx.maxfilesize), &mut v)?;
+            if let Some(f) = v.hit {
+                ctx.ask(
+                    "pass1b",
+                    Severity::Inconsistency,
+                    Some(ino),
+                    format!("{f} DUP I={ino} (first owner of a shared fragment); CLEAR INODE"),
+                )?;
+                blkerror(ctx, ino);
+            }
+        }
+    }
+    Ok(())
+}
+
+struct FindDups {
+    hit: Option<u64>,
+}
+
+impl Visitor for FindDups {
+    fn visit(&mut self, ctx: &mut Ctx, r: &BlockRef) -> R<Step> {
+        let anyout = ctx.chkrange(r.blk, r.nfrags);
+        for f in r.blk..r.blk.saturating_add(r.nfrags) {
+            if anyout && ctx.chkrange(f, 1) {
+                continue;
+            }
+            if ctx.dups.contains_key(&f) {
+                self.hit = Some(f);
+                return Ok(Step::Stop);
+            }
+        }
+        Ok(if anyout { Step::Skip } else { Step::Continue })
+    }
+}

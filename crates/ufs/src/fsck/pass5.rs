@@ -1,0 +1,358 @@
+//! Pass 5: every cylinder group is rebuilt from fsck's block map and inode
+//! states and compared with the disk, as `fsck_ffs` does: the group's entry
+//! in the summary area, the 168-byte header (with `cg_time`, `cg_old_time`,
+//! `cg_unrefs` and `cg_ckhash` taken from disk and rotors kept when in
+//! range), then the maps from `cg_iusedoff` to `cg_nextfreeoff` (inode map,
+//! fragment map, cluster summary and cluster map, padding included); at
+//! the end `fs_cstotal` (with `cs_numclusters` and the spares zero).
+//!
+//! Allocations fsck made itself (lost+found, a new root) are not problems
+//! of the disk: the comparison uses the state before them, and the group
+//! is rewritten with them.
+use super::*;
+use ufs_format::bytes::{get_u32, set_i32, set_u32};
+use ufs_format::cg::{CG_CKHASH_OFF, CG_CS_OFF, CG_FRSUM_OFF};
+use ufs_format::CsumTotal;
+
+const P5: &str = "pass5";
+
+struct Layout {
+    iusedoff: usize,
+    freeoff: usize,
+    nextfreeoff: usize,
+    clustersumoff: usize,
+    clusteroff: usize,
+}
+
+/// What fsck changed in one group by its own allocations.
+#[derive(Default)]
+struct Overlay {
+    /// Group-relative fragments, sorted.
+    frags: Vec<u64>,
+    /// Inode numbers.
+    inos: HashSet<u64>,
+}
+
+pub(super) fn pass5(ctx: &mut Ctx) -> R<()> {
+    let g = ctx.g;
+    let proto = Cg::new_layout(&g, 0);
+    let lay = Layout {
+        iusedoff: proto.cg_iusedoff() as usize,
+        freeoff: proto.cg_freeoff() as usize,
+        nextfreeoff: proto.cg_nextfreeoff() as usize,
+        clustersumoff: proto.cg_clustersumoff() as usize,
+        clusteroff: proto.cg_clusteroff() as usize,
+    };
+    let mapsize = lay.nextfreeoff - lay.iusedoff;
+    let mut overlays: HashMap<u64, Overlay> = HashMap::new();
+    for &f in &ctx.toggled_frags {
+        overlays.entry(g.dtog(f)).or_default().frags.push(g.dtogd(f));
+    }
+    for &i in &ctx.toggled_inos {
+        overlays.entry(g.ino_to_cg(i)).or_default().inos.insert(i);
+    }
+    for ov in overlays.values_mut() {
+        ov.frags.sort_unstable();
+    }
+    let mut total = CsumTotal::default();
+    let mut base_total = CsumTotal::default();
+    let mut any_overlay = false;
+    for c in 0..g.ncg {
+        let ci = &ctx.cgs[c as usize];
+        let overlay = overlays.get(&c);
+        let changed_here = overlay.is_some() || ci.initediblk != ci.initediblk_disk;
+        any_overlay |= changed_here;
+        let nf = g.cgsize.div_ceil(g.fsize);
+        let mut old = ctx.read_frags(g.cgtod(c), nf)?;
+        old.truncate(g.cgsize as usize);
+        let new = build(ctx, c, &old, &lay, None);
+        let base = if changed_here { build(ctx, c, &old, &lay, Some(overlay.unwrap_or(&Overlay::default()))) } else { new.clone() };
+        let new_cs = Csum::read(&new, CG_CS_OFF);
+        let base_cs = Csum::read(&base, CG_CS_OFF);
+        let (corrupt, rebuild) = (ctx.cgs[c as usize].corrupt, ctx.cgs[c as usize].rebuild);
+        // 1. The group's entry in the summary area.
+        if ctx.csum(c) != base_cs {
+            let fix = kind(ctx, 0, c, "FREE BLK COUNT(S) WRONG IN SUPERBLK")?;
+            if fix {
+                ctx.set_csum(c, new_cs);
+            }
+        } else if changed_here && ctx.can_write() && ctx.csum(c) != new_cs {
+            ctx.set_csum(c, new_cs);
+        }
+        if corrupt {
+            // Reported in pass 1; rewritten from scratch if accepted.
+            if rebuild && ctx.can_write() {
+                write_cg(ctx, c, new)?;
+            }
+        } else {
+            let mut out = old.clone();
+            let mut write = false;
+            // 2. The header.
+            if old[..CG_HEADER_SIZE] != base[..CG_HEADER_SIZE] {
+                let fix = kind(ctx, 1, c, "SUMMARY INFORMATION BAD")?;
+                if fix {
+                    out[..CG_HEADER_SIZE].copy_from_slice(&new[..CG_HEADER_SIZE]);
+                    write = true;
+                }
+            }
+            // 3. The maps.
+            let r = lay.iusedoff..lay.iusedoff + mapsize;
+            if old[r.clone()] != base[r.clone()] {
+                let fix = kind(ctx, 2, c, "BLK(S) MISSING IN BIT MAPS")?;
+                if fix {
+                    out[r.clone()].copy_from_slice(&new[r.clone()]);
+                    write = true;
+                }
+            }
+            if changed_here && ctx.can_write() {
+                out[..CG_HEADER_SIZE].copy_from_slice(&new[..CG_HEADER_SIZE]);
+                out[r.clone()].copy_from_slice(&new[r]);
+                write = out != old;
+            }
+            if write {
+                write_cg(ctx, c, out)?;
+            }
+        }
+        add(&mut total, new_cs);
+        add(&mut base_total, base_cs);
+    }
+    finish_kinds(ctx);
+    // 4. The totals in the superblock.
+    let disk = ctx.sb.as_bytes()[sb::FS_CSTOTAL_OFF..sb::FS_CSTOTAL_OFF + 64].to_vec();
+    if disk != cstotal_bytes(&base_total) {
+        if ctx.ask(P5, Severity::Preen, None, "SUMMARY BLK COUNT(S) WRONG IN SUPERBLK; SALVAGE")? {
+            set_cstotal(ctx, &total)?;
+        }
+    } else if any_overlay && ctx.can_write() && disk != cstotal_bytes(&total) {
+        set_cstotal(ctx, &total)?;
+    }
+    ctx.totals = Some(total);
+    Ok(())
+}
+
+fn add(t: &mut CsumTotal, c: Csum) {
+    t.cs_ndir += c.cs_ndir as i64;
+    t.cs_nbfree += c.cs_nbfree as i64;
+    t.cs_nifree += c.cs_nifree as i64;
+    t.cs_nffree += c.cs_nffree as i64;
+}
+
+fn cstotal_bytes(t: &CsumTotal) -> Vec<u8> {
+    let mut b = vec![0u8; 64];
+    bytes::set_i64(&mut b, 0, t.cs_ndir);
+    bytes::set_i64(&mut b, 8, t.cs_nbfree);
+    bytes::set_i64(&mut b, 16, t.cs_nifree);
+    bytes::set_i64(&mut b, 24, t.cs_nffree);
+    b
+}
+
+fn set_cstotal(ctx: &mut Ctx, t: &CsumTotal) -> R<()> {
+    let mut raw = ctx.sb.as_bytes().to_vec();
+    raw[sb::FS_CSTOTAL_OFF..sb::FS_CSTOTAL_OFF + 64].copy_from_slice(&cstotal_bytes(t));
+    ctx.sb = Superblock::from_bytes(&raw).map_err(Error::from)?;
+    ctx.sb.set_fs_ronly(0);
+    ctx.sb.set_fs_fmod(0);
+    ctx.sb_dirty = true;
+    Ok(())
+}
+
+/// Reports the first group with a problem of kind `k` and answers whether
+/// to repair; later groups follow the first answer silently (`dofix`).
+fn kind(ctx: &mut Ctx, k: usize, c: u64, msg: &str) -> R<bool> {
+    let (slot, n) = match k {
+        0 => (&mut ctx.p5.csum, &mut ctx.p5.csum_n),
+        1 => (&mut ctx.p5.header, &mut ctx.p5.header_n),
+        _ => (&mut ctx.p5.maps, &mut ctx.p5.maps_n),
+    };
+    *n += 1;
+    if let Some(i) = *slot {
+        return Ok(ctx.findings.get(i).is_some_and(|f| f.fixed));
+    }
+    let i = ctx.findings.len();
+    let fix = ctx.ask(P5, Severity::Preen, None, format!("{msg} (CYLINDER GROUP {c}); SALVAGE"))?;
+    match k {
+        0 => ctx.p5.csum = Some(i),
+        1 => ctx.p5.header = Some(i),
+        _ => ctx.p5.maps = Some(i),
+    }
+    Ok(fix)
+}
+
+/// Says in each pass-5 finding how many groups it covered.
+fn finish_kinds(ctx: &mut Ctx) {
+    for (slot, n) in [(ctx.p5.csum, ctx.p5.csum_n), (ctx.p5.header, ctx.p5.header_n), (ctx.p5.maps, ctx.p5.maps_n)] {
+        if let (Some(i), true) = (slot, n > 1) {
+            if let Some(f) = ctx.findings.get_mut(i) {
+                f.message = format!("{} [{n} cylinder groups affected]", f.message);
+            }
+        }
+    }
+}
+
+fn write_cg(ctx: &mut Ctx, c: u64, mut b: Vec<u8>) -> R<()> {
+    if ctx.ck_cg {
+        let h = ckhash::ckhash_with_zeroed_field(&b, CG_CKHASH_OFF);
+        set_u32(&mut b, CG_CKHASH_OFF, h);
+    }
+    let off = ctx.g.cgtod(c) * ctx.g.fsize;
+    ctx.write_bytes(off, &b)
+}
+
+/// Builds group `c` from scratch. With an overlay, the fragments and
+/// inodes fsck allocated itself are taken as they were before.
+fn build(ctx: &Ctx, c: u64, old: &[u8], lay: &Layout, overlay: Option<&Overlay>) -> Vec<u8> {
+    let g = &ctx.g;
+    let ci = &ctx.cgs[c as usize];
+    let mut cg = Cg::new_layout(g, c);
+    let b = cg.raw_mut();
+    let ndblk = g.fpg.min(g.size - g.cgbase(c));
+    set_u32(b, 20, ndblk as u32);
+    if !ci.corrupt {
+        // Fields fsck keeps from the disk.
+        b[8..12].copy_from_slice(&old[8..12]);
+        b[124..128].copy_from_slice(&old[124..128]);
+        b[132..136].copy_from_slice(&old[132..136]);
+        b[136..144].copy_from_slice(&old[136..144]);
+        let rotor = get_u32(old, 40) as u64;
+        let frotor = get_u32(old, 44) as u64;
+        let irotor = get_u32(old, 48) as u64;
+        set_u32(b, 40, if rotor < ndblk { rotor as u32 } else { 0 });
+        set_u32(b, 44, if frotor < ndblk { frotor as u32 } else { 0 });
+        set_u32(b, 48, if irotor < g.ipg { irotor as u32 } else { 0 });
+    } else {
+        bytes::set_i64(b, 136, crate::fs::now().0);
+    }
+    let inited = match overlay {
+        Some(_) => ci.initediblk_disk,
+        None => ci.initediblk,
+    };
+    set_u32(b, 120, inited.min(g.ipg as u32));
+    // Inode map.
+    let mut nused = 0u64;
+    let mut ndir = 0i32;
+    for (i, x) in ci.inos.iter().enumerate() {
+        let ino = c * g.ipg + i as u64;
+        if x.state == USTATE || ino < UFS_ROOTINO || overlay.is_some_and(|o| o.inos.contains(&ino)) {
+            continue;
+        }
+        b[lay.iusedoff + i / 8] |= 1 << (i % 8);
+        nused += 1;
+        if is_dir_state(x.state) {
+            ndir += 1;
+        }
+    }
+    if c == 0 {
+        b[lay.iusedoff] |= 0b11;
+        nused += 2;
+    }
+    let nifree = g.ipg.saturating_sub(nused) as i32;
+    // Fragment map, cluster map and counters.
+    let frag = g.frag;
+    let fmask: u64 = (1u64 << frag) - 1;
+    let base = g.cgbase(c);
+    let nfr = ndblk.div_ceil(frag) * frag;
+    let ncl = if g.contigsumsize > 0 { ndblk / frag } else { 0 };
+    let css = g.contigsumsize;
+    let mut nbfree = 0i32;
+    let mut nffree = 0i32;
+    let mut frsum = [0u32; MAXFRAG];
+    let mut clsum = vec![0i32; css as usize + 1];
+    let mut run = 0u64;
+    let close = |run: &mut u64, clsum: &mut Vec<i32>| {
+        if *run > 0 {
+            let k = (*run).min(css) as usize;
+            if let Some(s) = clsum.get_mut(k) {
+                *s += 1;
+            }
+            *run = 0;
+        }
+    };
+    let togs: &[u64] = overlay.map_or(&[], |o| &o.frags);
+    let mut ti = 0usize;
+    let mut bit = 0u64;
+    while bit < nfr {
+        let n = (nfr - bit).min(64);
+        let mut w = ctx.used.get64(base + bit);
+        while ti < togs.len() && togs[ti] < bit + 64 {
+            if togs[ti] >= bit {
+                w ^= 1 << (togs[ti] - bit);
+            }
+            ti += 1;
+        }
+        if n < 64 {
+            w |= u64::MAX << n;
+        }
+        let first_blk = bit / frag;
+        let nblk = n / frag;
+        if w == 0 && (ncl == 0 || first_blk + nblk <= ncl) {
+            // 64 free fragments: whole free blocks.
+            let o = lay.freeoff + (bit / 8) as usize;
+            b[o..o + 8].fill(0xFF);
+            nbfree += nblk as i32;
+            if css > 0 {
+                for k in 0..nblk {
+                    let bi = (first_blk + k) as usize;
+                    b[lay.clusteroff + bi / 8] |= 1 << (bi % 8);
+                }
+                run += nblk;
+            }
+        } else if w == u64::MAX {
+            if css > 0 {
+                close(&mut run, &mut clsum);
+            }
+        } else {
+            for k in 0..nblk {
+                let bits = (w >> (k * frag)) & fmask;
+                let free = !bits & fmask;
+                let rel = bit + k * frag;
+                let bi = first_blk + k;
+                if free == fmask {
+                    for j in 0..frag {
+                        let r = (rel + j) as usize;
+                        b[lay.freeoff + r / 8] |= 1 << (r % 8);
+                    }
+                    nbfree += 1;
+                    if css > 0 && bi < ncl {
+                        let bi = bi as usize;
+                        b[lay.clusteroff + bi / 8] |= 1 << (bi % 8);
+                        run += 1;
+                    }
+                    continue;
+                }
+                if css > 0 {
+                    close(&mut run, &mut clsum);
+                }
+                if free == 0 {
+                    continue;
+                }
+                let mut len = 0usize;
+                for j in 0..frag {
+                    if free & (1 << j) != 0 {
+                        let r = (rel + j) as usize;
+                        b[lay.freeoff + r / 8] |= 1 << (r % 8);
+                        nffree += 1;
+                        len += 1;
+                    } else if len > 0 {
+                        frsum[len] += 1;
+                        len = 0;
+                    }
+                }
+                if len > 0 {
+                    frsum[len] += 1;
+                }
+            }
+        }
+        bit += 64;
+    }
+    if css > 0 {
+        close(&mut run, &mut clsum);
+        for (k, v) in clsum.iter().enumerate().skip(1) {
+            set_i32(b, lay.clustersumoff + 4 * k, *v);
+        }
+    }
+    for (i, v) in frsum.iter().enumerate().take(frag as usize).skip(1) {
+        set_u32(b, CG_FRSUM_OFF + 4 * i, *v);
+    }
+    Csum { cs_ndir: ndir, cs_nbfree: nbfree, cs_nifree: nifree, cs_nffree: nffree }.write(b, CG_CS_OFF);
+    cg.as_bytes().to_vec()
+}

@@ -1,0 +1,456 @@
+//! Setup: finding and validating the superblock (`setup.c`, `readsuper`,
+//! `sbsearch`, `validate_sblock`).
+//!
+//! Search order: the standard locations (65536, 8192, 0, 262144); the first
+//! UFS2 superblock that validates is used, a bad check-hash being reported
+//! and repaired. If none validates, alternates are tried: every group's
+//! backup (`cgsblock`) of a prototype taken from a damaged standard copy or
+//! from the fsrecovery record below byte 65536, and finally the first
+//! group's backup for every plausible block/fragment size. UFS1 and
+//! byte-swapped images are refused as `Incompatible`.
+use super::*;
+use ufs_format::bytes::{get_i32, get_u32};
+
+const SB_MASK_FLAGS: i32 = 0x00FF_FFFF;
+
+struct Candidate {
+    sb: Superblock,
+    tail: Vec<u8>,
+    g: Geometry,
+    loc: u64,
+    hash_ok: bool,
+}
+
+/// Applies the in-memory masks FreeBSD applies before hashing.
+fn masked(raw: &[u8]) -> Vec<u8> {
+    let mut b = raw.to_vec();
+    let flags = get_i32(&b, 1312);
+    let mut ck = get_u32(&b, 1308);
+    if flags & FS_METACKHASH == 0 {
+        ck = 0;
+    }
+    bytes::set_u32(&mut b, 1308, ck & CK_SUPPORTED);
+    bytes::set_i32(&mut b, 1312, flags & SB_MASK_FLAGS);
+    b
+}
+
+fn pow2_in(v: i64, lo: i64, hi: i64) -> bool {
+    v >= lo && v <= hi && (v as u64).is_power_of_two()
+}
+
+/// Checks beyond `Superblock::validate` that fsck relies on.
+fn extra_checks(sb: &Superblock, g: &Geometry, devsize: u64) -> std::result::Result<(), String> {
+    // The summary area lies in one group's data area and does not end on
+    // the group boundary (validate_sblock's rule).
+    let csfrags = g.cssize.div_ceil(g.fsize);
+    let c = g.dtog(g.csaddr);
+    if g.csaddr < g.cgdmin(c) {
+        return Err(format!("fs_csaddr {} lies inside the metadata of cylinder group {c}", g.csaddr));
+    }
+    if g.dtog(g.csaddr + csfrags) > c {
+        return Err(format!("summary area at {} ({csfrags} fragments) crosses a cylinder group", g.csaddr));
+    }
+    // The last group must hold its own metadata.
+    if g.cgdmin(g.ncg - 1) > g.size {
+        return Err(format!("last cylinder group ({} fragments) is smaller than its metadata", g.size - g.cgbase(g.ncg - 1)));
+    }
+    if g.size < 8 * g.frag {
+        return Err(format!("fs_size {} is below the minimum", g.size));
+    }
+    if g.fpg < 3 * g.frag {
+        return Err(format!("fs_fpg {} is below 3 blocks", g.fpg));
+    }
+    let bytes = g.size.checked_mul(g.fsize);
+    if bytes.is_none_or(|b| b > devsize) {
+        return Err(format!("file system of {} fragments of {} bytes is larger than the device ({devsize} bytes)", g.size, g.fsize));
+    }
+    if sb.fs_sbsize() % 512 != 0 {
+        return Err(format!("fs_sbsize {} is not a multiple of 512", sb.fs_sbsize()));
+    }
+    Ok(())
+}
+
+fn try_candidate(dev: &dyn BlockDevice, loc: u64) -> std::result::Result<Option<Candidate>, String> {
+    if loc.checked_add(SBLOCKSIZE as u64).is_none_or(|e| e > dev.size()) {
+        return Ok(None);
+    }
+    let mut buf = vec![0u8; SBLOCKSIZE];
+    dev.read_at(loc, &mut buf).map_err(|e| e.to_string())?;
+    if get_u32(&buf, 1372) != FS_UFS2_MAGIC {
+        return Ok(None);
+    }
+    let sb = Superblock::from_bytes(&buf).map_err(|e| e.to_string())?;
+    let g = sb.validate(loc).map_err(|e| format!("superblock at byte {loc}: {e}"))?;
+    extra_checks(&sb, &g, dev.size()).map_err(|e| format!("superblock at byte {loc}: {e}"))?;
+    let sbsize = (sb.fs_sbsize() as usize).clamp(SBSIZE_STRUCT, SBLOCKSIZE);
+    let m = masked(&buf[..sbsize]);
+    let hash_ok = if (get_i32(&m, 1312) & FS_METACKHASH) != 0 && (get_u32(&m, 1308) & CK_SUPERBLOCK) != 0 {
+        ckhash::ckhash_with_zeroed_field(&m, sb::FS_CKHASH_OFF) == get_u32(&m, sb::FS_CKHASH_OFF)
+    } else {
+        true
+    };
+    let sb = Superblock::from_bytes(&m).map_err(|e| e.to_string())?;
+    Ok(Some(Candidate { sb, tail: m[SBSIZE_STRUCT..sbsize].to_vec(), g, loc, hash_ok }))
+}
+
+/// Offsets of backup superblocks worth trying when no standard copy works.
+fn alternate_locations(dev: &dyn BlockDevice, protos: &[Vec<u8>]) -> Vec<u64> {
+    let mut out: Vec<u64> = Vec::new();
+    let push = |v: u64, out: &mut Vec<u64>| {
+        if !out.contains(&v) && v.checked_add(SBLOCKSIZE as u64).is_some_and(|e| e <= dev.size()) {
+            out.push(v);
+        }
+    };
+    let add_proto = |fsize: u64, sblkno: u64, fpg: u64, ncg: u64, out: &mut Vec<u64>| {
+        if !(512..=65536).contains(&fsize) || !fsize.is_power_of_two() || fpg == 0 || sblkno >= fpg || ncg == 0 {
+            return;
+        }
+        for c in 0..ncg.min(1 << 20) {
+            let Some(off) = c.checked_mul(fpg).and_then(|f| f.checked_add(sblkno)).and_then(|f| f.checked_mul(fsize)) else {
+                break;
+            };
+            if off >= dev.size() {
+                break;
+            }
+            push(off, out);
+        }
+    };
+    // Prototypes from damaged standard copies (fsck_ffs' UFS_FSRONLY read).
+    for p in protos {
+        let fsize = get_i32(p, 52) as i64;
+        let sblkno = get_i32(p, 8) as i64;
+        let fpg = get_i32(p, 188) as i64;
+        let ncg = get_u32(p, 44) as u64;
+        if fsize > 0 && sblkno > 0 && fpg > 0 {
+            add_proto(fsize as u64, sblkno as u64, fpg as u64, ncg, &mut out);
+        }
+    }
+    // The fsrecovery record in the last 20 bytes before 65536.
+    if dev.size() >= 65536 {
+        let mut r = [0u8; 20];
+        if dev.read_at(65536 - 20, &mut r).is_ok() && get_u32(&r, 0) == FS_UFS2_MAGIC {
+            let fsbtodb = get_i32(&r, 4);
+            let sblkno = get_i32(&r, 8);
+            let fpg = get_i32(&r, 12);
+            let ncg = get_u32(&r, 16) as u64;
+            if (0..8).contains(&fsbtodb) && sblkno > 0 && fpg > 0 {
+                add_proto(512u64 << fsbtodb, sblkno as u64, fpg as u64, ncg, &mut out);
+            }
+        }
+    }
+    // The first group's backup for every plausible geometry.
+    for sblockloc in [SBLOCK_UFS2, SBLOCK_UFS1] {
+        let mut fsize = 512u64;
+        while fsize <= 65536 {
+            for frag in [8u64, 4, 2, 1] {
+                if fsize * frag < MINBSIZE as u64 || fsize * frag > MAXBSIZE as u64 {
+                    continue;
+                }
+                let sblkno = (sblockloc + SBLOCKSIZE as u64).div_ceil(fsize).div_ceil(frag) * frag;
+                push(sblkno * fsize, &mut out);
+            }
+            fsize *= 2;
+        }
+    }
+    out
+}
+
+pub(super) fn setup<'a>(dev: &'a dyn BlockDevice, mode: FsckMode) -> Result<Ctx<'a>> {
+    if dev.size() < SBLOCK_UFS1 + SBLOCKSIZE as u64 {
+        return Err(Error::corrupt(format!("device of {} bytes is too small to hold a UFS2 file system", dev.size())));
+    }
+    let mut first_err: Option<String> = None;
+    let mut incompatible: Option<String> = None;
+    let mut protos: Vec<Vec<u8>> = Vec::new();
+    let mut chosen: Option<Candidate> = None;
+    for loc in SBLOCKSEARCH {
+        if loc + SBLOCKSIZE as u64 > dev.size() {
+            continue;
+        }
+        let mut buf = vec![0u8; SBLOCKSIZE];
+        dev.read_at(loc, &mut buf)?;
+        let magic = get_u32(&buf, 1372);
+        if magic == FS_UFS1_MAGIC {
+            incompatible.get_or_insert_with(|| format!("UFS1 file system at byte {loc}: only UFS2 is supported"));
+            continue;
+        }
+        if magic == FS_UFS2_MAGIC.swap_bytes() || magic == FS_UFS1_MAGIC.swap_bytes() {
+            incompatible.get_or_insert_with(|| format!("big-endian UFS file system at byte {loc}: only little-endian UFS2 is supported"));
+            continue;
+        }
+        if magic == FS_BAD_MAGIC {
+            // FreeBSD stops the search here: a newfs was interrupted, and
+            // backups found further on may belong to an older file system.
+            return Err(Error::corrupt(format!("superblock at byte {loc} has FS_BAD_MAGIC: a previous newfs did not complete")));
+        }
+        if magic != FS_UFS2_MAGIC {
+            continue;
+        }
+        match try_candidate(dev, loc) {
+            Ok(Some(c)) => {
+                chosen = Some(c);
+                break;
+            }
+            Ok(None) => {}
+            Err(e) => {
+                protos.push(buf.clone());
+                first_err.get_or_insert(e);
+            }
+        }
+    }
+    let mut from_alternate = false;
+    if chosen.is_none() {
+        if let Some(msg) = incompatible {
+            return Err(Error::new(ErrorKind::Incompatible, msg));
+        }
+        for loc in alternate_locations(dev, &protos) {
+            if let Ok(Some(c)) = try_candidate(dev, loc) {
+                if c.hash_ok {
+                    chosen = Some(c);
+                    from_alternate = true;
+                    break;
+                }
+            }
+        }
+    }
+    let Some(cand) = chosen else {
+        let why = first_err.unwrap_or_else(|| "no UFS2 superblock magic at any standard location".into());
+        return Err(Error::corrupt(format!("no usable UFS2 superblock ({why}); search for an alternate superblock failed")));
+    };
+    let g = cand.g;
+    let sb = cand.sb;
+    let ck = |w: u32| (sb.fs_flags() & FS_METACKHASH) != 0 && (sb.fs_metackhash() & w) != 0;
+    let (ck_sb, ck_cg, ck_inode) = (ck(CK_SUPERBLOCK), ck(CK_CYLGRP), ck(CK_INODE));
+    let nbits = g.size.div_ceil(g.frag) * g.frag;
+    let mut cs_raw = vec![0u8; g.cssize as usize];
+    dev.read_at(g.csaddr * g.fsize, &mut cs_raw)?;
+    let maxfilesize = {
+        let b = g.bsize as u128;
+        let n = g.nindir as u128;
+        let v = b * 12 - 1 + b * n + b * n * n + b * n * n * n;
+        v.min(u64::MAX as u128) as u64
+    };
+    let was_clean = sb.fs_clean() == 1 && sb.fs_flags() & (FS_UNCLEAN | FS_NEEDSFSCK) == 0;
+    let mut ctx = Ctx {
+        dev,
+        mode,
+        sb,
+        sb_tail: cand.tail,
+        g,
+        sb_loc: cand.loc,
+        sb_dirty: false,
+        fix_alt_sb: None,
+        cs_raw,
+        cs_dirty: false,
+        ck_inode,
+        ck_cg,
+        ck_sb,
+        maxfilesize,
+        findings: Vec::new(),
+        modified: false,
+        needs_rerun: false,
+        halted: false,
+        hands_off: false,
+        dirty_finding: None,
+        was_clean,
+        used: Bitmap::new(nbits),
+        dups: HashMap::new(),
+        claim_limit: HashMap::new(),
+        cgs: Vec::new(),
+        dirs: Vec::new(),
+        dir_index: HashMap::new(),
+        children: HashMap::new(),
+        lfdir: 0,
+        toggled_frags: HashSet::new(),
+        toggled_inos: HashSet::new(),
+        p5: Pass5Kinds::default(),
+        recheck: Vec::new(),
+        insert_hint: HashMap::new(),
+        linkup_error: None,
+        totals: None,
+    };
+    match ctx.check_superblock(from_alternate, first_err, cand.hash_ok) {
+        Ok(()) => {}
+        Err(Halt::Stop) => ctx.halted = true,
+        Err(Halt::Err(e)) => return Err(e),
+    }
+    Ok(ctx)
+}
+
+impl Ctx<'_> {
+    fn check_superblock(&mut self, from_alternate: bool, why: Option<String>, hash_ok: bool) -> R<()> {
+        const P: &str = "superblock";
+        if !self.was_clean {
+            let i = self.push(
+                P,
+                Severity::Preen,
+                None,
+                format!("FILE SYSTEM NOT MARKED CLEAN (fs_clean={}, fs_flags={:#x})", self.sb.fs_clean(), self.sb.fs_flags()),
+                false,
+            );
+            self.dirty_finding = Some(i);
+        }
+        if from_alternate {
+            let why = why.unwrap_or_else(|| "no valid superblock at the standard locations".into());
+            // Until the repair is accepted the alternate must not be
+            // written over the standard location.
+            self.hands_off = true;
+            if self.ask(
+                P,
+                Severity::Inconsistency,
+                None,
+                format!("STANDARD SUPERBLOCK UNUSABLE ({why}); USING ALTERNATE AT BYTE {}; UPDATE STANDARD SUPERBLOCK", self.sb_loc),
+            )? {
+                self.sb_dirty = true;
+                self.hands_off = false;
+            }
+        } else {
+            if !hash_ok && self.ask(P, Severity::Preen, None, "SUPERBLOCK CHECK HASH FAILED; CORRECT CHECK HASH")? {
+                self.sb_dirty = true;
+            }
+        }
+        if self.sb.fs_optim() != FS_OPTTIME
+            && self.sb.fs_optim() != FS_OPTSPACE
+            && self.ask(
+                P,
+                Severity::Inconsistency,
+                None,
+                format!("UNDEFINED OPTIMIZATION {} IN SUPERBLOCK; SET TO DEFAULT", self.sb.fs_optim()),
+            )?
+        {
+            self.sb.set_fs_optim(FS_OPTTIME);
+            self.sb_dirty = true;
+        }
+        if self.sb.fs_maxfilesize() != self.maxfilesize
+            && self.ask(
+                P,
+                Severity::Inconsistency,
+                None,
+                format!("fs_maxfilesize {} SHOULD BE {}; FIX", self.sb.fs_maxfilesize(), self.maxfilesize),
+            )?
+        {
+            self.sb.set_fs_maxfilesize(self.maxfilesize);
+            self.sb_dirty = true;
+        }
+        let mb = self.sb.fs_maxbsize() as i64;
+        let bs = self.g.bsize as i64;
+        if mb != 0
+            && !pow2_in(mb, bs, 16 * bs)
+            && self.ask(P, Severity::Inconsistency, None, format!("fs_maxbsize {mb} SHOULD BE {bs}; FIX"))?
+        {
+            self.sb.set_fs_maxbsize(bs as i32);
+            self.sb_dirty = true;
+        }
+        let ms = self.sb.fs_metaspace();
+        if (ms < 0 || ms as u64 > self.g.fpg / 2)
+            && self.ask(P, Severity::Inconsistency, None, format!("fs_metaspace {ms} OUT OF RANGE; SET TO 0"))?
+        {
+            self.sb.set_fs_metaspace(0);
+            self.sb_dirty = true;
+        }
+        self.check_snapshots()?;
+        if !from_alternate {
+            self.compare_last_alternate()?;
+        }
+        Ok(())
+    }
+
+    /// The snapshot list: entries that are not snapshot files are removed
+    /// (as fsck_ffs does); real snapshots are not supported, so a file
+    /// system holding one is not checked further.
+    fn check_snapshots(&mut self) -> R<()> {
+        const SF_SNAPSHOT: u32 = 0x0020_0000;
+        let list: Vec<u32> = (0..FSMAXSNAP).map(|i| self.sb.fs_snapinum(i)).collect();
+        if list.iter().all(|&s| s == 0) {
+            return Ok(());
+        }
+        let mut keep = Vec::new();
+        let mut bad = Vec::new();
+        for &s in list.iter().filter(|&&s| s != 0) {
+            let ino = s as u64;
+            let real = ino >= UFS_ROOTINO && ino < self.maxino() && {
+                let di = self.read_inode(ino)?;
+                di.is_reg() && di.di_flags() & SF_SNAPSHOT != 0
+            };
+            if real {
+                keep.push(s);
+            } else {
+                bad.push(s);
+            }
+        }
+        if !bad.is_empty()
+            && self.ask("superblock", Severity::Preen, None, format!("REMOVING NON-SNAPSHOT INODES {bad:?} FROM SNAPSHOT LIST"))?
+        {
+            let mut raw = self.sb.as_bytes().to_vec();
+            for i in 0..FSMAXSNAP {
+                let v = keep.get(i).copied().unwrap_or(0);
+                bytes::set_u32(&mut raw, sb::FS_SNAPINUM_OFF + 4 * i, v);
+            }
+            self.sb = Superblock::from_bytes(&raw).map_err(Error::from)?;
+            self.sb_dirty = true;
+        }
+        if !keep.is_empty() {
+            self.push(
+                "superblock",
+                Severity::Inconsistency,
+                None,
+                format!("FILE SYSTEM HAS SNAPSHOTS (INODES {keep:?}); UFSKIT DOES NOT SUPPORT SNAPSHOTS, NOT CHECKED FURTHER"),
+                false,
+            );
+            self.hands_off = true;
+            return Err(Halt::Stop);
+        }
+        Ok(())
+    }
+
+    /// fsck_ffs 13's comparison of the superblock with the backup in the
+    /// last cylinder group.
+    fn compare_last_alternate(&mut self) -> R<()> {
+        let g = self.g;
+        let off = g.cgsblock(g.ncg - 1) * g.fsize;
+        if off == self.sb_loc || off + SBLOCKSIZE as u64 > self.dev.size() {
+            return Ok(());
+        }
+        let alt = self.read_bytes(off, SBSIZE_STRUCT)?;
+        let me = self.sb.as_bytes();
+        // (name, offset) of the 32-bit fields compared.
+        const FIELDS: [(&str, usize); 21] = [
+            ("fs_sblkno", 8),
+            ("fs_cblkno", 12),
+            ("fs_iblkno", 16),
+            ("fs_dblkno", 20),
+            ("fs_ncg", 44),
+            ("fs_bsize", 48),
+            ("fs_fsize", 52),
+            ("fs_frag", 56),
+            ("fs_bmask", 72),
+            ("fs_fmask", 76),
+            ("fs_bshift", 80),
+            ("fs_fshift", 84),
+            ("fs_fragshift", 96),
+            ("fs_fsbtodb", 100),
+            ("fs_sbsize", 104),
+            ("fs_nindir", 116),
+            ("fs_inopb", 120),
+            ("fs_cssize", 156),
+            ("fs_ipg", 184),
+            ("fs_fpg", 188),
+            ("fs_magic", 1372),
+        ];
+        let diff: Vec<&str> = FIELDS.iter().filter(|(_, o)| get_u32(&alt, *o) != get_u32(me, *o)).map(|(n, _)| *n).collect();
+        if !diff.is_empty()
+            && self.ask(
+                "superblock",
+                Severity::Inconsistency,
+                None,
+                format!(
+                    "VALUES IN SUPER BLOCK DISAGREE WITH THOSE IN LAST ALTERNATE AT BYTE {off} ({}); REWRITE ALTERNATE",
+                    diff.join(", ")
+                ),
+            )?
+        {
+            self.fix_alt_sb = Some(off);
+        }
+        Ok(())
+    }
+}
