@@ -112,5 +112,7 @@ proptest! {
         prop_assert_eq!(seen, model);
         // The directory's size never keeps empty trailing chunks beyond one.
         fs.unmount().unwrap();
+        drop(fs);
+        assert_fsck_clean(&img);
     }
 }

@@ -93,4 +93,7 @@ fn enospc_respects_minfree_and_leaves_counters_consistent() {
         }
         assert_eq!(nb, t.cs_nbfree);
     });
+    fs.unmount().unwrap();
+    drop(fs);
+    assert_fsck_clean(&img);
 }

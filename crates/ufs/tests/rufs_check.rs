@@ -131,6 +131,7 @@ fn rufs_reads_what_ufskit_wrote() {
     }
     fs.unmount().unwrap();
     drop(fs);
+    assert_fsck_clean(&img);
     let want = walk_host(&host);
     let got = walk_rufs(&img);
     let missing: Vec<_> = want.keys().filter(|k| !got.contains_key(*k)).take(5).collect();

@@ -114,4 +114,7 @@ fn files_dirs_links_renames_survive_reopen() {
         let t = c.sb.fs_cstotal();
         assert_eq!((t.cs_ndir, t.cs_nbfree, t.cs_nifree, t.cs_nffree), (sum.cs_ndir as i64, sum.cs_nbfree as i64, sum.cs_nifree as i64, sum.cs_nffree as i64));
     });
+    fs.unmount().unwrap();
+    drop(fs);
+    assert_fsck_clean(&img);
 }

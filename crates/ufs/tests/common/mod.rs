@@ -220,3 +220,11 @@ pub fn copy_in(fs: &Fs, src: &Path, dst: u64) {
         }
     }
 }
+
+/// Runs ufskit's fsck in check mode and fails the test on any finding.
+pub fn assert_fsck_clean(img: &Path) {
+    let dev = ufs::dev::FileDevice::open(img, false).unwrap();
+    let rep = ufs::fsck::fsck(&dev, ufs::fsck::FsckMode::Check).unwrap();
+    let msgs: Vec<String> = rep.findings.iter().map(|f| format!("{}: {}", f.pass, f.message)).collect();
+    assert!(rep.findings.is_empty() && rep.exit_code() == 0, "fsck findings on {}:\n{}", img.display(), msgs.join("\n"));
+}
