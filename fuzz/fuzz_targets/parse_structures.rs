@@ -1,0 +1,23 @@
+//! Every parser of ufs-format on arbitrary bytes: must return, never panic.
+#![no_main]
+use libfuzzer_sys::fuzz_target;
+use ufs_format::*;
+
+fuzz_target!(|data: &[u8]| {
+    if let Ok(sb) = Superblock::from_bytes(data) {
+        for loc in SBLOCKSEARCH {
+            if let Ok(g) = sb.validate(loc) {
+                let _ = Cg::parse(data, &g, 0);
+                let _ = g.cg_map_bytes();
+            }
+        }
+        let _ = sb.compute_ckhash();
+    }
+    for chunk in data.chunks(DIRBLKSIZ) {
+        let _ = dir::parse_chunk(chunk, &|| String::new());
+    }
+    if data.len() >= DINODE_SIZE {
+        let d = Dinode::from_bytes(data);
+        let _ = d.ckhash_ok();
+    }
+});
