@@ -1,7 +1,6 @@
 //! Randomized directory operations checked against a model: every answer
 //! of lookup, create, unlink and rename must match a map of names.
-mod common;
-use common::*;
+use testkit::*;
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 use std::process::Command;

@@ -1,7 +1,6 @@
 //! Writing until the disk is full: ENOSPC, the minfree reserve kept for
 //! root, and a consistent file system afterwards.
-mod common;
-use common::*;
+use testkit::*;
 use std::process::Command;
 use ufs::{Cred, ErrorKind, Fs, MountOptions};
 

@@ -1,7 +1,6 @@
 //! Damaged and hostile images: opening, walking and dumping them returns
 //! errors, never panics, and never loops forever.
-mod common;
-use common::*;
+use testkit::*;
 use rand::{Rng, SeedableRng};
 use ufs::{Fs, MountOptions};
 

@@ -1,6 +1,5 @@
 //! Reading images written by another implementation (Debian's makefs).
-mod common;
-use common::*;
+use testkit::*;
 use ufs::{Fs, MountOptions};
 
 #[test]

@@ -1,58 +1,11 @@
 //! Images ufskit writes read back identically with an independent UFS2
 //! reader (the `rufs` crate), after copying trees in and then renaming,
 //! deleting, truncating and appending.
-mod common;
-use common::*;
-use std::collections::BTreeMap;
+use testkit::*;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use ufs::{Cred, Fs, MountOptions, RenameMode, SetAttr};
-
-fn walk_rufs(img: &Path) -> BTreeMap<PathBuf, Node> {
-    let mut u = rufs::Ufs::open(img, false).expect("rufs opens the image");
-    let mut out = BTreeMap::new();
-    let mut stack = vec![(PathBuf::new(), rufs::InodeNum::ROOT)];
-    while let Some((rel, dino)) = stack.pop() {
-        let mut ents = Vec::new();
-        u.dir_iter(dino, |name, inr, kind| {
-            ents.push((name.to_os_string(), inr, kind));
-            None::<()>
-        })
-        .unwrap();
-        for (name, inr, kind) in ents {
-            if name == OsStr::new(".") || name == OsStr::new("..") || (rel.as_os_str().is_empty() && name == OsStr::new(".snap")) {
-                continue;
-            }
-            let r = rel.join(&name);
-            let a = u.inode_attr(inr).unwrap();
-            let n = match kind {
-                rufs::InodeType::Directory => {
-                    stack.push((r.clone(), inr));
-                    Node::Dir
-                }
-                rufs::InodeType::Symlink => Node::Symlink(u.symlink_read(inr).unwrap()),
-                rufs::InodeType::RegularFile => {
-                    if a.size > (64 << 20) {
-                        let mut tail = vec![0u8; 1 << 20];
-                        let n = u.inode_read(inr, a.size - (1 << 20), &mut tail).unwrap();
-                        assert_eq!(n, tail.len());
-                        Node::File { size: a.size, data_hash: hash(&tail) }
-                    } else {
-                        let mut d = vec![0u8; a.size as usize];
-                        let n = u.inode_read(inr, 0, &mut d).unwrap();
-                        assert_eq!(n, d.len());
-                        Node::File { size: a.size, data_hash: hash(&d) }
-                    }
-                }
-                rufs::InodeType::NamedPipe => Node::Other(ufs::FileKind::Fifo),
-                other => panic!("unexpected kind {other:?}"),
-            };
-            out.insert(r, n);
-        }
-    }
-    out
-}
 
 #[test]
 fn rufs_reads_what_ufskit_wrote() {

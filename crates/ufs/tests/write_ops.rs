@@ -1,7 +1,6 @@
 //! Engine-level POSIX behaviour on a writable image, checked against a
 //! model and after reopening.
-mod common;
-use common::*;
+use testkit::*;
 use std::process::Command;
 use ufs::{Cred, ErrorKind, FileKind, Fs, MountOptions, RenameMode, SetAttr};
 
