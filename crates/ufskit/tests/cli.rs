@@ -1,0 +1,306 @@
+//! The command line end to end, as a user runs it: newfs, mount through
+//! FUSE, real tools on the mount, umount, fsck, dumpfs, tunefs.
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use testkit::*;
+
+fn ufskit() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_ufskit"))
+}
+
+fn run(cmd: &mut Command) -> Output {
+    let out = cmd.output().expect("run command");
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed ({:?}):\n{}{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn fuse_available() -> bool {
+    Path::new("/dev/fuse").exists() && nix_is_root()
+}
+
+fn nix_is_root() -> bool {
+    std::fs::metadata("/proc/self").map(|m| m.uid() == 0).unwrap_or(false)
+}
+
+/// A mounted image that unmounts itself if the test fails.
+struct Mounted {
+    dir: PathBuf,
+    live: bool,
+}
+
+impl Mounted {
+    fn new(img: &Path, dir: &Path, opts: &[&str]) -> Mounted {
+        std::fs::create_dir_all(dir).unwrap();
+        let mut c = ufskit();
+        c.arg("mount");
+        for o in opts {
+            c.arg("-o").arg(o);
+        }
+        run(c.arg(img).arg(dir));
+        Mounted { dir: dir.to_path_buf(), live: true }
+    }
+    fn umount(mut self) {
+        run(ufskit().arg("umount").arg(&self.dir));
+        self.live = false;
+    }
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        if self.live {
+            let _ = ufskit().arg("umount").arg(&self.dir).output();
+        }
+    }
+}
+
+fn fsck_clean(img: &Path) {
+    let out = ufskit().args(["fsck", "-n"]).arg(img).output().unwrap();
+    assert!(
+        out.status.success(),
+        "fsck -n found problems:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Compares two trees: contents (diff -r), and for every entry its size,
+/// mode, mtime, link count and symlink target.
+fn compare_trees(a: &Path, b: &Path) {
+    let out = Command::new("diff").arg("-r").arg("--no-dereference").arg(a).arg(b).output().unwrap();
+    assert!(out.status.success(), "diff -r differs:\n{}", String::from_utf8_lossy(&out.stdout));
+    let mut stack = vec![PathBuf::new()];
+    let mut n = 0;
+    while let Some(rel) = stack.pop() {
+        for e in std::fs::read_dir(a.join(&rel)).unwrap() {
+            let e = e.unwrap();
+            let r = rel.join(e.file_name());
+            let ma = std::fs::symlink_metadata(a.join(&r)).unwrap();
+            let mb = std::fs::symlink_metadata(b.join(&r)).unwrap_or_else(|_| panic!("{} missing", r.display()));
+            assert_eq!(ma.mode(), mb.mode(), "mode of {}", r.display());
+            assert_eq!(ma.nlink(), mb.nlink(), "nlink of {}", r.display());
+            if !ma.is_dir() {
+                assert_eq!(ma.size(), mb.size(), "size of {}", r.display());
+                assert_eq!((ma.mtime(), ma.mtime_nsec()), (mb.mtime(), mb.mtime_nsec()), "mtime of {}", r.display());
+            }
+            if ma.file_type().is_symlink() {
+                assert_eq!(std::fs::read_link(a.join(&r)).unwrap(), std::fs::read_link(b.join(&r)).unwrap());
+            }
+            if ma.is_dir() {
+                stack.push(r);
+            }
+            n += 1;
+        }
+    }
+    assert!(n > 0);
+}
+
+#[test]
+fn newfs_dumpfs_tunefs_roundtrip() {
+    let t = tempfile::tempdir().unwrap();
+    let img = t.path().join("a.img");
+    let out = run(ufskit().args(["newfs", "-s", "1G", "-L", "test"]).arg(&img));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("super-block backups"), "{text}");
+    assert_eq!(std::fs::metadata(&img).unwrap().len(), 1 << 30);
+    assert!(std::fs::metadata(&img).unwrap().blocks() * 512 < 16 << 20, "image is sparse");
+    fsck_clean(&img);
+    let d = String::from_utf8(run(ufskit().args(["dumpfs", "-s"]).arg(&img)).stdout).unwrap();
+    assert!(d.contains("bsize\t32768") && d.contains("fsize\t4096"), "{d}");
+    assert!(d.contains("volname\ttest"));
+    // dumpfs -m gives a newfs command that recreates the same geometry.
+    let m = String::from_utf8(run(ufskit().args(["dumpfs", "-m"]).arg(&img)).stdout).unwrap();
+    let cmdline = m.lines().find(|l| l.starts_with("ufskit newfs")).unwrap();
+    let img2 = t.path().join("b.img");
+    let mut args: Vec<String> = cmdline.split_whitespace().skip(1).map(String::from).collect();
+    *args.last_mut().unwrap() = img2.display().to_string();
+    run(ufskit().args(&args));
+    let d2 = String::from_utf8(run(ufskit().args(["dumpfs", "-s"]).arg(&img2)).stdout).unwrap();
+    let geom = |s: &str| s.lines().filter(|l| l.starts_with("bsize") || l.starts_with("fsize") || l.starts_with("bpg") || l.starts_with("sblkno")).map(String::from).collect::<Vec<_>>();
+    assert_eq!(geom(&d), geom(&d2));
+    // tunefs changes what it is asked to, and fsck stays clean.
+    run(ufskit().args(["tunefs", "-f", "32768", "-s", "32", "-m", "5", "-o", "space", "-n", "enable"]).arg(&img));
+    let p = String::from_utf8(run(ufskit().args(["tunefs", "-p"]).arg(&img)).stdout).unwrap();
+    assert!(p.contains("average file size: (-f)                          32768"), "{p}");
+    assert!(p.contains("soft updates: (-n)                          enabled"), "{p}");
+    fsck_clean(&img);
+}
+
+#[test]
+fn bad_input_gives_clear_errors() {
+    let t = tempfile::tempdir().unwrap();
+    let img = t.path().join("x.img");
+    let check = |args: &[&str], want: &str| {
+        let out = ufskit().args(args).output().unwrap();
+        assert!(!out.status.success(), "{args:?} should fail");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(want), "{args:?}: '{err}' lacks '{want}'");
+    };
+    let p = img.display().to_string();
+    check(&["newfs", &p], "give its size with -s");
+    check(&["newfs", "-s", "12Q", &p], "unknown unit");
+    check(&["newfs", "-s", "1G", "-b", "3000", &p], "block size");
+    check(&["newfs", "-s", "64k", &p], "");
+    std::fs::write(&img, vec![0u8; 1 << 20]).unwrap();
+    check(&["fsck", "-n", &p], "superblock");
+    check(&["dumpfs", &p], "superblock");
+    check(&["fsck", "-n", "/nonexistent/image"], "cannot open");
+}
+
+#[test]
+fn mount_reads_makefs_images_exactly() {
+    if !fuse_available() || !have_makefs() {
+        eprintln!("needs root, /dev/fuse and makefs; skipping");
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let src = t.path().join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    run(Command::new("cp").arg("-a").arg("/usr/include").arg(src.join("include")));
+    hostile_tree(&src.join("hostile"), 20_000, false);
+    let img = t.path().join("m.img");
+    makefs(&src, &img, "600m");
+    fsck_clean(&img);
+    let mnt = t.path().join("mnt");
+    let m = Mounted::new(&img, &mnt, &["ro"]);
+    compare_trees(&src, &mnt);
+    m.umount();
+    fsck_clean(&img);
+}
+
+#[test]
+fn tools_through_the_mount_then_rufs_and_fsck_agree() {
+    if !fuse_available() {
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let img = t.path().join("w.img");
+    run(ufskit().args(["newfs", "-s", "2G"]).arg(&img));
+    let host = t.path().join("host");
+    std::fs::create_dir_all(&host).unwrap();
+    let tarball = t.path().join("inc.tar");
+    run(Command::new("tar").arg("-C").arg("/usr").arg("-cf").arg(&tarball).arg("include"));
+    run(Command::new("tar").arg("-C").arg(&host).arg("-xf").arg(&tarball));
+    hostile_tree(&host.join("hostile"), 20_000, true);
+    let mnt = t.path().join("mnt");
+    let m = Mounted::new(&img, &mnt, &[]);
+    run(Command::new("tar").arg("-C").arg(&mnt).arg("-xf").arg(&tarball));
+    run(Command::new("cp").arg("-a").arg(host.join("hostile")).arg(&mnt));
+    compare_trees(&host, &mnt);
+    // Change both sides the same way with ordinary tools.
+    for root in [&host, &mnt] {
+        run(Command::new("mv").arg(root.join("include/linux")).arg(root.join("hostile/linux-moved")));
+        run(Command::new("rm").arg("-rf").arg(root.join("include/asm-generic")));
+        run(Command::new("truncate").args(["-s", "1000"]).arg(root.join("include/stdio.h")));
+        run(Command::new("sh").arg("-c").arg(format!("echo appended >> {}", root.join("include/stdlib.h").display())));
+        run(Command::new("sh").arg("-c").arg(format!("find {} -name 'f0000*' -delete", root.join("hostile/big").display())));
+        run(Command::new("mkdir").arg(root.join("include/newdir")));
+        run(Command::new("mv").arg(root.join("include/newdir")).arg(root.join("hostile/deep/newdir")));
+    }
+    compare_trees(&host, &mnt);
+    m.umount();
+    fsck_clean(&img);
+    // The independent reader sees exactly the host tree.
+    let want = walk_host(&host);
+    let got = walk_rufs(&img);
+    assert_eq!(want.len(), got.len());
+    for (k, v) in &want {
+        assert_eq!(Some(v), got.get(k), "{}", k.display());
+    }
+}
+
+#[test]
+fn stress_ng_through_the_mount_leaves_fsck_clean() {
+    if !fuse_available() || Command::new("stress-ng").arg("--version").output().is_err() {
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let img = t.path().join("s.img");
+    run(ufskit().args(["newfs", "-s", "4G"]).arg(&img));
+    let mnt = t.path().join("mnt");
+    let m = Mounted::new(&img, &mnt, &[]);
+    // Six stressor groups of 10 s, two workers each: 60 s in total.
+    let groups: [&[&str]; 6] = [
+        &["--dir", "2"],
+        &["--dentry", "2"],
+        &["--rename", "2"],
+        &["--link", "2", "--symlink", "2"],
+        &["--hdd", "2", "--hdd-bytes", "64M"],
+        &["--seek", "2", "--seek-size", "64M"],
+    ];
+    for g in groups {
+        let out = Command::new("stress-ng")
+            .args(g)
+            .args(["--timeout", "10s", "--metrics-brief", "--temp-path"])
+            .arg(&mnt)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "stress-ng {g:?}:\n{}", String::from_utf8_lossy(&out.stderr));
+    }
+    m.umount();
+    fsck_clean(&img);
+}
+
+#[test]
+fn locking_dirty_state_and_signals() {
+    if !fuse_available() {
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let img = t.path().join("l.img");
+    run(ufskit().args(["newfs", "-s", "256M"]).arg(&img));
+    let mnt = t.path().join("mnt");
+    let m = Mounted::new(&img, &mnt, &[]);
+    std::fs::write(mnt.join("f"), b"hello").unwrap();
+    // fsck and a second mount refuse a mounted image.
+    let out = ufskit().args(["fsck", "-n"]).arg(&img).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("in use"));
+    let mnt2 = t.path().join("mnt2");
+    std::fs::create_dir_all(&mnt2).unwrap();
+    let out = ufskit().arg("mount").arg(&img).arg(&mnt2).output().unwrap();
+    assert!(!out.status.success());
+    // statfs works through the mount.
+    let df = run(Command::new("df").arg("-k").arg(&mnt));
+    assert!(String::from_utf8_lossy(&df.stdout).contains(mnt.to_str().unwrap()));
+    m.umount();
+    fsck_clean(&img);
+    // SIGTERM to the daemon unmounts cleanly.
+    let m = Mounted::new(&img, &mnt, &[]);
+    std::fs::write(mnt.join("g"), b"world").unwrap();
+    let pids = run(Command::new("pgrep").arg("-f").arg(format!("ufskit mount -f.*{}", mnt.display())));
+    let pid = String::from_utf8_lossy(&pids.stdout).lines().next().unwrap().trim().to_string();
+    run(Command::new("kill").arg("-TERM").arg(&pid));
+    for _ in 0..100 {
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(!Path::new(&format!("/proc/{pid}")).exists(), "daemon exited on SIGTERM");
+    std::mem::forget(m);
+    fsck_clean(&img);
+    // A file system left dirty mounts read-only unless forced.
+    let raw = std::fs::read(&img).unwrap();
+    let mut sb = ufs_format::Superblock::from_bytes(&raw[65536..65536 + 8192]).unwrap();
+    sb.set_fs_clean(0);
+    let dev = std::fs::OpenOptions::new().write(true).open(&img).unwrap();
+    use std::os::unix::fs::FileExt;
+    dev.write_all_at(&sb.to_disk_bytes(), 65536).unwrap();
+    drop(dev);
+    let m = Mounted::new(&img, &mnt, &[]);
+    assert_eq!(std::fs::read(mnt.join("g")).unwrap(), b"world");
+    let e = std::fs::write(mnt.join("h"), b"x").unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(30), "EROFS on a dirty file system");
+    m.umount();
+    let m = Mounted::new(&img, &mnt, &["force"]);
+    std::fs::write(mnt.join("h"), b"x").unwrap();
+    m.umount();
+    fsck_clean(&img);
+}
