@@ -1,1 +1,399 @@
+//! Thin FUSE adapter over the ufskit engine: [`serve`] mounts an image and
+//! serves it until it is unmounted; [`umount`] unmounts and waits for the
+//! daemon to release the image.
+//!
+//! Invariants:
+//! - The mount's source (fsname) is `ufskit:<absolute image path>`; this is
+//!   how [`umount`] recognises our mounts and finds the image.
+//! - The image stays locked (`Fs::open_path`'s flock) from before the mount
+//!   until after `Fs::unmount` has flushed and marked it clean; releasing
+//!   the lock is the daemon's very last act, so "lock free" means "done".
+//! - SIGINT/SIGTERM/SIGHUP never kill the daemon uncleanly: they are
+//!   blocked in every serving thread and turned into an unmount by a
+//!   dedicated signal thread; the session then ends and `serve` flushes.
+mod adapter;
+mod mountinfo;
 
+pub use adapter::UfsFuse;
+pub use mountinfo::MountEntry;
+
+use fuser::{MountOption, SessionACL};
+use nix::sys::signal::{SigSet, SigmaskHow, Signal};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use adapter::log;
+
+/// Prefix of the mount source (fsname) of every ufskit mount.
+pub const FSNAME_PREFIX: &str = "ufskit:";
+
+/// How long [`umount`] waits for the daemon to release the image.
+const RELEASE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How long [`serve`] waits for a new mount to become visible.
+const READY_TIMEOUT: Duration = Duration::from_secs(30);
+
+#[derive(Debug, Clone)]
+pub struct MountConfig {
+    pub image: PathBuf,
+    pub mountpoint: PathBuf,
+    pub opts: ufs::MountOptions,
+    /// Let other users access the mount (needs root or `user_allow_other`).
+    pub allow_other: bool,
+    /// Request-handling threads (0 is taken as 1).
+    pub threads: usize,
+}
+
+/// Mounts and serves until the file system is unmounted (by `umount`,
+/// `fusermount3 -u`, or SIGINT/SIGTERM/SIGHUP, which unmount cleanly), then
+/// flushes with `Fs::unmount` (sets `fs_clean`) and returns.
+///
+/// Opens the image with `ufs::Fs::open_path`, which holds an exclusive
+/// flock for the life of the `Fs`. `on_ready` is called once the mount is
+/// live (the kernel accepted it and a stat of the mountpoint shows the new
+/// file system).
+///
+/// Signals: SIGINT, SIGTERM and SIGHUP are blocked in the calling thread
+/// (and so in every thread `serve` starts) and received by a signal thread.
+/// Call `serve` from the main thread before starting other threads, so
+/// that no thread with the default disposition can receive them; the
+/// previous signal mask is restored before returning.
+pub fn serve(cfg: &MountConfig, on_ready: impl FnOnce()) -> Result<(), String> {
+    let image = std::fs::canonicalize(&cfg.image).map_err(|e| format!("{}: {e}", cfg.image.display()))?;
+    let mountpoint =
+        std::fs::canonicalize(&cfg.mountpoint).map_err(|e| format!("mount point {}: {e}", cfg.mountpoint.display()))?;
+    let before = std::fs::metadata(&mountpoint).map_err(|e| format!("mount point {}: {e}", mountpoint.display()))?;
+    if !before.is_dir() {
+        return Err(format!("mount point {} is not a directory", mountpoint.display()));
+    }
+    let image_str = image
+        .to_str()
+        .ok_or_else(|| format!("image path {} is not valid UTF-8", image.display()))?
+        .to_string();
+    let fs = ufs::Fs::open_path(&image, cfg.opts.clone()).map_err(|e| format!("{}: {e}", image.display()))?;
+    let read_only = cfg.opts.read_only || fs.is_read_only();
+    if fs.is_read_only() && !cfg.opts.read_only {
+        log(format_args!(
+            "{}: file system was not cleanly unmounted; mounted read-only (run fsck, or mount with force)",
+            image.display()
+        ));
+    }
+    let fs = Arc::new(fs);
+
+    let served = serve_fs(&fs, cfg, &image_str, &mountpoint, read_only, &before, on_ready);
+
+    // The session is over: no kernel request can reach the engine any more.
+    let flushed = fs.unmount().map_err(|e| format!("{}: flushing at unmount: {e}", image.display()));
+    match Arc::try_unwrap(fs) {
+        Ok(fs) => drop(fs), // releases the image lock
+        Err(_) => log("internal: file system still referenced after the session ended"),
+    }
+    served.and(flushed)
+}
+
+/// Unmounts `mountpoint` (umount2 as root, else `fusermount3 -u`), then
+/// waits (at most 60 s) until the daemon has flushed and released the
+/// image lock, so fsck can run right after.
+pub fn umount(mountpoint: &Path) -> Result<(), String> {
+    let mp = mountinfo::resolve_mountpoint(mountpoint)?;
+    let entries = mountinfo::read_self()?;
+    let Some(entry) = entries.iter().rev().find(|e| e.mount_point == mp) else {
+        return Err(format!("{} is not a mount point", mp.display()));
+    };
+    let Some(image) = ufskit_image(entry) else {
+        return Err(format!(
+            "{} is not a ufskit mount (it is a {} mount of {})",
+            mp.display(),
+            entry.fstype,
+            entry.source
+        ));
+    };
+    unmount_path(&mp, false)?;
+    wait_for_release(&image, RELEASE_TIMEOUT)
+}
+
+/// The image of a ufskit mount, or `None` for any other mount.
+pub fn ufskit_image(e: &MountEntry) -> Option<PathBuf> {
+    if e.fstype != "fuse" && !e.fstype.starts_with("fuse.") {
+        return None;
+    }
+    e.source.strip_prefix(FSNAME_PREFIX).map(PathBuf::from)
+}
+
+/// All ufskit mounts visible to this process: (mount point, image).
+pub fn list_mounts() -> Result<Vec<(PathBuf, PathBuf)>, String> {
+    Ok(mountinfo::read_self()?
+        .iter()
+        .filter_map(|e| ufskit_image(e).map(|i| (e.mount_point.clone(), i)))
+        .collect())
+}
+
+fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
+#[allow(clippy::too_many_arguments)]
+fn serve_fs(
+    fs: &Arc<ufs::Fs>,
+    cfg: &MountConfig,
+    image: &str,
+    mountpoint: &Path,
+    read_only: bool,
+    before: &std::fs::Metadata,
+    on_ready: impl FnOnce(),
+) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    let root = is_root();
+    let mut opts = vec![MountOption::DefaultPermissions];
+    if root {
+        // Direct mount(2): the source is the fsname, the subtype a kernel option.
+        opts.push(MountOption::FSName(format!("{FSNAME_PREFIX}{image}")));
+        opts.push(MountOption::CUSTOM("subtype=ufs".into()));
+    } else {
+        // fusermount3 splits its option string at unescaped commas.
+        opts.push(MountOption::FSName(format!("{FSNAME_PREFIX}{}", image.replace(',', "\\,"))));
+        opts.push(MountOption::Subtype("ufs".into()));
+    }
+    opts.push(if read_only { MountOption::RO } else { MountOption::RW });
+    let mut config = fuser::Config::default();
+    config.mount_options = opts;
+    config.acl = if cfg.allow_other { SessionACL::All } else { SessionACL::Owner };
+    let threads = cfg.threads.max(1);
+    config.n_threads = Some(threads);
+    config.clone_fd = threads > 1;
+
+    let signals = SignalThread::start(mountpoint.to_path_buf())?;
+    let session = match fuser::Session::new(UfsFuse::new(fs.clone()), mountpoint, &config) {
+        Ok(s) => s,
+        Err(e) => {
+            signals.stop();
+            return Err(format!("cannot mount {} on {}: {e}", image, mountpoint.display()));
+        }
+    };
+    let session = match std::thread::Builder::new().name("ufs-fuse".into()).spawn(move || session.run()) {
+        Ok(h) => h,
+        Err(e) => {
+            signals.stop();
+            return Err(format!("cannot start the session thread: {e}"));
+        }
+    };
+    signals.mounted();
+
+    // Ready once a stat through the mount point reaches the new file system.
+    let start = Instant::now();
+    let mut ready = false;
+    while !session.is_finished() && start.elapsed() < READY_TIMEOUT {
+        if let Ok(m) = std::fs::metadata(mountpoint) {
+            if m.dev() != before.dev() || m.ino() != before.ino() {
+                ready = true;
+                break;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    if ready {
+        on_ready();
+    } else if !session.is_finished() {
+        log(format_args!("{} did not become ready; unmounting", mountpoint.display()));
+        if let Err(e) = unmount_path(mountpoint, true) {
+            log(e);
+        }
+    }
+
+    let result = match session.join() {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(format!("FUSE session on {} failed: {e}", mountpoint.display())),
+        Err(_) => Err(format!("FUSE session on {} panicked", mountpoint.display())),
+    };
+    signals.stop();
+    if !ready && result.is_ok() {
+        return Err(format!("mount on {} ended before it became ready", mountpoint.display()));
+    }
+    result
+}
+
+/// Unmounts the file system at `mp`. With `lazy_if_busy`, a busy mount is
+/// detached (it then ends when its last user goes away).
+fn unmount_path(mp: &Path, lazy_if_busy: bool) -> Result<(), String> {
+    use nix::errno::Errno;
+    use nix::mount::{umount2, MntFlags};
+    if is_root() {
+        match umount2(mp, MntFlags::empty()) {
+            Ok(()) => Ok(()),
+            Err(Errno::EBUSY) if lazy_if_busy => {
+                log(format_args!("{} is busy; detaching it, it ends when no longer in use", mp.display()));
+                umount2(mp, MntFlags::MNT_DETACH).map_err(|e| format!("cannot unmount {}: {}", mp.display(), e.desc()))
+            }
+            Err(Errno::EBUSY) => Err(format!("cannot unmount {}: target is busy", mp.display())),
+            Err(Errno::EINVAL) => Err(format!("{} is not a mount point", mp.display())),
+            Err(e) => Err(format!("cannot unmount {}: {}", mp.display(), e.desc())),
+        }
+    } else {
+        match fusermount(mp, false) {
+            Ok(()) => Ok(()),
+            Err(e) if lazy_if_busy => {
+                log(format_args!("{e}; detaching it lazily"));
+                fusermount(mp, true)
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+fn fusermount(mp: &Path, lazy: bool) -> Result<(), String> {
+    let mut last = String::new();
+    for bin in ["fusermount3", "fusermount"] {
+        let mut cmd = std::process::Command::new(bin);
+        cmd.arg("-u");
+        if lazy {
+            cmd.arg("-z");
+        }
+        cmd.arg("--").arg(mp);
+        match cmd.output() {
+            Ok(o) if o.status.success() => return Ok(()),
+            Ok(o) => {
+                let msg = String::from_utf8_lossy(&o.stderr).trim().to_string();
+                return Err(format!("cannot unmount {}: {msg}", mp.display()));
+            }
+            Err(e) => last = format!("cannot run {bin}: {e}"),
+        }
+    }
+    Err(last)
+}
+
+/// Waits until nobody holds a lock on `image` (the daemon released it).
+fn wait_for_release(image: &Path, timeout: Duration) -> Result<(), String> {
+    use nix::fcntl::{Flock, FlockArg};
+    let start = Instant::now();
+    loop {
+        let f = match std::fs::File::open(image) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()), // nothing left to wait for
+            Err(e) => return Err(format!("{}: {e}", image.display())),
+        };
+        match Flock::lock(f, FlockArg::LockExclusiveNonblock) {
+            Ok(lock) => {
+                drop(lock);
+                return Ok(());
+            }
+            Err((_, nix::errno::Errno::EWOULDBLOCK)) | Err((_, nix::errno::Errno::EINTR)) => {}
+            Err((_, e)) => return Err(format!("{}: cannot check its lock: {}", image.display(), e.desc())),
+        }
+        if start.elapsed() >= timeout {
+            return Err(format!(
+                "unmounted, but the ufskit daemon has not released {} after {} s",
+                image.display(),
+                timeout.as_secs()
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Turns SIGINT/SIGTERM/SIGHUP into an unmount of the mount point.
+struct SignalThread {
+    old_mask: SigSet,
+    shared: Arc<SignalShared>,
+    thread: Option<(JoinHandle<()>, nix::sys::pthread::Pthread)>,
+    done: bool,
+}
+
+struct SignalShared {
+    mountpoint: PathBuf,
+    stop: AtomicBool,
+    /// (mounted, unmount requested), changed together.
+    state: Mutex<(bool, bool)>,
+}
+
+impl SignalShared {
+    fn unmount(&self) {
+        if let Err(e) = unmount_path(&self.mountpoint, true) {
+            log(e);
+        }
+    }
+}
+
+fn signal_set() -> SigSet {
+    let mut s = SigSet::empty();
+    for sig in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
+        s.add(sig);
+    }
+    s
+}
+
+impl SignalThread {
+    fn start(mountpoint: PathBuf) -> Result<SignalThread, String> {
+        let set = signal_set();
+        let old_mask = set.thread_swap_mask(SigmaskHow::SIG_BLOCK).map_err(|e| format!("cannot block signals: {e}"))?;
+        let shared = Arc::new(SignalShared { mountpoint, stop: AtomicBool::new(false), state: Mutex::new((false, false)) });
+        let sh = shared.clone();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let spawned = std::thread::Builder::new().name("ufs-signals".into()).spawn(move || {
+            let _ = tx.send(nix::sys::pthread::pthread_self());
+            loop {
+                let sig = match set.wait() {
+                    Ok(s) => s,
+                    Err(_) => continue,
+                };
+                if sh.stop.load(Ordering::SeqCst) {
+                    return;
+                }
+                let mut st = sh.state.lock().unwrap_or_else(|p| p.into_inner());
+                st.1 = true;
+                if st.0 {
+                    log(format_args!("{sig}: unmounting {}", sh.mountpoint.display()));
+                    sh.unmount();
+                }
+            }
+        });
+        let thread = match spawned {
+            Ok(h) => match rx.recv() {
+                Ok(id) => Some((h, id)),
+                Err(_) => None,
+            },
+            Err(e) => {
+                let _ = old_mask.thread_set_mask();
+                return Err(format!("cannot start the signal thread: {e}"));
+            }
+        };
+        Ok(SignalThread { old_mask, shared, thread, done: false })
+    }
+
+    /// The mount exists: a signal from now on unmounts it, and one that
+    /// came before does so now.
+    fn mounted(&self) {
+        let mut st = self.shared.state.lock().unwrap_or_else(|p| p.into_inner());
+        st.0 = true;
+        if st.1 {
+            log(format_args!("signal received while mounting: unmounting {}", self.shared.mountpoint.display()));
+            self.shared.unmount();
+        }
+    }
+
+    fn stop(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        if self.done {
+            return;
+        }
+        self.done = true;
+        self.shared.stop.store(true, Ordering::SeqCst);
+        if let Some((h, id)) = self.thread.take() {
+            // Wake the thread from sigwait with a signal aimed at it alone.
+            let _ = nix::sys::pthread::pthread_kill(id, Signal::SIGTERM);
+            let _ = h.join();
+        }
+        let _ = self.old_mask.thread_set_mask();
+    }
+}
+
+impl Drop for SignalThread {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}

@@ -1,0 +1,500 @@
+//! The `fuser::Filesystem` implementation: a thin, stateless translation of
+//! FUSE requests into [`ufs::Fs`] calls.
+//!
+//! Invariants:
+//! - Inode numbers cross the boundary only through [`to_ufs`] / [`to_fuse`]
+//!   (FUSE root 1 <-> UFS root 2; FUSE 2 <-> UFS 1, which UFS never uses).
+//! - Every entry reply (lookup, mknod, create, mkdir, symlink, link) calls
+//!   `Fs::remember` *before* the reply is sent, so a `forget` for it can
+//!   never overtake the matching `remember`.
+//! - Every engine error is mapped through `ufs::Error::errno`; nothing here
+//!   panics on an engine result.
+//! - File handles are stateless (always 0): open files are kept alive by
+//!   the kernel's lookup references, which the engine tracks.
+use fuser::{
+    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, KernelConfig, LockOwner,
+    OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen,
+    ReplyStatfs, ReplyWrite, Request, TimeOrNow, WriteFlags,
+};
+use std::ffi::OsStr;
+use std::io::Write;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use ufs::{Attr, Cred, FileKind, Fs, RenameMode, SetAttr, Time, TimeSet};
+
+/// How long the kernel may cache attributes and entries.
+const TTL: Duration = Duration::from_secs(1);
+
+/// Directory entries fetched from the engine per readdir round.
+const READDIR_BATCH: usize = 256;
+
+/// The one place where inode numbers are translated: FUSE's root is 1,
+/// UFS's root is 2, and UFS never uses inode 1, so the two are swapped.
+const fn swap_root(ino: u64) -> u64 {
+    match ino {
+        1 => 2,
+        2 => 1,
+        n => n,
+    }
+}
+
+/// FUSE inode number -> UFS inode number.
+pub(crate) fn to_ufs(ino: INodeNo) -> u64 {
+    swap_root(ino.0)
+}
+
+/// UFS inode number -> FUSE inode number.
+pub(crate) fn to_fuse(ino: u64) -> INodeNo {
+    INodeNo(swap_root(ino))
+}
+
+/// Writes a diagnostic to stderr without ever panicking (stderr may be a
+/// closed pipe once the daemon is detached).
+pub(crate) fn log(msg: impl std::fmt::Display) {
+    let _ = writeln!(std::io::stderr(), "ufskit: {msg}");
+}
+
+fn errno(e: &ufs::Error) -> Errno {
+    // Ordinary outcomes (ENOENT, EEXIST, ENOSPC...) are the caller's
+    // business; damage and I/O failures are also the administrator's.
+    if matches!(e.kind, ufs::ErrorKind::Corrupt | ufs::ErrorKind::Io) {
+        log(format_args!("error: {e}"));
+    }
+    Errno::from_i32(e.errno())
+}
+
+fn cred(req: &Request) -> Cred {
+    Cred { uid: req.uid(), gid: req.gid() }
+}
+
+fn system_time(t: Time) -> SystemTime {
+    let nsec = Duration::from_nanos(u64::from(t.nsec.min(999_999_999)));
+    let base = if t.sec >= 0 {
+        UNIX_EPOCH.checked_add(Duration::from_secs(t.sec as u64))
+    } else {
+        UNIX_EPOCH.checked_sub(Duration::from_secs(t.sec.unsigned_abs()))
+    };
+    base.and_then(|b| b.checked_add(nsec)).unwrap_or(UNIX_EPOCH)
+}
+
+fn ufs_time(t: SystemTime) -> Time {
+    match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => Time { sec: i64::try_from(d.as_secs()).unwrap_or(i64::MAX), nsec: d.subsec_nanos() },
+        Err(e) => {
+            // Before the epoch: floor to whole seconds, nanoseconds positive.
+            let d = e.duration();
+            let mut sec = -i64::try_from(d.as_secs()).unwrap_or(i64::MAX);
+            let mut nsec = d.subsec_nanos();
+            if nsec > 0 {
+                sec -= 1;
+                nsec = 1_000_000_000 - nsec;
+            }
+            Time { sec, nsec }
+        }
+    }
+}
+
+/// A time from a setattr request. fuser 0.18.0 builds a pre-1970
+/// `SystemTime` from the kernel's `(sec < 0, nsec)` as
+/// `EPOCH - (|sec| s + nsec ns)` instead of `EPOCH - |sec| s + nsec ns`
+/// (`system_time_from_time`, marked TODO there); this inverts exactly that,
+/// so pre-1970 times with nanoseconds survive a `touch -d`. Re-check when
+/// upgrading fuser.
+fn request_time(t: SystemTime) -> Time {
+    match t.duration_since(UNIX_EPOCH) {
+        Ok(_) => ufs_time(t),
+        Err(e) => {
+            let d = e.duration();
+            Time { sec: -i64::try_from(d.as_secs()).unwrap_or(i64::MAX), nsec: d.subsec_nanos() }
+        }
+    }
+}
+
+fn time_set(t: TimeOrNow) -> TimeSet {
+    match t {
+        TimeOrNow::Now => TimeSet::Now,
+        TimeOrNow::SpecificTime(s) => TimeSet::At(request_time(s)),
+    }
+}
+
+fn file_type(k: FileKind) -> FileType {
+    match k {
+        FileKind::File => FileType::RegularFile,
+        FileKind::Dir => FileType::Directory,
+        FileKind::Symlink => FileType::Symlink,
+        FileKind::Fifo => FileType::NamedPipe,
+        FileKind::Socket => FileType::Socket,
+        FileKind::CharDev => FileType::CharDevice,
+        FileKind::BlockDev => FileType::BlockDevice,
+    }
+}
+
+fn file_attr(a: &Attr) -> FileAttr {
+    FileAttr {
+        ino: to_fuse(a.ino),
+        size: a.size,
+        blocks: a.blocks,
+        atime: system_time(a.atime),
+        mtime: system_time(a.mtime),
+        ctime: system_time(a.ctime),
+        crtime: system_time(a.birthtime),
+        kind: file_type(a.kind),
+        perm: a.perm,
+        nlink: a.nlink,
+        uid: a.uid,
+        gid: a.gid,
+        rdev: a.rdev,
+        blksize: a.blksize,
+        flags: a.flags,
+    }
+}
+
+fn generation(a: &Attr) -> Generation {
+    Generation(u64::from(a.gen))
+}
+
+/// The FUSE adapter over one mounted engine instance.
+pub struct UfsFuse {
+    pub(crate) fs: Arc<Fs>,
+}
+
+impl UfsFuse {
+    pub fn new(fs: Arc<Fs>) -> Self {
+        UfsFuse { fs }
+    }
+
+    /// Replies with a new kernel reference to `attr`'s inode.
+    fn entry(&self, r: ufs::Result<Attr>, reply: ReplyEntry) {
+        match r {
+            Ok(a) => {
+                self.fs.remember(a.ino);
+                reply.entry(&TTL, &file_attr(&a), generation(&a));
+            }
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn empty(r: ufs::Result<()>, reply: ReplyEmpty) {
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn attr(r: ufs::Result<Attr>, reply: ReplyAttr) {
+        match r {
+            Ok(a) => reply.attr(&TTL, &file_attr(&a)),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn forget_one(&self, ino: INodeNo, n: u64) {
+        if let Err(e) = self.fs.forget(to_ufs(ino), n) {
+            log(format_args!("forget of inode {}: {e}", to_ufs(ino)));
+        }
+    }
+}
+
+impl Filesystem for UfsFuse {
+    fn init(&mut self, _req: &Request, _config: &mut KernelConfig) -> std::io::Result<()> {
+        Ok(())
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        self.entry(self.fs.lookup(to_ufs(parent), name.as_bytes()), reply);
+    }
+
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        self.forget_one(ino, nlookup);
+    }
+
+    // batch_forget: fuser's default calls `forget` for each node (its
+    // `ForgetOne` type is not nameable outside the crate).
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        Self::attr(self.fs.getattr(to_ufs(ino)), reply);
+    }
+
+    fn setattr(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        _fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        let s = SetAttr {
+            mode: mode.map(|m| (m & 0o7777) as u16),
+            uid,
+            gid,
+            size,
+            atime: atime.map(time_set),
+            mtime: mtime.map(time_set),
+            flags: None,
+        };
+        Self::attr(self.fs.setattr(to_ufs(ino), &s, cred(req)), reply);
+    }
+
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        match self.fs.readlink(to_ufs(ino)) {
+            Ok(t) => reply.data(&t),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        // The kernel has already applied the umask (no FUSE_DONT_MASK).
+        self.entry(self.fs.mknod(to_ufs(parent), name.as_bytes(), mode, rdev, cred(req)), reply);
+    }
+
+    fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, reply: ReplyEntry) {
+        self.entry(self.fs.mkdir(to_ufs(parent), name.as_bytes(), mode, cred(req)), reply);
+    }
+
+    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        Self::empty(self.fs.unlink(to_ufs(parent), name.as_bytes()), reply);
+    }
+
+    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        Self::empty(self.fs.rmdir(to_ufs(parent), name.as_bytes()), reply);
+    }
+
+    fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
+        self.entry(
+            self.fs.symlink(to_ufs(parent), link_name.as_bytes(), target.as_os_str().as_bytes(), cred(req)),
+            reply,
+        );
+    }
+
+    fn rename(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        let noreplace = flags.contains(RenameFlags::RENAME_NOREPLACE);
+        let exchange = flags.contains(RenameFlags::RENAME_EXCHANGE);
+        let known = RenameFlags::RENAME_NOREPLACE | RenameFlags::RENAME_EXCHANGE;
+        let mode = match (noreplace, exchange) {
+            _ if !(flags - known).is_empty() => {
+                // RENAME_WHITEOUT (overlayfs) and anything newer.
+                reply.error(Errno::from_i32(libc::EINVAL));
+                return;
+            }
+            (false, false) => RenameMode::Replace,
+            (true, false) => RenameMode::NoReplace,
+            (false, true) => RenameMode::Exchange,
+            (true, true) => {
+                reply.error(Errno::from_i32(libc::EINVAL));
+                return;
+            }
+        };
+        Self::empty(
+            self.fs.rename(to_ufs(parent), name.as_bytes(), to_ufs(newparent), newname.as_bytes(), mode),
+            reply,
+        );
+    }
+
+    fn link(&self, _req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
+        self.entry(self.fs.link(to_ufs(ino), to_ufs(newparent), newname.as_bytes()), reply);
+    }
+
+    fn open(&self, _req: &Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        reply.opened(FileHandle(0), FopenFlags::empty());
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        match self.fs.read(to_ufs(ino), offset, size as usize) {
+            Ok(d) => reply.data(&d),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn write(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        match self.fs.write(to_ufs(ino), offset, data, cred(req)) {
+            Ok(n) => reply.written(u32::try_from(n).unwrap_or(u32::MAX)),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+
+    fn flush(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
+        reply.ok();
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        reply.ok();
+    }
+
+    fn fsync(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+        Self::empty(self.fs.fsync(to_ufs(ino)), reply);
+    }
+
+    fn opendir(&self, _req: &Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        reply.opened(FileHandle(0), FopenFlags::empty());
+    }
+
+    fn readdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
+        let dir = to_ufs(ino);
+        let mut cookie = offset;
+        loop {
+            let ents = match self.fs.readdir(dir, cookie, READDIR_BATCH) {
+                Ok(e) => e,
+                Err(e) => {
+                    reply.error(errno(&e));
+                    return;
+                }
+            };
+            if ents.is_empty() {
+                break;
+            }
+            for e in &ents {
+                let kind = match FileKind::from_dtype(e.dtype) {
+                    Some(k) => k,
+                    // DT_UNKNOWN (old images): ask the inode.
+                    None => self.fs.getattr(e.ino).map(|a| a.kind).unwrap_or(FileKind::File),
+                };
+                if reply.add(to_fuse(e.ino), e.next, file_type(kind), OsStr::from_bytes(&e.name)) {
+                    reply.ok();
+                    return;
+                }
+                cookie = e.next;
+            }
+        }
+        reply.ok();
+    }
+
+    fn releasedir(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _flags: OpenFlags, reply: ReplyEmpty) {
+        reply.ok();
+    }
+
+    fn fsyncdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+        Self::empty(self.fs.fsync(to_ufs(ino)), reply);
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        let s = self.fs.statfs();
+        reply.statfs(
+            s.blocks,
+            s.bfree,
+            s.bavail,
+            s.files,
+            s.ffree,
+            u32::try_from(s.bsize).unwrap_or(u32::MAX),
+            s.namelen,
+            u32::try_from(s.frsize).unwrap_or(u32::MAX),
+        );
+    }
+
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        _flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let mode = (mode & 0o7777) | libc::S_IFREG;
+        match self.fs.mknod(to_ufs(parent), name.as_bytes(), mode, 0, cred(req)) {
+            Ok(a) => {
+                self.fs.remember(a.ino);
+                reply.created(&TTL, &file_attr(&a), generation(&a), FileHandle(0), FopenFlags::empty());
+            }
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn root_mapping_is_a_swap() {
+        assert_eq!(to_ufs(INodeNo(1)), 2);
+        assert_eq!(to_ufs(INodeNo(2)), 1);
+        assert_eq!(to_fuse(2), INodeNo(1));
+        assert_eq!(to_fuse(1), INodeNo(2));
+        for n in [0u64, 3, 4, 1000, u64::MAX] {
+            assert_eq!(to_ufs(to_fuse(n)), n);
+            assert_eq!(to_ufs(INodeNo(n)), n);
+        }
+    }
+
+    #[test]
+    fn request_times_undo_fusers_pre_epoch_encoding() {
+        // fuser 0.18.0: (sec, nsec) with sec < 0 becomes EPOCH - Duration::new(-sec, nsec).
+        let fuser = |sec: i64, nsec: u32| UNIX_EPOCH - Duration::new(sec.unsigned_abs(), nsec);
+        let t = request_time(fuser(-302_486_400, 500_000_000));
+        assert_eq!((t.sec, t.nsec), (-302_486_400, 500_000_000));
+        let t = request_time(fuser(-5, 0));
+        assert_eq!((t.sec, t.nsec), (-5, 0));
+        let t = request_time(UNIX_EPOCH + Duration::new(7, 8));
+        assert_eq!((t.sec, t.nsec), (7, 8));
+    }
+
+    #[test]
+    fn times_round_trip() {
+        for (sec, nsec) in [(0i64, 0u32), (1_700_000_000, 123_456_789), (-1, 500_000_000), (-86_400, 0)] {
+            let t = Time { sec, nsec };
+            let back = ufs_time(system_time(t));
+            assert_eq!((back.sec, back.nsec), (sec, nsec));
+        }
+    }
+}
