@@ -9,8 +9,15 @@
 //!   never overtake the matching `remember`.
 //! - Every engine error is mapped through `ufs::Error::errno`; nothing here
 //!   panics on an engine result.
-//! - File handles are stateless (always 0): open files are kept alive by
-//!   the kernel's lookup references, which the engine tracks.
+//! - File handles of regular files are stateless (always 0): open files are
+//!   kept alive by the kernel's lookup references, which the engine tracks.
+//! - A directory handle holds a snapshot of the directory's entries, taken
+//!   when reading starts at offset 0 (opendir or rewinddir); offsets are
+//!   indices into it. Changes made while a reader is part-way through (the
+//!   engine may move a record inside its 512-byte chunk when the chunk's
+//!   first entry is removed) can therefore never make it skip or repeat an
+//!   entry; POSIX leaves it open whether entries added or removed after
+//!   opendir appear.
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, KernelConfig, LockOwner,
     OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen,
@@ -20,7 +27,9 @@ use std::ffi::OsStr;
 use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use ufs::{Attr, Cred, FileKind, Fs, RenameMode, SetAttr, Time, TimeSet};
 
@@ -158,11 +167,38 @@ fn generation(a: &Attr) -> Generation {
 /// The FUSE adapter over one mounted engine instance.
 pub struct UfsFuse {
     pub(crate) fs: Arc<Fs>,
+    /// Snapshots of open directories, by file handle.
+    dirs: Mutex<HashMap<u64, Arc<Vec<Snap>>>>,
+    next_fh: AtomicU64,
+}
+
+/// One directory entry as captured by a snapshot.
+struct Snap {
+    ino: u64,
+    dtype: u8,
+    name: Vec<u8>,
 }
 
 impl UfsFuse {
     pub fn new(fs: Arc<Fs>) -> Self {
-        UfsFuse { fs }
+        UfsFuse { fs, dirs: Mutex::new(HashMap::new()), next_fh: AtomicU64::new(1) }
+    }
+
+    fn dirs(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Arc<Vec<Snap>>>> {
+        self.dirs.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Every entry of directory `dir`, in on-disk order.
+    fn snapshot(&self, dir: u64) -> ufs::Result<Vec<Snap>> {
+        let mut out = Vec::new();
+        let mut cookie = 0;
+        loop {
+            let ents = self.fs.readdir(dir, cookie, READDIR_BATCH)?;
+            let Some(last) = ents.last() else { break };
+            cookie = last.next;
+            out.extend(ents.into_iter().map(|e| Snap { ino: e.ino, dtype: e.dtype, name: e.name }));
+        }
+        Ok(out)
     }
 
     /// Replies with a new kernel reference to `attr`'s inode.
@@ -385,40 +421,43 @@ impl Filesystem for UfsFuse {
     }
 
     fn opendir(&self, _req: &Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        reply.opened(FileHandle(0), FopenFlags::empty());
+        let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+        self.dirs().insert(fh, Arc::new(Vec::new()));
+        reply.opened(FileHandle(fh), FopenFlags::empty());
     }
 
-    fn readdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
+    fn readdir(&self, _req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
         let dir = to_ufs(ino);
-        let mut cookie = offset;
-        loop {
-            let ents = match self.fs.readdir(dir, cookie, READDIR_BATCH) {
-                Ok(e) => e,
+        let snap = if offset == 0 || !self.dirs().contains_key(&fh.0) {
+            match self.snapshot(dir) {
+                Ok(v) => {
+                    let v = Arc::new(v);
+                    self.dirs().insert(fh.0, v.clone());
+                    v
+                }
                 Err(e) => {
                     reply.error(errno(&e));
                     return;
                 }
-            };
-            if ents.is_empty() {
-                break;
             }
-            for e in &ents {
-                let kind = match FileKind::from_dtype(e.dtype) {
-                    Some(k) => k,
-                    // DT_UNKNOWN (old images): ask the inode.
-                    None => self.fs.getattr(e.ino).map(|a| a.kind).unwrap_or(FileKind::File),
-                };
-                if reply.add(to_fuse(e.ino), e.next, file_type(kind), OsStr::from_bytes(&e.name)) {
-                    reply.ok();
-                    return;
-                }
-                cookie = e.next;
+        } else {
+            self.dirs().get(&fh.0).cloned().unwrap_or_default()
+        };
+        for (i, e) in snap.iter().enumerate().skip(offset as usize) {
+            let kind = match FileKind::from_dtype(e.dtype) {
+                Some(k) => k,
+                // DT_UNKNOWN (old images): ask the inode.
+                None => self.fs.getattr(e.ino).map(|a| a.kind).unwrap_or(FileKind::File),
+            };
+            if reply.add(to_fuse(e.ino), i as u64 + 1, file_type(kind), OsStr::from_bytes(&e.name)) {
+                break;
             }
         }
         reply.ok();
     }
 
-    fn releasedir(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _flags: OpenFlags, reply: ReplyEmpty) {
+    fn releasedir(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _flags: OpenFlags, reply: ReplyEmpty) {
+        self.dirs().remove(&fh.0);
         reply.ok();
     }
 

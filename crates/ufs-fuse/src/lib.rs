@@ -165,7 +165,7 @@ fn serve_fs(
     config.n_threads = Some(threads);
     config.clone_fd = threads > 1;
 
-    let signals = SignalThread::start(mountpoint.to_path_buf())?;
+    let signals = SignalThread::start(mountpoint.to_path_buf(), fs.clone())?;
     let session = match fuser::Session::new(UfsFuse::new(fs.clone()), mountpoint, &config) {
         Ok(s) => s,
         Err(e) => {
@@ -303,6 +303,8 @@ struct SignalThread {
 
 struct SignalShared {
     mountpoint: PathBuf,
+    /// SIGUSR1 drops the engine's clean cached blocks (cold-cache benchmarks).
+    fs: Arc<ufs::Fs>,
     stop: AtomicBool,
     /// (mounted, unmount requested), changed together.
     state: Mutex<(bool, bool)>,
@@ -318,17 +320,17 @@ impl SignalShared {
 
 fn signal_set() -> SigSet {
     let mut s = SigSet::empty();
-    for sig in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
+    for sig in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP, Signal::SIGUSR1] {
         s.add(sig);
     }
     s
 }
 
 impl SignalThread {
-    fn start(mountpoint: PathBuf) -> Result<SignalThread, String> {
+    fn start(mountpoint: PathBuf, fs: Arc<ufs::Fs>) -> Result<SignalThread, String> {
         let set = signal_set();
         let old_mask = set.thread_swap_mask(SigmaskHow::SIG_BLOCK).map_err(|e| format!("cannot block signals: {e}"))?;
-        let shared = Arc::new(SignalShared { mountpoint, stop: AtomicBool::new(false), state: Mutex::new((false, false)) });
+        let shared = Arc::new(SignalShared { mountpoint, fs, stop: AtomicBool::new(false), state: Mutex::new((false, false)) });
         let sh = shared.clone();
         let (tx, rx) = std::sync::mpsc::channel();
         let spawned = std::thread::Builder::new().name("ufs-signals".into()).spawn(move || {
@@ -340,6 +342,12 @@ impl SignalThread {
                 };
                 if sh.stop.load(Ordering::SeqCst) {
                     return;
+                }
+                if sig == Signal::SIGUSR1 {
+                    if let Err(e) = sh.fs.drop_caches() {
+                        log(format_args!("dropping caches: {e}"));
+                    }
+                    continue;
                 }
                 let mut st = sh.state.lock().unwrap_or_else(|p| p.into_inner());
                 st.1 = true;
