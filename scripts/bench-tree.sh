@@ -27,7 +27,7 @@ mkdir -p "$work/ufs" "$work/ext4"
 truncate -s 4G "$work/ext4.img" && mkfs.ext4 -q -F "$work/ext4.img"
 mount -o loop "$work/ext4.img" "$work/ext4"
 $U newfs -s 4G "$work/ufs.img" >/dev/null
-$U mount "$work/ufs.img" "$work/ufs"
+$U mount ${UFSKIT_MOUNT_OPTS:+-o $UFSKIT_MOUNT_OPTS} "$work/ufs.img" "$work/ufs"
 # ufskit keeps its own buffer cache in the daemon: SIGUSR1 drops its clean
 # blocks, so "cold" means cold for both.
 daemon=$(pgrep -f "ufskit mount -f .*$work/ufs" | head -1)

@@ -158,7 +158,17 @@ impl Cg {
     }
     /// Are all `frag` fragments of block `b` (block index in the group) free?
     pub fn block_free(&self, b: u64, frag: u64) -> bool {
-        (b * frag..(b + 1) * frag).all(|f| self.frag_free(f))
+        self.block_bits(b, frag) == ((1u16 << frag) - 1) as u8
+    }
+    /// The free bits of block `b`'s fragments (bit i = fragment i free).
+    /// Blocks never straddle a byte: `frag` is 1, 2, 4 or 8.
+    #[inline]
+    pub fn block_bits(&self, b: u64, frag: u64) -> u8 {
+        let o = self.cg_freeoff() as usize;
+        let per = 8 / frag;
+        let byte = self.raw[o + (b / per) as usize];
+        let shift = (b % per) * frag;
+        ((byte as u16 >> shift) & ((1u16 << frag) - 1)) as u8
     }
     // Cluster map: bit set = block free.
     pub fn cluster_free(&self, b: u64) -> bool {

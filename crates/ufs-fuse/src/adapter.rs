@@ -170,6 +170,8 @@ pub struct UfsFuse {
     /// Snapshots of open directories, by file handle.
     dirs: Mutex<HashMap<u64, Arc<Vec<Snap>>>>,
     next_fh: AtomicU64,
+    /// Let the kernel cache writes (`-o writeback`).
+    writeback: bool,
 }
 
 /// One directory entry as captured by a snapshot.
@@ -180,8 +182,8 @@ struct Snap {
 }
 
 impl UfsFuse {
-    pub fn new(fs: Arc<Fs>) -> Self {
-        UfsFuse { fs, dirs: Mutex::new(HashMap::new()), next_fh: AtomicU64::new(1) }
+    pub fn new(fs: Arc<Fs>, writeback: bool) -> Self {
+        UfsFuse { fs, dirs: Mutex::new(HashMap::new()), next_fh: AtomicU64::new(1), writeback }
     }
 
     fn dirs(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Arc<Vec<Snap>>>> {
@@ -234,7 +236,16 @@ impl UfsFuse {
 }
 
 impl Filesystem for UfsFuse {
-    fn init(&mut self, _req: &Request, _config: &mut KernelConfig) -> std::io::Result<()> {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        if self.writeback {
+            // The kernel keeps written pages and sends them in large
+            // writes later: faster, but ENOSPC surfaces at fsync/close
+            // instead of write, and late writes run as root (minfree).
+            if let Err(e) = config.add_capabilities(fuser::InitFlags::FUSE_WRITEBACK_CACHE) {
+                log(format_args!("kernel lacks writeback caching ({e:?}); continuing without it"));
+            }
+        }
+        let _ = config.set_max_write(1 << 20);
         Ok(())
     }
 
@@ -399,9 +410,9 @@ impl Filesystem for UfsFuse {
         }
     }
 
-    fn flush(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
-        reply.ok();
-    }
+    // flush is left to fuser's default (ENOSYS): the kernel then stops
+    // sending it, saving a round trip per close. Nothing is buffered per
+    // open file here, so there is nothing to flush.
 
     fn release(
         &self,

@@ -45,6 +45,9 @@ pub struct MountConfig {
     pub allow_other: bool,
     /// Request-handling threads (0 is taken as 1).
     pub threads: usize,
+    /// Kernel writeback caching of file data (faster; ENOSPC shows at
+    /// fsync/close rather than write).
+    pub writeback: bool,
 }
 
 /// Mounts and serves until the file system is unmounted (by `umount`,
@@ -166,7 +169,7 @@ fn serve_fs(
     config.clone_fd = threads > 1;
 
     let signals = SignalThread::start(mountpoint.to_path_buf(), fs.clone())?;
-    let session = match fuser::Session::new(UfsFuse::new(fs.clone()), mountpoint, &config) {
+    let session = match fuser::Session::new(UfsFuse::new(fs.clone(), cfg.writeback), mountpoint, &config) {
         Ok(s) => s,
         Err(e) => {
             signals.stop();

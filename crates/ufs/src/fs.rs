@@ -136,6 +136,9 @@ impl FsCore {
     pub fn open(dev: Box<dyn BlockDevice>, opts: MountOptions) -> Result<FsCore> {
         let (sb, g, _loc) = read_superblock(&*dev)?;
         let mut cache = BufferCache::new(dev, g.fsize, opts.cache_bytes);
+        if sb.ckhash_enabled(CK_CYLGRP) {
+            cache.set_cg_ckhash(Some(g.cgsize as usize));
+        }
         // The summary area: ncg entries of struct csum at fs_csaddr.
         let mut raw = vec![0u8; g.cssize as usize];
         cache.read_raw(g.csaddr * g.fsize, &mut raw, BlockKind::Summary)?;
@@ -227,30 +230,22 @@ impl FsCore {
         Ok(())
     }
 
-    /// Reads cylinder group `c` (through the cache), verifying it.
+    /// Reads cylinder group `c` (through the cache, which verifies its
+    /// check-hash when it comes from the device).
     pub fn read_cg(&mut self, c: u64) -> Result<Cg> {
         let addr = self.g.cgtod(c);
-        let cgsize = self.g.cgsize as usize;
-        let len = self.g.fragroundup(cgsize as u64) as usize;
+        let len = self.g.fragroundup(self.g.cgsize) as usize;
         let g = self.g;
-        let verify = self.sb.ckhash_enabled(CK_CYLGRP);
         let b = self.cache.read(addr, len, BlockKind::Cg)?;
-        let cg = Cg::parse(b, &g, c)?;
-        if verify && cg.compute_ckhash() != cg.cg_ckhash() {
-            return Err(Error::corrupt(format!(
-                "cylinder group {c} check-hash mismatch (stored {:#x}, computed {:#x})",
-                cg.cg_ckhash(),
-                cg.compute_ckhash()
-            )));
-        }
-        Ok(cg)
+        Ok(Cg::parse(b, &g, c)?)
     }
 
+    /// Stores a changed cylinder group; its check-hash is computed when the
+    /// cache writes it out.
     pub fn write_cg(&mut self, c: u64, cg: &mut Cg) -> Result<()> {
         self.check_writable()?;
         let (t, _) = now();
         cg.set_cg_time(t);
-        cg.update_ckhash(self.sb.ckhash_enabled(CK_CYLGRP));
         let addr = self.g.cgtod(c);
         let len = self.g.fragroundup(self.g.cgsize) as usize;
         let b = self.cache.modify(addr, len, BlockKind::Cg)?;

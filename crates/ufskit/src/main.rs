@@ -252,9 +252,16 @@ fn cmd_newfs(a: NewfsArgs) -> Result<(), String> {
     Ok(())
 }
 
-fn parse_mount_options(list: &[String]) -> Result<(MountOptions, bool, usize), String> {
+struct FuseOpts {
+    allow_other: bool,
+    threads: usize,
+    writeback: bool,
+}
+
+fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), String> {
     let mut o = MountOptions::default();
     let mut allow_other = false;
+    let mut writeback = false;
     let mut threads = 2;
     for item in list.iter().flat_map(|s| s.split(',')).filter(|s| !s.is_empty()) {
         let (k, v) = match item.split_once('=') {
@@ -266,6 +273,7 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, bool, usize), S
             ("rw", None) => o.read_only = false,
             ("force", None) => o.force = true,
             ("allow_other", None) => allow_other = true,
+            ("writeback", None) => writeback = true,
             ("dirpref", Some("orlov")) => o.dirpref = DirPref::Orlov,
             ("dirpref", Some("traditional")) => o.dirpref = DirPref::Traditional,
             ("cache", Some(v)) => o.cache_bytes = parse_size(v)?,
@@ -273,22 +281,22 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, bool, usize), S
             ("threads", Some(v)) => threads = v.parse().map_err(|_| format!("bad thread count '{v}'"))?,
             _ => {
                 return Err(format!(
-                    "unknown mount option '{item}' (known: ro, rw, force, allow_other, dirpref=orlov|traditional, cache=SIZE, seed=N, threads=N)"
+                    "unknown mount option '{item}' (known: ro, rw, force, allow_other, writeback, dirpref=orlov|traditional, cache=SIZE, seed=N, threads=N)"
                 ))
             }
         }
     }
-    Ok((o, allow_other, threads))
+    Ok((o, FuseOpts { allow_other, threads, writeback }))
 }
 
 fn cmd_mount(a: MountArgs) -> Result<(), String> {
-    let (opts, allow_other, threads) = parse_mount_options(&a.options)?;
+    let (opts, f) = parse_mount_options(&a.options)?;
     let image = std::fs::canonicalize(&a.image).map_err(|e| format!("{}: {e}", a.image.display()))?;
     let dir = std::fs::canonicalize(&a.dir).map_err(|e| format!("{}: {e}", a.dir.display()))?;
     if !dir.is_dir() {
         return Err(format!("{} is not a directory", dir.display()));
     }
-    let cfg = ufs_fuse::MountConfig { image, mountpoint: dir, opts, allow_other, threads };
+    let cfg = ufs_fuse::MountConfig { image, mountpoint: dir, opts, allow_other: f.allow_other, threads: f.threads, writeback: f.writeback };
     if a.foreground {
         daemon::serve_foreground(&cfg)
     } else {

@@ -23,18 +23,71 @@ use rand::Rng;
 use ufs_format::sb::Csum;
 use ufs_format::*;
 
+/// For every pattern of a block's fragment bits (bit i = fragment i free),
+/// the set of maximal free run lengths it contains (bit n = a run of n).
+/// The role of FreeBSD's `fragtbl`, computed rather than tabulated.
+const fn run_table(frag: u32) -> [u16; 256] {
+    let mut t = [0u16; 256];
+    let mut bits = 0;
+    while bits < (1 << frag) {
+        let mut mask = 0u16;
+        let mut run = 0;
+        let mut i = 0;
+        while i <= frag {
+            if i < frag && (bits >> i) & 1 == 1 {
+                run += 1;
+            } else {
+                if run > 0 {
+                    mask |= 1 << run;
+                }
+                run = 0;
+            }
+            i += 1;
+        }
+        t[bits] = mask;
+        bits += 1;
+    }
+    t
+}
+
+static RUNS: [[u16; 256]; 4] = [run_table(1), run_table(2), run_table(4), run_table(8)];
+
+fn runs_of(bits: u8, frag: u64) -> u16 {
+    RUNS[frag.trailing_zeros() as usize][bits as usize]
+}
+
+/// Start of the first maximal free run of exactly `len` in `bits`.
+fn run_start(bits: u8, frag: u64, len: u64) -> Option<u64> {
+    let mut i = 0;
+    while i < frag {
+        if (bits >> i) & 1 == 0 {
+            i += 1;
+            continue;
+        }
+        let s = i;
+        while i < frag && (bits >> i) & 1 == 1 {
+            i += 1;
+        }
+        if i - s == len {
+            return Some(s);
+        }
+    }
+    None
+}
+
 /// Free fragment runs inside one block's bits: (start, len) of each maximal run.
 fn free_runs(cg: &Cg, bstart: u64, frag: u64) -> impl Iterator<Item = (u64, u64)> + '_ {
+    let bits = cg.block_bits(bstart / frag, frag);
     let mut i = 0;
     std::iter::from_fn(move || {
-        while i < frag && !cg.frag_free(bstart + i) {
+        while i < frag && (bits >> i) & 1 == 0 {
             i += 1;
         }
         if i >= frag {
             return None;
         }
         let s = i;
-        while i < frag && cg.frag_free(bstart + i) {
+        while i < frag && (bits >> i) & 1 == 1 {
             i += 1;
         }
         Some((s, i - s))
@@ -597,8 +650,19 @@ impl FsCore {
 /// fragment `from` and wrapping. Returns its cg-relative first fragment.
 fn find_free_block(g: &Geometry, cg: &Cg, c: u64, from: u64) -> Option<u64> {
     let nblk = g.cg_nfrags(c) / g.frag;
-    let start = (from / g.frag).min(nblk.saturating_sub(1));
-    (start..nblk).chain(0..start).find(|&b| cg.block_free(b, g.frag)).map(|b| b * g.frag)
+    if nblk == 0 {
+        return None;
+    }
+    let start = (from / g.frag).min(nblk - 1);
+    let full = ((1u16 << g.frag) - 1) as u8;
+    if g.frag == 8 {
+        // One map byte per block: a plain byte search.
+        let map = cg.frag_map(nblk * 8);
+        let hit = map[start as usize..].iter().position(|&b| b == 0xff).map(|i| start + i as u64);
+        let hit = hit.or_else(|| map[..start as usize].iter().position(|&b| b == 0xff).map(|i| i as u64));
+        return hit.map(|b| b * g.frag);
+    }
+    (start..nblk).chain(0..start).find(|&b| cg.block_bits(b, g.frag) == full).map(|b| b * g.frag)
 }
 
 /// `ffs_mapsearch` for fragments: the first block (from `bpref`, or the
@@ -611,10 +675,26 @@ fn mapsearch(g: &Geometry, cg: &mut Cg, c: u64, bpref: u64, allocsiz: u64) -> Op
     }
     let start = if bpref != 0 && g.dtog(bpref) == c { g.dtogd(bpref) } else { cg.cg_frotor() as u64 } / g.frag;
     let start = start.min(nblk - 1);
+    let want = 1u16 << allocsiz;
+    if g.frag == 8 {
+        // One map byte per block: skip full and empty blocks a byte at a time.
+        let map = cg.frag_map(nblk * 8);
+        let table = &RUNS[3];
+        let fits = |x: &u8| *x != 0 && table[*x as usize] & want != 0;
+        let hit = map[start as usize..].iter().position(fits).map(|i| start + i as u64);
+        let hit = hit.or_else(|| map[..start as usize].iter().position(fits).map(|i| i as u64));
+        let b = hit?;
+        let s = run_start(map[b as usize], 8, allocsiz)?;
+        cg.set_cg_frotor((b * 8) as u32);
+        return Some(b * 8 + s);
+    }
     for b in (start..nblk).chain(0..start) {
-        let bstart = b * g.frag;
-        let hit = free_runs(cg, bstart, g.frag).find(|&(_, l)| l == allocsiz);
-        if let Some((s, _)) = hit {
+        let bits = cg.block_bits(b, g.frag);
+        if bits == 0 || runs_of(bits, g.frag) & want == 0 {
+            continue;
+        }
+        if let Some(s) = run_start(bits, g.frag, allocsiz) {
+            let bstart = b * g.frag;
             cg.set_cg_frotor(bstart as u32);
             return Some(bstart + s);
         }

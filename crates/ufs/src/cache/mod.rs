@@ -83,6 +83,10 @@ struct Buf {
 
 pub struct BufferCache {
     dev: Box<dyn BlockDevice>,
+    /// When cylinder-group check-hashes are on: the cg size they cover.
+    /// The hash is computed as a cg buffer goes to the device and verified
+    /// as one comes from it, never on the hot path in between.
+    cg_ckhash: Option<usize>,
     fshift: u32,
     bufs: BTreeMap<u64, Buf>,
     lru: BTreeMap<u64, u64>,
@@ -96,6 +100,7 @@ impl BufferCache {
     pub fn new(dev: Box<dyn BlockDevice>, fsize: u64, limit_bytes: u64) -> Self {
         BufferCache {
             dev,
+            cg_ckhash: None,
             fshift: fsize.trailing_zeros(),
             bufs: BTreeMap::new(),
             lru: BTreeMap::new(),
@@ -104,6 +109,11 @@ impl BufferCache {
             limit: limit_bytes.max(1 << 20),
             stats: CacheStats::default(),
         }
+    }
+
+    /// Turns on cylinder-group check-hashes over the first `cgsize` bytes.
+    pub fn set_cg_ckhash(&mut self, cgsize: Option<usize>) {
+        self.cg_ckhash = cgsize;
     }
 
     pub fn device(&self) -> &dyn BlockDevice {
@@ -197,6 +207,17 @@ impl BufferCache {
         self.clear_overlaps(addr, n, None)?;
         let mut data = vec![0u8; len];
         self.dev.read_at(addr << self.fshift, &mut data)?;
+        if let (BlockKind::Cg, Some(n)) = (kind, self.cg_ckhash) {
+            if n <= data.len() {
+                let stored = u32::from_le_bytes(data[ufs_format::cg::CG_CKHASH_OFF..ufs_format::cg::CG_CKHASH_OFF + 4].try_into().unwrap_or([0; 4]));
+                let computed = ufs_format::ckhash::ckhash_with_zeroed_field(&data[..n], ufs_format::cg::CG_CKHASH_OFF);
+                if stored != computed {
+                    return Err(crate::error::Error::corrupt(format!(
+                        "cylinder group at fragment {addr}: check-hash mismatch (stored {stored:#x}, computed {computed:#x})"
+                    )));
+                }
+            }
+        }
         let st = &mut self.stats.by_kind[kind.idx()];
         st.reads += 1;
         st.read_bytes += len as u64;
@@ -276,6 +297,12 @@ impl BufferCache {
         let Some(b) = self.bufs.get_mut(&addr) else { return Ok(()) };
         if !b.dirty {
             return Ok(());
+        }
+        if let (BlockKind::Cg, Some(n)) = (b.kind, self.cg_ckhash) {
+            if n <= b.data.len() {
+                let h = ufs_format::ckhash::ckhash_with_zeroed_field(&b.data[..n], ufs_format::cg::CG_CKHASH_OFF);
+                b.data[ufs_format::cg::CG_CKHASH_OFF..ufs_format::cg::CG_CKHASH_OFF + 4].copy_from_slice(&h.to_le_bytes());
+            }
         }
         self.dev.write_at(addr << fshift, &b.data)?;
         b.dirty = false;
