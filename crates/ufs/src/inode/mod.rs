@@ -153,8 +153,8 @@ impl FsCore {
                 let nb = di.di_db(i);
                 let size = di.di_size();
                 if nb != 0 {
-                    self.check_ptr(ino, nb, g.numfrags(nsize))?;
                     let osize = if size > lbn * g.bsize { self.alloc_size(size, lbn) } else { g.bsize };
+                    self.check_ptr(ino, nb, g.numfrags(osize))?;
                     if osize >= nsize {
                         return Ok(nb);
                     }
