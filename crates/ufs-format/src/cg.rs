@@ -102,7 +102,7 @@ impl Cg {
             return Err(FormatError::corrupt(what(), format!("fragment map offset {} out of range", cg.cg_freeoff())));
         }
         if g.contigsumsize > 0 {
-            if !inrange(cg.cg_clustersumoff(), 4 * (g.contigsumsize + 1)) || cg.cg_clustersumoff() % 4 != 0 {
+            if !inrange(cg.cg_clustersumoff(), 4 * (g.contigsumsize + 1)) || !cg.cg_clustersumoff().is_multiple_of(4) {
                 return Err(FormatError::corrupt(what(), format!("cluster summary offset {} out of range", cg.cg_clustersumoff())));
             }
             if !inrange(cg.cg_clusteroff(), (g.fpg / g.frag).div_ceil(8)) {

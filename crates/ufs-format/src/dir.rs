@@ -110,7 +110,7 @@ fn parse_entry(chunk: &[u8], off: usize) -> Result<EntryRef<'_>, String> {
     let dtype = chunk[off + 6];
     let namlen = chunk[off + 7] as usize;
     let r = reclen as usize;
-    if r == 0 || r % 4 != 0 {
+    if r == 0 || !r.is_multiple_of(4) {
         return Err(format!("d_reclen {reclen} is not a positive multiple of 4"));
     }
     if off + r > DIRBLKSIZ {

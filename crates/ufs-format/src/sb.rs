@@ -324,11 +324,11 @@ impl Superblock {
         let ncg = self.fs_ncg() as u64;
         let ipg = self.fs_ipg() as u64;
         let fpg = self.fs_fpg();
-        if ncg < 1 || ncg > (1 << 31) {
+        if !(1..=(1 << 31)).contains(&ncg) {
             return bad("fs_ncg", format!("{ncg}"));
         }
         let inopb = (bsize / DINODE_SIZE as i32) as u64;
-        if ipg < inopb || ipg % inopb != 0 || ipg > (1 << 31) {
+        if ipg < inopb || !ipg.is_multiple_of(inopb) || ipg > (1 << 31) {
             return bad("fs_ipg", format!("{ipg} is not a positive multiple of {inopb}"));
         }
         if ncg.checked_mul(ipg).is_none_or(|n| n > (1u64 << 32) - inopb) {
@@ -578,7 +578,7 @@ impl Geometry {
     }
     /// Is fragment `f` aligned to a block?
     pub fn is_block_aligned(&self, f: u64) -> bool {
-        f % self.frag == 0
+        f.is_multiple_of(self.frag)
     }
     /// Bytes the cg header and maps take; must fit in `cgsize`.
     pub fn cg_map_bytes(&self) -> u64 {
