@@ -220,9 +220,6 @@ impl FsCore {
         self.check_writable()?;
         debug_assert!(size > 0 && size <= self.g.bsize && size % self.g.fsize == 0);
         let need = self.g.numfrags(size) as i64;
-        if size == self.g.bsize && who == Reserve::Unprivileged && self.freespace(self.g.minfree) - need < 0 {
-            return Err(self.nospace("blocks (the rest is reserved for root)"));
-        }
         if who == Reserve::Unprivileged && self.freespace(self.g.minfree) - need < 0 {
             return Err(self.nospace("blocks (the rest is reserved for root)"));
         }
@@ -306,6 +303,8 @@ impl FsCore {
         } else {
             g.dtogd(bpref) / g.frag * g.frag
         };
+        // Whole blocks are block-aligned, whatever the rotor on disk says.
+        let rel = rel / g.frag * g.frag;
         let rel = if rel + g.frag > ndblk { 0 } else { rel };
         let bno = if cg.block_free(rel / g.frag, g.frag) {
             rel
@@ -375,7 +374,7 @@ impl FsCore {
     pub fn free_blocks(&mut self, bno: u64, size: u64) -> Result<()> {
         let g = self.g;
         let nfr = g.numfrags(size);
-        if bno < g.sblkno || bno + nfr > g.size || nfr == 0 || nfr > g.frag || (bno % g.frag) + nfr > g.frag {
+        if bno < g.sblkno || bno.checked_add(nfr).is_none_or(|e| e > g.size) || nfr == 0 || nfr > g.frag || (bno % g.frag) + nfr > g.frag {
             return Err(Error::corrupt(format!("freeing bad block {bno} ({size} bytes)")));
         }
         self.cache.discard(bno, nfr);

@@ -152,7 +152,7 @@ impl BufferCache {
                 victims.push(a);
             }
         }
-        for (&a, b) in self.bufs.range(addr..addr + n) {
+        for (&a, b) in self.bufs.range(addr..addr.saturating_add(n)) {
             if a == addr && Some(b.data.len()) == keep_len {
                 continue;
             }
@@ -206,7 +206,8 @@ impl BufferCache {
         let n = self.nfrags(len);
         self.clear_overlaps(addr, n, None)?;
         let mut data = vec![0u8; len];
-        self.dev.read_at(addr << self.fshift, &mut data)?;
+        let off = addr.checked_mul(1 << self.fshift).ok_or_else(|| crate::error::Error::corrupt(format!("block address {addr} overflows")))?;
+        self.dev.read_at(off, &mut data)?;
         if let (BlockKind::Cg, Some(n)) = (kind, self.cg_ckhash) {
             if n <= data.len() {
                 let stored = u32::from_le_bytes(data[ufs_format::cg::CG_CKHASH_OFF..ufs_format::cg::CG_CKHASH_OFF + 4].try_into().unwrap_or([0; 4]));
@@ -285,7 +286,7 @@ impl BufferCache {
                 victims.push(a);
             }
         }
-        victims.extend(self.bufs.range(addr..addr + nfrags).map(|(&a, _)| a));
+        victims.extend(self.bufs.range(addr..addr.saturating_add(nfrags)).map(|(&a, _)| a));
         for a in victims {
             let _ = self.evict(a, false);
         }
@@ -304,7 +305,8 @@ impl BufferCache {
                 b.data[ufs_format::cg::CG_CKHASH_OFF..ufs_format::cg::CG_CKHASH_OFF + 4].copy_from_slice(&h.to_le_bytes());
             }
         }
-        self.dev.write_at(addr << fshift, &b.data)?;
+        let off = addr.checked_mul(1 << fshift).ok_or_else(|| crate::error::Error::corrupt(format!("block address {addr} overflows")))?;
+        self.dev.write_at(off, &b.data)?;
         b.dirty = false;
         let st = &mut self.stats.by_kind[b.kind.idx()];
         st.writes += 1;

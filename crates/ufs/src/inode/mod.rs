@@ -50,9 +50,23 @@ impl FsCore {
         Err(Error::new(ErrorKind::FileTooBig, "file offset beyond the triple-indirect range"))
     }
 
-    fn check_ptr(&self, ino: u64, addr: u64, nfrags: u64) -> Result<()> {
-        if addr < self.g.sblkno || addr.checked_add(nfrags).is_none_or(|e| e > self.g.size) {
-            return Err(Error::corrupt(format!("inode {ino}: block pointer {addr} outside the file system")));
+    /// fsck_ffs's `chkrange`: a run of `nfrags` fragments at `addr` lies
+    /// inside the file system, inside one block, and outside every group's
+    /// metadata (backup superblock, cg block, inode blocks).
+    pub(crate) fn check_ptr(&self, ino: u64, addr: u64, nfrags: u64) -> Result<()> {
+        let g = &self.g;
+        let bad = || Err(Error::corrupt(format!("inode {ino}: block pointer {addr} ({nfrags} fragments) is not a valid data block")));
+        let Some(end) = addr.checked_add(nfrags) else { return bad() };
+        if addr == 0 || nfrags == 0 || nfrags > g.frag || end > g.size || addr % g.frag + nfrags > g.frag {
+            return bad();
+        }
+        let c = g.dtog(addr);
+        if addr < g.cgdmin(c) {
+            if end > g.cgsblock(c) {
+                return bad();
+            }
+        } else if end > g.cgbase(c + 1) {
+            return bad();
         }
         Ok(())
     }
@@ -84,7 +98,14 @@ impl FsCore {
     /// Physical fragment address of logical block `lbn` (0 for a hole).
     pub fn bmap(&mut self, ino: u64, di: &Dinode, lbn: u64) -> Result<u64> {
         match self.path(lbn)? {
-            Path::Direct(i) => Ok(di.di_db(i)),
+            Path::Direct(i) => {
+                let a = di.di_db(i);
+                if a != 0 {
+                    let n = self.g.numfrags(self.alloc_size(di.di_size(), lbn).max(self.g.fsize));
+                    self.check_ptr(ino, a, n)?;
+                }
+                Ok(a)
+            }
             Path::Indirect(level, idx) => {
                 let mut addr = di.di_ib(level - 1);
                 for &ix in idx.iter().take(level) {
@@ -172,34 +193,72 @@ impl FsCore {
                 Ok(bno)
             }
             Path::Indirect(level, idx) => {
-                let bs = g.bsize;
-                let mut addr = di.di_ib(level - 1);
-                if addr == 0 {
-                    let pref = self.indir_pref(ino, level, lbn, di.di_db(UFS_NDADDR - 1));
-                    addr = self.alloc_block(ino, pref, bs, who)?;
-                    self.cache.create(addr, bs as usize, BlockKind::Indir)?;
-                    di.set_di_ib(level - 1, addr);
-                    di.set_di_blocks(di.di_blocks() + dbtob(bs));
-                }
-                for l in 0..level {
-                    let ix = idx[l];
-                    let mut nb = self.indir_get(ino, addr, ix)?;
-                    let leaf = l + 1 == level;
-                    if nb == 0 {
-                        let prev = if ix > 0 { self.indir_get(ino, addr, ix - 1)? } else { 0 };
-                        let pref = if leaf { self.blkpref(ino, di.is_dir(), lbn, ix, prev, di.di_ib(0)) } else { self.indir_pref(ino, 0, lbn, 0) };
-                        nb = self.alloc_block(ino, pref, bs, who)?;
-                        self.cache.create(nb, bs as usize, if leaf { kind } else { BlockKind::Indir })?;
-                        self.indir_set(addr, ix, nb)?;
-                        di.set_di_blocks(di.di_blocks() + dbtob(bs));
-                    } else {
-                        self.check_ptr(ino, nb, g.frag)?;
+                // Every block this call allocates is recorded, so that if a
+                // later allocation fails (ENOSPC) all of them are given back
+                // and their pointers cleared: a half-built chain of indirect
+                // blocks is what fsck_ffs clears as INVALID INDIRECT BLOCK.
+                let mut made: Vec<(Option<(u64, u64)>, u64)> = Vec::new(); // (parent slot or di_ib, block)
+                match self.indir_chain(ino, di, lbn, level, idx, kind, who, &mut made) {
+                    Ok(a) => Ok(a),
+                    Err(e) => {
+                        for (slot, blk) in made.into_iter().rev() {
+                            match slot {
+                                Some((parent, ix)) => self.indir_set(parent, ix, 0)?,
+                                None => di.set_di_ib(level - 1, 0),
+                            }
+                            self.free_blocks(blk, g.bsize)?;
+                            di.set_di_blocks(di.di_blocks().saturating_sub(dbtob(g.bsize)));
+                        }
+                        Err(e)
                     }
-                    addr = nb;
                 }
-                Ok(addr)
             }
         }
+    }
+
+    /// The indirect part of [`balloc`](Self::balloc): walks (and builds) the
+    /// chain of indirect blocks to logical block `lbn`, recording each block
+    /// it allocates in `made`.
+    #[allow(clippy::too_many_arguments)]
+    fn indir_chain(
+        &mut self,
+        ino: u64,
+        di: &mut Dinode,
+        lbn: u64,
+        level: usize,
+        idx: [u64; 3],
+        kind: BlockKind,
+        who: Reserve,
+        made: &mut Vec<(Option<(u64, u64)>, u64)>,
+    ) -> Result<u64> {
+        let g = self.g;
+        let bs = g.bsize;
+        let mut addr = di.di_ib(level - 1);
+        if addr == 0 {
+            let pref = self.indir_pref(ino, level, lbn, di.di_db(UFS_NDADDR - 1));
+            addr = self.alloc_block(ino, pref, bs, who)?;
+            self.cache.create(addr, bs as usize, BlockKind::Indir)?;
+            di.set_di_ib(level - 1, addr);
+            di.set_di_blocks(di.di_blocks() + dbtob(bs));
+            made.push((None, addr));
+        }
+        for (l, &ix) in idx.iter().enumerate().take(level) {
+            let mut nb = self.indir_get(ino, addr, ix)?;
+            let leaf = l + 1 == level;
+            if nb == 0 {
+                let prev = if ix > 0 { self.indir_get(ino, addr, ix - 1)? } else { 0 };
+                let pref = if leaf { self.blkpref(ino, di.is_dir(), lbn, ix, prev, di.di_ib(0)) } else { self.indir_pref(ino, 0, lbn, 0) };
+                nb = self.alloc_block(ino, pref, bs, who)?;
+                self.cache.create(nb, bs as usize, if leaf { kind } else { BlockKind::Indir })?;
+                self.indir_set(addr, ix, nb)?;
+                di.set_di_blocks(di.di_blocks() + dbtob(bs));
+                made.push((Some((addr, ix)), nb));
+            } else {
+                self.check_ptr(ino, nb, g.frag)?;
+            }
+            addr = nb;
+        }
+        Ok(addr)
     }
 
     /// Reads up to `len` bytes at `off`; short at end of file.
@@ -294,11 +353,17 @@ impl FsCore {
         }
         // Shrinking.
         let keep = length.div_ceil(g.bsize); // logical blocks kept
+        // A file may not end in a hole: if the new last block is one,
+        // allocate it before anything is freed, so ENOSPC changes nothing.
+        if length > 0 && self.bmap(ino, di, keep - 1)? == 0 {
+            self.balloc(ino, di, keep - 1, g.bsize, who)?;
+        }
         // Direct blocks past the end.
         for i in (keep as usize)..UFS_NDADDR {
             let nb = di.di_db(i);
             if nb != 0 {
                 let bsz = self.alloc_size(size, i as u64);
+                self.check_ptr(ino, nb, g.numfrags(bsz))?;
                 self.free_blocks(nb, bsz)?;
                 di.set_di_db(i, 0);
                 di.set_di_blocks(di.di_blocks().saturating_sub(dbtob(bsz)));
@@ -339,16 +404,10 @@ impl FsCore {
             let last = keep - 1;
             let nsize = if last < UFS_NDADDR as u64 { self.alloc_size(length, last) } else { g.bsize };
             let addr = self.bmap(ino, di, last)?;
-            if addr == 0 {
-                di.set_di_size(last * g.bsize);
-                self.balloc(ino, di, last, nsize, who)?;
-                di.set_di_size(length);
-            } else {
-                let boff = g.blkoff(length) as usize;
-                if boff != 0 {
-                    let b = self.cache.modify(addr, nsize as usize, kind)?;
-                    b[boff..].fill(0);
-                }
+            let boff = g.blkoff(length) as usize;
+            if addr != 0 && boff != 0 {
+                let b = self.cache.modify(addr, nsize as usize, kind)?;
+                b[boff..].fill(0);
             }
         }
         Ok(())
