@@ -39,11 +39,13 @@ pub struct MountOptions {
     pub cache_bytes: u64,
     /// Seed for the allocator's random choices (deterministic runs).
     pub seed: Option<u64>,
+    /// Bytes read ahead on a cache miss of a small block (0: none).
+    pub readahead: u64,
 }
 
 impl Default for MountOptions {
     fn default() -> Self {
-        MountOptions { read_only: false, force: false, dirpref: DirPref::Orlov, cache_bytes: 64 << 20, seed: None }
+        MountOptions { read_only: false, force: false, dirpref: DirPref::Orlov, cache_bytes: 64 << 20, seed: None, readahead: 128 << 10 }
     }
 }
 

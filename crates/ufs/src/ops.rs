@@ -218,6 +218,9 @@ impl Fs {
     /// Opens an image file or device, locking it for the life of the value.
     pub fn open_path(path: &std::path::Path, opts: MountOptions) -> Result<Fs> {
         let dev = FileDevice::open(path, !opts.read_only)?;
+        if opts.readahead > 0 {
+            return Fs::open(Box::new(crate::dev::ReadAheadDevice::new(dev, opts.readahead)), opts);
+        }
         Fs::open(Box::new(dev), opts)
     }
 

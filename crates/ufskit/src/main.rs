@@ -277,11 +277,12 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
             ("dirpref", Some("orlov")) => o.dirpref = DirPref::Orlov,
             ("dirpref", Some("traditional")) => o.dirpref = DirPref::Traditional,
             ("cache", Some(v)) => o.cache_bytes = parse_size(v)?,
+            ("readahead", Some(v)) => o.readahead = parse_size(v)?,
             ("seed", Some(v)) => o.seed = Some(v.parse().map_err(|_| format!("bad seed '{v}'"))?),
             ("threads", Some(v)) => threads = v.parse().map_err(|_| format!("bad thread count '{v}'"))?,
             _ => {
                 return Err(format!(
-                    "unknown mount option '{item}' (known: ro, rw, force, allow_other, writeback, dirpref=orlov|traditional, cache=SIZE, seed=N, threads=N)"
+                    "unknown mount option '{item}' (known: ro, rw, force, allow_other, writeback, dirpref=orlov|traditional, cache=SIZE, readahead=SIZE, seed=N, threads=N)"
                 ))
             }
         }

@@ -250,3 +250,64 @@ impl<D: BlockDevice + ?Sized> BlockDevice for std::sync::Arc<D> {
         (**self).size()
     }
 }
+
+/// Read-ahead: a miss reads a whole aligned window (like a drive's track
+/// buffer or the kernel's read-ahead) and later reads inside it are served
+/// from memory. Writes update the window, so it never holds stale bytes.
+pub struct ReadAheadDevice<D: BlockDevice> {
+    inner: D,
+    window: u64,
+    buf: Mutex<Option<(u64, Vec<u8>)>>,
+}
+
+impl<D: BlockDevice> ReadAheadDevice<D> {
+    /// `window` bytes per read-ahead (a power of two).
+    pub fn new(inner: D, window: u64) -> Self {
+        ReadAheadDevice { inner, window: window.next_power_of_two(), buf: Mutex::new(None) }
+    }
+}
+
+impl<D: BlockDevice> BlockDevice for ReadAheadDevice<D> {
+    fn read_at(&self, off: u64, out: &mut [u8]) -> Result<()> {
+        let len = out.len() as u64;
+        if len >= self.window {
+            return self.inner.read_at(off, out);
+        }
+        let mut g = self.buf.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((start, data)) = g.as_ref() {
+            if off >= *start && off + len <= start + data.len() as u64 {
+                let o = (off - start) as usize;
+                out.copy_from_slice(&data[o..o + out.len()]);
+                return Ok(());
+            }
+        }
+        let start = off & !(self.window - 1);
+        let end = (start + self.window).min(self.inner.size()).max(off + len);
+        let mut data = vec![0u8; (end - start) as usize];
+        self.inner.read_at(start, &mut data)?;
+        let o = (off - start) as usize;
+        out.copy_from_slice(&data[o..o + out.len()]);
+        *g = Some((start, data));
+        Ok(())
+    }
+    fn write_at(&self, off: u64, data: &[u8]) -> Result<()> {
+        self.inner.write_at(off, data)?;
+        let mut g = self.buf.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((start, buf)) = g.as_mut() {
+            let (s, e) = (*start, *start + buf.len() as u64);
+            let (ws, we) = (off, off + data.len() as u64);
+            if ws < e && we > s {
+                let a = ws.max(s);
+                let b = we.min(e);
+                buf[(a - s) as usize..(b - s) as usize].copy_from_slice(&data[(a - ws) as usize..(b - ws) as usize]);
+            }
+        }
+        Ok(())
+    }
+    fn flush(&self) -> Result<()> {
+        self.inner.flush()
+    }
+    fn size(&self) -> u64 {
+        self.inner.size()
+    }
+}
