@@ -36,8 +36,6 @@ use ufs::{Attr, Cred, FileKind, Fs, RenameMode, SetAttr, Time, TimeSet};
 /// How long the kernel may cache attributes and entries.
 const TTL: Duration = Duration::from_secs(1);
 
-/// Directory entries fetched from the engine per readdir round.
-const READDIR_BATCH: usize = 256;
 
 /// The one place where inode numbers are translated: FUSE's root is 1,
 /// UFS's root is 2, and UFS never uses inode 1, so the two are swapped.
@@ -190,17 +188,13 @@ impl UfsFuse {
         self.dirs.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Every entry of directory `dir`, in on-disk order.
+    /// Every entry of directory `dir`, in on-disk order, read in one engine
+    /// call: reading in batches would release the engine lock in between,
+    /// and an unlink on another request thread could then move a record
+    /// behind the batch cookie.
     fn snapshot(&self, dir: u64) -> ufs::Result<Vec<Snap>> {
-        let mut out = Vec::new();
-        let mut cookie = 0;
-        loop {
-            let ents = self.fs.readdir(dir, cookie, READDIR_BATCH)?;
-            let Some(last) = ents.last() else { break };
-            cookie = last.next;
-            out.extend(ents.into_iter().map(|e| Snap { ino: e.ino, dtype: e.dtype, name: e.name }));
-        }
-        Ok(out)
+        let ents = self.fs.readdir(dir, 0, usize::MAX)?;
+        Ok(ents.into_iter().map(|e| Snap { ino: e.ino, dtype: e.dtype, name: e.name }).collect())
     }
 
     /// Replies with a new kernel reference to `attr`'s inode.
