@@ -310,9 +310,7 @@ impl Fs {
         let mut c = self.lock();
         c.check_writable()?;
         let mut pdi = dir_inode(&mut c, parent)?;
-        if c.dir_lookup(parent, &pdi, name)?.is_some() {
-            return Err(Error::new(ErrorKind::Exists, format!("{} exists", String::from_utf8_lossy(name))));
-        }
+        must_be_absent(&mut c, parent, &pdi, name)?;
         if pdi.nlink() >= UFS_LINK_MAX {
             return Err(Error::new(ErrorKind::TooManyLinks, "parent directory has too many links"));
         }
@@ -368,9 +366,7 @@ impl Fs {
         let mut c = self.lock();
         c.check_writable()?;
         let mut pdi = dir_inode(&mut c, parent)?;
-        if c.dir_lookup(parent, &pdi, name)?.is_some() {
-            return Err(Error::new(ErrorKind::Exists, format!("{} exists", String::from_utf8_lossy(name))));
-        }
+        must_be_absent(&mut c, parent, &pdi, name)?;
         let ino = c.alloc_inode(parent, false)?;
         let mut di = fresh_inode(&mut c, ino, mode, cred, &pdi)?;
         di.set_nlink(1);
@@ -415,9 +411,7 @@ impl Fs {
             return Err(Error::new(ErrorKind::TooManyLinks, "too many links"));
         }
         let mut pdi = dir_inode(&mut c, newparent)?;
-        if c.dir_lookup(newparent, &pdi, newname)?.is_some() {
-            return Err(Error::new(ErrorKind::Exists, format!("{} exists", String::from_utf8_lossy(newname))));
-        }
+        must_be_absent(&mut c, newparent, &pdi, newname)?;
         // Raise the count first so a crash leaves it too high, never too low.
         di.set_nlink(di.nlink() + 1);
         touch(&mut di, false, true, false);
@@ -438,9 +432,7 @@ impl Fs {
         let mut c = self.lock();
         c.check_writable()?;
         let mut pdi = dir_inode(&mut c, parent)?;
-        let Some(f) = c.dir_lookup(parent, &pdi, name)? else {
-            return Err(Error::new(ErrorKind::NotFound, format!("{} not found", String::from_utf8_lossy(name))));
-        };
+        let f = must_find(&mut c, parent, &pdi, name)?;
         let di = live_inode(&mut c, f.ino)?;
         if di.is_dir() {
             return Err(Error::new(ErrorKind::IsDir, "is a directory"));
@@ -462,9 +454,7 @@ impl Fs {
         let mut c = self.lock();
         c.check_writable()?;
         let mut pdi = dir_inode(&mut c, parent)?;
-        let Some(f) = c.dir_lookup(parent, &pdi, name)? else {
-            return Err(Error::new(ErrorKind::NotFound, format!("{} not found", String::from_utf8_lossy(name))));
-        };
+        let f = must_find(&mut c, parent, &pdi, name)?;
         let di = live_inode(&mut c, f.ino)?;
         if !di.is_dir() {
             return Err(Error::new(ErrorKind::NotDir, "not a directory"));
@@ -488,9 +478,7 @@ impl Fs {
         let mut c = self.lock();
         c.check_writable()?;
         let pdi = dir_inode(&mut c, parent)?;
-        let Some(src) = c.dir_lookup(parent, &pdi, name)? else {
-            return Err(Error::new(ErrorKind::NotFound, format!("{} not found", String::from_utf8_lossy(name))));
-        };
+        let src = must_find(&mut c, parent, &pdi, name)?;
         let npdi = dir_inode(&mut c, newparent)?;
         let dst = c.dir_lookup(newparent, &npdi, newname)?;
         let sdi = live_inode(&mut c, src.ino)?;
@@ -721,6 +709,20 @@ impl Fs {
         c.cache.drop_clean();
         Ok(())
     }
+}
+
+/// The entry `name` of directory `dir`, or `NotFound`.
+fn must_find(c: &mut FsCore, dir: u64, ddi: &Dinode, name: &[u8]) -> Result<crate::dir::Found> {
+    c.dir_lookup(dir, ddi, name)?
+        .ok_or_else(|| Error::new(ErrorKind::NotFound, format!("{} not found", String::from_utf8_lossy(name))))
+}
+
+/// `Exists` unless directory `dir` lacks `name`.
+fn must_be_absent(c: &mut FsCore, dir: u64, ddi: &Dinode, name: &[u8]) -> Result<()> {
+    if c.dir_lookup(dir, ddi, name)?.is_some() {
+        return Err(Error::new(ErrorKind::Exists, format!("{} exists", String::from_utf8_lossy(name))));
+    }
+    Ok(())
 }
 
 fn live_inode(c: &mut FsCore, ino: u64) -> Result<Dinode> {
