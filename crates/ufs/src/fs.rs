@@ -187,11 +187,6 @@ impl FsCore {
         Ok(())
     }
 
-    /// The block size actually used for I/O of an inode block.
-    pub fn inode_block_addr(&self, ino: u64) -> u64 {
-        self.g.ino_to_fsba(ino)
-    }
-
     pub fn check_ino(&self, ino: u64) -> Result<()> {
         if ino < UFS_ROOTINO || ino >= self.g.ninodes() {
             return Err(Error::corrupt(format!("inode number {ino} out of range")));

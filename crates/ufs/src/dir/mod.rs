@@ -43,23 +43,6 @@ impl FsCore {
         Ok(())
     }
 
-    /// Parses the chunk at byte `off` (a multiple of 512) of directory `ino`.
-    pub fn dir_chunk(&mut self, ino: u64, di: &Dinode, off: u64) -> Result<Vec<DirEntry>> {
-        let g = self.g;
-        let lbn = g.lblkno(off);
-        let addr = self.bmap(ino, di, lbn)?;
-        if addr == 0 {
-            return Err(Error::corrupt(format!("directory {ino}: hole at offset {off}")));
-        }
-        let bsz = g.blksize(di.di_size(), lbn) as usize;
-        let b = self.cache.read(addr, bsz, BlockKind::Dir)?;
-        let o = g.blkoff(off) as usize;
-        if o + DIRBLKSIZ > b.len() {
-            return Err(Error::corrupt(format!("directory {ino}: offset {off} beyond its block")));
-        }
-        parse_chunk(&b[o..o + DIRBLKSIZ], &|| format!("directory {ino} at offset {off}")).map_err(Error::from)
-    }
-
     /// Runs `f` on the mutable bytes of the chunk at `off`.
     fn dir_chunk_mut<T>(&mut self, ino: u64, di: &Dinode, off: u64, f: impl FnOnce(&mut [u8]) -> T) -> Result<T> {
         let g = self.g;
