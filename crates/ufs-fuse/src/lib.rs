@@ -48,6 +48,53 @@ pub struct MountConfig {
     /// Kernel writeback caching of file data (faster; ENOSPC shows at
     /// fsync/close rather than write).
     pub writeback: bool,
+    /// Seconds between background flushes of dirty blocks (0: never). The
+    /// kernel does not pass `sync(2)` on to FUSE servers, so this bounds
+    /// what a crash can lose, as FreeBSD's syncer does.
+    pub sync_interval: u64,
+}
+
+/// Flushes the engine's dirty blocks every `interval` seconds.
+struct Syncer {
+    stop: Arc<(Mutex<bool>, std::sync::Condvar)>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Syncer {
+    fn start(fs: Arc<ufs::Fs>, interval: u64) -> Syncer {
+        let stop = Arc::new((Mutex::new(false), std::sync::Condvar::new()));
+        if interval == 0 || fs.is_read_only() {
+            return Syncer { stop, thread: None };
+        }
+        let st = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("ufs-syncer".into())
+            .spawn(move || {
+                let (lock, cv) = &*st;
+                let mut stopped = lock.lock().unwrap_or_else(|p| p.into_inner());
+                loop {
+                    let (g, _) = cv.wait_timeout(stopped, Duration::from_secs(interval)).unwrap_or_else(|p| p.into_inner());
+                    stopped = g;
+                    if *stopped {
+                        return;
+                    }
+                    if let Err(e) = fs.sync() {
+                        log(format_args!("background sync: {e}"));
+                    }
+                }
+            })
+            .ok();
+        Syncer { stop, thread }
+    }
+
+    fn stop(mut self) {
+        let (lock, cv) = &*self.stop;
+        *lock.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        cv.notify_all();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }
 
 /// Mounts and serves until the file system is unmounted (by `umount`,
@@ -184,6 +231,7 @@ fn serve_fs(
         }
     };
     signals.mounted();
+    let syncer = Syncer::start(fs.clone(), cfg.sync_interval);
 
     // Ready once a stat through the mount point reaches the new file system.
     let start = Instant::now();
@@ -212,6 +260,7 @@ fn serve_fs(
         Err(_) => Err(format!("FUSE session on {} panicked", mountpoint.display())),
     };
     signals.stop();
+    syncer.stop();
     if !ready && result.is_ok() {
         return Err(format!("mount on {} ended before it became ready", mountpoint.display()));
     }

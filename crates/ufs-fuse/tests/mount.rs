@@ -95,7 +95,7 @@ fn child_serve() -> ! {
         force: std::env::var_os(ENV_FORCE).is_some(),
         ..Default::default()
     };
-    let cfg = ufs_fuse::MountConfig { image, mountpoint: mnt, opts, allow_other: true, threads: 2, writeback: false };
+    let cfg = ufs_fuse::MountConfig { image, mountpoint: mnt, opts, allow_other: true, threads: 2, writeback: false, sync_interval: 30 };
     let r = ufs_fuse::serve(&cfg, || {
         println!("READY");
         let _ = std::io::stdout().flush();

@@ -253,6 +253,7 @@ fn cmd_newfs(a: NewfsArgs) -> Result<(), String> {
 }
 
 struct FuseOpts {
+    sync_interval: u64,
     allow_other: bool,
     threads: usize,
     writeback: bool,
@@ -262,6 +263,7 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
     let mut o = MountOptions::default();
     let mut allow_other = false;
     let mut writeback = false;
+    let mut sync_interval = 30;
     let mut threads = 2;
     for item in list.iter().flat_map(|s| s.split(',')).filter(|s| !s.is_empty()) {
         let (k, v) = match item.split_once('=') {
@@ -274,6 +276,7 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
             ("force", None) => o.force = true,
             ("allow_other", None) => allow_other = true,
             ("writeback", None) => writeback = true,
+            ("syncer", Some(v)) => sync_interval = v.parse().map_err(|_| format!("bad syncer interval '{v}' (seconds)"))?,
             ("dirpref", Some("orlov")) => o.dirpref = DirPref::Orlov,
             ("dirpref", Some("traditional")) => o.dirpref = DirPref::Traditional,
             ("cache", Some(v)) => o.cache_bytes = parse_size(v)?,
@@ -282,12 +285,12 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
             ("threads", Some(v)) => threads = v.parse().map_err(|_| format!("bad thread count '{v}'"))?,
             _ => {
                 return Err(format!(
-                    "unknown mount option '{item}' (known: ro, rw, force, allow_other, writeback, dirpref=orlov|traditional, cache=SIZE, readahead=SIZE, seed=N, threads=N)"
+                    "unknown mount option '{item}' (known: ro, rw, force, allow_other, writeback, syncer=SECS, dirpref=orlov|traditional, cache=SIZE, readahead=SIZE, seed=N, threads=N)"
                 ))
             }
         }
     }
-    Ok((o, FuseOpts { allow_other, threads, writeback }))
+    Ok((o, FuseOpts { sync_interval, allow_other, threads, writeback }))
 }
 
 fn cmd_mount(a: MountArgs) -> Result<(), String> {
@@ -297,7 +300,7 @@ fn cmd_mount(a: MountArgs) -> Result<(), String> {
     if !dir.is_dir() {
         return Err(format!("{} is not a directory", dir.display()));
     }
-    let cfg = ufs_fuse::MountConfig { image, mountpoint: dir, opts, allow_other: f.allow_other, threads: f.threads, writeback: f.writeback };
+    let cfg = ufs_fuse::MountConfig { image, mountpoint: dir, opts, allow_other: f.allow_other, threads: f.threads, writeback: f.writeback, sync_interval: f.sync_interval };
     if a.foreground {
         daemon::serve_foreground(&cfg)
     } else {

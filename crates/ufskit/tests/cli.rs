@@ -319,3 +319,45 @@ fn locking_dirty_state_and_signals() {
     m.umount();
     fsck_clean(&img);
 }
+
+#[test]
+fn killed_daemon_keeps_fsynced_and_synced_data() {
+    if !fuse_available() {
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let img = t.path().join("k.img");
+    run(ufskit().args(["newfs", "-s", "256M"]).arg(&img));
+    let mnt = t.path().join("mnt");
+    let m = Mounted::new(&img, &mnt, &["syncer=1"]);
+    // fsync makes a file durable at once.
+    {
+        use std::io::Write;
+        let mut f = std::fs::File::create(mnt.join("fsynced")).unwrap();
+        f.write_all(&vec![7u8; 300_000]).unwrap();
+        f.sync_all().unwrap();
+        std::fs::File::open(&mnt).unwrap().sync_all().unwrap();
+    }
+    // The background syncer makes the rest durable within its interval.
+    std::fs::create_dir(mnt.join("later")).unwrap();
+    std::fs::write(mnt.join("later/file"), b"written before the syncer ran").unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    let pids = run(Command::new("pgrep").arg("-f").arg(format!("ufskit mount -f.*{}", mnt.display())));
+    let pid = String::from_utf8_lossy(&pids.stdout).lines().next().unwrap().trim().to_string();
+    run(Command::new("kill").arg("-KILL").arg(&pid));
+    for _ in 0..50 {
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let _ = Command::new("umount").arg("-l").arg(&mnt).status();
+    std::mem::forget(m);
+    // The image was not unmounted cleanly: repair, then everything is there.
+    let _ = ufskit().args(["fsck", "-y"]).arg(&img).output().unwrap();
+    fsck_clean(&img);
+    let m = Mounted::new(&img, &mnt, &[]);
+    assert_eq!(std::fs::read(mnt.join("fsynced")).unwrap(), vec![7u8; 300_000]);
+    assert_eq!(std::fs::read(mnt.join("later/file")).unwrap(), b"written before the syncer ran");
+    m.umount();
+}
