@@ -11,6 +11,7 @@
 //! - SIGINT/SIGTERM/SIGHUP never kill the daemon uncleanly: they are
 //!   blocked in every serving thread and turned into an unmount by a
 //!   dedicated signal thread; the session then ends and `serve` flushes.
+//!   (SIGUSR1, handled by the same thread, drops the engine's clean cache.)
 mod adapter;
 mod mountinfo;
 
@@ -106,8 +107,9 @@ impl Syncer {
 /// live (the kernel accepted it and a stat of the mountpoint shows the new
 /// file system).
 ///
-/// Signals: SIGINT, SIGTERM and SIGHUP are blocked in the calling thread
-/// (and so in every thread `serve` starts) and received by a signal thread.
+/// Signals: SIGINT, SIGTERM, SIGHUP (unmount) and SIGUSR1 (drop clean
+/// cached blocks) are blocked in the calling thread (and so in every
+/// thread `serve` starts) and received by a signal thread.
 /// Call `serve` from the main thread before starting other threads, so
 /// that no thread with the default disposition can receive them; the
 /// previous signal mask is restored before returning.
@@ -123,7 +125,14 @@ pub fn serve(cfg: &MountConfig, on_ready: impl FnOnce()) -> Result<(), String> {
         .to_str()
         .ok_or_else(|| format!("image path {} is not valid UTF-8", image.display()))?
         .to_string();
-    let fs = ufs::Fs::open_path(&image, cfg.opts.clone()).map_err(|e| format!("{}: {e}", image.display()))?;
+    let fs = ufs::Fs::open_path(&image, cfg.opts.clone()).map_err(|e| {
+        // Engine messages about the image usually name it already.
+        if e.msg.contains(image_str.as_str()) {
+            e.msg
+        } else {
+            format!("{}: {e}", image.display())
+        }
+    })?;
     let read_only = cfg.opts.read_only || fs.is_read_only();
     if fs.is_read_only() && !cfg.opts.read_only {
         log(format_args!(
@@ -256,6 +265,11 @@ fn serve_fs(
 
     let result = match session.join() {
         Ok(Ok(())) => Ok(()),
+        // fuser ends quietly only on ENODEV; the kernel answers a read on a
+        // connection it has aborted (a lazily detached mount going away, or
+        // an abort through /sys/fs/fuse/connections) with ECONNABORTED.
+        // Either way the file system is gone and every reply was sent.
+        Ok(Err(e)) if e.raw_os_error() == Some(libc::ECONNABORTED) => Ok(()),
         Ok(Err(e)) => Err(format!("FUSE session on {} failed: {e}", mountpoint.display())),
         Err(_) => Err(format!("FUSE session on {} panicked", mountpoint.display())),
     };

@@ -635,7 +635,8 @@ impl Fs {
         }
         let data = c.read_data(ino, &di, off, size)?;
         // relatime: update atime only if it is older than mtime or ctime.
-        if !c.read_only && (di.di_atime() < di.di_mtime() || di.di_atime() < di.di_ctime()) {
+        let at = (di.di_atime(), di.di_atimensec());
+        if !c.read_only && (at < (di.di_mtime(), di.di_mtimensec()) || at < (di.di_ctime(), di.di_ctimensec())) {
             touch(&mut di, false, false, true);
             c.write_inode(ino, &di)?;
         }

@@ -47,7 +47,11 @@ enum Cmd {
 }
 
 #[derive(clap::Args)]
+#[command(disable_help_flag = true)]
 struct NewfsArgs {
+    /// Print help (`-h` is FreeBSD's avgfpdir flag).
+    #[arg(long = "help", action = clap::ArgAction::Help)]
+    help: Option<bool>,
     /// Block size in bytes (4096..65536, power of two).
     #[arg(short = 'b')]
     bsize: Option<String>,

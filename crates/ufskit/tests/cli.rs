@@ -119,6 +119,9 @@ fn compare_trees(a: &Path, b: &Path, mt: Mtime) {
 #[test]
 fn newfs_dumpfs_tunefs_roundtrip() {
     let t = tempfile::tempdir().unwrap();
+    for sub in ["newfs", "mount", "umount", "fsck", "dumpfs", "tunefs"] {
+        run(ufskit().args([sub, "--help"]));
+    }
     let img = t.path().join("a.img");
     let out = run(ufskit().args(["newfs", "-s", "1G", "-L", "test"]).arg(&img));
     let text = String::from_utf8_lossy(&out.stdout);

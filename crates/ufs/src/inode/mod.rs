@@ -347,7 +347,13 @@ impl FsCore {
             // Growing: allocate the block holding the new last byte.
             let lbn = g.lblkno(length - 1);
             let nsize = if lbn < UFS_NDADDR as u64 { self.alloc_size(length, lbn) } else { g.bsize };
-            self.balloc(ino, di, lbn, nsize, who)?;
+            if let Err(e) = self.balloc(ino, di, lbn, nsize, who) {
+                if di.di_size() != size {
+                    // balloc grew the fragment tail first: give it back.
+                    self.truncate_data(ino, di, size, who)?;
+                }
+                return Err(e);
+            }
             di.set_di_size(length);
             return Ok(());
         }
