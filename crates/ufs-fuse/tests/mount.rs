@@ -51,15 +51,10 @@ fn expect_errno<T>(what: &str, r: std::io::Result<T>, want: i32) -> R {
     }
 }
 
-/// A deviation of the engine that is reported and awaiting a fix: a note
-/// by default, a failure with UFS_FUSE_TEST_STRICT=1 (use it to confirm a
-/// fix, then drop the tolerance here).
+/// An engine bug found through the mount (all of them are fixed): any
+/// reappearance fails the test.
 fn known_bug(what: &str) -> R {
-    if std::env::var_os("UFS_FUSE_TEST_STRICT").is_some() {
-        return Err(format!("engine bug: {what}"));
-    }
-    println!("note: KNOWN ENGINE BUG: {what}");
-    Ok(())
+    Err(format!("engine bug: {what}"))
 }
 
 fn sh(cmd: &str) -> Result<String, String> {
@@ -1661,7 +1656,7 @@ fn free_one_block(big: &Path) -> R {
 
 /// Deterministic reproductions of engine bugs found through the mount,
 /// each on a fresh small image. A reproduction that shows the bug is a
-/// `known_bug` note (a failure with UFS_FUSE_TEST_STRICT=1).
+/// `known_bug` failure.
 fn t_engine_bug_repros(tmp: &Path, makefs: &str, src: &Path) -> R {
     let empty = tmp.join("empty-src");
     io("mkdir", fs::create_dir_all(&empty))?;
