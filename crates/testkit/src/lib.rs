@@ -11,13 +11,28 @@ pub fn have_makefs() -> bool {
 }
 
 pub fn makefs(src: &Path, img: &Path, size: &str) {
+    makefs_with(src, img, "version=2", size, &[]);
+}
+
+/// Runs Debian's makefs with `-o OPTS -s SIZE` plus `extra` flags.
+pub fn makefs_with(src: &Path, img: &Path, opts: &str, size: &str, extra: &[&str]) {
     let out = Command::new("/usr/sbin/makefs")
-        .args(["-t", "ffs", "-o", "version=2", "-s", size])
+        .args(["-t", "ffs", "-o", opts, "-s", size])
+        .args(extra)
         .arg(img)
         .arg(src)
         .output()
         .expect("run makefs");
     assert!(out.status.success(), "makefs failed: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// An image of an empty tree, `name` in `dir`.
+pub fn makefs_empty(dir: &Path, name: &str, opts: &str, size: &str, extra: &[&str]) -> PathBuf {
+    let src = dir.join(format!("{name}.src"));
+    std::fs::create_dir_all(&src).unwrap();
+    let img = dir.join(name);
+    makefs_with(&src, &img, opts, size, extra);
+    img
 }
 
 /// What a tree holds, keyed by relative path.

@@ -3,7 +3,6 @@
 use testkit::*;
 use proptest::prelude::*;
 use std::collections::BTreeMap;
-use std::process::Command;
 use ufs::{Cred, ErrorKind, Fs, MountOptions, RenameMode};
 
 #[derive(Debug, Clone)]
@@ -33,16 +32,7 @@ fn op() -> impl Strategy<Value = Op> {
 
 fn image() -> (tempfile::TempDir, std::path::PathBuf) {
     let t = tempfile::tempdir().unwrap();
-    let src = t.path().join("e");
-    std::fs::create_dir_all(&src).unwrap();
-    let img = t.path().join("d.img");
-    let out = Command::new("/usr/sbin/makefs")
-        .args(["-t", "ffs", "-o", "version=2", "-s", "64m", "-f", "5000"])
-        .arg(&img)
-        .arg(&src)
-        .output()
-        .unwrap();
-    assert!(out.status.success());
+    let img = makefs_empty(t.path(), "d.img", "version=2", "64m", &["-f", "5000"]);
     (t, img)
 }
 

@@ -1,7 +1,6 @@
 //! Writing until the disk is full: ENOSPC, the minfree reserve kept for
 //! root, and a consistent file system afterwards.
 use testkit::*;
-use std::process::Command;
 use ufs::{Cred, ErrorKind, Fs, MountOptions};
 
 #[test]
@@ -10,16 +9,7 @@ fn enospc_respects_minfree_and_leaves_counters_consistent() {
         return;
     }
     let t = tempfile::tempdir().unwrap();
-    let src = t.path().join("empty");
-    std::fs::create_dir_all(&src).unwrap();
-    let img = t.path().join("full.img");
-    let out = Command::new("/usr/sbin/makefs")
-        .args(["-t", "ffs", "-o", "version=2,minfree=10", "-s", "32m", "-f", "2000"])
-        .arg(&img)
-        .arg(&src)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let img = makefs_empty(t.path(), "full.img", "version=2,minfree=10", "32m", &["-f", "2000"]);
     let fs = Fs::open_path(&img, MountOptions::default()).unwrap();
     let user = Cred { uid: 1000, gid: 1000 };
     let root = fs.root();

@@ -1,21 +1,10 @@
 //! Engine-level POSIX behaviour on a writable image, checked against a
 //! model and after reopening.
 use testkit::*;
-use std::process::Command;
 use ufs::{Cred, ErrorKind, FileKind, Fs, MountOptions, RenameMode, SetAttr};
 
 fn empty_image(dir: &std::path::Path, size: &str) -> std::path::PathBuf {
-    let src = dir.join("empty");
-    std::fs::create_dir_all(&src).unwrap();
-    let img = dir.join("w.img");
-    let out = Command::new("/usr/sbin/makefs")
-        .args(["-t", "ffs", "-o", "version=2", "-s", size, "-f", "20000", "-b", "20%"])
-        .arg(&img)
-        .arg(&src)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    img
+    makefs_empty(dir, "w.img", "version=2", size, &["-f", "20000", "-b", "20%"])
 }
 
 #[test]
