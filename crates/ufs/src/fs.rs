@@ -41,11 +41,21 @@ pub struct MountOptions {
     pub seed: Option<u64>,
     /// Bytes read ahead on a cache miss of a small block (0: none).
     pub readahead: u64,
+    /// Directory indexing (dirhash) settings.
+    pub dirhash: crate::dir::dirhash::DirhashConfig,
 }
 
 impl Default for MountOptions {
     fn default() -> Self {
-        MountOptions { read_only: false, force: false, dirpref: DirPref::Orlov, cache_bytes: 64 << 20, seed: None, readahead: 128 << 10 }
+        MountOptions {
+            read_only: false,
+            force: false,
+            dirpref: DirPref::Orlov,
+            cache_bytes: 64 << 20,
+            seed: None,
+            readahead: 128 << 10,
+            dirhash: crate::dir::dirhash::DirhashConfig { maxmem: crate::dir::dirhash::DirhashConfig::default_maxmem(64 << 20), ..Default::default() },
+        }
     }
 }
 
@@ -67,6 +77,8 @@ pub struct FsCore {
     pub orphans: std::collections::BTreeSet<u64>,
     /// Whether the file system was clean when opened.
     pub was_clean: bool,
+    /// Directory indexes (dirhash) and their memory budget.
+    pub dirhash: crate::dir::dirhash::Dirhash,
 }
 
 /// Finds and validates the superblock, searching FreeBSD's locations.
@@ -155,6 +167,7 @@ impl FsCore {
             read_only = true;
         }
         let ncg = g.ncg as usize;
+        let dirhash = crate::dir::dirhash::Dirhash::new(opts.dirhash.clone());
         let mut core = FsCore {
             sb,
             g,
@@ -162,6 +175,7 @@ impl FsCore {
             cache,
             opts,
             contigdirs: vec![0; ncg],
+            dirhash,
             read_only,
             sb_dirty: false,
             rng,
@@ -313,6 +327,9 @@ impl FsCore {
             return Ok(());
         }
         let was_dir = di.is_dir();
+        if was_dir {
+            self.dirhash.forget_dir(ino);
+        }
         let has_blocks = !(di.is_symlink() && di.di_blocks() == 0)
             && !matches!(di.file_type(), ufs_format::dinode::IFCHR | ufs_format::dinode::IFBLK | ufs_format::dinode::IFIFO | ufs_format::dinode::IFSOCK);
         if has_blocks {

@@ -708,6 +708,7 @@ impl Fs {
             c.cache.write_all()?;
         }
         c.cache.drop_clean();
+        c.dirhash.clear();
         Ok(())
     }
 }

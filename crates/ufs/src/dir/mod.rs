@@ -1,24 +1,40 @@
-//! Directories with FreeBSD's linear algorithms (`ufs_lookup.c`): lookup by
-//! scanning every 512-byte chunk, insertion into the first chunk with room
-//! (compacting the entries of that chunk when the room is scattered),
-//! removal by merging an entry's space into its predecessor, and truncation
-//! of empty trailing chunks. This is the baseline the dirhash index
-//! accelerates; it must stay a clean, separate piece.
+//! Directories: the operations the rest of the engine calls (lookup, enter,
+//! remove, rewrite, read), each served by the directory's dirhash index
+//! when it has one and by FreeBSD's linear algorithms otherwise.
+//!
+//! - [`linear`]: the linear scans of `ufs_lookup.c` (the baseline);
+//! - [`chunk`]: edits inside one 512-byte chunk, reporting moved entries;
+//! - [`index`]: one directory's hash table and free-space summary;
+//! - [`dirhash`]: all indexes, the memory budget, recycling, low memory.
 //!
 //! Invariants: a directory's size is a multiple of `DIRBLKSIZ`; every chunk
 //! parses (see `ufs_format::dir::parse_chunk`) or the operation fails with
-//! `Corrupt` naming the directory and offset; entries never cross a chunk;
-//! the first entry of a chunk is freed by clearing its inode number.
+//! `Corrupt` naming the directory and offset; entries never cross a chunk.
+//! An index is only a cache: every edit of a hashed directory is applied to
+//! the disk first and then to the index; if the index cannot follow
+//! (table full, directory grew or shrank too much, disagreement) it is
+//! dropped, never trusted, and the answer comes from the blocks. On-disk
+//! results are valid either way; the two paths may choose different slots
+//! for a new entry, as FreeBSD's do.
+pub mod chunk;
+pub mod dirhash;
+pub mod index;
+mod linear;
+
 use crate::alloc::Reserve;
 use crate::cache::BlockKind;
 use crate::error::{Error, ErrorKind, Result};
 use crate::fs::FsCore;
+use dirhash::Take;
+use index::{DirIndex, Stale};
+use rand::Rng;
 use std::ops::ControlFlow;
-use ufs_format::dir::{dirsiz, iter_chunk, parse_chunk, DirEntry, EntryRef};
+use std::time::Instant;
+use ufs_format::dir::{dirsiz, iter_chunk, EntryRef};
 use ufs_format::*;
 
 /// A name found in a directory.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Found {
     pub ino: u64,
     pub dtype: u8,
@@ -33,6 +49,26 @@ pub struct ReadDirEntry {
     pub ino: u64,
     pub dtype: u8,
     pub name: Vec<u8>,
+}
+
+/// The entry at a byte offset, as read for a hash candidate.
+struct AtOffset {
+    ino: u32,
+    dtype: u8,
+    reclen: u16,
+    matches: bool,
+}
+
+/// How a hashed insertion ended.
+enum Entered {
+    /// The entry is in; the index followed, or must be dropped.
+    Done(Option<Stale>),
+    /// The index disagreed with the chunk it chose; nothing was written.
+    NotWritten(String),
+}
+
+fn chunk_of(off: u64) -> u64 {
+    off / DIRBLKSIZ as u64 * DIRBLKSIZ as u64
 }
 
 impl FsCore {
@@ -60,6 +96,23 @@ impl FsCore {
         Ok(f(&mut b[o..o + DIRBLKSIZ]))
     }
 
+    /// Runs `f` on the bytes of the chunk at `off`.
+    fn dir_chunk<T>(&mut self, ino: u64, di: &Dinode, off: u64, f: impl FnOnce(&[u8]) -> T) -> Result<T> {
+        let g = self.g;
+        let lbn = g.lblkno(off);
+        let addr = self.bmap(ino, di, lbn)?;
+        if addr == 0 {
+            return Err(Error::corrupt(format!("directory {ino}: hole at offset {off}")));
+        }
+        let bsz = g.blksize(di.di_size(), lbn) as usize;
+        let b = self.cache.read(addr, bsz, BlockKind::Dir)?;
+        let o = g.blkoff(off) as usize;
+        if o + DIRBLKSIZ > b.len() {
+            return Err(Error::corrupt(format!("directory {ino}: offset {off} beyond its block")));
+        }
+        Ok(f(&b[o..o + DIRBLKSIZ]))
+    }
+
     /// Visits the entries of directory `ino` from chunk offset `from` on,
     /// in place (no copies), until `f` breaks. `f` gets the chunk's byte
     /// offset and the entry. Invalid chunks fail with `Corrupt`.
@@ -73,8 +126,10 @@ impl FsCore {
         self.check_dir_size(ino, di)?;
         let g = self.g;
         let size = di.di_size();
-        let mut off = from / DIRBLKSIZ as u64 * DIRBLKSIZ as u64;
-        while off < size {
+        let mut off = chunk_of(from);
+        let mut seen = 0u64;
+        let mut out = None;
+        'blocks: while off < size {
             let lbn = g.lblkno(off);
             let addr = self.bmap(ino, di, lbn)?;
             if addr == 0 {
@@ -87,10 +142,12 @@ impl FsCore {
             while o + DIRBLKSIZ <= b.len() && block_start + (o as u64) < size {
                 let coff = block_start + o as u64;
                 for e in iter_chunk(&b[o..o + DIRBLKSIZ]) {
+                    seen += 1;
                     match e {
                         Ok(e) => {
                             if let ControlFlow::Break(t) = f(coff, e) {
-                                return Ok(Some(t));
+                                out = Some(t);
+                                break 'blocks;
                             }
                         }
                         Err((eo, why)) => {
@@ -105,18 +162,163 @@ impl FsCore {
             }
             off = block_start + g.bsize;
         }
-        Ok(None)
+        self.dirhash.stats.entries_scanned += seen;
+        Ok(out)
     }
 
-    /// Linear lookup of `name` in directory `ino`.
-    pub fn dir_lookup(&mut self, ino: u64, di: &Dinode, name: &[u8]) -> Result<Option<Found>> {
-        self.dir_scan(ino, di, 0, |coff, e| {
-            if e.ino != 0 && e.name == name {
-                ControlFlow::Break(Found { ino: e.ino as u64, dtype: e.dtype, off: coff + e.off as u64 })
-            } else {
-                ControlFlow::Continue(())
+    /// Reads the entry at byte `off` (a hash candidate) and compares its
+    /// name. An offset that does not hold a live, well-formed entry means
+    /// the index is wrong: `Corrupt`.
+    fn dir_entry_at(&mut self, ino: u64, di: &Dinode, off: u64, name: &[u8]) -> Result<AtOffset> {
+        if off >= di.di_size() || off % 4 != 0 {
+            return Err(Error::corrupt(format!("directory {ino}: index points at offset {off}")));
+        }
+        let o = (off - chunk_of(off)) as usize;
+        self.dir_chunk(ino, di, chunk_of(off), |c| {
+            let dino = u32::from_le_bytes(c[o..o + 4].try_into().unwrap_or_default());
+            let reclen = u16::from_le_bytes([c[o + 4], c[o + 5]]);
+            let namlen = c[o + 7] as usize;
+            if dino == 0 || reclen < 8 || o + reclen as usize > DIRBLKSIZ || dirsiz(namlen) > reclen as usize {
+                return Err(Error::corrupt(format!("directory {ino}: index points at offset {off}, which holds no entry")));
             }
-        })
+            Ok(AtOffset { ino: dino, dtype: c[o + 6], reclen, matches: &c[o + 8..o + 8 + namlen] == name })
+        })?
+    }
+
+    // ----- the index: take, build, give back -----
+
+    /// The directory's index, built from its blocks if the policy allows
+    /// and the budget has room; `None`: use the linear algorithms. The
+    /// index is out of the set until [`FsCore::dh_give_back`].
+    fn dh_take(&mut self, ino: u64, di: &Dinode) -> Result<Option<Box<DirIndex>>> {
+        if !self.dirhash.cfg.enabled {
+            return Ok(None);
+        }
+        let now = Instant::now();
+        match self.dirhash.take(ino, di.di_gen(), di.di_size(), now) {
+            Take::NotHashed => Ok(None),
+            Take::Index(ix) if ix.dir_size() == di.di_size() => Ok(Some(ix)),
+            Take::Index(_) => {
+                // The directory changed size behind the index's back.
+                self.dirhash.drop_stale(ino, true);
+                self.dh_build(ino, di, now)
+            }
+            Take::Absent => self.dh_build(ino, di, now),
+        }
+    }
+
+    fn dh_build(&mut self, ino: u64, di: &Dinode, now: Instant) -> Result<Option<Box<DirIndex>>> {
+        self.check_dir_size(ino, di)?;
+        let size = di.di_size();
+        if !self.dirhash.reserve(ino, di.di_gen(), DirIndex::memory_for(size) as u64, now) {
+            return Ok(None);
+        }
+        let salt: u64 = self.rng.gen();
+        let mut ix = Box::new(DirIndex::with_capacity(size, salt));
+        let mut stale: Option<Stale> = None;
+        let r = self.dir_scan(ino, di, 0, |coff, e| {
+            while ix.dir_size() <= coff {
+                if let Err(s) = ix.new_chunk(ix.dir_size()) {
+                    stale = Some(s);
+                    return ControlFlow::Break(());
+                }
+            }
+            if e.ino != 0 {
+                if let Err(s) = ix.add(e.name, coff + e.off as u64) {
+                    stale = Some(s);
+                    return ControlFlow::Break(());
+                }
+            }
+            ControlFlow::Continue(())
+        });
+        if let Err(e) = r {
+            self.dirhash.free(ino);
+            return Err(e);
+        }
+        if stale.is_some() || ix.dir_size() != size {
+            self.dirhash.free(ino);
+            return Ok(None);
+        }
+        self.dirhash.stats.built += 1;
+        Ok(Some(ix))
+    }
+
+    /// Ends an operation on a hashed directory: the index goes back, or is
+    /// dropped if it went stale.
+    fn dh_give_back(&mut self, ino: u64, ix: Box<DirIndex>, stale: Option<Stale>) {
+        match stale {
+            None => self.dirhash.put(ino, ix),
+            Some(Stale::Inconsistent(why)) => {
+                log::warn!("dirhash: directory {ino}: index dropped: {why}");
+                self.dirhash.stats.check_failures += 1;
+                self.dirhash.last_check_failure = Some(format!("directory {ino}: {why}"));
+                self.dirhash.drop_stale(ino, true);
+            }
+            Some(_) => self.dirhash.drop_stale(ino, false),
+        }
+    }
+
+    /// Records a self-check disagreement and drops the index.
+    fn dh_check_failed(&mut self, ino: u64, why: String) {
+        log::error!("dirhash self-check: directory {ino}: {why}");
+        self.dirhash.stats.check_failures += 1;
+        self.dirhash.last_check_failure = Some(format!("directory {ino}: {why}"));
+        self.dirhash.drop_stale(ino, true);
+    }
+
+    fn hashed_lookup(&mut self, ino: u64, di: &Dinode, ix: &mut DirIndex, name: &[u8]) -> Result<Option<Found>> {
+        if let Some(guess) = ix.sequential_guess() {
+            if guess < di.di_size() && ix.chain_holds(name, guess) {
+                let at = self.dir_entry_at(ino, di, guess, name)?;
+                if at.matches {
+                    ix.note_hit(guess, at.reclen);
+                    self.dirhash.stats.lookups_sequential += 1;
+                    return Ok(Some(Found { ino: at.ino as u64, dtype: at.dtype, off: guess }));
+                }
+            }
+        }
+        self.dirhash.stats.lookups_hash += 1;
+        let mut hit = None;
+        for off in ix.candidates(name) {
+            let at = self.dir_entry_at(ino, di, off, name)?;
+            if at.matches {
+                hit = Some((off, at));
+                break;
+            }
+        }
+        Ok(hit.map(|(off, at)| {
+            ix.note_hit(off, at.reclen);
+            Found { ino: at.ino as u64, dtype: at.dtype, off }
+        }))
+    }
+
+    // ----- the operations -----
+
+    /// Looks `name` up in directory `ino`.
+    pub fn dir_lookup(&mut self, ino: u64, di: &Dinode, name: &[u8]) -> Result<Option<Found>> {
+        if let Some(mut ix) = self.dh_take(ino, di)? {
+            match self.hashed_lookup(ino, di, &mut ix, name) {
+                Ok(found) => {
+                    if self.dirhash.cfg.check {
+                        let truth = self.linear_find(ino, di, name)?;
+                        if truth != found {
+                            self.dh_check_failed(ino, format!("lookup of {:?}: index {found:?}, blocks {truth:?}", String::from_utf8_lossy(name)));
+                            return Ok(truth);
+                        }
+                    }
+                    self.dirhash.put(ino, ix);
+                    return Ok(found);
+                }
+                Err(e) if e.kind == ErrorKind::Corrupt => {
+                    self.dh_give_back(ino, ix, Some(Stale::Inconsistent(e.to_string())));
+                }
+                Err(e) => {
+                    self.dirhash.drop_stale(ino, false);
+                    return Err(e);
+                }
+            }
+        }
+        self.linear_lookup(ino, di, name)
     }
 
     /// Adds `name -> child` to directory `dino`. The caller has checked that
@@ -126,116 +328,176 @@ impl FsCore {
         if name.is_empty() || name.len() > MAXNAMLEN {
             return Err(Error::new(ErrorKind::NameTooLong, format!("name of {} bytes", name.len())));
         }
+        if let Some(mut ix) = self.dh_take(dino, ddi)? {
+            match self.hashed_enter(dino, ddi, &mut ix, name, child, dtype, who) {
+                Ok(Entered::Done(stale)) => {
+                    self.dh_give_back(dino, ix, stale);
+                    return Ok(());
+                }
+                Ok(Entered::NotWritten(why)) => self.dh_check_failed(dino, why),
+                Err(e) => {
+                    self.dirhash.drop_stale(dino, false);
+                    return Err(e);
+                }
+            }
+        }
+        self.linear_enter(dino, ddi, name, child, dtype, who)
+    }
+
+    /// The hashed insertion: the free-space summary picks the chunk.
+    #[allow(clippy::too_many_arguments)]
+    fn hashed_enter(&mut self, dino: u64, ddi: &mut Dinode, ix: &mut DirIndex, name: &[u8], child: u64, dtype: u8, who: Reserve) -> Result<Entered> {
         let needed = dirsiz(name.len());
         let size = ddi.di_size();
-        // Find a slot: one entry with enough spare room, or a run of entries
-        // within one chunk whose spare room adds up (to be compacted).
-        let mut slot: Option<(u64, usize, usize)> = None; // (chunk offset, region start, region len)
-        let mut enduseful = 0u64;
-        let mut cur_chunk = u64::MAX;
-        let mut acc_start = 0usize;
-        let mut acc_free = 0usize;
-        self.dir_scan(dino, ddi, 0, |coff, e| {
-            if coff != cur_chunk {
-                cur_chunk = coff;
-                acc_free = 0;
+        let Some(coff) = ix.find_free(needed) else {
+            self.dir_append(dino, ddi, name, child, dtype, who)?;
+            if let Err(s) = ix.new_chunk(size).and_then(|_| ix.add(name, size)) {
+                return Ok(Entered::Done(Some(s)));
             }
-            if e.ino != 0 {
-                enduseful = coff + e.off as u64 + e.size() as u64;
+            return Ok(Entered::Done(None));
+        };
+        self.dirhash.stats.findfree_hash += 1;
+        let believed = ix.chunk_free(coff);
+        let r = self.dir_chunk_mut(dino, ddi, coff, |c| -> Result<std::result::Result<(usize, Vec<chunk::Moved>), String>> {
+            let actual = chunk::free_bytes(c)?;
+            if actual != believed {
+                return Ok(Err(format!("chunk at {coff} has {actual} free bytes, index says {believed}")));
             }
-            if slot.is_some() {
-                return ControlFlow::<()>::Continue(());
+            let Some((start, len)) = chunk::find_span(c, needed)? else {
+                return Ok(Err(format!("chunk at {coff} has no span of {needed} bytes")));
+            };
+            Ok(Ok(chunk::insert(c, start, len, child as u32, dtype, name)?))
+        })??;
+        let (at, moved) = match r {
+            Ok(x) => x,
+            Err(why) => return Ok(Entered::NotWritten(why)),
+        };
+        for m in &moved {
+            if let Err(s) = ix.relocate(&m.name, coff + m.from as u64, coff + m.to as u64) {
+                return Ok(Entered::Done(Some(s)));
             }
-            let free = e.reclen as usize - e.size();
-            if free == 0 {
-                return ControlFlow::Continue(());
+        }
+        if let Err(s) = ix.add(name, coff + at as u64) {
+            return Ok(Entered::Done(Some(s)));
+        }
+        // Drop empty chunks at the end (FreeBSD's i_endoff, from the index).
+        let end = ix.end_useful();
+        if end < size {
+            self.truncate_data(dino, ddi, end, who)?;
+            if let Err(s) = ix.truncate(end) {
+                return Ok(Entered::Done(Some(s)));
             }
-            if free >= needed {
-                slot = Some((coff, e.off, e.reclen as usize));
-                return ControlFlow::Continue(());
+        }
+        if self.dirhash.cfg.check {
+            let actual = self.dir_chunk(dino, ddi, coff, chunk::free_bytes)??;
+            if actual != ix.chunk_free(coff) {
+                return Ok(Entered::Done(Some(Stale::Inconsistent(format!("after insert: chunk at {coff} has {actual} free bytes, index says {}", ix.chunk_free(coff))))));
             }
-            if acc_free == 0 {
-                acc_start = e.off;
-            }
-            acc_free += free;
-            if acc_free >= needed {
-                slot = Some((coff, acc_start, e.off + e.reclen as usize - acc_start));
-            }
-            ControlFlow::Continue(())
-        })?;
-        match slot {
+        }
+        Ok(Entered::Done(None))
+    }
+
+    fn linear_enter(&mut self, dino: u64, ddi: &mut Dinode, name: &[u8], child: u64, dtype: u8, who: Reserve) -> Result<()> {
+        let size = ddi.di_size();
+        let slot = self.linear_slot(dino, ddi, dirsiz(name.len()))?;
+        match slot.span {
             Some((coff, start, len)) => {
-                self.dir_chunk_mut(dino, ddi, coff, |c| compact_and_insert(c, start, len, child as u32, dtype, name))??;
-                // Drop empty chunks at the end (FreeBSD's i_endoff).
-                let endoff = enduseful.max(coff + start as u64 + 1).div_ceil(DIRBLKSIZ as u64) * DIRBLKSIZ as u64;
-                if endoff < size {
-                    self.truncate_data(dino, ddi, endoff, who)?;
+                self.dir_chunk_mut(dino, ddi, coff, |c| chunk::insert(c, start, len, child as u32, dtype, name))??;
+                let end = slot.end_useful.max(coff + DIRBLKSIZ as u64);
+                if end < size {
+                    self.truncate_data(dino, ddi, end, who)?;
                 }
+                Ok(())
             }
-            None => {
-                // Append a new chunk.
-                let mut chunk = ufs_format::dir::empty_chunk();
-                ufs_format::dir::write_entry(&mut chunk, 0, child as u32, DIRBLKSIZ as u16, dtype, name);
-                let n = self.write_data(dino, ddi, size, &chunk, who)?;
-                if n != chunk.len() {
-                    // Could not grow the directory by a whole chunk: undo.
-                    self.truncate_data(dino, ddi, size, who)?;
-                    return Err(Error::new(ErrorKind::NoSpace, "file system full: cannot grow directory"));
-                }
-            }
+            None => self.dir_append(dino, ddi, name, child, dtype, who),
+        }
+    }
+
+    /// Appends a chunk holding only the new entry.
+    fn dir_append(&mut self, dino: u64, ddi: &mut Dinode, name: &[u8], child: u64, dtype: u8, who: Reserve) -> Result<()> {
+        let size = ddi.di_size();
+        let mut c = ufs_format::dir::empty_chunk();
+        ufs_format::dir::write_entry(&mut c, 0, child as u32, DIRBLKSIZ as u16, dtype, name);
+        let n = self.write_data(dino, ddi, size, &c, who)?;
+        if n != c.len() {
+            // Could not grow the directory by a whole chunk: undo.
+            self.truncate_data(dino, ddi, size, who)?;
+            return Err(Error::new(ErrorKind::NoSpace, "file system full: cannot grow directory"));
         }
         Ok(())
     }
 
     /// Removes `name` from directory `dino`; returns what it pointed to.
     pub fn dir_remove(&mut self, dino: u64, ddi: &mut Dinode, name: &[u8], who: Reserve) -> Result<Found> {
-        let size = ddi.di_size();
-        let mut prev: Option<(u64, usize, u16)> = None; // (chunk, off, reclen) of the previous record
-        let hit = self.dir_scan(dino, ddi, 0, |coff, e| {
-            let p = match prev {
-                Some((pc, po, pr)) if pc == coff => Some((po, pr)),
-                _ => None,
-            };
-            if e.ino != 0 && e.name == name {
-                return ControlFlow::Break((coff, e.off, e.reclen, e.ino, e.dtype, p));
+        self.check_dir_size(dino, ddi)?;
+        let not_found = || Error::new(ErrorKind::NotFound, format!("{} not found", String::from_utf8_lossy(name)));
+        if let Some(mut ix) = self.dh_take(dino, ddi)? {
+            match self.hashed_lookup(dino, ddi, &mut ix, name) {
+                Ok(Some(f)) => {
+                    return match self.hashed_remove(dino, ddi, &mut ix, name, &f, who) {
+                        Ok(stale) => {
+                            self.dh_give_back(dino, ix, stale);
+                            Ok(f)
+                        }
+                        Err(e) => {
+                            self.dirhash.drop_stale(dino, false);
+                            Err(e)
+                        }
+                    };
+                }
+                Ok(None) => {
+                    self.dirhash.put(dino, ix);
+                    return Err(not_found());
+                }
+                Err(e) if e.kind == ErrorKind::Corrupt => {
+                    self.dh_give_back(dino, ix, Some(Stale::Inconsistent(e.to_string())));
+                }
+                Err(e) => {
+                    self.dirhash.drop_stale(dino, false);
+                    return Err(e);
+                }
             }
-            prev = Some((coff, e.off, e.reclen));
-            ControlFlow::Continue(())
-        })?;
-        let Some((coff, eoff, reclen, ino, dtype, p)) = hit else {
-            return Err(Error::new(ErrorKind::NotFound, format!("{} not found", String::from_utf8_lossy(name))));
-        };
-        self.dir_chunk_mut(dino, ddi, coff, |c| match p {
-            Some((poff, preclen)) => ufs_format::dir::set_reclen(c, poff, preclen + reclen),
-            None => remove_first(c, reclen as usize),
-        })?;
-        // If the last chunk is now empty, give back trailing empty chunks.
-        if coff + DIRBLKSIZ as u64 == size {
-            self.dir_trim_tail(dino, ddi, who)?;
         }
-        Ok(Found { ino: ino as u64, dtype, off: coff + eoff as u64 })
+        let f = self.linear_find(dino, ddi, name)?.ok_or_else(not_found)?;
+        let coff = chunk_of(f.off);
+        self.dir_chunk_mut(dino, ddi, coff, |c| chunk::remove(c, (f.off - coff) as usize))??;
+        if coff + DIRBLKSIZ as u64 == ddi.di_size() {
+            let end = self.linear_end_useful(dino, ddi)?;
+            if end < ddi.di_size() {
+                self.truncate_data(dino, ddi, end, who)?;
+            }
+        }
+        Ok(f)
     }
 
-    fn dir_trim_tail(&mut self, dino: u64, ddi: &mut Dinode, who: Reserve) -> Result<()> {
-        let mut end = ddi.di_size();
-        while end > DIRBLKSIZ as u64 {
-            let chunk = end - DIRBLKSIZ as u64;
-            let live = self.dir_scan(dino, ddi, chunk, |coff, e| {
-                if coff == chunk && e.ino != 0 {
-                    ControlFlow::Break(())
-                } else {
-                    ControlFlow::Continue(())
-                }
-            })?;
-            if live.is_some() {
-                break;
+    fn hashed_remove(&mut self, dino: u64, ddi: &mut Dinode, ix: &mut DirIndex, name: &[u8], f: &Found, who: Reserve) -> Result<Option<Stale>> {
+        let size = ddi.di_size();
+        let coff = chunk_of(f.off);
+        let removed = self.dir_chunk_mut(dino, ddi, coff, |c| chunk::remove(c, (f.off - coff) as usize))??;
+        if let Err(s) = ix.remove(name, f.off) {
+            return Ok(Some(s));
+        }
+        if let Some(m) = &removed.moved {
+            if let Err(s) = ix.relocate(&m.name, coff + m.from as u64, coff + m.to as u64) {
+                return Ok(Some(s));
             }
-            end = chunk;
         }
-        if end < ddi.di_size() {
+        // Give back empty trailing chunks (the paper's section 3.5 notes
+        // the index makes this cheap on removal).
+        let end = ix.end_useful();
+        if end < size {
             self.truncate_data(dino, ddi, end, who)?;
+            if let Err(s) = ix.truncate(end) {
+                return Ok(Some(s));
+            }
         }
-        Ok(())
+        if self.dirhash.cfg.check && ddi.di_size() > coff {
+            let actual = self.dir_chunk(dino, ddi, coff, chunk::free_bytes)??;
+            if actual != ix.chunk_free(coff) {
+                return Ok(Some(Stale::Inconsistent(format!("after remove: chunk at {coff} has {actual} free bytes, index says {}", ix.chunk_free(coff)))));
+            }
+        }
+        Ok(None)
     }
 
     /// Points the existing entry `name` at `ino` (rename over an entry, or
@@ -244,7 +506,7 @@ impl FsCore {
         let Some(f) = self.dir_lookup(dino, ddi, name)? else {
             return Err(Error::new(ErrorKind::NotFound, format!("{} not found", String::from_utf8_lossy(name))));
         };
-        let coff = f.off / DIRBLKSIZ as u64 * DIRBLKSIZ as u64;
+        let coff = chunk_of(f.off);
         let eoff = (f.off - coff) as usize;
         self.dir_chunk_mut(dino, ddi, coff, |c| {
             ufs_format::dir::set_ino(c, eoff, ino as u32);
@@ -282,6 +544,7 @@ impl FsCore {
 
     /// Writes the first chunk of a new directory (`.` and `..`).
     pub fn dir_init(&mut self, ino: u64, di: &mut Dinode, parent: u64, who: Reserve) -> Result<()> {
+        self.dirhash.forget_dir(ino);
         let mut chunk = ufs_format::dir::empty_chunk();
         ufs_format::dir::write_entry(&mut chunk, 0, ino as u32, 12, ufs_format::dinode::dt::DT_DIR, b".");
         ufs_format::dir::write_entry(&mut chunk, 12, parent as u32, (DIRBLKSIZ - 12) as u16, ufs_format::dinode::dt::DT_DIR, b"..");
@@ -291,50 +554,36 @@ impl FsCore {
         }
         Ok(())
     }
-}
 
-/// Frees the first record of a chunk. FreeBSD clears its `d_ino`; when a
-/// record follows, ufskit instead moves that record to the front and gives
-/// it the freed space, so no chunk starts with an unused record while it
-/// still holds entries. Both layouts are valid; this one is also read
-/// correctly by readers that stop at the first unused record (the `rufs`
-/// crate does). Readdir through the mount works on a snapshot taken at
-/// opendir, so moving a record cannot make a reader skip it.
-fn remove_first(c: &mut [u8], reclen: usize) {
-    if reclen >= DIRBLKSIZ {
-        ufs_format::dir::set_ino(c, 0, 0);
-        return;
-    }
-    let next = iter_chunk(&c[..]).nth(1).and_then(|e| e.ok()).map(|e| (e.ino, e.reclen, e.dtype, e.name.to_vec()));
-    match next {
-        Some((ino, nrec, dtype, name)) if ino != 0 => {
-            ufs_format::dir::write_entry(c, 0, ino, (reclen + nrec as usize) as u16, dtype, &name);
+    /// Checks a directory's index (if it has one) against its blocks: every
+    /// entry, every chunk's free space, the free-space classes. `Ok(false)`
+    /// if the directory has no index. For tests and `ufskit stats --verify`.
+    pub fn dir_verify_index(&mut self, ino: u64, di: &Dinode) -> Result<bool> {
+        let Some(ix) = (match self.dirhash.take(ino, di.di_gen(), di.di_size(), Instant::now()) {
+            Take::Index(ix) => Some(ix),
+            _ => None,
+        }) else {
+            return Ok(false);
+        };
+        let mut entries: Vec<(Vec<u8>, u64)> = Vec::new();
+        let r = self.dir_scan(ino, di, 0, |coff, e| {
+            if e.ino != 0 {
+                entries.push((e.name.to_vec(), coff + e.off as u64));
+            }
+            ControlFlow::<()>::Continue(())
+        });
+        if let Err(e) = r {
+            self.dirhash.put(ino, ix);
+            return Err(e);
         }
-        _ => ufs_format::dir::set_ino(c, 0, 0),
+        let verdict = ix.verify(di.di_size(), entries.iter().map(|(n, o)| (n.as_slice(), *o)));
+        self.dirhash.put(ino, ix);
+        match verdict {
+            Ok(()) => Ok(true),
+            Err(why) => {
+                self.dh_check_failed(ino, why.clone());
+                Err(Error::corrupt(format!("directory {ino}: dirhash index wrong: {why}")))
+            }
+        }
     }
-}
-
-/// `ufs_direnter`'s compaction: packs the live entries of the region
-/// `[start, start+len)` of a chunk to its front and puts the new entry in
-/// the space left at the end of the region.
-fn compact_and_insert(c: &mut [u8], start: usize, len: usize, ino: u32, dtype: u8, name: &[u8]) -> Result<()> {
-    let entries = parse_chunk(c, &|| "directory chunk".to_string())?;
-    let region: Vec<&DirEntry> = entries.iter().filter(|e| e.off >= start && e.off < start + len).collect();
-    let mut w = start;
-    let mut last: Option<(usize, usize)> = None; // (offset, size) of last packed live entry
-    let live: Vec<DirEntry> = region.iter().filter(|e| e.ino != 0).map(|e| (*e).clone()).collect();
-    let needed = dirsiz(name.len());
-    for e in &live {
-        let sz = e.size();
-        ufs_format::dir::write_entry(c, w, e.ino, sz as u16, e.dtype, &e.name);
-        last = Some((w, sz));
-        w += sz;
-    }
-    let spare = start + len - w;
-    if spare < needed {
-        return Err(Error::corrupt("directory slot smaller than computed"));
-    }
-    let _ = last;
-    ufs_format::dir::write_entry(c, w, ino, spare as u16, dtype, name);
-    Ok(())
 }

@@ -1,0 +1,181 @@
+//! Edits inside one 512-byte directory chunk, shared by the linear and the
+//! hashed paths. Each edit reports every entry it moves, so an index can
+//! follow.
+//!
+//! Invariants: an edit leaves the chunk valid (records tile the chunk,
+//! each at least as long as its entry) or fails without writing; live
+//! entries only move within their chunk; the free space of a chunk is 512
+//! minus the `DIRSIZ` of its live entries, whatever the edit.
+use crate::error::{Error, Result};
+use ufs_format::dir::{dirsiz, iter_chunk, parse_chunk, write_entry, DirEntry};
+use ufs_format::DIRBLKSIZ;
+
+/// A live entry an edit moved, offsets within the chunk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Moved {
+    pub name: Vec<u8>,
+    pub from: usize,
+    pub to: usize,
+}
+
+/// Free bytes of a chunk: what a new entry could use after compaction.
+pub fn free_bytes(c: &[u8]) -> Result<usize> {
+    let mut used = 0;
+    for e in iter_chunk(c) {
+        let e = e.map_err(|(o, why)| Error::corrupt(format!("chunk offset {o}: {why}")))?;
+        used += e.size();
+    }
+    Ok(DIRBLKSIZ - used)
+}
+
+/// Where a new entry of `needed` bytes goes in a chunk known to have that
+/// much free space, the way `ufsdirhash_findfree` chooses: from the first
+/// record with slack (or unused), as many records as it takes for their
+/// slack to add up. Returns `(start, len)` of the span.
+pub fn find_span(c: &[u8], needed: usize) -> Result<Option<(usize, usize)>> {
+    let mut start = None;
+    let mut acc = 0usize;
+    for e in iter_chunk(c) {
+        let e = e.map_err(|(o, why)| Error::corrupt(format!("chunk offset {o}: {why}")))?;
+        let slack = e.reclen as usize - e.size();
+        if start.is_none() {
+            if slack == 0 {
+                continue;
+            }
+            start = Some(e.off);
+        }
+        acc += slack;
+        if acc >= needed {
+            let s = start.unwrap_or(0);
+            return Ok(Some((s, e.off + e.reclen as usize - s)));
+        }
+    }
+    Ok(None)
+}
+
+/// `ufs_direnter`'s compaction: packs the live entries of the span
+/// `[start, start+len)` to its front and writes the new entry in the room
+/// left at its end. Returns the new entry's offset and the entries moved.
+pub fn insert(c: &mut [u8], start: usize, len: usize, ino: u32, dtype: u8, name: &[u8]) -> Result<(usize, Vec<Moved>)> {
+    let entries = parse_chunk(c, &|| "directory chunk".to_string())?;
+    let live: Vec<DirEntry> = entries.into_iter().filter(|e| e.off >= start && e.off < start + len && e.ino != 0).collect();
+    let needed = dirsiz(name.len());
+    let packed: usize = live.iter().map(|e| e.size()).sum();
+    if start + packed + needed > start + len {
+        return Err(Error::corrupt("directory slot smaller than computed"));
+    }
+    let mut moved = Vec::new();
+    let mut w = start;
+    for e in &live {
+        let sz = e.size();
+        write_entry(c, w, e.ino, sz as u16, e.dtype, &e.name);
+        if w != e.off {
+            moved.push(Moved { name: e.name.clone(), from: e.off, to: w });
+        }
+        w += sz;
+    }
+    write_entry(c, w, ino, (start + len - w) as u16, dtype, name);
+    Ok((w, moved))
+}
+
+/// What [`remove`] took out.
+#[derive(Debug)]
+pub struct Removed {
+    pub ino: u32,
+    pub dtype: u8,
+    /// The record that moved to the chunk's front, if the first one went.
+    pub moved: Option<Moved>,
+}
+
+/// Removes the live entry at `off` of a chunk: its record merges into the
+/// previous one. The first record of a chunk has no predecessor: FreeBSD
+/// clears its `d_ino`; ufskit moves the following record to the front and
+/// gives it the freed room, so a chunk with entries never starts with an
+/// unused record (valid either way; readers that stop at the first unused
+/// record, like the `rufs` crate, need it). Readdir through the mount works
+/// on a snapshot taken at opendir, so the move cannot make it skip a name.
+pub fn remove(c: &mut [u8], off: usize) -> Result<Removed> {
+    let mut prev: Option<(usize, u16)> = None;
+    let mut hit = None;
+    let mut next = None;
+    for e in iter_chunk(c) {
+        let e = e.map_err(|(o, why)| Error::corrupt(format!("chunk offset {o}: {why}")))?;
+        if hit.is_some() {
+            next = Some((e.off, e.ino, e.reclen, e.dtype, e.name.to_vec()));
+            break;
+        }
+        if e.off == off {
+            if e.ino == 0 {
+                return Err(Error::corrupt(format!("no entry at chunk offset {off}")));
+            }
+            hit = Some((e.ino, e.dtype, e.reclen, prev));
+        } else if e.off > off {
+            break;
+        }
+        prev = Some((e.off, e.reclen));
+    }
+    let Some((ino, dtype, reclen, prev)) = hit else {
+        return Err(Error::corrupt(format!("no entry at chunk offset {off}")));
+    };
+    let mut moved = None;
+    match prev {
+        Some((poff, preclen)) => ufs_format::dir::set_reclen(c, poff, preclen + reclen),
+        None => match next {
+            Some((noff, nino, nrec, ndtype, nname)) if nino != 0 => {
+                write_entry(c, 0, nino, reclen + nrec, ndtype, &nname);
+                moved = Some(Moved { name: nname, from: noff, to: 0 });
+            }
+            _ => ufs_format::dir::set_ino(c, 0, 0),
+        },
+    }
+    Ok(Removed { ino, dtype, moved })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ufs_format::dir::empty_chunk;
+
+    fn chunk_with(names: &[&str]) -> [u8; DIRBLKSIZ] {
+        let mut c = empty_chunk();
+        let mut off = 0;
+        for (i, n) in names.iter().enumerate() {
+            let sz = dirsiz(n.len());
+            let rec = if i + 1 == names.len() { DIRBLKSIZ - off } else { sz };
+            write_entry(&mut c, off, 10 + i as u32, rec as u16, 8, n.as_bytes());
+            off += sz;
+        }
+        c
+    }
+
+    #[test]
+    fn remove_then_insert_reports_moves() {
+        let mut c = chunk_with(&["aaaa", "bbbb", "cccc", "dddd"]);
+        assert_eq!(free_bytes(&c).unwrap(), 512 - 4 * 16);
+        remove(&mut c, 16).unwrap(); // bbbb: merged into aaaa
+        let r = remove(&mut c, 0).unwrap(); // aaaa: cccc moves to front
+        assert_eq!(r.moved, Some(Moved { name: b"cccc".to_vec(), from: 32, to: 0 }));
+        assert_eq!(free_bytes(&c).unwrap(), 512 - 2 * 16);
+        // A name that needs the slack of cccc (now at 0, record 48) fits
+        // there without compaction.
+        let (start, len) = find_span(&c, dirsiz(20)).unwrap().unwrap();
+        assert_eq!((start, len), (0, 48));
+        let (at, moved) = insert(&mut c, start, len, 99, 8, &[b'x'; 20]).unwrap();
+        assert_eq!(at, 16);
+        assert!(moved.is_empty());
+        assert_eq!(free_bytes(&c).unwrap(), 512 - 2 * 16 - dirsiz(20));
+    }
+
+    #[test]
+    fn compaction_moves_entries_down() {
+        let mut c = chunk_with(&["a1", "b2", "c3", "d4"]);
+        remove(&mut c, 12).unwrap(); // b2
+        // Ask for more than any single record's slack so the span covers
+        // several records and c3 must move.
+        let need = 400;
+        let (start, len) = find_span(&c, need).unwrap().unwrap();
+        let (_, moved) = insert(&mut c, start, len, 5, 8, &[b'z'; 200]).unwrap_or_else(|e| panic!("{e}"));
+        assert!(moved.iter().any(|m| m.name == b"c3" && m.to < m.from));
+        assert!(parse_chunk(&c, &|| String::new()).is_ok());
+    }
+}
