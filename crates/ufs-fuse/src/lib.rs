@@ -13,7 +13,9 @@
 //!   dedicated signal thread; the session then ends and `serve` flushes.
 //!   (SIGUSR1, handled by the same thread, drops the engine's clean cache.)
 mod adapter;
+pub mod control;
 mod mountinfo;
+pub mod pressure;
 
 pub use adapter::UfsFuse;
 pub use mountinfo::MountEntry;
@@ -53,6 +55,9 @@ pub struct MountConfig {
     /// kernel does not pass `sync(2)` on to FUSE servers, so this bounds
     /// what a crash can lose, as FreeBSD's syncer does.
     pub sync_interval: u64,
+    /// Watch the kernel's memory-pressure figures and give dirhash memory
+    /// back when they say memory is short (`-o lowmem=on|off`).
+    pub lowmem_watch: bool,
 }
 
 /// Flushes the engine's dirty blocks every `interval` seconds.
@@ -241,6 +246,14 @@ fn serve_fs(
     };
     signals.mounted();
     let syncer = Syncer::start(fs.clone(), cfg.sync_interval);
+    let control = match control::Control::start(fs.clone(), mountpoint) {
+        Ok(c) => Some(c),
+        Err(e) => {
+            log(format_args!("no control channel ({e}); `ufskit stats` will not reach this mount"));
+            None
+        }
+    };
+    let watcher = cfg.lowmem_watch.then(|| pressure::Watcher::start(fs.clone(), pressure::Thresholds::default()));
 
     // Ready once a stat through the mount point reaches the new file system.
     let start = Instant::now();
@@ -275,6 +288,12 @@ fn serve_fs(
     };
     signals.stop();
     syncer.stop();
+    if let Some(c) = control {
+        c.stop();
+    }
+    if let Some(w) = watcher {
+        w.stop();
+    }
     if !ready && result.is_ok() {
         return Err(format!("mount on {} ended before it became ready", mountpoint.display()));
     }

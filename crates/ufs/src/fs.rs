@@ -79,6 +79,9 @@ pub struct FsCore {
     pub was_clean: bool,
     /// Directory indexes (dirhash) and their memory budget.
     pub dirhash: crate::dir::dirhash::Dirhash,
+    /// Per directory, the chunk where the last linear lookup succeeded
+    /// (FreeBSD's `i_diroff`); only a hint for where to start scanning.
+    pub dir_hints: HashMap<u64, u64>,
 }
 
 /// Finds and validates the superblock, searching FreeBSD's locations.
@@ -176,6 +179,7 @@ impl FsCore {
             opts,
             contigdirs: vec![0; ncg],
             dirhash,
+            dir_hints: HashMap::new(),
             read_only,
             sb_dirty: false,
             rng,
@@ -329,6 +333,7 @@ impl FsCore {
         let was_dir = di.is_dir();
         if was_dir {
             self.dirhash.forget_dir(ino);
+            self.dir_hints.remove(&ino);
         }
         let has_blocks = !(di.is_symlink() && di.di_blocks() == 0)
             && !matches!(di.file_type(), ufs_format::dinode::IFCHR | ufs_format::dinode::IFBLK | ufs_format::dinode::IFIFO | ufs_format::dinode::IFSOCK);

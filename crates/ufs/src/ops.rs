@@ -701,6 +701,54 @@ impl Fs {
         self.lock().cache.stats()
     }
 
+    /// Counters of the engine, and what dirhash knows about directory
+    /// `dir` (checked against its blocks if `verify`).
+    pub fn stats(&self, dir: Option<u64>, verify: bool) -> Result<EngineStats> {
+        let mut c = self.lock();
+        let dir = match dir {
+            None => None,
+            Some(ino) => {
+                let di = dir_inode(&mut c, ino)?;
+                let verified = if verify { Some(c.dir_verify_index(ino, &di)?) } else { None };
+                let described = c.dirhash.describe(ino);
+                Some(DirIndexInfo {
+                    ino,
+                    dir_bytes: di.di_size(),
+                    hashed: described.is_some(),
+                    index_bytes: described.map(|d| d.0),
+                    score: described.map(|d| d.2),
+                    verified,
+                })
+            }
+        };
+        Ok(EngineStats {
+            dirhash: c.dirhash.snapshot(),
+            dirhash_config: c.dirhash.cfg.clone(),
+            last_check_failure: c.dirhash.last_check_failure.clone(),
+            dir,
+            cache: c.cache.stats(),
+        })
+    }
+
+    /// A low-memory event for dirhash; returns the bytes freed.
+    pub fn dirhash_lowmem(&self) -> u64 {
+        self.lock().dirhash.lowmem(std::time::Instant::now())
+    }
+
+    /// The inode of `path` (components relative to the root).
+    pub fn resolve(&self, path: &std::path::Path) -> Result<u64> {
+        use std::os::unix::ffi::OsStrExt;
+        let mut ino = self.root();
+        for comp in path.components() {
+            match comp {
+                std::path::Component::Normal(n) => ino = self.lookup(ino, n.as_bytes())?.ino,
+                std::path::Component::CurDir | std::path::Component::RootDir => {}
+                _ => return Err(Error::new(ErrorKind::Invalid, format!("path {} is not plain", path.display()))),
+            }
+        }
+        Ok(ino)
+    }
+
     /// Drops clean cached blocks (cold-cache measurements).
     pub fn drop_caches(&self) -> Result<()> {
         let mut c = self.lock();
@@ -709,8 +757,31 @@ impl Fs {
         }
         c.cache.drop_clean();
         c.dirhash.clear();
+        c.dir_hints.clear();
         Ok(())
     }
+}
+
+/// What `ufskit stats` shows.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct EngineStats {
+    pub dirhash: crate::dir::dirhash::DirhashStats,
+    pub dirhash_config: crate::dir::dirhash::DirhashConfig,
+    pub last_check_failure: Option<String>,
+    pub dir: Option<DirIndexInfo>,
+    pub cache: CacheStats,
+}
+
+/// One directory as dirhash sees it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct DirIndexInfo {
+    pub ino: u64,
+    pub dir_bytes: u64,
+    pub hashed: bool,
+    pub index_bytes: Option<u64>,
+    pub score: Option<u32>,
+    /// Result of checking the index against the blocks, if asked.
+    pub verified: Option<bool>,
 }
 
 /// The entry `name` of directory `dir`, or `NotFound`.

@@ -10,7 +10,9 @@ use std::process::ExitCode;
 use ufs::dev::{BlockDevice, FileDevice};
 use ufs::{DirPref, MountOptions};
 
+mod bench;
 mod daemon;
+mod stats;
 
 #[derive(Parser)]
 #[command(name = "ufskit", version, about = "Read, write, check and mount FreeBSD UFS2 file systems from Linux")]
@@ -44,6 +46,24 @@ enum Cmd {
     },
     /// Change tunable parameters of an unmounted file system.
     Tunefs(TunefsArgs),
+    /// Show the counters of a mounted file system (dirhash, buffer cache)
+    /// and what dirhash holds for DIR.
+    Stats {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        /// Check DIR's index against its directory blocks.
+        #[arg(long)]
+        verify: bool,
+        /// Deliver a dirhash low-memory event instead.
+        #[arg(long)]
+        lowmem: bool,
+        /// A directory inside a ufskit mount.
+        dir: PathBuf,
+    },
+    /// Run a benchmark and write JSON results (and plots when Python's
+    /// matplotlib is installed).
+    Bench(bench::BenchArgs),
 }
 
 #[derive(clap::Args)]
@@ -110,7 +130,9 @@ struct NewfsArgs {
 #[derive(clap::Args)]
 struct MountArgs {
     /// Comma-separated options: ro, rw, force, dirpref=orlov|traditional,
-    /// cache=SIZE, allow_other, seed=N, threads=N.
+    /// cache=SIZE, allow_other, seed=N, threads=N, dirhash=on|off,
+    /// dirhash_maxmem=SIZE, dirhash_minsize=SIZE, dirhash_reclaimage=SECS,
+    /// dirhash_check=on|off, lowmem=on|off (see docs/DIRHASH.md).
     #[arg(short = 'o', action = clap::ArgAction::Append)]
     options: Vec<String>,
     /// Stay in the foreground.
@@ -258,6 +280,7 @@ fn cmd_newfs(a: NewfsArgs) -> Result<(), String> {
 
 struct FuseOpts {
     sync_interval: u64,
+    lowmem_watch: bool,
     allow_other: bool,
     threads: usize,
     writeback: bool,
@@ -269,6 +292,13 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
     let mut writeback = false;
     let mut sync_interval = 30;
     let mut threads = 2;
+    let mut lowmem_watch = true;
+    let mut maxmem: Option<u64> = None;
+    let on_off = |k: &str, v: &str| match v {
+        "on" | "1" | "yes" => Ok(true),
+        "off" | "0" | "no" => Ok(false),
+        _ => Err(format!("option {k} takes on or off, not '{v}'")),
+    };
     for item in list.iter().flat_map(|s| s.split(',')).filter(|s| !s.is_empty()) {
         let (k, v) = match item.split_once('=') {
             Some((k, v)) => (k, Some(v)),
@@ -287,14 +317,25 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
             ("readahead", Some(v)) => o.readahead = parse_size(v)?,
             ("seed", Some(v)) => o.seed = Some(v.parse().map_err(|_| format!("bad seed '{v}'"))?),
             ("threads", Some(v)) => threads = v.parse().map_err(|_| format!("bad thread count '{v}'"))?,
+            ("dirhash", Some(v)) => o.dirhash.enabled = on_off(k, v)?,
+            ("dirhash_maxmem", Some(v)) => maxmem = Some(parse_size(v)?),
+            ("dirhash_minsize", Some(v)) => o.dirhash.minsize = parse_size(v)?,
+            ("dirhash_reclaimage", Some(v)) => {
+                let secs: f64 = v.parse().ok().filter(|s: &f64| s.is_finite() && *s >= 0.0).ok_or_else(|| format!("bad reclaim age '{v}' (seconds)"))?;
+                o.dirhash.reclaimage = std::time::Duration::from_secs_f64(secs);
+            }
+            ("dirhash_check", Some(v)) => o.dirhash.check = on_off(k, v)?,
+            ("lowmem", Some(v)) => lowmem_watch = on_off(k, v)?,
             _ => {
                 return Err(format!(
-                    "unknown mount option '{item}' (known: ro, rw, force, allow_other, writeback, syncer=SECS, dirpref=orlov|traditional, cache=SIZE, readahead=SIZE, seed=N, threads=N)"
+                    "unknown mount option '{item}' (known: ro, rw, force, allow_other, writeback, syncer=SECS, dirpref=orlov|traditional, cache=SIZE, readahead=SIZE, seed=N, threads=N, dirhash=on|off, dirhash_maxmem=SIZE, dirhash_minsize=SIZE, dirhash_reclaimage=SECS, dirhash_check=on|off, lowmem=on|off)"
                 ))
             }
         }
     }
-    Ok((o, FuseOpts { sync_interval, allow_other, threads, writeback }))
+    // FreeBSD's default budget follows the buffer cache unless set.
+    o.dirhash.maxmem = maxmem.unwrap_or_else(|| ufs::dir::dirhash::DirhashConfig::default_maxmem(o.cache_bytes));
+    Ok((o, FuseOpts { sync_interval, lowmem_watch, allow_other, threads, writeback }))
 }
 
 fn cmd_mount(a: MountArgs) -> Result<(), String> {
@@ -304,7 +345,7 @@ fn cmd_mount(a: MountArgs) -> Result<(), String> {
     if !dir.is_dir() {
         return Err(format!("{} is not a directory", dir.display()));
     }
-    let cfg = ufs_fuse::MountConfig { image, mountpoint: dir, opts, allow_other: f.allow_other, threads: f.threads, writeback: f.writeback, sync_interval: f.sync_interval };
+    let cfg = ufs_fuse::MountConfig { image, mountpoint: dir, opts, allow_other: f.allow_other, threads: f.threads, writeback: f.writeback, sync_interval: f.sync_interval, lowmem_watch: f.lowmem_watch };
     if a.foreground {
         daemon::serve_foreground(&cfg)
     } else {
@@ -388,6 +429,8 @@ fn run() -> Result<ExitCode, String> {
             let _ = dev.size();
         }
         Cmd::Tunefs(a) => cmd_tunefs(a)?,
+        Cmd::Stats { json, verify, lowmem, dir } => stats::cmd_stats(&dir, json, verify, lowmem)?,
+        Cmd::Bench(a) => bench::cmd_bench(a)?,
     }
     Ok(ExitCode::SUCCESS)
 }

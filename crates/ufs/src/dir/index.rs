@@ -48,6 +48,8 @@ pub enum Stale {
 pub type IndexResult<T> = std::result::Result<T, Stale>;
 
 pub struct DirIndex {
+    /// Two levels, as in FreeBSD: no single large allocation per table.
+    #[allow(clippy::vec_box)]
     arrays: Vec<Box<[i32; SLOTS_PER_ARRAY]>>,
     hlen: usize,
     hused: usize,

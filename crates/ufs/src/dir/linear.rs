@@ -23,15 +23,30 @@ pub(super) struct Slot {
 }
 
 impl FsCore {
+    /// Linear lookup, starting where the last successful lookup in this
+    /// directory ended (FreeBSD's `i_diroff`) and wrapping around: lookups
+    /// in directory order cost one chunk each.
     pub(super) fn linear_lookup(&mut self, ino: u64, di: &Dinode, name: &[u8]) -> Result<Option<Found>> {
         self.dirhash.stats.lookups_linear += 1;
-        self.dir_scan(ino, di, 0, |coff, e| {
+        let size = di.di_size();
+        let start = self.dir_hints.get(&ino).copied().filter(|&h| h < size).unwrap_or(0);
+        let matcher = |coff: u64, e: ufs_format::dir::EntryRef<'_>| {
             if e.ino != 0 && e.name == name {
                 ControlFlow::Break(Found { ino: e.ino as u64, dtype: e.dtype, off: coff + e.off as u64 })
             } else {
                 ControlFlow::Continue(())
             }
-        })
+        };
+        let mut found = self.dir_scan(ino, di, start, matcher)?;
+        if found.is_none() && start > 0 {
+            found = self
+                .dir_scan(ino, di, 0, |coff, e| if coff >= start { ControlFlow::Break(None) } else { matcher(coff, e).map_break(Some) })?
+                .flatten();
+        }
+        if let Some(f) = &found {
+            self.dir_hints.insert(ino, f.off / DIRBLKSIZ as u64 * DIRBLKSIZ as u64);
+        }
+        Ok(found)
     }
 
     /// The slot sweep of `ufs_lookup` for an entry of `needed` bytes.

@@ -1,0 +1,30 @@
+//! In-process benchmarks on the engine: each workload builds its own file
+//! system on a memory device, drives it through the same `ufs::Fs` calls
+//! the FUSE adapter makes, and reports wall time together with the
+//! engine's counters (dirhash, buffer cache), as serde structures the CLI
+//! writes as JSON. Workloads never print; progress goes through a
+//! caller-supplied callback.
+//!
+//! - [`dirhash_ops`]: per-operation cost against directory size, dirhash
+//!   against linear (the 2002 paper's Figures 2-6);
+//! - [`maildir`]: many maildirs under delivery, scans and deletions with
+//!   fixed, large, and growing/shrinking dirhash budgets (seed `002_*`).
+pub mod dirhash_ops;
+pub mod maildir;
+
+use std::sync::Arc;
+use ufs::dev::MemDevice;
+use ufs::newfs::{newfs, NewfsParams};
+use ufs::{Fs, MountOptions};
+
+/// A fresh file system of `bytes` on a memory device, with one inode per
+/// `density` bytes, mounted with `opts`.
+pub fn fresh_fs(bytes: u64, density: u64, opts: MountOptions) -> ufs::Result<(Arc<MemDevice>, Fs)> {
+    let dev = Arc::new(MemDevice::new(bytes));
+    newfs(&*dev, &NewfsParams { seed: Some(1), time: Some(1_700_000_000), density: Some(density), ..Default::default() })?;
+    let fs = Fs::open(Box::new(dev.clone()), MountOptions { seed: opts.seed.or(Some(1)), ..opts })?;
+    Ok((dev, fs))
+}
+
+/// Progress callback: `(done, total, message)`.
+pub type Progress<'a> = &'a mut dyn FnMut(u64, u64, &str);

@@ -1,0 +1,154 @@
+//! `ufskit bench`: runs an in-process workload from `ufs-bench`, writes its
+//! JSON results, prints a summary and, when Python with matplotlib is
+//! installed, draws the plots with the scripts in `analysis/`.
+use std::path::{Path, PathBuf};
+use ufs_bench::{dirhash_ops, maildir};
+
+#[derive(clap::Args)]
+pub struct BenchArgs {
+    #[command(subcommand)]
+    which: Which,
+    /// Directory for results and plots.
+    #[arg(long, default_value = "results", global = true)]
+    out: PathBuf,
+    /// Skip the plots.
+    #[arg(long, global = true)]
+    no_plots: bool,
+}
+
+#[derive(clap::Subcommand)]
+enum Which {
+    /// Cost per create, remove, stat (sequential, random, missing) against
+    /// directory size, dirhash against linear (the paper's Figures 2-6).
+    Dirhash {
+        /// The quick profile (seconds) instead of the full one.
+        #[arg(long)]
+        quick: bool,
+    },
+    /// Maildirs under delivery, IMAP-like scans and deletions, with a fixed
+    /// 2 MiB, a large, and a growing/shrinking dirhash budget.
+    Maildir {
+        /// Size of the workload (1.0: the full run).
+        #[arg(long, default_value_t = 1.0)]
+        scale: f64,
+    },
+}
+
+fn bar(total: u64) -> indicatif::ProgressBar {
+    let b = indicatif::ProgressBar::new(total.max(1));
+    b.set_style(indicatif::ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}").expect("template").progress_chars("=> "));
+    if std::env::var_os("CI").is_some() {
+        b.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+    }
+    b
+}
+
+fn analysis_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("UFSKIT_ANALYSIS") {
+        return PathBuf::from(d);
+    }
+    let built = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../analysis");
+    if built.exists() {
+        return built;
+    }
+    PathBuf::from("analysis")
+}
+
+fn plot(script: &str, json: &Path, out: &Path) {
+    let s = analysis_dir().join(script);
+    match std::process::Command::new("python3").arg(&s).arg(json).arg(out).output() {
+        Ok(o) if o.status.success() => print!("{}", String::from_utf8_lossy(&o.stdout)),
+        Ok(o) => eprintln!("ufskit: plots not drawn ({}): {}", s.display(), String::from_utf8_lossy(&o.stderr).trim()),
+        Err(e) => eprintln!("ufskit: plots not drawn: python3: {e}"),
+    }
+}
+
+fn write_json(path: &Path, v: &impl serde::Serialize) -> Result<(), String> {
+    let text = serde_json::to_string_pretty(v).map_err(|e| e.to_string())?;
+    std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+pub fn cmd_bench(a: BenchArgs) -> Result<(), String> {
+    std::fs::create_dir_all(&a.out).map_err(|e| format!("{}: {e}", a.out.display()))?;
+    match a.which {
+        Which::Dirhash { quick } => {
+            let cfg = if quick { dirhash_ops::OpsConfig::quick() } else { dirhash_ops::OpsConfig::full() };
+            let total = (cfg.large_sizes.len() + cfg.small_bytes.len()) as u64;
+            let b = bar(total);
+            let r = dirhash_ops::run(&cfg, &mut |done, _, msg| {
+                b.set_position(done);
+                b.set_message(msg.to_string());
+            })
+            .map_err(|e| format!("bench dirhash: {e}"))?;
+            b.finish_and_clear();
+            let json = a.out.join("dirhash_ops.json");
+            write_json(&json, &r)?;
+            print_dirhash_summary(&r);
+            println!("results: {}", json.display());
+            if !r.fsck_clean {
+                return Err("an image was not fsck clean after the benchmark".into());
+            }
+            if !a.no_plots {
+                plot("plot_dirhash.py", &json, &a.out);
+            }
+        }
+        Which::Maildir { scale } => {
+            let mut reports = Vec::new();
+            for (name, cfg) in maildir::profiles(scale) {
+                let b = bar(100);
+                b.set_prefix(name.clone());
+                let r = maildir::run(&cfg, &mut |done, total, msg| {
+                    b.set_length(total.max(1));
+                    b.set_position(done);
+                    b.set_message(format!("{name}: {msg}"));
+                })
+                .map_err(|e| format!("bench maildir ({name}): {e}"))?;
+                b.finish_and_clear();
+                println!(
+                    "{:<24} {:>8.2} s   dirhash peak {:>10} bytes, end {:>10} bytes, fsck {}",
+                    name,
+                    r.total_seconds,
+                    r.phases.iter().map(|p| p.mem_peak).max().unwrap_or(0),
+                    r.phases.last().map(|p| p.mem_in_use_end).unwrap_or(0),
+                    if r.fsck_clean { "clean" } else { "NOT CLEAN" }
+                );
+                for p in &r.phases {
+                    println!("    {:<14} {:>8.3} s  built {:>6} recycled {:>6} lowmem-freed {:>5} linear lookups {:>8}", p.name, p.seconds, p.built, p.recycled, p.lowmem_freed, p.lookups_linear);
+                }
+                reports.push(r);
+            }
+            let json = a.out.join("maildir.json");
+            write_json(&json, &reports)?;
+            println!("results: {}", json.display());
+            if reports.iter().any(|r| !r.fsck_clean) {
+                return Err("an image was not fsck clean after the benchmark".into());
+            }
+            if !a.no_plots {
+                plot("plot_maildir.py", &json, &a.out);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn print_dirhash_summary(r: &dirhash_ops::OpsReport) {
+    let Some(&largest) = r.config.large_sizes.iter().max() else { return };
+    let smallest = r.config.large_sizes.iter().copied().min().unwrap_or(largest);
+    println!("microseconds per operation, in-process (dirhash / linear):");
+    println!("{:<14} {:>22} {:>22} {:>9}", "operation", format!("{smallest} entries"), format!("{largest} entries"), "speed-up");
+    for op in dirhash_ops::OPS {
+        let c = |m: &str, n: u64| r.cost(m, "large", n, op).unwrap_or(f64::NAN);
+        println!(
+            "{:<14} {:>10.2} / {:>9.2} {:>10.2} / {:>9.2} {:>8.0}x",
+            op,
+            c("dirhash", smallest),
+            c("linear", smallest),
+            c("dirhash", largest),
+            c("linear", largest),
+            c("linear", largest) / c("dirhash", largest)
+        );
+    }
+    if let Some(m) = r.memory.iter().max_by_key(|m| m.dir_bytes) {
+        println!("index memory: {} bytes for a {}-byte directory = {:.3} bytes per directory byte (paper: 0.507)", m.hash_bytes, m.dir_bytes, m.bytes_per_dir_byte);
+    }
+}
