@@ -256,8 +256,9 @@ pub fn run(cfg: &OpsConfig, progress: Progress) -> ufs::Result<OpsReport> {
     // Large range: default threshold (every size is above it).
     {
         let largest = cfg.large_sizes.iter().copied().max().unwrap_or(0);
-        let bytes = (largest * 64 + (64 << 20)).max(128 << 20);
-        let (dev, fs) = fresh_fs(bytes, 4096, opts.clone())?;
+        // Two inodes per entry, with room to spare.
+        let bytes = (largest * 4096 + (64 << 20)).max(128 << 20);
+        let (dev, fs) = fresh_fs(bytes, 2048, opts.clone())?;
         let ino = fs.mkdir(fs.root(), b"big", 0o755, R)?.ino;
         let mut d = Dir { fs: &fs, ino, names: Vec::new(), next: 0 };
         let mut sizes = cfg.large_sizes.clone();

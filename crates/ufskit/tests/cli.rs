@@ -364,3 +364,63 @@ fn killed_daemon_keeps_fsynced_and_synced_data() {
     assert_eq!(std::fs::read(mnt.join("later/file")).unwrap(), b"written before the syncer ran");
     m.umount();
 }
+
+/// dirhash through a real mount: options, `ufskit stats` (plain, --json,
+/// --verify, --lowmem), the self-check staying silent, dirhash=off.
+#[test]
+fn dirhash_options_and_stats_through_the_mount() {
+    if !fuse_available() {
+        eprintln!("skipping: needs root and /dev/fuse");
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let img = t.path().join("img");
+    run(ufskit().args(["newfs", "-s", "256m"]).arg(&img));
+    let mnt = t.path().join("m");
+    let m = Mounted::new(&img, &mnt, &["dirhash_check=on,dirhash_maxmem=1m,dirhash_reclaimage=0.5"]);
+    let d = mnt.join("big");
+    std::fs::create_dir(&d).unwrap();
+    for i in 0..3000 {
+        std::fs::write(d.join(format!("message-{i:06}")), b"x").unwrap();
+    }
+    for i in (0..3000).step_by(3) {
+        std::fs::remove_file(d.join(format!("message-{i:06}"))).unwrap();
+    }
+    for i in 0..3000 {
+        assert_eq!(d.join(format!("message-{i:06}")).exists(), i % 3 != 0);
+    }
+    let json = |args: &[&str]| -> serde_json::Value {
+        let out = run(ufskit().arg("stats").arg("--json").args(args).arg(&d));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let s = json(&["--verify"]);
+    assert!(s["dirhash"]["built"].as_u64().unwrap() >= 1, "{s}");
+    assert!(s["dirhash"]["lookups_hash"].as_u64().unwrap() > 1000, "{s}");
+    assert_eq!(s["dirhash"]["check_failures"].as_u64(), Some(0), "{s}");
+    assert!(s["dirhash"]["mem_in_use"].as_u64().unwrap() <= 1 << 20);
+    assert_eq!(s["dirhash_config"]["maxmem"].as_u64(), Some(1 << 20));
+    assert_eq!(s["dir"]["hashed"].as_bool(), Some(true), "{s}");
+    assert_eq!(s["dir"]["verified"].as_bool(), Some(true), "{s}");
+    let text = String::from_utf8(run(ufskit().arg("stats").arg(&d)).stdout).unwrap();
+    assert!(text.contains("hashed") && text.contains("self-check failures: 0"), "{text}");
+    let l = json(&["--lowmem"]);
+    assert!(l["freed_bytes"].as_u64().unwrap() > 0, "{l}");
+    // A path outside any ufskit mount gets a clear error.
+    let out = ufskit().arg("stats").arg(t.path()).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not on a ufskit mount"));
+    m.umount();
+    fsck_clean(&img);
+
+    let m = Mounted::new(&img, &mnt, &["dirhash=off"]);
+    assert_eq!(std::fs::read_dir(&d).unwrap().count(), 2000);
+    assert!(d.join("message-000001").exists());
+    let s = json(&[]);
+    assert_eq!(s["dirhash"]["built"].as_u64(), Some(0));
+    assert!(s["dirhash"]["lookups_linear"].as_u64().unwrap() >= 1);
+    m.umount();
+    let out = ufskit().args(["mount", "-o", "dirhash=maybe"]).arg(&img).arg(&mnt).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("dirhash takes on or off"));
+    fsck_clean(&img);
+}
