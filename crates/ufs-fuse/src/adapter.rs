@@ -33,8 +33,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use ufs::{Attr, Cred, FileKind, Fs, RenameMode, SetAttr, Time, TimeSet};
 
-/// How long the kernel may cache attributes and entries.
-const TTL: Duration = Duration::from_secs(1);
+/// How long the kernel may cache attributes and entries. The image is
+/// locked by this daemon and every change reaches the engine through this
+/// kernel, which updates or invalidates what it caches on each reply
+/// (including atime after reads), so nothing goes stale behind its back; a
+/// long validity saves a round trip per stat of a name looked up before,
+/// as a local file system's dentry cache does.
+const TTL: Duration = Duration::from_secs(60);
 
 
 /// The one place where inode numbers are translated: FUSE's root is 1,
