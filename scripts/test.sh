@@ -5,3 +5,6 @@ cd "$(dirname "$0")/.."
 scripts/deps.sh
 cargo build --release --workspace
 cargo test --workspace --release 2>&1
+python3 analysis/test_plot_dirhash.py
+# The quick dirhash benchmark end to end: JSON, summary, plots, fsck clean.
+target/release/ufskit bench dirhash --quick --out "${TMPDIR:-/tmp}/ufskit-ci-bench"

@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# Large directories: the external judge ../shared/tools/bigdir.py (create N
+# empty files, stat them in random order, stat N missing names, unlink them)
+# on the kernel's ext4 on a loop device and on a ufskit FUSE mount, side by
+# side in one run, the two file systems alternating per size. Each size runs
+# in a fresh directory. Writes results/bigdir.json.
+# usage: scripts/bench-bigdir.sh [N ...]   (as root; default 2000 100000 200000)
+# env:   UFSKIT_TOOLS=DIR        where bigdir.py lives (default ../shared/tools)
+#        UFSKIT_MOUNT_OPTS=OPTS  extra ufskit mount options (e.g. dirhash=off)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ "$(id -u)" = 0 ] || { echo "bench-bigdir.sh must run as root (loop mount of the ext4 peer)" >&2; exit 1; }
+sizes=("$@")
+[ ${#sizes[@]} -gt 0 ] || sizes=(2000 100000 200000)
+for n in "${sizes[@]}"; do
+  [[ $n =~ ^[1-9][0-9]*$ ]] || { echo "bench-bigdir.sh: size must be a positive integer: $n" >&2; exit 2; }
+done
+tools=${UFSKIT_TOOLS:-../shared/tools}
+bigdir=$(realpath -e "$tools/bigdir.py" 2>/dev/null) ||
+  { echo "bench-bigdir.sh: $tools/bigdir.py not found (set UFSKIT_TOOLS=dir)" >&2; exit 1; }
+opts=${UFSKIT_MOUNT_OPTS:-}
+scripts/deps.sh
+command -v python3 >/dev/null || { echo "bench-bigdir.sh: python3 is needed" >&2; exit 1; }
+cargo build --release -q -p ufskit
+U=$PWD/target/release/ufskit
+out=$PWD/results/bigdir.json
+work=$(mktemp -d /tmp/ufskit-bigdir.XXXXXX)
+cleanup() {
+  if mountpoint -q "$work/ufs"; then
+    $U umount "$work/ufs" || umount -l "$work/ufs" || true
+  fi
+  if mountpoint -q "$work/ext4"; then
+    umount "$work/ext4" || umount -l "$work/ext4" || true
+  fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# Parses the raw result lines ("FS N create=..us rstat=..us ..."), rewrites
+# the JSON, and prints either the table of one size or the summary.
+cat >"$work/report.py" <<'EOF'
+import json, os, re, sys
+raw, out, opts, what = sys.argv[1:5]
+ops = ["create", "rstat", "nostat", "unlink"]
+runs = []
+with open(raw) as f:
+    for line in f:
+        fs, n, rest = line.split(None, 2)
+        vals = dict((k, float(v)) for k, v in re.findall(r"(\w+)=([0-9.]+)us", rest))
+        missing = [op for op in ops if op not in vals]
+        if missing:
+            sys.exit("bench-bigdir.sh: no %s in bigdir.py output: %r" % (", ".join(missing), rest.strip()))
+        run = {"fs": fs, "n": int(n)}
+        run.update(("%s_us" % op, vals[op]) for op in ops)
+        runs.append(run)
+os.makedirs(os.path.dirname(out), exist_ok=True)
+tmp = out + ".tmp"
+with open(tmp, "w") as f:
+    json.dump({"tool": "bigdir.py", "mount_opts": opts, "runs": runs}, f, indent=1)
+    f.write("\n")
+os.replace(tmp, out)
+by = {(r["fs"], r["n"]): r for r in runs}
+def ratio(a, b):
+    return "%.2f" % (a / b) if b > 0 else "-"
+if what == "summary":
+    ns = sorted({r["n"] for r in runs})
+    if len(ns) < 2:
+        sys.exit(0)
+    lo, hi = ns[0], ns[-1]
+    print("\nufskit cost at largest N / cost at smallest N (N=%d / N=%d; ext4 for reference)" % (hi, lo))
+    print("%-8s %10s %10s" % ("op", "ufskit", "ext4"))
+    for op in ops:
+        k = op + "_us"
+        cells = []
+        for fs in ("ufskit", "ext4"):
+            a, b = by.get((fs, hi)), by.get((fs, lo))
+            cells.append(ratio(a[k], b[k]) if a and b else "-")
+        print("%-8s %10s %10s" % (op, *cells))
+else:
+    n = int(what)
+    e, u = by[("ext4", n)], by[("ufskit", n)]
+    print("\nN=%d" % n)
+    print("%-8s %10s %10s %14s" % ("op", "ext4 us", "ufskit us", "ufskit/ext4"))
+    for op in ops:
+        k = op + "_us"
+        print("%-8s %10.1f %10.1f %14s" % (op, e[k], u[k], ratio(u[k], e[k])))
+EOF
+: >"$work/raw"
+
+mkdir -p "$work/ufs" "$work/ext4"
+truncate -s 4G "$work/ext4.img" && mkfs.ext4 -q -F "$work/ext4.img"
+mount -o loop "$work/ext4.img" "$work/ext4"
+$U newfs -s 4g "$work/ufs.img" >/dev/null
+$U mount ${opts:+-o "$opts"} "$work/ufs.img" "$work/ufs"
+echo "bigdir.py: $bigdir"
+echo "sizes: ${sizes[*]}; ufskit mount options: ${opts:-(none)}"
+
+for n in "${sizes[@]}"; do
+  for fs in ext4 ufs; do
+    name=$fs; [ $fs = ufs ] && name=ufskit
+    d=$work/$fs/d$n
+    while [ -e "$d" ]; do d=$d.x; done   # a size given twice still gets a fresh directory
+    line=$(python3 "$bigdir" "$d" "$n")
+    echo "$name N=$n: $line"
+    echo "$name $n $line" >>"$work/raw"
+    rmdir "$d"
+  done
+  python3 "$work/report.py" "$work/raw" "$out" "$opts" "$n"
+done
+python3 "$work/report.py" "$work/raw" "$out" "$opts" summary
+
+$U umount "$work/ufs"
+umount "$work/ext4"
+echo
+$U fsck -n "$work/ufs.img" | tail -1
+echo "wrote $out"
