@@ -23,28 +23,9 @@ import json
 import os
 import sys
 
-SYSTEM_PYTHON = "/usr/bin/python3"
+import plotenv  # noqa: E402
 
-
-def _import_plotting():
-    """matplotlib and pandas, from Debian's packages when this interpreter
-    (e.g. a pyenv one) does not see them: then re-run under the system's."""
-    try:
-        import matplotlib
-        import pandas
-        return matplotlib, pandas
-    except ImportError as e:
-        here = os.path.realpath(sys.executable or "")
-        if (os.path.exists(SYSTEM_PYTHON) and here != os.path.realpath(SYSTEM_PYTHON)
-                and not os.environ.get("PLOT_DIRHASH_REEXEC")):
-            os.environ["PLOT_DIRHASH_REEXEC"] = "1"
-            os.execv(SYSTEM_PYTHON, [SYSTEM_PYTHON, os.path.abspath(__file__)] + sys.argv[1:])
-        sys.exit("plot_dirhash.py: %s; install them with "
-                 "`apt-get install -y python3-matplotlib python3-pandas`" % e)
-
-
-matplotlib, pd = _import_plotting()
-matplotlib.use("Agg")
+matplotlib, pd = plotenv.load(__file__)
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # noqa: E402
 

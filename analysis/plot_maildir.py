@@ -20,28 +20,9 @@ import json
 import os
 import sys
 
-SYSTEM_PYTHON = "/usr/bin/python3"
+import plotenv  # noqa: E402
 
-
-def _import_plotting():
-    """matplotlib and pandas; when this interpreter (a pyenv one, say) lacks
-    them, re-run under the system's Python, which has Debian's packages."""
-    try:
-        import matplotlib
-        import pandas
-        return matplotlib, pandas
-    except ImportError as e:
-        here = os.path.realpath(sys.executable or "")
-        if (os.path.exists(SYSTEM_PYTHON) and here != os.path.realpath(SYSTEM_PYTHON)
-                and not os.environ.get("PLOT_MAILDIR_REEXEC")):
-            os.environ["PLOT_MAILDIR_REEXEC"] = "1"
-            os.execv(SYSTEM_PYTHON, [SYSTEM_PYTHON, os.path.abspath(__file__)] + sys.argv[1:])
-        sys.exit("plot_maildir.py: %s; install them with "
-                 "`apt-get install -y python3-matplotlib python3-pandas`" % e)
-
-
-matplotlib, pd = _import_plotting()
-matplotlib.use("Agg")
+matplotlib, pd = plotenv.load(__file__)
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import FuncFormatter, MultipleLocator  # noqa: E402
 

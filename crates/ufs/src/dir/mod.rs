@@ -79,8 +79,9 @@ impl FsCore {
         Ok(())
     }
 
-    /// Runs `f` on the mutable bytes of the chunk at `off`.
-    fn dir_chunk_mut<T>(&mut self, ino: u64, di: &Dinode, off: u64, f: impl FnOnce(&mut [u8]) -> T) -> Result<T> {
+    /// Where the chunk at `off` lives: block address, block length, and the
+    /// chunk's offset inside the block.
+    fn chunk_place(&mut self, ino: u64, di: &Dinode, off: u64) -> Result<(u64, usize, usize)> {
         let g = self.g;
         let lbn = g.lblkno(off);
         let addr = self.bmap(ino, di, lbn)?;
@@ -88,28 +89,24 @@ impl FsCore {
             return Err(Error::corrupt(format!("directory {ino}: hole at offset {off}")));
         }
         let bsz = g.blksize(di.di_size(), lbn) as usize;
-        let b = self.cache.modify(addr, bsz, BlockKind::Dir)?;
         let o = g.blkoff(off) as usize;
-        if o + DIRBLKSIZ > b.len() {
+        if o + DIRBLKSIZ > bsz {
             return Err(Error::corrupt(format!("directory {ino}: offset {off} beyond its block")));
         }
+        Ok((addr, bsz, o))
+    }
+
+    /// Runs `f` on the mutable bytes of the chunk at `off`.
+    fn dir_chunk_mut<T>(&mut self, ino: u64, di: &Dinode, off: u64, f: impl FnOnce(&mut [u8]) -> T) -> Result<T> {
+        let (addr, bsz, o) = self.chunk_place(ino, di, off)?;
+        let b = self.cache.modify(addr, bsz, BlockKind::Dir)?;
         Ok(f(&mut b[o..o + DIRBLKSIZ]))
     }
 
     /// Runs `f` on the bytes of the chunk at `off`.
     fn dir_chunk<T>(&mut self, ino: u64, di: &Dinode, off: u64, f: impl FnOnce(&[u8]) -> T) -> Result<T> {
-        let g = self.g;
-        let lbn = g.lblkno(off);
-        let addr = self.bmap(ino, di, lbn)?;
-        if addr == 0 {
-            return Err(Error::corrupt(format!("directory {ino}: hole at offset {off}")));
-        }
-        let bsz = g.blksize(di.di_size(), lbn) as usize;
+        let (addr, bsz, o) = self.chunk_place(ino, di, off)?;
         let b = self.cache.read(addr, bsz, BlockKind::Dir)?;
-        let o = g.blkoff(off) as usize;
-        if o + DIRBLKSIZ > b.len() {
-            return Err(Error::corrupt(format!("directory {ino}: offset {off} beyond its block")));
-        }
         Ok(f(&b[o..o + DIRBLKSIZ]))
     }
 
