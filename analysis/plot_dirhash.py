@@ -50,8 +50,7 @@ MEMORY_FIELDS = {"entries": int, "dir_bytes": int, "hash_bytes": int,
 BUILD_FIELDS = {"entries": int, "dir_bytes": int, "us": float}
 
 
-class BadInput(Exception):
-    pass
+BadInput = plotenv.BadInput
 
 
 def _frame(doc, key, fields, required_nonempty):
@@ -160,13 +159,6 @@ def _config_note(fig, config):
     fig.text(0.01, 0.005, text, fontsize=7, color="grey", ha="left", va="bottom")
 
 
-def _save(fig, outdir, name, written):
-    path = os.path.join(outdir, name)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    written.append(path)
-
-
 def plot_op(points, op, title, config, outdir, name, written):
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.6))
     d = points[points["op"] == op]
@@ -203,7 +195,7 @@ def plot_op(points, op, title, config, outdir, name, written):
     fig.suptitle(title)
     _config_note(fig, config)
     fig.tight_layout(rect=(0, 0.03, 1, 0.95))
-    _save(fig, outdir, name, written)
+    plotenv.save(fig, outdir, name, written)
 
 
 def plot_memory(memory, build, config, outdir, written):
@@ -246,7 +238,7 @@ def plot_memory(memory, build, config, outdir, written):
     fig.suptitle("dirhash memory and build cost")
     _config_note(fig, config)
     fig.tight_layout(rect=(0, 0.03, 1, 0.95))
-    _save(fig, outdir, "memory.png", written)
+    plotenv.save(fig, outdir, "memory.png", written)
 
 
 def plot_scanned(points, config, outdir, written):
@@ -277,29 +269,16 @@ def plot_scanned(points, config, outdir, written):
     fig.suptitle("directory entries examined per operation")
     _config_note(fig, config)
     fig.tight_layout(rect=(0, 0.02, 1, 0.96))
-    _save(fig, outdir, "scanned.png", written)
+    plotenv.save(fig, outdir, "scanned.png", written)
 
 
-def main(argv):
-    if len(argv) != 3 or argv[1] in ("-h", "--help"):
-        print("usage: %s RESULTS.json OUTDIR" % os.path.basename(argv[0]), file=sys.stderr)
-        return 2
-    src, outdir = argv[1], argv[2]
-    try:
-        config, points, memory, build = load(src)
-    except BadInput as e:
-        print("plot_dirhash.py: %s: %s" % (src, e), file=sys.stderr)
-        return 1
-    os.makedirs(outdir, exist_ok=True)
-    written = []
+def draw(data, outdir, written):
+    config, points, memory, build = data
     for op, name, title in OPS:
         plot_op(points, op, title, config, outdir, name, written)
     plot_memory(memory, build, config, outdir, written)
     plot_scanned(points, config, outdir, written)
-    for path in written:
-        print(path)
-    return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    sys.exit(plotenv.main(sys.argv, load, draw))

@@ -32,8 +32,7 @@ KNOWN = {"fixed-2MiB": "tab:red", "large-64MiB": "tab:blue", "growing-64MiB+lowm
 SPARE = ["tab:orange", "tab:purple", "tab:brown", "tab:pink", "tab:olive", "tab:cyan", "tab:gray"]
 
 
-class BadInput(Exception):
-    pass
+BadInput = plotenv.BadInput
 
 
 def _is_num(v):
@@ -125,13 +124,6 @@ def _note(fig, reports):
     fig.text(0.01, 0.005, text, fontsize=7, color="grey", ha="left", va="bottom")
 
 
-def _save(fig, outdir, name, written):
-    path = os.path.join(outdir, name)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    written.append(path)
-
-
 def plot_times(reports, phases, outdir, written):
     profiles = [r["profile"] for r in reports]
     colours = _colours(profiles)
@@ -173,7 +165,7 @@ def plot_times(reports, phases, outdir, written):
     fig.suptitle("maildir workload: time per phase by dirhash budget")
     _note(fig, reports)
     fig.tight_layout(rect=(0, 0.03, 1, 0.95))
-    _save(fig, outdir, "maildir_times.png", written)
+    plotenv.save(fig, outdir, "maildir_times.png", written)
 
 
 def plot_memory(reports, phases, timeline, outdir, written):
@@ -225,27 +217,14 @@ def plot_memory(reports, phases, timeline, outdir, written):
     ax.legend(fontsize=8, loc="upper right", bbox_to_anchor=(1.0, 0.93))
     _note(fig, reports)
     fig.tight_layout(rect=(0, 0.03, 1, 1))
-    _save(fig, outdir, "maildir_memory.png", written)
+    plotenv.save(fig, outdir, "maildir_memory.png", written)
 
 
-def main(argv):
-    if len(argv) != 3 or argv[1] in ("-h", "--help"):
-        print("usage: %s RESULTS.json OUTDIR" % os.path.basename(argv[0]), file=sys.stderr)
-        return 2
-    src, outdir = argv[1], argv[2]
-    try:
-        reports, phases, timeline = load(src)
-    except BadInput as e:
-        print("plot_maildir.py: %s: %s" % (src, e), file=sys.stderr)
-        return 1
-    os.makedirs(outdir, exist_ok=True)
-    written = []
+def draw(data, outdir, written):
+    reports, phases, timeline = data
     plot_times(reports, phases, outdir, written)
     plot_memory(reports, phases, timeline, outdir, written)
-    for path in written:
-        print(path)
-    return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    sys.exit(plotenv.main(sys.argv, load, draw))

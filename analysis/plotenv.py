@@ -24,3 +24,38 @@ def load(script):
                  % (os.path.basename(script), e))
     matplotlib.use("Agg")
     return matplotlib, pandas
+
+
+class BadInput(Exception):
+    """The results file is missing, malformed or not of the expected shape."""
+
+
+def save(fig, outdir, name, written):
+    """Writes `fig` as OUTDIR/NAME, closes it, records the path."""
+    import matplotlib.pyplot as plt
+    path = os.path.join(outdir, name)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    written.append(path)
+
+
+def main(argv, load, draw):
+    """The scripts' command line: RESULTS.json OUTDIR. `load(path)` parses
+    (raising BadInput), `draw(data, outdir, written)` plots; the paths
+    written are printed. Exit 2 on usage, 1 on bad input."""
+    name = os.path.basename(argv[0])
+    if len(argv) != 3 or argv[1] in ("-h", "--help"):
+        print("usage: %s RESULTS.json OUTDIR" % name, file=sys.stderr)
+        return 2
+    src, outdir = argv[1], argv[2]
+    try:
+        data = load(src)
+    except BadInput as e:
+        print("%s: %s: %s" % (name, src, e), file=sys.stderr)
+        return 1
+    os.makedirs(outdir, exist_ok=True)
+    written = []
+    draw(data, outdir, written)
+    for path in written:
+        print(path)
+    return 0
