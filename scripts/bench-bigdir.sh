@@ -7,6 +7,10 @@
 # usage: scripts/bench-bigdir.sh [N ...]   (as root; default 2000 100000 200000)
 # env:   UFSKIT_TOOLS=DIR        where bigdir.py lives (default ../shared/tools)
 #        UFSKIT_MOUNT_OPTS=OPTS  extra ufskit mount options (e.g. dirhash=off)
+#        UFSKIT_PIN=CPUS         CPU list the client (bigdir.py) is pinned to on
+#                                both file systems (default 0; "none": unpinned).
+#                                The ufskit daemon is not pinned: it follows its
+#                                client (-o affinity=follow, see docs/DIRHASH.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ "$(id -u)" = 0 ] || { echo "bench-bigdir.sh must run as root (loop mount of the ext4 peer)" >&2; exit 1; }
@@ -19,6 +23,15 @@ tools=${UFSKIT_TOOLS:-../shared/tools}
 bigdir=$(realpath -e "$tools/bigdir.py" 2>/dev/null) ||
   { echo "bench-bigdir.sh: $tools/bigdir.py not found (set UFSKIT_TOOLS=dir)" >&2; exit 1; }
 opts=${UFSKIT_MOUNT_OPTS:-}
+pin=${UFSKIT_PIN:-0}
+client=()
+if [ "$pin" != none ]; then
+  taskset -c "$pin" true 2>/dev/null || { echo "bench-bigdir.sh: UFSKIT_PIN=$pin is not a usable CPU list" >&2; exit 2; }
+  client=(taskset -c "$pin")
+fi
+# Idle vCPUs that halt at once make every cross-CPU wake-up slow (see
+# docs/DIRHASH.md); recorded with the results.
+halt_poll=$(cat /sys/module/haltpoll/parameters/guest_halt_poll_ns 2>/dev/null || echo n/a)
 scripts/deps.sh
 command -v python3 >/dev/null || { echo "bench-bigdir.sh: python3 is needed" >&2; exit 1; }
 cargo build --release -q -p ufskit
@@ -41,7 +54,7 @@ trap 'exit 130' INT TERM
 # the JSON, and prints either the table of one size or the summary.
 cat >"$work/report.py" <<'EOF'
 import json, os, re, sys
-raw, out, opts, what = sys.argv[1:5]
+raw, out, opts, pin, halt_poll, what = sys.argv[1:7]
 ops = ["create", "rstat", "nostat", "unlink"]
 runs = []
 with open(raw) as f:
@@ -57,7 +70,8 @@ with open(raw) as f:
 os.makedirs(os.path.dirname(out), exist_ok=True)
 tmp = out + ".tmp"
 with open(tmp, "w") as f:
-    json.dump({"tool": "bigdir.py", "mount_opts": opts, "runs": runs}, f, indent=1)
+    json.dump({"tool": "bigdir.py", "mount_opts": opts, "client_cpus": pin,
+               "guest_halt_poll_ns": halt_poll, "runs": runs}, f, indent=1)
     f.write("\n")
 os.replace(tmp, out)
 by = {(r["fs"], r["n"]): r for r in runs}
@@ -94,21 +108,21 @@ mount -o loop "$work/ext4.img" "$work/ext4"
 $U newfs -s 4g "$work/ufs.img" >/dev/null
 $U mount ${opts:+-o "$opts"} "$work/ufs.img" "$work/ufs"
 echo "bigdir.py: $bigdir"
-echo "sizes: ${sizes[*]}; ufskit mount options: ${opts:-(none)}"
+echo "sizes: ${sizes[*]}; ufskit mount options: ${opts:-(none)}; client CPUs: $pin; guest_halt_poll_ns: $halt_poll"
 
 for n in "${sizes[@]}"; do
   for fs in ext4 ufs; do
     name=$fs; [ $fs = ufs ] && name=ufskit
     d=$work/$fs/d$n
     while [ -e "$d" ]; do d=$d.x; done   # a size given twice still gets a fresh directory
-    line=$(python3 "$bigdir" "$d" "$n")
+    line=$("${client[@]}" python3 "$bigdir" "$d" "$n")
     echo "$name N=$n: $line"
     echo "$name $n $line" >>"$work/raw"
     rmdir "$d"
   done
-  python3 "$work/report.py" "$work/raw" "$out" "$opts" "$n"
+  python3 "$work/report.py" "$work/raw" "$out" "$opts" "$pin" "$halt_poll" "$n"
 done
-python3 "$work/report.py" "$work/raw" "$out" "$opts" summary
+python3 "$work/report.py" "$work/raw" "$out" "$opts" "$pin" "$halt_poll" summary
 
 $U umount "$work/ufs"
 umount "$work/ext4"

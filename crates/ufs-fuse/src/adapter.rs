@@ -18,6 +18,7 @@
 //!   first entry is removed) can therefore never make it skip or repeat an
 //!   entry; POSIX leaves it open whether entries added or removed after
 //!   opendir appear.
+use crate::affinity::Follower;
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, KernelConfig, LockOwner,
     OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen,
@@ -175,6 +176,8 @@ pub struct UfsFuse {
     next_fh: AtomicU64,
     /// Let the kernel cache writes (`-o writeback`).
     writeback: bool,
+    /// Move request threads to their clients' CPUs (`-o affinity=follow`).
+    follower: Option<Follower>,
 }
 
 /// One directory entry as captured by a snapshot.
@@ -185,8 +188,16 @@ struct Snap {
 }
 
 impl UfsFuse {
-    pub fn new(fs: Arc<Fs>, writeback: bool) -> Self {
-        UfsFuse { fs, dirs: Mutex::new(HashMap::new()), next_fh: AtomicU64::new(1), writeback }
+    pub fn new(fs: Arc<Fs>, writeback: bool, follow_clients: bool) -> Self {
+        let follower = if follow_clients { Follower::new() } else { None };
+        UfsFuse { fs, dirs: Mutex::new(HashMap::new()), next_fh: AtomicU64::new(1), writeback, follower }
+    }
+
+    /// Every request starts here: keeps the thread near its client.
+    fn serve(&self, req: &Request) {
+        if let Some(f) = &self.follower {
+            f.follow(req.pid());
+        }
     }
 
     fn dirs(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Arc<Vec<Snap>>>> {
@@ -248,18 +259,21 @@ impl Filesystem for UfsFuse {
         Ok(())
     }
 
-    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+    fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        self.serve(req);
         self.entry(self.fs.lookup(to_ufs(parent), name.as_bytes()), reply);
     }
 
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        // Forgets come from the kernel's reclaim, not from a waiting client.
         self.forget_one(ino, nlookup);
     }
 
     // batch_forget: fuser's default calls `forget` for each node (its
     // `ForgetOne` type is not nameable outside the crate).
 
-    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+    fn getattr(&self, req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        self.serve(req);
         Self::attr(self.fs.getattr(to_ufs(ino)), reply);
     }
 
@@ -281,6 +295,7 @@ impl Filesystem for UfsFuse {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
+        self.serve(req);
         let s = SetAttr {
             mode: mode.map(|m| (m & 0o7777) as u16),
             uid,
@@ -293,7 +308,8 @@ impl Filesystem for UfsFuse {
         Self::attr(self.fs.setattr(to_ufs(ino), &s, cred(req)), reply);
     }
 
-    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+    fn readlink(&self, req: &Request, ino: INodeNo, reply: ReplyData) {
+        self.serve(req);
         match self.fs.readlink(to_ufs(ino)) {
             Ok(t) => reply.data(&t),
             Err(e) => reply.error(errno(&e)),
@@ -310,23 +326,28 @@ impl Filesystem for UfsFuse {
         rdev: u32,
         reply: ReplyEntry,
     ) {
+        self.serve(req);
         // The kernel has already applied the umask (no FUSE_DONT_MASK).
         self.entry(self.fs.mknod(to_ufs(parent), name.as_bytes(), mode, rdev, cred(req)), reply);
     }
 
     fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, reply: ReplyEntry) {
+        self.serve(req);
         self.entry(self.fs.mkdir(to_ufs(parent), name.as_bytes(), mode, cred(req)), reply);
     }
 
-    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+    fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.serve(req);
         Self::empty(self.fs.unlink(to_ufs(parent), name.as_bytes()), reply);
     }
 
-    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+    fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.serve(req);
         Self::empty(self.fs.rmdir(to_ufs(parent), name.as_bytes()), reply);
     }
 
     fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
+        self.serve(req);
         self.entry(
             self.fs.symlink(to_ufs(parent), link_name.as_bytes(), target.as_os_str().as_bytes(), cred(req)),
             reply,
@@ -335,7 +356,7 @@ impl Filesystem for UfsFuse {
 
     fn rename(
         &self,
-        _req: &Request,
+        req: &Request,
         parent: INodeNo,
         name: &OsStr,
         newparent: INodeNo,
@@ -343,6 +364,7 @@ impl Filesystem for UfsFuse {
         flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
+        self.serve(req);
         let noreplace = flags.contains(RenameFlags::RENAME_NOREPLACE);
         let exchange = flags.contains(RenameFlags::RENAME_EXCHANGE);
         let known = RenameFlags::RENAME_NOREPLACE | RenameFlags::RENAME_EXCHANGE;
@@ -366,17 +388,19 @@ impl Filesystem for UfsFuse {
         );
     }
 
-    fn link(&self, _req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
+    fn link(&self, req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
+        self.serve(req);
         self.entry(self.fs.link(to_ufs(ino), to_ufs(newparent), newname.as_bytes()), reply);
     }
 
-    fn open(&self, _req: &Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+    fn open(&self, req: &Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        self.serve(req);
         reply.opened(FileHandle(0), FopenFlags::empty());
     }
 
     fn read(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         _fh: FileHandle,
         offset: u64,
@@ -385,6 +409,7 @@ impl Filesystem for UfsFuse {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
+        self.serve(req);
         match self.fs.read(to_ufs(ino), offset, size as usize) {
             Ok(d) => reply.data(&d),
             Err(e) => reply.error(errno(&e)),
@@ -403,6 +428,7 @@ impl Filesystem for UfsFuse {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
+        self.serve(req);
         match self.fs.write(to_ufs(ino), offset, data, cred(req)) {
             Ok(n) => reply.written(u32::try_from(n).unwrap_or(u32::MAX)),
             Err(e) => reply.error(errno(&e)),
@@ -415,7 +441,7 @@ impl Filesystem for UfsFuse {
 
     fn release(
         &self,
-        _req: &Request,
+        req: &Request,
         _ino: INodeNo,
         _fh: FileHandle,
         _flags: OpenFlags,
@@ -423,20 +449,24 @@ impl Filesystem for UfsFuse {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
+        self.serve(req);
         reply.ok();
     }
 
-    fn fsync(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+    fn fsync(&self, req: &Request, ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+        self.serve(req);
         Self::empty(self.fs.fsync(to_ufs(ino)), reply);
     }
 
-    fn opendir(&self, _req: &Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+    fn opendir(&self, req: &Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        self.serve(req);
         let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
         self.dirs().insert(fh, Arc::new(Vec::new()));
         reply.opened(FileHandle(fh), FopenFlags::empty());
     }
 
-    fn readdir(&self, _req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
+    fn readdir(&self, req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
+        self.serve(req);
         let dir = to_ufs(ino);
         let snap = if offset == 0 || !self.dirs().contains_key(&fh.0) {
             match self.snapshot(dir) {
@@ -466,16 +496,19 @@ impl Filesystem for UfsFuse {
         reply.ok();
     }
 
-    fn releasedir(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _flags: OpenFlags, reply: ReplyEmpty) {
+    fn releasedir(&self, req: &Request, _ino: INodeNo, fh: FileHandle, _flags: OpenFlags, reply: ReplyEmpty) {
+        self.serve(req);
         self.dirs().remove(&fh.0);
         reply.ok();
     }
 
-    fn fsyncdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+    fn fsyncdir(&self, req: &Request, ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+        self.serve(req);
         Self::empty(self.fs.fsync(to_ufs(ino)), reply);
     }
 
-    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+    fn statfs(&self, req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        self.serve(req);
         let s = self.fs.statfs();
         reply.statfs(
             s.blocks,
@@ -499,6 +532,7 @@ impl Filesystem for UfsFuse {
         _flags: i32,
         reply: ReplyCreate,
     ) {
+        self.serve(req);
         let mode = (mode & 0o7777) | libc::S_IFREG;
         match self.fs.mknod(to_ufs(parent), name.as_bytes(), mode, 0, cred(req)) {
             Ok(a) => {

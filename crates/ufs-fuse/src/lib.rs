@@ -13,6 +13,7 @@
 //!   dedicated signal thread; the session then ends and `serve` flushes.
 //!   (SIGUSR1, handled by the same thread, drops the engine's clean cache.)
 mod adapter;
+mod affinity;
 pub mod control;
 mod mountinfo;
 pub mod pressure;
@@ -58,6 +59,9 @@ pub struct MountConfig {
     /// Watch the kernel's memory-pressure figures and give dirhash memory
     /// back when they say memory is short (`-o lowmem=on|off`).
     pub lowmem_watch: bool,
+    /// Move each request thread to the CPU its client last ran on
+    /// (`-o affinity=follow|off`); see `affinity.rs`.
+    pub follow_clients: bool,
 }
 
 /// Flushes the engine's dirty blocks every `interval` seconds.
@@ -230,7 +234,7 @@ fn serve_fs(
     config.clone_fd = threads > 1;
 
     let signals = SignalThread::start(mountpoint.to_path_buf(), fs.clone())?;
-    let session = match fuser::Session::new(UfsFuse::new(fs.clone(), cfg.writeback), mountpoint, &config) {
+    let session = match fuser::Session::new(UfsFuse::new(fs.clone(), cfg.writeback, cfg.follow_clients), mountpoint, &config) {
         Ok(s) => s,
         Err(e) => {
             signals.stop();

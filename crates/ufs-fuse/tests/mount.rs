@@ -94,7 +94,7 @@ fn child_serve() -> ! {
         ..Default::default()
     };
     let writeback = std::env::var_os(ENV_WRITEBACK).is_some();
-    let cfg = ufs_fuse::MountConfig { image, mountpoint: mnt, opts, allow_other: true, threads: 2, writeback, sync_interval: 30, lowmem_watch: true };
+    let cfg = ufs_fuse::MountConfig { image, mountpoint: mnt, opts, allow_other: true, threads: 2, writeback, sync_interval: 30, lowmem_watch: true, follow_clients: true };
     let r = ufs_fuse::serve(&cfg, || {
         println!("READY");
         let _ = std::io::stdout().flush();

@@ -132,7 +132,8 @@ struct MountArgs {
     /// Comma-separated options: ro, rw, force, dirpref=orlov|traditional,
     /// cache=SIZE, allow_other, seed=N, threads=N, dirhash=on|off,
     /// dirhash_maxmem=SIZE, dirhash_minsize=SIZE, dirhash_reclaimage=SECS,
-    /// dirhash_check=on|off, lowmem=on|off (see docs/DIRHASH.md).
+    /// dirhash_check=on|off, lowmem=on|off (see docs/DIRHASH.md),
+    /// affinity=follow|off (serve each request on its client's CPU).
     #[arg(short = 'o', action = clap::ArgAction::Append)]
     options: Vec<String>,
     /// Stay in the foreground.
@@ -284,6 +285,7 @@ struct FuseOpts {
     allow_other: bool,
     threads: usize,
     writeback: bool,
+    follow_clients: bool,
 }
 
 fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), String> {
@@ -291,8 +293,9 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
     let mut allow_other = false;
     let mut writeback = false;
     let mut sync_interval = 30;
-    let mut threads = 2;
+    let mut threads = 1;
     let mut lowmem_watch = true;
+    let mut follow_clients = true;
     let mut maxmem: Option<u64> = None;
     let on_off = |k: &str, v: &str| match v {
         "on" | "1" | "yes" => Ok(true),
@@ -326,16 +329,18 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
             }
             ("dirhash_check", Some(v)) => o.dirhash.check = on_off(k, v)?,
             ("lowmem", Some(v)) => lowmem_watch = on_off(k, v)?,
+            ("affinity", Some("follow")) => follow_clients = true,
+            ("affinity", Some("off")) => follow_clients = false,
             _ => {
                 return Err(format!(
-                    "unknown mount option '{item}' (known: ro, rw, force, allow_other, writeback, syncer=SECS, dirpref=orlov|traditional, cache=SIZE, readahead=SIZE, seed=N, threads=N, dirhash=on|off, dirhash_maxmem=SIZE, dirhash_minsize=SIZE, dirhash_reclaimage=SECS, dirhash_check=on|off, lowmem=on|off)"
+                    "unknown mount option '{item}' (known: ro, rw, force, allow_other, writeback, syncer=SECS, dirpref=orlov|traditional, cache=SIZE, readahead=SIZE, seed=N, threads=N, dirhash=on|off, dirhash_maxmem=SIZE, dirhash_minsize=SIZE, dirhash_reclaimage=SECS, dirhash_check=on|off, lowmem=on|off, affinity=follow|off)"
                 ))
             }
         }
     }
     // FreeBSD's default budget follows the buffer cache unless set.
     o.dirhash.maxmem = maxmem.unwrap_or_else(|| ufs::dir::dirhash::DirhashConfig::default_maxmem(o.cache_bytes));
-    Ok((o, FuseOpts { sync_interval, lowmem_watch, allow_other, threads, writeback }))
+    Ok((o, FuseOpts { sync_interval, lowmem_watch, allow_other, threads, writeback, follow_clients }))
 }
 
 fn cmd_mount(a: MountArgs) -> Result<(), String> {
@@ -345,7 +350,7 @@ fn cmd_mount(a: MountArgs) -> Result<(), String> {
     if !dir.is_dir() {
         return Err(format!("{} is not a directory", dir.display()));
     }
-    let cfg = ufs_fuse::MountConfig { image, mountpoint: dir, opts, allow_other: f.allow_other, threads: f.threads, writeback: f.writeback, sync_interval: f.sync_interval, lowmem_watch: f.lowmem_watch };
+    let cfg = ufs_fuse::MountConfig { image, mountpoint: dir, opts, allow_other: f.allow_other, threads: f.threads, writeback: f.writeback, sync_interval: f.sync_interval, lowmem_watch: f.lowmem_watch, follow_clients: f.follow_clients };
     if a.foreground {
         daemon::serve_foreground(&cfg)
     } else {

@@ -424,3 +424,64 @@ fn dirhash_options_and_stats_through_the_mount() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("dirhash takes on or off"));
     fsck_clean(&img);
 }
+
+/// The CPUs a thread of the mount daemon serving `img` may run on
+/// (`Cpus_allowed_list`), for its thread named `name`.
+fn daemon_thread_cpus(img: &Path, name: &str) -> Option<String> {
+    let img = img.to_str()?;
+    for p in std::fs::read_dir("/proc").ok()?.flatten() {
+        let cmd = std::fs::read(p.path().join("cmdline")).unwrap_or_default();
+        let args: Vec<&[u8]> = cmd.split(|&b| b == 0).collect();
+        if !(args.contains(&&b"mount"[..]) && args.contains(&img.as_bytes())) {
+            continue;
+        }
+        for t in std::fs::read_dir(p.path().join("task")).ok()?.flatten() {
+            if std::fs::read_to_string(t.path().join("comm")).unwrap_or_default().trim() == name {
+                let status = std::fs::read_to_string(t.path().join("status")).ok()?;
+                let line = status.lines().find(|l| l.starts_with("Cpus_allowed_list:"))?;
+                return Some(line.split_once(':')?.1.trim().to_string());
+            }
+        }
+    }
+    None
+}
+
+#[test]
+fn request_threads_follow_a_pinned_client() {
+    if !fuse_available() {
+        eprintln!("skipping: needs root and /dev/fuse");
+        return;
+    }
+    if std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1) < 2
+        || !Command::new("taskset").args(["-c", "1", "true"]).status().is_ok_and(|s| s.success())
+    {
+        eprintln!("skipping: needs two CPUs and taskset");
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let img = t.path().join("img");
+    run(ufskit().args(["newfs", "-s", "64m"]).arg(&img));
+    let mnt = t.path().join("m");
+    // Lookups of missing names are not cached by the kernel, so each one
+    // is a request the daemon serves; 30 of them span several resample
+    // periods (10 ms).
+    let probe = |cpu: &str| {
+        let script = format!("for i in $(seq 30); do test -e '{}/missing-$i'; sleep 0.005; done", mnt.display());
+        run(Command::new("taskset").args(["-c", cpu, "sh", "-c", &script]));
+    };
+    let m = Mounted::new(&img, &mnt, &[]);
+    for cpu in ["1", "0", "1"] {
+        probe(cpu);
+        assert_eq!(daemon_thread_cpus(&img, "fuser-0").as_deref(), Some(cpu), "request thread did not follow a client on CPU {cpu}");
+    }
+    m.umount();
+    let m = Mounted::new(&img, &mnt, &["affinity=off"]);
+    let before = daemon_thread_cpus(&img, "fuser-0").expect("daemon request thread");
+    probe("1");
+    assert_eq!(daemon_thread_cpus(&img, "fuser-0"), Some(before), "affinity=off must leave placement alone");
+    m.umount();
+    let out = ufskit().args(["mount", "-o", "affinity=sometimes"]).arg(&img).arg(&mnt).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown mount option 'affinity=sometimes'"));
+    fsck_clean(&img);
+}
