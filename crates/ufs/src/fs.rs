@@ -43,6 +43,10 @@ pub struct MountOptions {
     pub readahead: u64,
     /// Directory indexing (dirhash) settings.
     pub dirhash: crate::dir::dirhash::DirhashConfig,
+    /// Put a modeled disk under the file system (`-o disk=MODEL`).
+    pub disk: Option<crate::dev::model::DiskSpec>,
+    /// Sleep the modeled time of each request (`-o disk_sleep=on`).
+    pub disk_sleep: bool,
 }
 
 impl Default for MountOptions {
@@ -55,6 +59,8 @@ impl Default for MountOptions {
             seed: None,
             readahead: 128 << 10,
             dirhash: crate::dir::dirhash::DirhashConfig { maxmem: crate::dir::dirhash::DirhashConfig::default_maxmem(64 << 20), ..Default::default() },
+            disk: None,
+            disk_sleep: false,
         }
     }
 }

@@ -217,11 +217,14 @@ impl Fs {
 
     /// Opens an image file or device, locking it for the life of the value.
     pub fn open_path(path: &std::path::Path, opts: MountOptions) -> Result<Fs> {
-        let dev = FileDevice::open(path, !opts.read_only)?;
-        if opts.readahead > 0 {
-            return Fs::open(Box::new(crate::dev::ReadAheadDevice::new(dev, opts.readahead)), opts);
+        let mut dev: Box<dyn BlockDevice> = Box::new(FileDevice::open(path, !opts.read_only)?);
+        if let Some(spec) = &opts.disk {
+            dev = Box::new(crate::dev::model::ModeledDisk::new(dev, spec.clone(), opts.disk_sleep)?);
         }
-        Fs::open(Box::new(dev), opts)
+        if opts.readahead > 0 {
+            dev = Box::new(crate::dev::ReadAheadDevice::new(dev, opts.readahead));
+        }
+        Fs::open(dev, opts)
     }
 
     fn lock(&self) -> MutexGuard<'_, FsCore> {
@@ -727,6 +730,8 @@ impl Fs {
             last_check_failure: c.dirhash.last_check_failure.clone(),
             dir,
             cache: c.cache.stats(),
+            disk_model: c.opts.disk.as_ref().map(|d| d.name.to_string()),
+            disk: c.cache.device().disk_stats(),
         })
     }
 
@@ -756,6 +761,7 @@ impl Fs {
             c.cache.write_all()?;
         }
         c.cache.drop_clean();
+        c.cache.device().drop_caches();
         c.dirhash.clear();
         c.dir_hints.clear();
         Ok(())
@@ -770,6 +776,9 @@ pub struct EngineStats {
     pub last_check_failure: Option<String>,
     pub dir: Option<DirIndexInfo>,
     pub cache: CacheStats,
+    /// The modeled disk under the mount, and what it measured.
+    pub disk_model: Option<String>,
+    pub disk: Option<crate::dev::model::DiskStats>,
 }
 
 /// One directory as dirhash sees it.

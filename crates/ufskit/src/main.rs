@@ -133,7 +133,9 @@ struct MountArgs {
     /// cache=SIZE, allow_other, seed=N, threads=N, dirhash=on|off,
     /// dirhash_maxmem=SIZE, dirhash_minsize=SIZE, dirhash_reclaimage=SECS,
     /// dirhash_check=on|off, lowmem=on|off (see docs/DIRHASH.md),
-    /// affinity=follow|off (serve each request on its client's CPU).
+    /// affinity=follow|off (serve each request on its client's CPU),
+    /// disk=dtla-307045|ide-20g-2001|hp97560 (modeled disk, docs/LAYOUT.md),
+    /// disk_sleep=on|off (also sleep the modeled time).
     #[arg(short = 'o', action = clap::ArgAction::Append)]
     options: Vec<String>,
     /// Stay in the foreground.
@@ -329,11 +331,18 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
             }
             ("dirhash_check", Some(v)) => o.dirhash.check = on_off(k, v)?,
             ("lowmem", Some(v)) => lowmem_watch = on_off(k, v)?,
+            ("disk", Some(v)) => {
+                o.disk = Some(ufs::dev::model::preset(v).ok_or_else(|| {
+                    let names: Vec<&str> = ufs::dev::model::presets().iter().map(|p| p.name).collect();
+                    format!("unknown disk model '{v}' (known: {})", names.join(", "))
+                })?)
+            }
+            ("disk_sleep", Some(v)) => o.disk_sleep = on_off(k, v)?,
             ("affinity", Some("follow")) => follow_clients = true,
             ("affinity", Some("off")) => follow_clients = false,
             _ => {
                 return Err(format!(
-                    "unknown mount option '{item}' (known: ro, rw, force, allow_other, writeback, syncer=SECS, dirpref=orlov|traditional, cache=SIZE, readahead=SIZE, seed=N, threads=N, dirhash=on|off, dirhash_maxmem=SIZE, dirhash_minsize=SIZE, dirhash_reclaimage=SECS, dirhash_check=on|off, lowmem=on|off, affinity=follow|off)"
+                    "unknown mount option '{item}' (known: ro, rw, force, allow_other, writeback, syncer=SECS, dirpref=orlov|traditional, cache=SIZE, readahead=SIZE, seed=N, threads=N, dirhash=on|off, dirhash_maxmem=SIZE, dirhash_minsize=SIZE, dirhash_reclaimage=SECS, dirhash_check=on|off, lowmem=on|off, affinity=follow|off, disk=MODEL, disk_sleep=on|off)"
                 ))
             }
         }

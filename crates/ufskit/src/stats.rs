@@ -37,6 +37,12 @@ pub fn cmd_stats(dir: &Path, json: bool, verify: bool, lowmem: bool) -> Result<(
     if let Some(f) = v["last_check_failure"].as_str() {
         println!("  last failure: {f}");
     }
+    if let Some(model) = v["disk_model"].as_str() {
+        let k = &v["disk"];
+        let f = |key: &str| k[key].as_f64().unwrap_or(0.0);
+        println!("modeled disk {model}: {:.1} ms busy ({} requests: {} reads, {} writes; {} from its buffer, {} merged)", f("busy_ms"), k["requests"], k["reads"], k["writes"], k["buffer_hits"], k["merged"]);
+        println!("  seeks: {} over {} cylinders, {:.1} ms; rotation {:.1} ms; transfer {:.1} ms; overhead {:.1} ms", k["seeks"], k["seek_cylinders"], f("seek_ms"), f("rotation_ms"), f("transfer_ms"), f("overhead_ms"));
+    }
     let di = &v["dir"];
     if di.is_object() {
         let hashed = di["hashed"].as_bool().unwrap_or(false);

@@ -3,8 +3,9 @@
 //! Invariants: every implementation is `Send + Sync` and takes `&self`
 //! (internal locking), transfers whole requests or fails, and never reads or
 //! writes past `size()`. `flush` returns only when earlier writes are
-//! durable. Layers stack: a counting device wraps any device; later a disk
-//! model or crash recorder wraps the same trait.
+//! durable. Layers stack: a counting device, read-ahead and the disk model
+//! (`model.rs`) wrap any device behind the same trait; `drop_caches` and
+//! `disk_stats` pass down through every layer.
 use crate::error::{Error, ErrorKind, Result};
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
@@ -17,7 +18,15 @@ pub trait BlockDevice: Send + Sync {
     fn write_at(&self, off: u64, buf: &[u8]) -> Result<()>;
     fn flush(&self) -> Result<()>;
     fn size(&self) -> u64;
+    /// The modeled disk's figures, if the stack has one.
+    fn disk_stats(&self) -> Option<model::DiskStats> {
+        None
+    }
+    /// Forgets every cached byte below the file system (cold-cache runs).
+    fn drop_caches(&self) {}
 }
+
+pub mod model;
 
 fn check_range(off: u64, len: usize, size: u64) -> Result<()> {
     match off.checked_add(len as u64) {
@@ -219,6 +228,12 @@ impl<D: BlockDevice> BlockDevice for CountingDevice<D> {
     fn size(&self) -> u64 {
         self.inner.size()
     }
+    fn disk_stats(&self) -> Option<model::DiskStats> {
+        self.inner.disk_stats()
+    }
+    fn drop_caches(&self) {
+        self.inner.drop_caches()
+    }
 }
 
 impl BlockDevice for Box<dyn BlockDevice> {
@@ -234,6 +249,12 @@ impl BlockDevice for Box<dyn BlockDevice> {
     fn size(&self) -> u64 {
         (**self).size()
     }
+    fn disk_stats(&self) -> Option<model::DiskStats> {
+        (**self).disk_stats()
+    }
+    fn drop_caches(&self) {
+        (**self).drop_caches()
+    }
 }
 
 impl<D: BlockDevice + ?Sized> BlockDevice for std::sync::Arc<D> {
@@ -248,6 +269,12 @@ impl<D: BlockDevice + ?Sized> BlockDevice for std::sync::Arc<D> {
     }
     fn size(&self) -> u64 {
         (**self).size()
+    }
+    fn disk_stats(&self) -> Option<model::DiskStats> {
+        (**self).disk_stats()
+    }
+    fn drop_caches(&self) {
+        (**self).drop_caches()
     }
 }
 
@@ -309,5 +336,12 @@ impl<D: BlockDevice> BlockDevice for ReadAheadDevice<D> {
     }
     fn size(&self) -> u64 {
         self.inner.size()
+    }
+    fn disk_stats(&self) -> Option<model::DiskStats> {
+        self.inner.disk_stats()
+    }
+    fn drop_caches(&self) {
+        *self.buf.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        self.inner.drop_caches()
     }
 }

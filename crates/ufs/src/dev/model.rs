@@ -1,0 +1,510 @@
+//! A modeled spinning disk: a device layer that charges every request the
+//! time a real drive of the seeds' era would have taken, and counts it.
+//!
+//! The model follows Ruemmler and Wilkes, "An introduction to disk drive
+//! modeling" (IEEE Computer 27(3), 1994): a request pays controller
+//! overhead, a seek whose time grows with the square root of the cylinder
+//! distance for short seeks and linearly for long ones, the rotational
+//! latency until its first sector comes under the head (the platter's angle
+//! follows the modeled clock), and the media transfer at the rate of its
+//! zone, plus a head or cylinder switch at each track boundary. Reads leave
+//! the drive reading ahead into its track buffer at media speed; a later
+//! read inside that segment waits only for the sectors still to come and
+//! pays the interface transfer. A request that starts where the previous one
+//! of the same direction ended streams on without overhead or latency (the
+//! drive merges adjacent requests). Writes go to the media (no write cache):
+//! the seeds' "normal" and "sync" modes only mean something then.
+//!
+//! Invariants: the modeled clock only moves forward and only by service
+//! time, so a sequence of requests gives the same figures on every run
+//! (there is no host think time in the model); the data itself is always
+//! read from and written to the device below, unchanged; a request beyond
+//! the modeled capacity is refused when the layer is built, never during
+//! service (the image must fit on the modeled drive).
+use super::BlockDevice;
+use crate::error::{Error, ErrorKind, Result};
+use std::sync::Mutex;
+use std::time::Duration;
+
+const SECTOR: u64 = 512;
+
+/// Seek time in milliseconds for a distance of `d` cylinders (d >= 1):
+/// `short_a + short_b * sqrt(d)` up to `boundary`, `long_a + long_b * d`
+/// beyond.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct SeekCurve {
+    pub boundary: u32,
+    pub short_a: f64,
+    pub short_b: f64,
+    pub long_a: f64,
+    pub long_b: f64,
+}
+
+impl SeekCurve {
+    pub fn ms(&self, d: u64) -> f64 {
+        if d == 0 {
+            0.0
+        } else if d <= self.boundary as u64 {
+            self.short_a + self.short_b * (d as f64).sqrt()
+        } else {
+            self.long_a + self.long_b * d as f64
+        }
+    }
+}
+
+/// A drive as published, plus the values derived from its figures.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct DiskSpec {
+    pub name: &'static str,
+    pub description: &'static str,
+    /// Where the figures come from.
+    pub source: &'static str,
+    pub capacity_sectors: u64,
+    pub rpm: u32,
+    pub heads: u32,
+    /// Sectors per track in the outermost and innermost zone; `zones`
+    /// zones of equal cylinder count step linearly between them.
+    pub spt_outer: u32,
+    pub spt_inner: u32,
+    pub zones: u32,
+    pub seek: SeekCurve,
+    pub head_switch_ms: f64,
+    pub cylinder_switch_ms: f64,
+    /// Command overhead of a request that is not a continuation.
+    pub overhead_ms: f64,
+    /// Interface rate for data already in the drive's buffer.
+    pub bus_mb_s: f64,
+    /// Bytes the drive reads ahead after a read.
+    pub readahead_bytes: u64,
+}
+
+/// The drives of the seeds, and a classic published model.
+pub fn presets() -> Vec<DiskSpec> {
+    vec![
+        DiskSpec {
+            name: "dtla-307045",
+            description: "IBM Deskstar 75GXP DTLA-307045, 45 GB, 7200 rpm ATA-100 (seed 000's second system)",
+            source: "IBM Deskstar 40GV & 75GXP specification: 90,069,840 sectors, 7200 rpm, full-stroke read 14.7 ms, \
+                     average read seek 8.5 ms, track-to-track 1.2 ms, head switch 1.2 ms, 1.9 MB buffer, ATA-100; \
+                     6 heads; zones 640..320 sectors/track derived from the 37 MB/s outer sustained rate; \
+                     seek curve fitted to the three seek figures (docs/LAYOUT.md)",
+            capacity_sectors: 90_069_840,
+            rpm: 7200,
+            heads: 6,
+            spt_outer: 640,
+            spt_inner: 320,
+            zones: 16,
+            seek: SeekCurve { boundary: 7737, short_a: 1.1165, short_b: 0.08352, long_a: 6.3835, long_b: 0.000_268_7 },
+            head_switch_ms: 1.2,
+            cylinder_switch_ms: 1.2,
+            overhead_ms: 0.3,
+            bus_mb_s: 100.0,
+            readahead_bytes: 256 << 10,
+        },
+        DiskSpec {
+            name: "ide-20g-2001",
+            description: "2001 desktop IDE disk, 20 GB, 7200 rpm (IBM Deskstar 60GXP IC35L020AVER07), like the paper's",
+            source: "IBM Deskstar 60GXP specification: 40,188,960 sectors, 7200 rpm, full-stroke read 14.7 ms, \
+                     average read seek 8.5 ms, head switch 1.4 ms, cylinder switch 1.8 ms, 2 MB buffer, ATA-100; \
+                     one platter, 2 heads; zones 720..360 sectors/track derived from its media rate; \
+                     seek curve fitted to the seek figures (docs/LAYOUT.md)",
+            capacity_sectors: 40_188_960,
+            rpm: 7200,
+            heads: 2,
+            spt_outer: 720,
+            spt_inner: 360,
+            zones: 16,
+            seek: SeekCurve { boundary: 9217, short_a: 1.1236, short_b: 0.07643, long_a: 6.3815, long_b: 0.000_225_6 },
+            head_switch_ms: 1.4,
+            cylinder_switch_ms: 1.8,
+            overhead_ms: 0.3,
+            bus_mb_s: 100.0,
+            readahead_bytes: 256 << 10,
+        },
+        DiskSpec {
+            name: "hp97560",
+            description: "HP 97560, 1.3 GB, 4002 rpm SCSI-2 (the model of Ruemmler and Wilkes 1994)",
+            source: "Ruemmler & Wilkes 1994; Kotz, Toh & Radhakrishnan, \"A detailed simulation model of the HP 97560 \
+                     disk drive\" (Dartmouth PCS-TR94-220): 1962 cylinders, 19 heads, 72 sectors/track, 4002 rpm, \
+                     seek 3.24 + 0.400 sqrt(d) ms below 383 cylinders, 8.00 + 0.008 d ms above, head switch 1.6 ms, \
+                     controller overhead 2.2 ms, 128 KB cache, 10 MB/s SCSI-2 bus",
+            capacity_sectors: 1962 * 19 * 72,
+            rpm: 4002,
+            heads: 19,
+            spt_outer: 72,
+            spt_inner: 72,
+            zones: 1,
+            seek: SeekCurve { boundary: 383, short_a: 3.24, short_b: 0.400, long_a: 8.00, long_b: 0.008 },
+            head_switch_ms: 1.6,
+            cylinder_switch_ms: 3.24 + 0.400,
+            overhead_ms: 2.2,
+            bus_mb_s: 10.0,
+            readahead_bytes: 64 << 10,
+        },
+    ]
+}
+
+/// Looks a preset up by name.
+pub fn preset(name: &str) -> Option<DiskSpec> {
+    presets().into_iter().find(|s| s.name == name)
+}
+
+/// Where a sector lies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Chs {
+    cyl: u64,
+    head: u64,
+    sector: u64,
+    spt: u64,
+}
+
+/// Zoned layout: cylinder-major, outer zone first.
+#[derive(Debug, Clone)]
+struct Geometry {
+    heads: u64,
+    /// Per zone: first sector, first cylinder, cylinders, sectors per track.
+    zones: Vec<(u64, u64, u64, u64)>,
+}
+
+impl Geometry {
+    fn new(s: &DiskSpec) -> Geometry {
+        let nz = s.zones.max(1) as u64;
+        let spts: Vec<u64> = (0..nz)
+            .map(|z| {
+                let (o, i) = (s.spt_outer as f64, s.spt_inner as f64);
+                let f = if nz == 1 { 0.0 } else { z as f64 / (nz - 1) as f64 };
+                (o + (i - o) * f).round() as u64
+            })
+            .collect();
+        let heads = s.heads.max(1) as u64;
+        let per_cyl_sum: u64 = spts.iter().map(|&t| t * heads).sum();
+        let cyls_per_zone = s.capacity_sectors.div_ceil(per_cyl_sum).max(1);
+        let mut zones = Vec::new();
+        let (mut lba, mut cyl) = (0, 0);
+        for &spt in &spts {
+            zones.push((lba, cyl, cyls_per_zone, spt));
+            lba += cyls_per_zone * heads * spt;
+            cyl += cyls_per_zone;
+        }
+        Geometry { heads, zones }
+    }
+
+    fn locate(&self, lba: u64) -> Chs {
+        let z = self.zones.partition_point(|&(first, ..)| first <= lba).saturating_sub(1);
+        let (first, cyl0, _, spt) = self.zones[z];
+        let rel = lba - first;
+        let per_cyl = spt * self.heads;
+        Chs { cyl: cyl0 + rel / per_cyl, head: (rel % per_cyl) / spt, sector: rel % spt, spt }
+    }
+}
+
+/// What the model measured.
+#[derive(Debug, Default, Clone, Copy, serde::Serialize)]
+pub struct DiskStats {
+    pub requests: u64,
+    pub reads: u64,
+    pub writes: u64,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+    /// Reads served (wholly) from the drive's read-ahead buffer.
+    pub buffer_hits: u64,
+    /// Requests that continued the previous one (no overhead or latency).
+    pub merged: u64,
+    /// Requests that moved the arm, and the cylinders travelled.
+    pub seeks: u64,
+    pub seek_cylinders: u64,
+    pub seek_ms: f64,
+    pub rotation_ms: f64,
+    pub transfer_ms: f64,
+    pub overhead_ms: f64,
+    /// Total modeled service time.
+    pub busy_ms: f64,
+}
+
+#[derive(Debug, Clone)]
+struct State {
+    /// Modeled clock, ms since the layer was built.
+    now: f64,
+    cyl: u64,
+    head: u64,
+    /// End sector and direction (true: write) of the last request.
+    last_end: Option<(u64, bool)>,
+    /// Read-ahead segment: [start, end) sectors; sector `s >= from` is in
+    /// the buffer at `at + (s - from) * per_sector`.
+    ra: Option<(u64, u64, u64, f64, f64)>,
+    stats: DiskStats,
+}
+
+/// The modeled drive over a device that holds the bytes.
+pub struct ModeledDisk<D: BlockDevice> {
+    inner: D,
+    spec: DiskSpec,
+    geom: Geometry,
+    rev_ms: f64,
+    /// Sleep the modeled time of each request (real tools feel the disk).
+    sleep: bool,
+    state: Mutex<State>,
+}
+
+impl<D: BlockDevice> ModeledDisk<D> {
+    /// Fails when the device is larger than the modeled drive.
+    pub fn new(inner: D, spec: DiskSpec, sleep: bool) -> Result<Self> {
+        let cap = spec.capacity_sectors * SECTOR;
+        if inner.size() > cap {
+            return Err(Error::new(
+                ErrorKind::Invalid,
+                format!(
+                    "the image ({} bytes) does not fit on the modeled disk {} ({} bytes)",
+                    inner.size(),
+                    spec.name,
+                    cap
+                ),
+            ));
+        }
+        let geom = Geometry::new(&spec);
+        let rev_ms = 60_000.0 / spec.rpm as f64;
+        let state = State { now: 0.0, cyl: 0, head: 0, last_end: None, ra: None, stats: DiskStats::default() };
+        Ok(ModeledDisk { inner, spec, geom, rev_ms, sleep, state: Mutex::new(state) })
+    }
+
+    pub fn spec(&self) -> &DiskSpec {
+        &self.spec
+    }
+
+    pub fn inner(&self) -> &D {
+        &self.inner
+    }
+
+    pub fn disk_stats(&self) -> DiskStats {
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).stats
+    }
+
+    /// Service of one request; returns its modeled time in ms.
+    fn service(&self, off: u64, len: usize, write: bool) -> f64 {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let start = off / SECTOR;
+        let end = (off + len as u64).div_ceil(SECTOR).max(start + 1);
+        let t0 = st.now;
+        st.stats.requests += 1;
+        if write {
+            st.stats.writes += 1;
+            st.stats.write_bytes += len as u64;
+            // A write overlapping the read-ahead segment invalidates it.
+            if let Some((s, e, ..)) = st.ra {
+                if start < e && end > s {
+                    st.ra = None;
+                }
+            }
+        } else {
+            st.stats.reads += 1;
+            st.stats.read_bytes += len as u64;
+            if let Some((s, e, from, at, per)) = st.ra {
+                if start >= s && end <= e {
+                    // In the buffer once the drive has read its last sector.
+                    let ready = if end > from { at + (end - from) as f64 * per } else { st.now };
+                    let wait = (ready - st.now).max(0.0);
+                    let bus = len as f64 / (self.spec.bus_mb_s * 1000.0);
+                    st.stats.buffer_hits += 1;
+                    st.stats.transfer_ms += wait + bus;
+                    st.now += wait + bus;
+                    st.last_end = Some((end, false));
+                    return self.finish(st, t0);
+                }
+            }
+        }
+        // The drive stopped reading ahead when this request arrived.
+        if let Some((s, e, from, at, per)) = st.ra {
+            let done = from + ((st.now - at) / per).max(0.0) as u64;
+            st.ra = Some((s, e.min(done.max(from)), from, at, per));
+        }
+        let first = self.geom.locate(start);
+        if st.last_end == Some((start, write)) {
+            st.stats.merged += 1;
+        } else {
+            st.stats.overhead_ms += self.spec.overhead_ms;
+            st.now += self.spec.overhead_ms;
+            let d = st.cyl.abs_diff(first.cyl);
+            let move_ms = if d > 0 {
+                st.stats.seeks += 1;
+                st.stats.seek_cylinders += d;
+                self.spec.seek.ms(d)
+            } else if st.head != first.head {
+                self.spec.head_switch_ms
+            } else {
+                0.0
+            };
+            st.stats.seek_ms += move_ms;
+            st.now += move_ms;
+            // Wait for the first sector to come round.
+            let angle = (st.now / self.rev_ms).fract();
+            let target = first.sector as f64 / first.spt as f64;
+            let wait = (target - angle).rem_euclid(1.0) * self.rev_ms;
+            st.stats.rotation_ms += wait;
+            st.now += wait;
+        }
+        // Media transfer, track by track.
+        let mut pos = first;
+        let mut lba = start;
+        let mut xfer = 0.0;
+        loop {
+            let on_track = (pos.spt - pos.sector).min(end - lba);
+            xfer += on_track as f64 / pos.spt as f64 * self.rev_ms;
+            lba += on_track;
+            if lba >= end {
+                break;
+            }
+            let next = self.geom.locate(lba);
+            xfer += if next.cyl != pos.cyl { self.spec.cylinder_switch_ms } else { self.spec.head_switch_ms };
+            pos = next;
+        }
+        st.stats.transfer_ms += xfer;
+        st.now += xfer;
+        let last = self.geom.locate(end - 1);
+        st.cyl = last.cyl;
+        st.head = last.head;
+        st.last_end = Some((end, write));
+        if !write {
+            let ra_end = (end + self.spec.readahead_bytes / SECTOR).min(self.spec.capacity_sectors);
+            let per = self.rev_ms / last.spt as f64;
+            st.ra = Some((start, ra_end, end, st.now, per));
+        }
+        self.finish(st, t0)
+    }
+
+    fn finish(&self, mut st: std::sync::MutexGuard<'_, State>, t0: f64) -> f64 {
+        let ms = st.now - t0;
+        st.stats.busy_ms += ms;
+        if self.sleep && ms > 0.0 {
+            // Held under the lock: one request at a time, like the drive.
+            std::thread::sleep(Duration::from_secs_f64(ms / 1000.0));
+        }
+        ms
+    }
+}
+
+impl<D: BlockDevice> BlockDevice for ModeledDisk<D> {
+    fn read_at(&self, off: u64, buf: &mut [u8]) -> Result<()> {
+        self.inner.read_at(off, buf)?;
+        self.service(off, buf.len(), false);
+        Ok(())
+    }
+    fn write_at(&self, off: u64, buf: &[u8]) -> Result<()> {
+        self.inner.write_at(off, buf)?;
+        self.service(off, buf.len(), true);
+        Ok(())
+    }
+    fn flush(&self) -> Result<()> {
+        self.inner.flush()
+    }
+    fn size(&self) -> u64 {
+        self.inner.size()
+    }
+    fn disk_stats(&self) -> Option<DiskStats> {
+        Some(ModeledDisk::disk_stats(self))
+    }
+    fn drop_caches(&self) {
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).ra = None;
+        self.inner.drop_caches();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dev::MemDevice;
+
+    fn disk(name: &str, size: u64) -> ModeledDisk<MemDevice> {
+        ModeledDisk::new(MemDevice::new(size), preset(name).unwrap(), false).unwrap()
+    }
+
+    #[test]
+    fn presets_fit_their_published_figures() {
+        for s in presets() {
+            let g = Geometry::new(&s);
+            let (first, cyl0, n, spt) = *g.zones.last().unwrap();
+            assert!(first + n * g.heads * spt >= s.capacity_sectors, "{} too small", s.name);
+            assert!(cyl0 + n > 0);
+            // Continuity of the seek curve at its boundary (within 3%).
+            let b = s.seek.boundary as u64;
+            let (x, y) = (s.seek.ms(b), s.seek.ms(b + 1));
+            assert!((x - y).abs() / x < 0.03, "{}: {x} vs {y}", s.name);
+        }
+        let hp = preset("hp97560").unwrap();
+        assert_eq!(Geometry::new(&hp).zones[0].2, 1962);
+        assert!((hp.seek.ms(1) - 3.64).abs() < 1e-9);
+        assert!((hp.seek.ms(1000) - 16.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn the_same_requests_take_the_same_time() {
+        let run = || {
+            let d = disk("dtla-307045", 64 << 20);
+            let mut buf = vec![0u8; 8192];
+            for i in 0..200u64 {
+                let off = (i * 7919 % 8000) * 8192;
+                if i % 3 == 0 {
+                    d.write_at(off, &buf).unwrap();
+                } else {
+                    d.read_at(off, &mut buf).unwrap();
+                }
+            }
+            d.disk_stats()
+        };
+        let (a, b) = (run(), run());
+        assert_eq!(a.busy_ms.to_bits(), b.busy_ms.to_bits());
+        assert_eq!(a.seeks, b.seeks);
+    }
+
+    #[test]
+    fn sequential_is_far_cheaper_than_random_and_far_seeks_cost_more() {
+        let d = disk("ide-20g-2001", 1 << 30);
+        let mut buf = vec![0u8; 8192];
+        for i in 0..256 {
+            d.write_at(i * 8192, &buf).unwrap();
+        }
+        let seq = d.disk_stats().busy_ms;
+        assert_eq!(d.disk_stats().merged, 255);
+        let d2 = disk("ide-20g-2001", 1 << 30);
+        for i in 0..256u64 {
+            d2.write_at((i * 104_729 % 131_072) * 8192, &buf).unwrap();
+        }
+        let rnd = d2.disk_stats().busy_ms;
+        assert!(rnd > 20.0 * seq, "random {rnd} ms vs sequential {seq} ms");
+        // Near versus far seeks of the same count.
+        let near = disk("hp97560", 1 << 30);
+        let far = disk("hp97560", 1 << 30);
+        for i in 0..100u64 {
+            near.read_at((i % 2) * (4 << 20), &mut buf).unwrap();
+            far.read_at((i % 2) * (1000 << 20), &mut buf).unwrap();
+        }
+        let (n, f) = (near.disk_stats(), far.disk_stats());
+        assert!(f.seek_ms > 2.0 * n.seek_ms, "far {} near {}", f.seek_ms, n.seek_ms);
+        assert_eq!(n.seeks, 99);
+    }
+
+    #[test]
+    fn read_ahead_serves_the_next_blocks_and_writes_invalidate_it() {
+        let d = disk("dtla-307045", 64 << 20);
+        let mut buf = vec![0u8; 8192];
+        d.read_at(1 << 20, &mut buf).unwrap();
+        d.read_at((1 << 20) + 16384, &mut buf).unwrap();
+        assert_eq!(d.disk_stats().buffer_hits, 1);
+        d.write_at((1 << 20) + 32768, &buf).unwrap();
+        d.read_at((1 << 20) + 65536, &mut buf).unwrap();
+        assert_eq!(d.disk_stats().buffer_hits, 1);
+        d.drop_caches();
+        d.read_at((1 << 20) + 65536 + 8192, &mut buf).unwrap();
+        assert_eq!(d.disk_stats().buffer_hits, 1, "a dropped buffer serves nothing");
+    }
+
+    #[test]
+    fn data_passes_through_and_too_large_images_are_refused() {
+        let d = disk("hp97560", 1 << 20);
+        d.write_at(4096, b"hello").unwrap();
+        let mut b = [0u8; 5];
+        d.read_at(4096, &mut b).unwrap();
+        assert_eq!(&b, b"hello");
+        let e = ModeledDisk::new(MemDevice::new(2 << 30), preset("hp97560").unwrap(), false).err().unwrap();
+        assert!(e.to_string().contains("does not fit"), "{e}");
+    }
+}
