@@ -108,12 +108,12 @@ pub fn cmd_bench(a: BenchArgs) -> Result<(), String> {
                     "{:<24} {:>8.2} s   dirhash peak {:>10} bytes, end {:>10} bytes, fsck {}",
                     name,
                     r.total_seconds,
-                    r.phases.iter().map(|p| p.mem_peak).max().unwrap_or(0),
-                    r.phases.last().map(|p| p.mem_in_use_end).unwrap_or(0),
+                    r.phases.iter().map(|p| p.dirhash.mem_peak).max().unwrap_or(0),
+                    r.phases.last().map(|p| p.dirhash.mem_in_use).unwrap_or(0),
                     if r.fsck_clean { "clean" } else { "NOT CLEAN" }
                 );
                 for p in &r.phases {
-                    println!("    {:<14} {:>8.3} s  built {:>6} recycled {:>6} lowmem-freed {:>5} linear lookups {:>8}", p.name, p.seconds, p.built, p.recycled, p.lowmem_freed, p.lookups_linear);
+                    println!("    {:<14} {:>8.3} s  built {:>6} recycled {:>6} lowmem-freed {:>5} linear lookups {:>8}", p.name, p.seconds, p.dirhash.built, p.dirhash.recycled, p.dirhash.lowmem_freed, p.dirhash.lookups_linear);
                 }
                 reports.push(r);
             }

@@ -152,6 +152,65 @@ impl BlockDevice for MemDevice {
     }
 }
 
+/// A sparse device in memory: only pages ever written take memory, so a
+/// 40 GB file system whose metadata is a few hundred MB fits (benchmarks
+/// on the modeled disk). Unwritten bytes read as zero.
+pub struct SparseDevice {
+    size: u64,
+    pages: Mutex<std::collections::HashMap<u64, Box<[u8; SPARSE_PAGE]>>>,
+}
+
+const SPARSE_PAGE: usize = 4096;
+
+impl SparseDevice {
+    pub fn new(size: u64) -> Self {
+        SparseDevice { size, pages: Mutex::new(std::collections::HashMap::new()) }
+    }
+    /// Bytes of memory held by written pages.
+    pub fn resident(&self) -> u64 {
+        self.pages.lock().unwrap_or_else(|p| p.into_inner()).len() as u64 * SPARSE_PAGE as u64
+    }
+}
+
+impl BlockDevice for SparseDevice {
+    fn read_at(&self, off: u64, buf: &mut [u8]) -> Result<()> {
+        check_range(off, buf.len(), self.size)?;
+        let pages = self.pages.lock().unwrap_or_else(|p| p.into_inner());
+        let mut done = 0;
+        while done < buf.len() {
+            let pos = off + done as u64;
+            let (page, o) = (pos / SPARSE_PAGE as u64, (pos % SPARSE_PAGE as u64) as usize);
+            let n = (SPARSE_PAGE - o).min(buf.len() - done);
+            match pages.get(&page) {
+                Some(p) => buf[done..done + n].copy_from_slice(&p[o..o + n]),
+                None => buf[done..done + n].fill(0),
+            }
+            done += n;
+        }
+        Ok(())
+    }
+    fn write_at(&self, off: u64, buf: &[u8]) -> Result<()> {
+        check_range(off, buf.len(), self.size)?;
+        let mut pages = self.pages.lock().unwrap_or_else(|p| p.into_inner());
+        let mut done = 0;
+        while done < buf.len() {
+            let pos = off + done as u64;
+            let (page, o) = (pos / SPARSE_PAGE as u64, (pos % SPARSE_PAGE as u64) as usize);
+            let n = (SPARSE_PAGE - o).min(buf.len() - done);
+            let p = pages.entry(page).or_insert_with(|| Box::new([0u8; SPARSE_PAGE]));
+            p[o..o + n].copy_from_slice(&buf[done..done + n]);
+            done += n;
+        }
+        Ok(())
+    }
+    fn flush(&self) -> Result<()> {
+        Ok(())
+    }
+    fn size(&self) -> u64 {
+        self.size
+    }
+}
+
 /// Request counters of a device stack.
 #[derive(Debug, Default, Clone, Copy, serde::Serialize)]
 pub struct DevStats {
@@ -343,5 +402,24 @@ impl<D: BlockDevice> BlockDevice for ReadAheadDevice<D> {
     fn drop_caches(&self) {
         *self.buf.lock().unwrap_or_else(|p| p.into_inner()) = None;
         self.inner.drop_caches()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sparse_device_reads_zeros_and_what_was_written_across_pages() {
+        let d = SparseDevice::new(1 << 40);
+        let mut b = vec![1u8; 10_000];
+        d.read_at(12_345, &mut b).unwrap();
+        assert!(b.iter().all(|&x| x == 0));
+        let data: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
+        d.write_at((1 << 39) + 4000, &data).unwrap();
+        d.read_at((1 << 39) + 4000, &mut b).unwrap();
+        assert_eq!(b, data);
+        assert_eq!(d.resident(), 4 * 4096);
+        assert!(d.write_at((1 << 40) - 1, &[0, 0]).is_err());
     }
 }
