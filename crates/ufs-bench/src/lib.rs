@@ -8,9 +8,14 @@
 //! - [`dirhash_ops`]: per-operation cost against directory size, dirhash
 //!   against linear (the 2002 paper's Figures 2-6);
 //! - [`maildir`]: many maildirs under delivery, scans and deletions with
-//!   fixed, large, and growing/shrinking dirhash budgets (seed `002_*`).
+//!   fixed, large, and growing/shrinking dirhash budgets (seed `002_*`);
+//! - [`dirpref`]: extraction and removal of a ports-like tree under the
+//!   traditional and Orlov directory placement on the modeled disks of
+//!   seed `000_*` (trees from [`tree`]).
 pub mod dirhash_ops;
+pub mod dirpref;
 pub mod maildir;
+pub mod tree;
 
 use std::sync::Arc;
 use ufs::dev::MemDevice;

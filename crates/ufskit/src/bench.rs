@@ -2,7 +2,7 @@
 //! JSON results, prints a summary and, when Python with matplotlib is
 //! installed, draws the plots with the scripts in `analysis/`.
 use std::path::{Path, PathBuf};
-use ufs_bench::{dirhash_ops, maildir};
+use ufs_bench::{dirhash_ops, dirpref, maildir, tree};
 
 #[derive(clap::Args)]
 pub struct BenchArgs {
@@ -31,6 +31,17 @@ enum Which {
         /// Size of the workload (1.0: the full run).
         #[arg(long, default_value_t = 1.0)]
         scale: f64,
+    },
+    /// Seed 000: extract a ports-like tree and `rm -rf` it, traditional
+    /// against Orlov directory placement, on the seed's two systems (8 GB /
+    /// 991 groups and 40 GB / 5,324 groups) on modeled disks, cold cache.
+    Dirpref {
+        /// Extract this real tree instead of the generated ports tree.
+        #[arg(long)]
+        tree: Option<PathBuf>,
+        /// Only the first system, and the first N entries of the tree.
+        #[arg(long)]
+        quick: bool,
     },
 }
 
@@ -127,8 +138,80 @@ pub fn cmd_bench(a: BenchArgs) -> Result<(), String> {
                 plot("plot_maildir.py", &json, &a.out);
             }
         }
+        Which::Dirpref { tree: host, quick } => {
+            let (mut t, name) = match &host {
+                Some(p) => (tree::host_tree(p).map_err(|e| format!("{}: {e}", p.display()))?, p.display().to_string()),
+                None => (tree::ports_tree(1), "ports (generated, seed 000 shape)".to_string()),
+            };
+            let mut systems = dirpref::systems();
+            if quick {
+                systems.truncate(1);
+                t.entries.truncate(4000);
+            }
+            println!("tree: {name}: {} directories, {} files, {:.1} MB", t.dirs(), t.files(), t.bytes() as f64 / 1e6);
+            let b = bar(systems.len() as u64 * 2);
+            let runs = dirpref::run_all(&systems, &t, &name, 1, &mut |done, _, msg| {
+                b.set_position(done);
+                b.set_message(msg.to_string());
+            })
+            .map_err(|e| format!("bench dirpref: {e}"))?;
+            b.finish_and_clear();
+            print_dirpref_table(&systems, &runs);
+            let json = a.out.join("dirpref.json");
+            write_json(&json, &serde_json::json!({ "tree": name, "systems": systems, "runs": runs }))?;
+            println!("results: {}", json.display());
+            if runs.iter().any(|r| !r.fsck_clean) {
+                return Err("an image was not fsck clean after the benchmark".into());
+            }
+            if !a.no_plots {
+                plot("plot_dirpref.py", &json, &a.out);
+            }
+        }
     }
     Ok(())
+}
+
+/// The seed's table: old and new dirpref, modeled seconds, and speed-up.
+fn print_dirpref_table(systems: &[dirpref::System], runs: &[dirpref::Run]) {
+    println!("modeled seconds, cold cache, delayed writes synced at the end of each step");
+    println!("{:<44} {:>9} {:>9} {:>8}   {:>9} {:>9} {:>8}", "", "tar -x", "", "", "rm -rf", "", "");
+    println!("{:<44} {:>9} {:>9} {:>8}   {:>9} {:>9} {:>8}", "system", "old", "new", "speedup", "old", "new", "speedup");
+    for sys in systems {
+        let get = |p: &str| runs.iter().find(|r| r.system == sys.name && r.policy == p);
+        let (Some(o), Some(n)) = (get("traditional"), get("orlov")) else { continue };
+        println!(
+            "{:<44} {:>9.2} {:>9.2} {:>8.2}   {:>9.2} {:>9.2} {:>8.2}",
+            sys.name,
+            o.extract_ms / 1000.0,
+            n.extract_ms / 1000.0,
+            o.extract_ms / n.extract_ms,
+            o.rm_ms / 1000.0,
+            n.rm_ms / 1000.0,
+            o.rm_ms / n.rm_ms
+        );
+        let s = sys.seed_normal;
+        println!(
+            "{:<44} {:>9.1} {:>9.1} {:>8.2}   {:>9.1} {:>9.1} {:>8.2}",
+            "  seed 000, normal mode (real disk, s)",
+            s[0],
+            s[1],
+            s[0] / s[1],
+            s[2],
+            s[3],
+            s[2] / s[3]
+        );
+        println!(
+            "{:<44} directories in {} / {} of {} groups; seeks {} / {} (tar), {} / {} (rm)",
+            "  layout (old / new)",
+            o.dir_groups,
+            n.dir_groups,
+            o.groups,
+            o.extract_disk.seeks,
+            n.extract_disk.seeks,
+            o.rm_disk.seeks,
+            n.rm_disk.seeks
+        );
+    }
 }
 
 fn print_dirhash_summary(r: &dirhash_ops::OpsReport) {

@@ -485,3 +485,46 @@ fn request_threads_follow_a_pinned_client() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown mount option 'affinity=sometimes'"));
     fsck_clean(&img);
 }
+
+#[test]
+fn modeled_disk_through_the_mount() {
+    if !fuse_available() {
+        eprintln!("skipping: needs root and /dev/fuse");
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let img = t.path().join("img");
+    run(ufskit().args(["newfs", "-s", "256m"]).arg(&img));
+    let mnt = t.path().join("m");
+    let out = ufskit().args(["mount", "-o", "disk=floppy"]).arg(&img).arg(&mnt).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown disk model 'floppy' (known: dtla-307045"));
+    let m = Mounted::new(&img, &mnt, &["disk=hp97560,readahead=0"]);
+    for i in 0..50 {
+        std::fs::write(mnt.join(format!("f{i}")), vec![7u8; 3000]).unwrap();
+    }
+    let fig = |key: &str| -> f64 {
+        let out = run(ufskit().arg("stats").arg("--json").arg(&mnt));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["disk_model"].as_str(), Some("hp97560"), "{v}");
+        v["disk"][key].as_f64().unwrap()
+    };
+    let before = fig("busy_ms");
+    m.umount();
+    // Unmounting wrote the files: the model charged for it; remount and read
+    // them back, which costs modeled time again and returns the same bytes.
+    let m = Mounted::new(&img, &mnt, &["disk=hp97560,readahead=0"]);
+    for i in 0..50 {
+        assert_eq!(std::fs::read(mnt.join(format!("f{i}"))).unwrap(), vec![7u8; 3000]);
+    }
+    assert!(fig("reads") > 0.0 && fig("busy_ms") > 0.0, "reads were not modeled");
+    assert!(before > 0.0, "mounting reads the superblock and root through the model");
+    m.umount();
+    // A 2 GB image does not fit the 1.3 GB HP 97560.
+    let big = t.path().join("big");
+    run(ufskit().args(["newfs", "-s", "2g"]).arg(&big));
+    let out = ufskit().args(["mount", "-o", "disk=hp97560"]).arg(&big).arg(&mnt).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("does not fit on the modeled disk hp97560"), "{}", String::from_utf8_lossy(&out.stderr));
+    fsck_clean(&img);
+}

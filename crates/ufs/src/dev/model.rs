@@ -221,6 +221,28 @@ pub struct DiskStats {
     pub busy_ms: f64,
 }
 
+impl DiskStats {
+    /// What happened between `earlier` and `self`.
+    pub fn since(&self, earlier: &DiskStats) -> DiskStats {
+        DiskStats {
+            requests: self.requests - earlier.requests,
+            reads: self.reads - earlier.reads,
+            writes: self.writes - earlier.writes,
+            read_bytes: self.read_bytes - earlier.read_bytes,
+            write_bytes: self.write_bytes - earlier.write_bytes,
+            buffer_hits: self.buffer_hits - earlier.buffer_hits,
+            merged: self.merged - earlier.merged,
+            seeks: self.seeks - earlier.seeks,
+            seek_cylinders: self.seek_cylinders - earlier.seek_cylinders,
+            seek_ms: self.seek_ms - earlier.seek_ms,
+            rotation_ms: self.rotation_ms - earlier.rotation_ms,
+            transfer_ms: self.transfer_ms - earlier.transfer_ms,
+            overhead_ms: self.overhead_ms - earlier.overhead_ms,
+            busy_ms: self.busy_ms - earlier.busy_ms,
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 struct State {
     /// Modeled clock, ms since the layer was built.

@@ -1,0 +1,192 @@
+//! File trees to extract and remove: a deterministic generator shaped like
+//! the OpenBSD 2.8 ports collection of seed `000_*` (6,596 directories,
+//! 13,868 files), and real trees read from the host.
+//!
+//! Invariants: entries are in archive order (a directory before anything
+//! inside it, depth first, as `tar` writes them); every path is relative,
+//! `/`-separated, and its parent appears earlier; the generator gives the
+//! same tree for the same seed.
+//!
+//! The ports shape (documented in docs/LAYOUT.md): a root with a Makefile,
+//! 40 categories (Zipf-like share of ports, each with a Makefile), 1,800
+//! ports. Every port has a Makefile, `pkg/` with COMMENT, DESCR and PLIST,
+//! and `files/md5` (the 2.8 layout); 1,155 of them also have `patches/`
+//! holding the remaining 4,827 patch files (at least one each). That gives
+//! 1 + 40 + 1,800 × 3 + 1,155 = 6,596 directories and 41 + 1,800 × 5 +
+//! 4,827 = 13,868 files. Sizes are log-normal around what such files hold:
+//! Makefile median 1.2 KB, COMMENT 60 B, DESCR 600 B, PLIST 400 B with a
+//! long tail, md5 150 B, patches 1.1 KB, each capped at 64 KB; about 26 MB
+//! in all, mostly fragments rather than full blocks, as in the real tree.
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::path::Path;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Kind {
+    Dir,
+    File(u64),
+}
+
+#[derive(Debug, Clone)]
+pub struct Entry {
+    pub path: String,
+    pub kind: Kind,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Tree {
+    pub entries: Vec<Entry>,
+}
+
+impl Tree {
+    pub fn dirs(&self) -> usize {
+        self.entries.iter().filter(|e| e.kind == Kind::Dir).count()
+    }
+    pub fn files(&self) -> usize {
+        self.entries.len() - self.dirs()
+    }
+    pub fn bytes(&self) -> u64 {
+        self.entries.iter().map(|e| if let Kind::File(n) = e.kind { n } else { 0 }).sum()
+    }
+}
+
+/// Log-normal size with the given median and spread, in [1, 64 KiB].
+fn size(rng: &mut StdRng, median: f64, sigma: f64) -> u64 {
+    // Box-Muller from two uniforms: deterministic with the seeded RNG.
+    let (u1, u2): (f64, f64) = (rng.gen_range(f64::EPSILON..1.0), rng.gen());
+    let z = (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos();
+    (median * (sigma * z).exp()).round().clamp(1.0, 65536.0) as u64
+}
+
+pub const PORTS_DIRS: usize = 6_596;
+pub const PORTS_FILES: usize = 13_868;
+
+/// The ports-like tree, rooted at `ports/`.
+pub fn ports_tree(seed: u64) -> Tree {
+    const CATEGORIES: usize = 40;
+    const PORTS: usize = 1_800;
+    const WITH_PATCHES: usize = 1_155;
+    const PATCHES: usize = 4_827;
+    let mut rng = StdRng::seed_from_u64(seed);
+    // Ports per category: Zipf-like weights, rounded, remainder to the first.
+    let w: Vec<f64> = (0..CATEGORIES).map(|i| 1.0 / ((i + 1) as f64).powf(0.8)).collect();
+    let total: f64 = w.iter().sum();
+    let mut per_cat: Vec<usize> = w.iter().map(|x| ((x / total) * PORTS as f64).floor().max(1.0) as usize).collect();
+    let given: usize = per_cat.iter().sum();
+    per_cat[0] += PORTS - given;
+    // Which ports have patches, and how many: one each, the rest spread
+    // with a geometric-like tail.
+    let mut has_patches = vec![false; PORTS];
+    let mut order: Vec<usize> = (0..PORTS).collect();
+    for i in (1..PORTS).rev() {
+        order.swap(i, rng.gen_range(0..=i));
+    }
+    for &p in &order[..WITH_PATCHES] {
+        has_patches[p] = true;
+    }
+    let mut npatch = vec![0usize; PORTS];
+    for &p in &order[..WITH_PATCHES] {
+        npatch[p] = 1;
+    }
+    let mut left = PATCHES - WITH_PATCHES;
+    while left > 0 {
+        let p = order[(rng.gen::<f64>().powi(2) * WITH_PATCHES as f64) as usize % WITH_PATCHES];
+        npatch[p] += 1;
+        left -= 1;
+    }
+    let mut t = Tree::default();
+    let mut push = |path: String, kind: Kind| t.entries.push(Entry { path, kind });
+    push("ports".into(), Kind::Dir);
+    push("ports/Makefile".into(), Kind::File(size(&mut rng, 1200.0, 0.4)));
+    let mut port = 0;
+    for (c, &n) in per_cat.iter().enumerate() {
+        let cat = format!("ports/cat{c:02}");
+        push(cat.clone(), Kind::Dir);
+        push(format!("{cat}/Makefile"), Kind::File(size(&mut rng, 2000.0, 0.6)));
+        for _ in 0..n {
+            let p = format!("{cat}/port{port:04}");
+            push(p.clone(), Kind::Dir);
+            push(format!("{p}/Makefile"), Kind::File(size(&mut rng, 1200.0, 0.5)));
+            push(format!("{p}/files"), Kind::Dir);
+            push(format!("{p}/files/md5"), Kind::File(size(&mut rng, 150.0, 0.3)));
+            if has_patches[port] {
+                push(format!("{p}/patches"), Kind::Dir);
+                for k in 0..npatch[port] {
+                    push(format!("{p}/patches/patch-{k:03}"), Kind::File(size(&mut rng, 1100.0, 1.0)));
+                }
+            }
+            push(format!("{p}/pkg"), Kind::Dir);
+            push(format!("{p}/pkg/COMMENT"), Kind::File(size(&mut rng, 60.0, 0.3)));
+            push(format!("{p}/pkg/DESCR"), Kind::File(size(&mut rng, 600.0, 0.5)));
+            push(format!("{p}/pkg/PLIST"), Kind::File(size(&mut rng, 400.0, 1.2)));
+            port += 1;
+        }
+    }
+    t
+}
+
+/// A real tree from the host (directories and regular files; other kinds
+/// are skipped), rooted at the last component of `root`, in `tar` order
+/// (readdir order sorted by name, so runs are repeatable).
+pub fn host_tree(root: &Path) -> std::io::Result<Tree> {
+    let base = root.file_name().and_then(|n| n.to_str()).unwrap_or("tree").to_string();
+    let mut t = Tree::default();
+    t.entries.push(Entry { path: base.clone(), kind: Kind::Dir });
+    walk(root, &base, &mut t)?;
+    Ok(t)
+}
+
+fn walk(dir: &Path, rel: &str, t: &mut Tree) -> std::io::Result<()> {
+    let mut names: Vec<_> = std::fs::read_dir(dir)?.filter_map(|e| e.ok()).collect();
+    names.sort_by_key(|e| e.file_name());
+    for e in names {
+        let Some(name) = e.file_name().to_str().map(str::to_string) else { continue };
+        let ft = e.file_type()?;
+        let path = format!("{rel}/{name}");
+        if ft.is_dir() {
+            t.entries.push(Entry { path: path.clone(), kind: Kind::Dir });
+            walk(&e.path(), &path, t)?;
+        } else if ft.is_file() {
+            t.entries.push(Entry { path, kind: Kind::File(e.metadata()?.len()) });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ports_tree_has_the_seeds_counts_and_is_deterministic() {
+        let t = ports_tree(7);
+        assert_eq!(t.dirs(), PORTS_DIRS);
+        assert_eq!(t.files(), PORTS_FILES);
+        let mb = t.bytes() as f64 / 1e6;
+        assert!((10.0..60.0).contains(&mb), "{mb} MB");
+        let u = ports_tree(7);
+        assert!(t.entries.iter().zip(&u.entries).all(|(a, b)| a.path == b.path && a.kind == b.kind));
+        // Archive order: every parent comes first.
+        let mut seen = std::collections::HashSet::new();
+        for e in &t.entries {
+            if let Some((parent, _)) = e.path.rsplit_once('/') {
+                assert!(seen.contains(parent), "{} before its parent", e.path);
+            }
+            if e.kind == Kind::Dir {
+                seen.insert(e.path.clone());
+            }
+        }
+    }
+
+    #[test]
+    fn host_tree_reads_a_real_directory() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir(d.path().join("a")).unwrap();
+        std::fs::write(d.path().join("a/x"), b"hello").unwrap();
+        std::fs::write(d.path().join("b"), b"").unwrap();
+        let t = host_tree(d.path()).unwrap();
+        assert_eq!(t.dirs(), 2);
+        assert_eq!(t.files(), 2);
+        assert_eq!(t.bytes(), 5);
+    }
+}
