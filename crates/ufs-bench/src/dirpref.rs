@@ -190,7 +190,7 @@ pub fn run(sys: &System, policy: DirPref, tree: &Tree, tree_name: &str, seed: u6
 
 /// Distinct cylinder groups holding the tree's directories.
 fn dir_groups(fs: &Fs, tree: &Tree) -> ufs::Result<u64> {
-    let ipg = fs.with_core(|c| c.sb.fs_ipg() as u64);
+    let ipg = fs.with_core(|c| c.g.ipg);
     let mut groups = std::collections::BTreeSet::new();
     let mut inos: HashMap<&str, u64> = HashMap::new();
     for e in tree.entries.iter().filter(|e| e.kind == Kind::Dir) {

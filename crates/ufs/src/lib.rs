@@ -20,6 +20,7 @@ pub mod error;
 pub mod fs;
 pub mod fsck;
 pub mod inode;
+pub mod layout;
 pub mod newfs;
 pub mod ops;
 pub mod tunefs;
