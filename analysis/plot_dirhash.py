@@ -79,15 +79,7 @@ def _frame(doc, key, fields, required_nonempty):
 
 
 def load(path):
-    try:
-        with open(path) as f:
-            doc = json.load(f)
-    except FileNotFoundError:
-        raise BadInput("no such file")
-    except (OSError, UnicodeDecodeError) as e:
-        raise BadInput(str(e))
-    except json.JSONDecodeError as e:
-        raise BadInput("not valid JSON: %s" % e)
+    doc = plotenv.read_json(path)
     if not isinstance(doc, dict):
         raise BadInput("top level is not an object")
     if "config" in doc and not isinstance(doc["config"], dict):

@@ -12,7 +12,6 @@ Input: {"tree": str, "systems": [...], "runs": [{"system": str,
   "rm_disk": {...}, ...}, ...]}
 Writes dirpref_times.png and dirpref_breakdown.png.
 """
-import json
 import sys
 
 import plotenv  # noqa: E402
@@ -30,15 +29,7 @@ def _num(v):
 
 
 def load(path):
-    try:
-        with open(path) as f:
-            doc = json.load(f)
-    except FileNotFoundError:
-        raise BadInput("no such file")
-    except (OSError, UnicodeDecodeError) as e:
-        raise BadInput(str(e))
-    except json.JSONDecodeError as e:
-        raise BadInput("not valid JSON: %s" % e)
+    doc = plotenv.read_json(path)
     if not isinstance(doc, dict) or not isinstance(doc.get("runs"), list) or not doc["runs"]:
         raise BadInput("expected an object with a non-empty \"runs\" list")
     rows = []

@@ -16,7 +16,6 @@ Input: a JSON list of MaildirReport objects, one per profile:
 Only "profile", "phases" (name, seconds) and "timeline" are required.
 Writes maildir_times.png and maildir_memory.png.
 """
-import json
 import os
 import sys
 
@@ -41,15 +40,7 @@ def _is_num(v):
 
 def load(path):
     """(reports, phases frame, timeline frame) from a results file."""
-    try:
-        with open(path) as f:
-            doc = json.load(f)
-    except FileNotFoundError:
-        raise BadInput("no such file")
-    except (OSError, UnicodeDecodeError) as e:
-        raise BadInput(str(e))
-    except json.JSONDecodeError as e:
-        raise BadInput("not valid JSON: %s" % e)
+    doc = plotenv.read_json(path)
     if isinstance(doc, dict):  # a single report is accepted too
         doc = [doc]
     if not isinstance(doc, list) or not doc:

@@ -30,6 +30,21 @@ class BadInput(Exception):
     """The results file is missing, malformed or not of the expected shape."""
 
 
+def read_json(path):
+    """The parsed contents of a results file; BadInput if it is missing,
+    unreadable or not JSON."""
+    import json
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except FileNotFoundError:
+        raise BadInput("no such file")
+    except (OSError, UnicodeDecodeError) as e:
+        raise BadInput(str(e))
+    except json.JSONDecodeError as e:
+        raise BadInput("not valid JSON: %s" % e)
+
+
 def save(fig, outdir, name, written):
     """Writes `fig` as OUTDIR/NAME, closes it, records the path."""
     import matplotlib.pyplot as plt
