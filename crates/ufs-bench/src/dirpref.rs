@@ -83,8 +83,9 @@ pub fn policy_name(p: DirPref) -> &'static str {
     }
 }
 
-/// Creates every entry of `tree` under `root`, in archive order.
-pub fn extract(fs: &Fs, root: u64, tree: &Tree) -> ufs::Result<()> {
+/// Creates every entry of `tree` under `root`, in archive order; returns
+/// the inode of each directory created.
+pub fn extract<'t>(fs: &Fs, root: u64, tree: &'t Tree) -> ufs::Result<HashMap<&'t str, u64>> {
     let mut inos: HashMap<&str, u64> = HashMap::new();
     let data = vec![b'x'; 65536];
     for e in &tree.entries {
@@ -108,7 +109,7 @@ pub fn extract(fs: &Fs, root: u64, tree: &Tree) -> ufs::Result<()> {
             }
         }
     }
-    Ok(())
+    Ok(inos)
 }
 
 /// `rm -rf parent/name`, as fts does it: depth first in directory order.
@@ -159,10 +160,11 @@ pub fn run(sys: &System, policy: DirPref, tree: &Tree, tree_name: &str, seed: u6
     let root = fs.root();
     fs.drop_caches()?;
     let s0 = ModeledDisk::disk_stats(&dev);
-    extract(&fs, root, tree)?;
+    let dirs = extract(&fs, root, tree)?;
     fs.sync()?;
     let s1 = ModeledDisk::disk_stats(&dev);
-    let dir_groups = dir_groups(&fs, tree)?;
+    let ipg = fs.with_core(|c| c.g.ipg);
+    let dir_groups = dirs.values().map(|ino| ino / ipg).collect::<std::collections::BTreeSet<_>>().len() as u64;
     fs.drop_caches()?;
     let s2 = ModeledDisk::disk_stats(&dev);
     let top = tree.entries.first().map(|e| e.path.clone()).unwrap_or_default();
@@ -186,24 +188,6 @@ pub fn run(sys: &System, policy: DirPref, tree: &Tree, tree_name: &str, seed: u6
         wall_s: wall.elapsed().as_secs_f64(),
         fsck_clean,
     })
-}
-
-/// Distinct cylinder groups holding the tree's directories.
-fn dir_groups(fs: &Fs, tree: &Tree) -> ufs::Result<u64> {
-    let ipg = fs.with_core(|c| c.g.ipg);
-    let mut groups = std::collections::BTreeSet::new();
-    let mut inos: HashMap<&str, u64> = HashMap::new();
-    for e in tree.entries.iter().filter(|e| e.kind == Kind::Dir) {
-        let parent = match e.path.rsplit_once('/') {
-            Some((p, _)) => inos[p],
-            None => fs.root(),
-        };
-        let name = e.path.rsplit('/').next().unwrap_or(&e.path);
-        let ino = fs.lookup(parent, name.as_bytes())?.ino;
-        inos.insert(&e.path, ino);
-        groups.insert(ino / ipg);
-    }
-    Ok(groups.len() as u64)
 }
 
 /// Every system × both policies.

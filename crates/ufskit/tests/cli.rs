@@ -29,6 +29,22 @@ fn nix_is_root() -> bool {
     std::fs::metadata("/proc/self").map(|m| m.uid() == 0).unwrap_or(false)
 }
 
+/// True (after saying so) when the machine cannot run FUSE tests.
+fn skip_without_fuse() -> bool {
+    let skip = !fuse_available();
+    if skip {
+        eprintln!("skipping: needs root and /dev/fuse");
+    }
+    skip
+}
+
+/// A fresh UFS2 image `dir/name` of `size` made by `ufskit newfs`.
+fn new_image(dir: &Path, name: &str, size: &str) -> PathBuf {
+    let img = dir.join(name);
+    run(ufskit().args(["newfs", "-s", size]).arg(&img));
+    img
+}
+
 /// A mounted image that unmounts itself if the test fails.
 struct Mounted {
     dir: PathBuf,
@@ -369,13 +385,11 @@ fn killed_daemon_keeps_fsynced_and_synced_data() {
 /// --verify, --lowmem), the self-check staying silent, dirhash=off.
 #[test]
 fn dirhash_options_and_stats_through_the_mount() {
-    if !fuse_available() {
-        eprintln!("skipping: needs root and /dev/fuse");
+    if skip_without_fuse() {
         return;
     }
     let t = tempfile::tempdir().unwrap();
-    let img = t.path().join("img");
-    run(ufskit().args(["newfs", "-s", "256m"]).arg(&img));
+    let img = new_image(t.path(), "img", "256m");
     let mnt = t.path().join("m");
     let m = Mounted::new(&img, &mnt, &["dirhash_check=on,dirhash_maxmem=1m,dirhash_reclaimage=0.5"]);
     let d = mnt.join("big");
@@ -448,8 +462,7 @@ fn daemon_thread_cpus(img: &Path, name: &str) -> Option<String> {
 
 #[test]
 fn request_threads_follow_a_pinned_client() {
-    if !fuse_available() {
-        eprintln!("skipping: needs root and /dev/fuse");
+    if skip_without_fuse() {
         return;
     }
     if std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1) < 2
@@ -459,8 +472,7 @@ fn request_threads_follow_a_pinned_client() {
         return;
     }
     let t = tempfile::tempdir().unwrap();
-    let img = t.path().join("img");
-    run(ufskit().args(["newfs", "-s", "64m"]).arg(&img));
+    let img = new_image(t.path(), "img", "64m");
     let mnt = t.path().join("m");
     // Lookups of missing names are not cached by the kernel, so each one
     // is a request the daemon serves; 30 of them span several resample
@@ -488,13 +500,11 @@ fn request_threads_follow_a_pinned_client() {
 
 #[test]
 fn modeled_disk_through_the_mount() {
-    if !fuse_available() {
-        eprintln!("skipping: needs root and /dev/fuse");
+    if skip_without_fuse() {
         return;
     }
     let t = tempfile::tempdir().unwrap();
-    let img = t.path().join("img");
-    run(ufskit().args(["newfs", "-s", "256m"]).arg(&img));
+    let img = new_image(t.path(), "img", "256m");
     let mnt = t.path().join("m");
     let out = ufskit().args(["mount", "-o", "disk=floppy"]).arg(&img).arg(&mnt).output().unwrap();
     assert!(!out.status.success());
@@ -521,8 +531,7 @@ fn modeled_disk_through_the_mount() {
     assert!(before > 0.0, "mounting reads the superblock and root through the model");
     m.umount();
     // A 2 GB image does not fit the 1.3 GB HP 97560.
-    let big = t.path().join("big");
-    run(ufskit().args(["newfs", "-s", "2g"]).arg(&big));
+    let big = new_image(t.path(), "big", "2g");
     let out = ufskit().args(["mount", "-o", "disk=hp97560"]).arg(&big).arg(&mnt).output().unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("does not fit on the modeled disk hp97560"), "{}", String::from_utf8_lossy(&out.stderr));

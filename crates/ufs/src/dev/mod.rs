@@ -172,35 +172,38 @@ impl SparseDevice {
     }
 }
 
+impl SparseDevice {
+    /// Calls `f(page, offset in page, range of the buffer)` for each page
+    /// piece of the request `[off, off + len)`.
+    fn pieces(off: u64, len: usize, mut f: impl FnMut(u64, usize, std::ops::Range<usize>)) {
+        let mut done = 0;
+        while done < len {
+            let pos = off + done as u64;
+            let (page, o) = (pos / SPARSE_PAGE as u64, (pos % SPARSE_PAGE as u64) as usize);
+            let n = (SPARSE_PAGE - o).min(len - done);
+            f(page, o, done..done + n);
+            done += n;
+        }
+    }
+}
+
 impl BlockDevice for SparseDevice {
     fn read_at(&self, off: u64, buf: &mut [u8]) -> Result<()> {
         check_range(off, buf.len(), self.size)?;
         let pages = self.pages.lock().unwrap_or_else(|p| p.into_inner());
-        let mut done = 0;
-        while done < buf.len() {
-            let pos = off + done as u64;
-            let (page, o) = (pos / SPARSE_PAGE as u64, (pos % SPARSE_PAGE as u64) as usize);
-            let n = (SPARSE_PAGE - o).min(buf.len() - done);
-            match pages.get(&page) {
-                Some(p) => buf[done..done + n].copy_from_slice(&p[o..o + n]),
-                None => buf[done..done + n].fill(0),
-            }
-            done += n;
-        }
+        Self::pieces(off, buf.len(), |page, o, r| match pages.get(&page) {
+            Some(p) => buf[r.clone()].copy_from_slice(&p[o..o + r.len()]),
+            None => buf[r].fill(0),
+        });
         Ok(())
     }
     fn write_at(&self, off: u64, buf: &[u8]) -> Result<()> {
         check_range(off, buf.len(), self.size)?;
         let mut pages = self.pages.lock().unwrap_or_else(|p| p.into_inner());
-        let mut done = 0;
-        while done < buf.len() {
-            let pos = off + done as u64;
-            let (page, o) = (pos / SPARSE_PAGE as u64, (pos % SPARSE_PAGE as u64) as usize);
-            let n = (SPARSE_PAGE - o).min(buf.len() - done);
+        Self::pieces(off, buf.len(), |page, o, r| {
             let p = pages.entry(page).or_insert_with(|| Box::new([0u8; SPARSE_PAGE]));
-            p[o..o + n].copy_from_slice(&buf[done..done + n]);
-            done += n;
-        }
+            p[o..o + r.len()].copy_from_slice(&buf[r]);
+        });
         Ok(())
     }
     fn flush(&self) -> Result<()> {

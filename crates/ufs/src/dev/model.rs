@@ -251,10 +251,19 @@ struct State {
     head: u64,
     /// End sector and direction (true: write) of the last request.
     last_end: Option<(u64, bool)>,
-    /// Read-ahead segment: [start, end) sectors; sector `s >= from` is in
-    /// the buffer at `at + (s - from) * per_sector`.
-    ra: Option<(u64, u64, u64, f64, f64)>,
+    ra: Option<ReadAhead>,
     stats: DiskStats,
+}
+
+/// The drive's read-ahead segment: sectors `[start, end)`; a sector
+/// `s >= from` is in the buffer at time `at + (s - from) * per_sector`.
+#[derive(Debug, Clone, Copy)]
+struct ReadAhead {
+    start: u64,
+    end: u64,
+    from: u64,
+    at: f64,
+    per_sector: f64,
 }
 
 /// The modeled drive over a device that holds the bytes.
@@ -312,18 +321,18 @@ impl<D: BlockDevice> ModeledDisk<D> {
             st.stats.writes += 1;
             st.stats.write_bytes += len as u64;
             // A write overlapping the read-ahead segment invalidates it.
-            if let Some((s, e, ..)) = st.ra {
-                if start < e && end > s {
+            if let Some(ra) = st.ra {
+                if start < ra.end && end > ra.start {
                     st.ra = None;
                 }
             }
         } else {
             st.stats.reads += 1;
             st.stats.read_bytes += len as u64;
-            if let Some((s, e, from, at, per)) = st.ra {
-                if start >= s && end <= e {
+            if let Some(ra) = st.ra {
+                if start >= ra.start && end <= ra.end {
                     // In the buffer once the drive has read its last sector.
-                    let ready = if end > from { at + (end - from) as f64 * per } else { st.now };
+                    let ready = if end > ra.from { ra.at + (end - ra.from) as f64 * ra.per_sector } else { st.now };
                     let wait = (ready - st.now).max(0.0);
                     let bus = len as f64 / (self.spec.bus_mb_s * 1000.0);
                     st.stats.buffer_hits += 1;
@@ -335,9 +344,10 @@ impl<D: BlockDevice> ModeledDisk<D> {
             }
         }
         // The drive stopped reading ahead when this request arrived.
-        if let Some((s, e, from, at, per)) = st.ra {
-            let done = from + ((st.now - at) / per).max(0.0) as u64;
-            st.ra = Some((s, e.min(done.max(from)), from, at, per));
+        let now = st.now;
+        if let Some(ra) = st.ra.as_mut() {
+            let done = ra.from + ((now - ra.at) / ra.per_sector).max(0.0) as u64;
+            ra.end = ra.end.min(done.max(ra.from));
         }
         let first = self.geom.locate(start);
         if st.last_end == Some((start, write)) {
@@ -388,7 +398,7 @@ impl<D: BlockDevice> ModeledDisk<D> {
         if !write {
             let ra_end = (end + self.spec.readahead_bytes / SECTOR).min(self.spec.capacity_sectors);
             let per = self.rev_ms / last.spt as f64;
-            st.ra = Some((start, ra_end, end, st.now, per));
+            st.ra = Some(ReadAhead { start, end: ra_end, from: end, at: st.now, per_sector: per });
         }
         self.finish(st, t0)
     }
