@@ -7,71 +7,91 @@
 //! polling) each such wake costs tens of microseconds, and a stat of a
 //! missing name took 64 µs instead of 13 µs on the two-vCPU test machine.
 //! The scheduler does not co-locate the pair by itself because the wake-up
-//! is not marked synchronous, so each request thread moves itself: at most
-//! every [`RESAMPLE`] it reads the CPU the requesting thread last ran on
+//! is not marked synchronous, so each request thread is moved: at most
+//! every [`RESAMPLE`] the CPU the requesting thread last ran on is read
 //! (`/proc/PID/stat`, field 39) and, if that CPU is allowed and differs
-//! from where the thread is pinned, pins itself there. The same idea as
+//! from where the request thread is pinned, it is pinned there. The same idea as
 //! receive flow steering in networking: process a request on the CPU of
 //! the thread that waits for it.
 //!
-//! Invariants: a request thread is only ever pinned to a CPU that was in
-//! the daemon's affinity mask when the mount started ([`Follower::new`]);
+//! Reading another process's `/proc/PID/stat` can block: the kernel takes
+//! that process's exec lock, and a process in the middle of `execve` holds
+//! it while it closes its files, which can wait for this very daemon to
+//! write back pages. A request thread must therefore never read it. Request
+//! threads only post a hint (client pid, own thread id) to a placement
+//! thread, without blocking; the placement thread reads the client's CPU
+//! and pins the request thread from outside (`sched_setaffinity` on its
+//! thread id). If it blocks, placement pauses; requests go on.
+//!
+//! Invariants: a request thread never blocks here (a full hint queue drops
+//! the hint); a request thread is only ever pinned to a CPU that was in the
+//! daemon's affinity mask when the mount started ([`Follower::new`]);
 //! failures to read `/proc` or to set the affinity leave the placement
 //! unchanged and are not errors (this is a hint, never a correctness
 //! matter); requests from the kernel itself (pid 0) are ignored.
 
 use std::cell::Cell;
+use std::collections::HashMap;
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::time::{Duration, Instant};
 
 use nix::sched::{sched_getaffinity, sched_setaffinity, CpuSet};
-use nix::unistd::Pid;
+use nix::unistd::{gettid, Pid};
 
-/// How often a request thread looks again at where its client runs.
+/// How often a request thread asks again where its client runs.
 pub const RESAMPLE: Duration = Duration::from_millis(10);
 
 thread_local! {
-    /// When this thread last sampled its client, and the CPU it is pinned
-    /// to (-1: not pinned by us).
-    static STATE: Cell<(Option<Instant>, i32)> = const { Cell::new((None, -1)) };
+    /// When this request thread last posted a hint.
+    static LAST: Cell<Option<Instant>> = const { Cell::new(None) };
 }
 
-/// The policy, shared by every request thread of one mount.
+/// The policy, shared by every request thread of one mount; dropping the
+/// last copy ends the placement thread.
 #[derive(Debug, Clone)]
 pub struct Follower {
-    /// CPUs the daemon may use (its mask at mount time).
-    allowed: CpuSet,
+    hints: SyncSender<(u32, i32)>,
 }
 
 impl Follower {
-    /// `None` when the mask cannot be read or allows only one CPU (then
-    /// there is nothing to choose).
+    /// `None` when the mask cannot be read, allows only one CPU (nothing to
+    /// choose), or the placement thread cannot start.
     pub fn new() -> Option<Follower> {
         let allowed = sched_getaffinity(Pid::from_raw(0)).ok()?;
         let n = (0..CpuSet::count()).filter(|&c| allowed.is_set(c).unwrap_or(false)).count();
-        (n > 1).then_some(Follower { allowed })
+        if n < 2 {
+            return None;
+        }
+        let (hints, rx) = sync_channel(64);
+        std::thread::Builder::new().name("ufs-placement".into()).spawn(move || place(rx, allowed)).ok()?;
+        Some(Follower { hints })
     }
 
-    /// Called at the start of every request from process `pid`.
+    /// Called at the start of every request from process `pid`; never blocks.
     pub fn follow(&self, pid: u32) {
         if pid == 0 {
             return;
         }
-        let (last, pinned) = STATE.with(Cell::get);
         let now = Instant::now();
-        if last.is_some_and(|t| now.duration_since(t) < RESAMPLE) {
+        if LAST.with(Cell::get).is_some_and(|t| now.duration_since(t) < RESAMPLE) {
             return;
         }
-        STATE.with(|s| s.set((Some(now), pinned)));
-        let Some(cpu) = client_cpu(pid) else { return };
-        if cpu as i32 == pinned || !self.allowed.is_set(cpu).unwrap_or(false) {
-            return;
+        LAST.with(|l| l.set(Some(now)));
+        let _ = self.hints.try_send((pid, gettid().as_raw()));
+    }
+}
+
+/// The placement thread: pins each request thread to its client's CPU.
+fn place(rx: Receiver<(u32, i32)>, allowed: CpuSet) {
+    let mut pinned: HashMap<i32, usize> = HashMap::new();
+    while let Ok((client, server)) = rx.recv() {
+        let Some(cpu) = client_cpu(client) else { continue };
+        if pinned.get(&server) == Some(&cpu) || !allowed.is_set(cpu).unwrap_or(false) {
+            continue;
         }
         let mut set = CpuSet::new();
-        if set.set(cpu).is_err() {
-            return;
-        }
-        if sched_setaffinity(Pid::from_raw(0), &set).is_ok() {
-            STATE.with(|s| s.set((Some(now), cpu as i32)));
+        if set.set(cpu).is_ok() && sched_setaffinity(Pid::from_raw(server), &set).is_ok() {
+            pinned.insert(server, cpu);
         }
     }
 }
@@ -118,16 +138,21 @@ mod tests {
         std::thread::spawn(move || {
             let me = std::process::id();
             f.follow(me);
-            let cpu = client_cpu(me).unwrap();
-            let mask = sched_getaffinity(Pid::from_raw(0)).unwrap();
-            let pinned: Vec<usize> = (0..CpuSet::count()).filter(|&c| mask.is_set(c).unwrap()).collect();
-            // The process's main thread may have moved since; the thread
-            // is pinned to exactly one allowed CPU either way.
-            assert_eq!(pinned.len(), 1, "pinned to {pinned:?}, client on {cpu}");
-            // A second call within RESAMPLE does not sample again.
-            let before = STATE.with(Cell::get);
+            // The placement thread acts asynchronously.
+            let deadline = Instant::now() + Duration::from_secs(5);
+            loop {
+                let mask = sched_getaffinity(Pid::from_raw(0)).unwrap();
+                let pinned = (0..CpuSet::count()).filter(|&c| mask.is_set(c).unwrap()).count();
+                if pinned == 1 {
+                    break;
+                }
+                assert!(Instant::now() < deadline, "request thread was never pinned");
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            // A second call within RESAMPLE posts nothing new.
+            let before = LAST.with(Cell::get);
             f.follow(me);
-            assert_eq!(STATE.with(Cell::get), before);
+            assert_eq!(LAST.with(Cell::get), before);
         })
         .join()
         .unwrap();

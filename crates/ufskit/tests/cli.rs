@@ -537,3 +537,39 @@ fn modeled_disk_through_the_mount() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("does not fit on the modeled disk hp97560"), "{}", String::from_utf8_lossy(&out.stderr));
     fsck_clean(&img);
 }
+
+/// Regression: a request thread once read `/proc/PID/stat` of its client
+/// to follow its CPU; a client in `execve` holds the lock that read needs
+/// while closing inherited files, which (with write-back caching) waits
+/// for the daemon to write dirty pages: a deadlock. Children are exec'd
+/// here while a file with dirty pages is open in the parent.
+#[test]
+fn exec_while_pages_are_dirty_does_not_deadlock_the_daemon() {
+    if skip_without_fuse() {
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let img = new_image(t.path(), "img", "256m");
+    let mnt = t.path().join("m");
+    let m = Mounted::new(&img, &mnt, &["writeback"]);
+    let path = mnt.join("dirty");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let p = path.clone();
+    std::thread::spawn(move || {
+        use std::io::Write;
+        for i in 0..200u32 {
+            let mut f = std::fs::OpenOptions::new().create(true).write(true).open(&p).unwrap();
+            f.write_all(&vec![i as u8; 256 << 10]).unwrap();
+            // The child inherits nothing (O_CLOEXEC), but exec closes the
+            // inherited descriptors, which flushes the dirty file.
+            let st = Command::new("true").status().unwrap();
+            assert!(st.success());
+            drop(f);
+        }
+        tx.send(()).unwrap();
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(120)).expect("exec with dirty pages on the mount hung");
+    assert_eq!(std::fs::read(&path).unwrap(), vec![199u8; 256 << 10]);
+    m.umount();
+    fsck_clean(&img);
+}
