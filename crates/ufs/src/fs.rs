@@ -47,6 +47,10 @@ pub struct MountOptions {
     pub disk: Option<crate::dev::model::DiskSpec>,
     /// Sleep the modeled time of each request (`-o disk_sleep=on`).
     pub disk_sleep: bool,
+    /// Inode order in large directories (`-o inodeorder=`).
+    pub inode_order: crate::alloc::placement::InodeOrder,
+    /// Directory size in bytes from which `inode_order` applies.
+    pub inode_order_min: u64,
 }
 
 impl Default for MountOptions {
@@ -61,6 +65,8 @@ impl Default for MountOptions {
             dirhash: crate::dir::dirhash::DirhashConfig { maxmem: crate::dir::dirhash::DirhashConfig::default_maxmem(64 << 20), ..Default::default() },
             disk: None,
             disk_sleep: false,
+            inode_order: crate::alloc::placement::InodeOrder::Offset,
+            inode_order_min: 32 << 10,
         }
     }
 }
@@ -88,6 +94,8 @@ pub struct FsCore {
     /// Per directory, the chunk where the last linear lookup succeeded
     /// (FreeBSD's `i_diroff`); only a hint for where to start scanning.
     pub dir_hints: HashMap<u64, u64>,
+    /// Inode ranges of large directories (memory only).
+    pub placement: crate::alloc::placement::Placement,
 }
 
 /// Finds and validates the superblock, searching FreeBSD's locations.
@@ -186,6 +194,7 @@ impl FsCore {
             contigdirs: vec![0; ncg],
             dirhash,
             dir_hints: HashMap::new(),
+            placement: Default::default(),
             read_only,
             sb_dirty: false,
             rng,

@@ -370,7 +370,10 @@ impl Fs {
         c.check_writable()?;
         let mut pdi = dir_inode(&mut c, parent)?;
         must_be_absent(&mut c, parent, &pdi, name)?;
-        let ino = c.alloc_inode(parent, false)?;
+        let ino = match c.placement_goal(parent, &pdi, name)? {
+            Some(goal) => c.alloc_placed(parent, goal)?,
+            None => c.alloc_inode(parent, false)?,
+        };
         let mut di = fresh_inode(&mut c, ino, mode, cred, &pdi)?;
         di.set_nlink(1);
         let r = init(&mut c, ino, &mut di);
@@ -469,6 +472,7 @@ impl Fs {
         pdi.set_nlink(pdi.nlink().saturating_sub(1));
         touch(&mut pdi, true, true, false);
         c.write_inode(parent, &pdi)?;
+        c.placement_forget(f.ino);
         drop_link(&mut c, f.ino, 2)
     }
 

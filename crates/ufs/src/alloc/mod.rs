@@ -16,6 +16,8 @@
 //! (lazy inode-block initialisation via `cg_initediblk`), `ffs_blkfree`,
 //! `ffs_freefile`, `ffs_dirpref` (Orlov) and the 4.4BSD directory policy,
 //! `ffs_blkpref_ufs2`; `ffs_clusteracct` and `ffs_fragacct` from ffs_subr.c.
+pub mod placement;
+
 use crate::cache::BlockKind;
 use crate::error::{Error, ErrorKind, Result};
 use crate::fs::{DirPref, FsCore};
@@ -436,7 +438,7 @@ impl FsCore {
         if self.cs[c as usize].cs_nifree == 0 {
             return Ok(None);
         }
-        let mut cg = self.read_cg(c)?;
+        let cg = self.read_cg(c)?;
         let before = cg.cg_cs();
         if before.cs_nifree == 0 {
             return Ok(None);
@@ -452,6 +454,14 @@ impl FsCore {
                 }
             }
         }
+        self.claim_inode(c, cg, before, rel, is_dir).map(Some)
+    }
+
+    /// Takes free inode `rel` of group `c` (whose copy is `cg`, counters
+    /// `before`): initialises its inode block if needed, marks it and moves
+    /// the counters.
+    fn claim_inode(&mut self, c: u64, mut cg: Cg, before: Csum, rel: u64, is_dir: bool) -> Result<u64> {
+        let g = self.g;
         cg.set_cg_irotor(rel as u32);
         let ino = c * g.ipg + rel;
         if ino < UFS_ROOTINO {
@@ -487,7 +497,73 @@ impl FsCore {
         }
         cg.set_cg_cs(cs);
         self.commit_cg(c, &mut cg, before)?;
-        Ok(Some(ino))
+        Ok(ino)
+    }
+
+    /// The first free inode in `[from, to)` (global numbers), searching
+    /// forwards group by group; takes it. For the large-directory placement,
+    /// which hands out goals inside a reserved range.
+    pub fn alloc_inode_in(&mut self, from: u64, to: u64) -> Result<Option<u64>> {
+        self.check_writable()?;
+        let g = self.g;
+        let to = to.min(g.ninodes());
+        let mut at = from.max(UFS_ROOTINO + 1);
+        while at < to {
+            let c = g.ino_to_cg(at);
+            let end = to.min((c + 1) * g.ipg);
+            if self.cs[c as usize].cs_nifree > 0 {
+                let cg = self.read_cg(c)?;
+                let before = cg.cg_cs();
+                if let Some(rel) = (at % g.ipg..end - c * g.ipg).find(|&i| !cg.inode_used(i)) {
+                    return self.claim_inode(c, cg, before, rel, false).map(Some);
+                }
+            }
+            at = end;
+        }
+        Ok(None)
+    }
+
+    /// The last free inode in `[from, to)` (global numbers), searching
+    /// backwards group by group; takes it.
+    pub fn alloc_inode_last_in(&mut self, from: u64, to: u64) -> Result<Option<u64>> {
+        self.check_writable()?;
+        let g = self.g;
+        let from = from.max(UFS_ROOTINO + 1);
+        let mut end = to.min(g.ninodes());
+        while end > from {
+            let c = g.ino_to_cg(end - 1);
+            let start = from.max(c * g.ipg);
+            if self.cs[c as usize].cs_nifree > 0 {
+                let cg = self.read_cg(c)?;
+                let before = cg.cg_cs();
+                if let Some(rel) = (start - c * g.ipg..end - c * g.ipg).rev().find(|&i| !cg.inode_used(i)) {
+                    return self.claim_inode(c, cg, before, rel, false).map(Some);
+                }
+            }
+            end = start;
+        }
+        Ok(None)
+    }
+
+    /// Free inodes among `[from, to)` (global numbers).
+    pub fn free_inodes_in(&mut self, from: u64, to: u64) -> Result<u64> {
+        let g = self.g;
+        let to = to.min(g.ninodes());
+        let mut at = from;
+        let mut n = 0;
+        while at < to {
+            let c = g.ino_to_cg(at);
+            let end = to.min((c + 1) * g.ipg);
+            let free = self.cs[c as usize].cs_nifree.max(0) as u64;
+            if at == c * g.ipg && end == (c + 1) * g.ipg {
+                n += free;
+            } else if free > 0 {
+                let cg = self.read_cg(c)?;
+                n += (at % g.ipg..end - c * g.ipg).filter(|&i| !cg.inode_used(i)).count() as u64;
+            }
+            at = end;
+        }
+        Ok(n)
     }
 
     /// `ffs_freefile`: returns inode `ino` to its group's map.

@@ -53,6 +53,55 @@ pub fn find_span(c: &[u8], needed: usize) -> Result<Option<(usize, usize)>> {
     Ok(None)
 }
 
+/// The inode numbers of a chunk's live entries other than `.` and `..`,
+/// sorted: what the inode placement of large directories needs to know of
+/// the chunk a new entry will go to.
+pub fn live_inodes(c: &[u8]) -> Result<Vec<u32>> {
+    let mut v = Vec::new();
+    for e in iter_chunk(c) {
+        let e = e.map_err(|(o, why)| Error::corrupt(format!("chunk offset {o}: {why}")))?;
+        if e.ino != 0 && e.name != b"." && e.name != b".." {
+            v.push(e.ino);
+        }
+    }
+    v.sort_unstable();
+    Ok(v)
+}
+
+/// Inserts into a chunk with at least `dirsiz(name)` free bytes and packs
+/// all its entries in inode order (`.` and `..` first), the last record
+/// taking the room left: used for large directories under
+/// `inodeorder=offset`, so that readdir order inside a chunk is inode
+/// order. Valid UFS either way (the format puts no order on a chunk's
+/// entries). Returns the new entry's offset and the entries moved.
+pub fn insert_sorted(c: &mut [u8], ino: u32, dtype: u8, name: &[u8]) -> Result<(usize, Vec<Moved>)> {
+    let entries = parse_chunk(c, &|| "directory chunk".to_string())?;
+    let mut live: Vec<(bool, DirEntry)> = entries.into_iter().filter(|e| e.ino != 0).map(|e| (false, e)).collect();
+    let needed = dirsiz(name.len());
+    let packed: usize = live.iter().map(|e| e.1.size()).sum();
+    if packed + needed > DIRBLKSIZ {
+        return Err(Error::corrupt("directory chunk has less room than computed"));
+    }
+    live.push((true, DirEntry { off: usize::MAX, ino, reclen: needed as u16, dtype, name: name.to_vec() }));
+    let dot = |e: &DirEntry| if e.name == b"." { 0 } else if e.name == b".." { 1 } else { 2 };
+    live.sort_by_key(|(_, e)| (dot(e), e.ino));
+    let mut moved = Vec::new();
+    let mut w = 0;
+    let mut at = 0;
+    let n = live.len();
+    for (i, (new, e)) in live.iter().enumerate() {
+        let sz = if i + 1 == n { DIRBLKSIZ - w } else { e.size() };
+        write_entry(c, w, e.ino, sz as u16, e.dtype, &e.name);
+        if *new {
+            at = w;
+        } else if w != e.off {
+            moved.push(Moved { name: e.name.clone(), from: e.off, to: w });
+        }
+        w += e.size();
+    }
+    Ok((at, moved))
+}
+
 /// `ufs_direnter`'s compaction: packs the live entries of the span
 /// `[start, start+len)` to its front and writes the new entry in the room
 /// left at its end. Returns the new entry's offset and the entries moved.

@@ -51,6 +51,16 @@ pub struct ReadDirEntry {
     pub name: Vec<u8>,
 }
 
+/// The chunk a new entry will go to, as the inode placement of large
+/// directories sees it: its live inodes (sorted, without `.` and `..`),
+/// the largest of the chunk before and the smallest of the chunk after.
+#[derive(Debug, Clone)]
+pub struct SlotContext {
+    pub live: Vec<u32>,
+    pub prev_max: Option<u32>,
+    pub next_min: Option<u32>,
+}
+
 /// The entry at a byte offset, as read for a hash candidate.
 struct AtOffset {
     ino: u32,
@@ -341,6 +351,35 @@ impl FsCore {
         self.linear_enter(dino, ddi, name, child, dtype, who)
     }
 
+    /// Where `dir_enter` would put a new entry with a name of `namelen`
+    /// bytes: the byte offset of the chunk it would go to, with what the
+    /// placement needs of it and its neighbours, or the directory's size
+    /// and None when it would append. Reads only; the large-directory
+    /// placement chooses the slot before the inode (`inodeorder=offset`).
+    pub fn dir_slot_for(&mut self, dino: u64, ddi: &Dinode, namelen: usize) -> Result<(u64, Option<SlotContext>)> {
+        let needed = dirsiz(namelen);
+        let coff = if let Some(ix) = self.dh_take(dino, ddi)? {
+            let coff = ix.find_free(needed);
+            self.dirhash.put(dino, ix);
+            coff
+        } else {
+            self.linear_slot(dino, ddi, needed)?.span.map(|(coff, _, _)| coff)
+        };
+        let Some(coff) = coff else { return Ok((ddi.di_size(), None)) };
+        let live = self.dir_chunk(dino, ddi, coff, chunk::live_inodes)??;
+        let step = DIRBLKSIZ as u64;
+        let prev_max = if coff >= step { self.dir_chunk(dino, ddi, coff - step, chunk::live_inodes)??.last().copied() } else { None };
+        let next_min =
+            if coff + step < ddi.di_size() { self.dir_chunk(dino, ddi, coff + step, chunk::live_inodes)??.first().copied() } else { None };
+        Ok((coff, Some(SlotContext { live, prev_max, next_min })))
+    }
+
+    /// Whether a new entry in `ddi` is packed into its chunk in inode
+    /// order (large directories under `inodeorder=offset`).
+    fn sorted_insert(&self, ddi: &Dinode) -> bool {
+        self.opts.inode_order == crate::alloc::placement::InodeOrder::Offset && ddi.di_size() >= self.opts.inode_order_min.max(DIRBLKSIZ as u64)
+    }
+
     /// The hashed insertion: the free-space summary picks the chunk.
     #[allow(clippy::too_many_arguments)]
     fn hashed_enter(&mut self, dino: u64, ddi: &mut Dinode, ix: &mut DirIndex, name: &[u8], child: u64, dtype: u8, who: Reserve) -> Result<Entered> {
@@ -355,10 +394,14 @@ impl FsCore {
         };
         self.dirhash.stats.findfree_hash += 1;
         let believed = ix.chunk_free(coff);
+        let sorted = self.sorted_insert(ddi);
         let r = self.dir_chunk_mut(dino, ddi, coff, |c| -> Result<std::result::Result<(usize, Vec<chunk::Moved>), String>> {
             let actual = chunk::free_bytes(c)?;
             if actual != believed {
                 return Ok(Err(format!("chunk at {coff} has {actual} free bytes, index says {believed}")));
+            }
+            if sorted {
+                return Ok(Ok(chunk::insert_sorted(c, child as u32, dtype, name)?));
             }
             let Some((start, len)) = chunk::find_span(c, needed)? else {
                 return Ok(Err(format!("chunk at {coff} has no span of {needed} bytes")));
@@ -399,7 +442,11 @@ impl FsCore {
         let slot = self.linear_slot(dino, ddi, dirsiz(name.len()))?;
         match slot.span {
             Some((coff, start, len)) => {
-                self.dir_chunk_mut(dino, ddi, coff, |c| chunk::insert(c, start, len, child as u32, dtype, name))??;
+                if self.sorted_insert(ddi) {
+                    self.dir_chunk_mut(dino, ddi, coff, |c| chunk::insert_sorted(c, child as u32, dtype, name))??;
+                } else {
+                    self.dir_chunk_mut(dino, ddi, coff, |c| chunk::insert(c, start, len, child as u32, dtype, name))??;
+                }
                 let end = slot.end_useful.max(coff + DIRBLKSIZ as u64);
                 if end < size {
                     self.truncate_data(dino, ddi, end, who)?;
