@@ -11,9 +11,12 @@
 //!   fixed, large, and growing/shrinking dirhash budgets (seed `002_*`);
 //! - [`dirpref`]: extraction and removal of a ports-like tree under the
 //!   traditional and Orlov directory placement on the modeled disks of
-//!   seed `000_*` (trees from [`tree`]).
+//!   seed `000_*` (trees from [`tree`]);
+//! - [`largedir`]: seed `001_*`'s script (create, ls, tar, find, `cp -a`,
+//!   `rm -rf` of one huge directory, cold cache) under each inode order.
 pub mod dirhash_ops;
 pub mod dirpref;
+pub mod largedir;
 pub mod maildir;
 pub mod tree;
 

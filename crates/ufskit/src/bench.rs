@@ -2,7 +2,8 @@
 //! JSON results, prints a summary and, when Python with matplotlib is
 //! installed, draws the plots with the scripts in `analysis/`.
 use std::path::{Path, PathBuf};
-use ufs_bench::{dirhash_ops, dirpref, maildir, tree};
+use ufs::alloc::placement::InodeOrder;
+use ufs_bench::{dirhash_ops, dirpref, largedir, maildir, tree};
 
 #[derive(clap::Args)]
 pub struct BenchArgs {
@@ -40,6 +41,20 @@ enum Which {
         #[arg(long)]
         tree: Option<PathBuf>,
         /// Only the first system, and the first N entries of the tree.
+        #[arg(long)]
+        quick: bool,
+    },
+    /// Seed 001: N files of 4 KB in one directory, then ls, tar, find,
+    /// cp -a and rm -rf of it from a cold cache, fresh and after churn,
+    /// under each inode order for large directories, on a modeled disk.
+    Largedir {
+        /// Directory sizes (comma-separated).
+        #[arg(long, value_delimiter = ',', default_value = "10000,32000,100000,320000,1000000")]
+        sizes: Vec<u64>,
+        /// Inode orders to compare (off, offset, name, hash).
+        #[arg(long, value_delimiter = ',', default_value = "off,offset,name,hash")]
+        orders: Vec<String>,
+        /// 10,000 and 30,000 files, orders off and offset (a minute).
         #[arg(long)]
         quick: bool,
     },
@@ -167,8 +182,63 @@ pub fn cmd_bench(a: BenchArgs) -> Result<(), String> {
                 plot("plot_dirpref.py", &json, &a.out);
             }
         }
+        Which::Largedir { sizes, orders, quick } => {
+            let (sizes, orders) = if quick { (vec![10_000, 30_000], vec!["off".to_string(), "offset".to_string()]) } else { (sizes, orders) };
+            let orders: Vec<InodeOrder> = orders
+                .iter()
+                .map(|o| InodeOrder::parse(o).ok_or_else(|| format!("unknown inode order '{o}' (known: off, offset, name, hash)")))
+                .collect::<Result<_, _>>()?;
+            if sizes.is_empty() || sizes.iter().any(|&n| n < 2 || n > 10_000_000) {
+                return Err("sizes must be between 2 and 10,000,000 files".into());
+            }
+            let machine = largedir::Machine::default();
+            println!(
+                "disk {}, buffer cache {} MB, dirhash {} MB; files of 4 KB, cold cache before each step",
+                machine.disk,
+                machine.cache_bytes >> 20,
+                machine.dirhash_maxmem >> 20
+            );
+            let b = bar((sizes.len() * orders.len() * 2) as u64);
+            let runs = largedir::run_all(&machine, &sizes, &orders, &[false, true], 1, &mut |done, _, msg| {
+                b.set_position(done);
+                b.set_message(msg.to_string());
+            })
+            .map_err(|e| format!("bench largedir: {e}"))?;
+            b.finish_and_clear();
+            print_largedir_table(&runs);
+            let json = a.out.join("largedir.json");
+            write_json(&json, &serde_json::json!({ "machine": machine, "runs": runs }))?;
+            println!("results: {}", json.display());
+            if runs.iter().any(|r| !r.fsck_clean) {
+                return Err("an image was not fsck clean after the benchmark".into());
+            }
+            if !a.no_plots {
+                plot("plot_largedir.py", &json, &a.out);
+            }
+        }
     }
     Ok(())
+}
+
+/// Seed 001's figures: modeled µs per file for each step, and the layout.
+fn print_largedir_table(runs: &[largedir::Run]) {
+    let steps = ["create", "churn", "ls", "tar", "find", "cp -a", "rm -rf"];
+    print!("{:>9} {:<7} {:<7}", "files", "order", "state");
+    for s in steps {
+        print!(" {s:>8}");
+    }
+    println!(" {:>8} {:>8} {:>8}", "readdir", "name", "data");
+    for r in runs {
+        print!("{:>9} {:<7} {:<7}", r.files, r.order, if r.churned { "churned" } else { "fresh" });
+        for s in steps {
+            match r.step(s) {
+                Some(x) => print!(" {:>8.1}", x.modeled_us_per_file),
+                None => print!(" {:>8}", "-"),
+            }
+        }
+        println!(" {:>8.4} {:>8.4} {:>8.4}", r.layout.readdir_locality, r.layout.name_locality, r.layout.data_locality);
+    }
+    println!("(modeled µs per file; locality: share of adjacent pairs in increasing inode / data order)");
 }
 
 /// The seed's table: old and new dirpref, modeled seconds, and speed-up.

@@ -227,10 +227,57 @@ impl FsCore {
         }
         let bpref = if bpref >= self.g.size { 0 } else { bpref };
         let cg = if bpref == 0 { self.g.ino_to_cg(ino) } else { self.g.dtog(bpref) };
+        if bpref != 0 && self.placement.exact_pref.take() == Some(bpref) && size < self.g.bsize {
+            if let Some(b) = self.alloc_frags_at(bpref, size)? {
+                return Ok(b);
+            }
+        }
         match self.hashalloc(cg, |fs, c, _| fs.alloccg(c, bpref, size))? {
             Some(b) => Ok(b),
             None => Err(self.nospace("blocks")),
         }
+    }
+
+    /// Fragments exactly at `bno` when they are free and inside one block
+    /// (the data of a file placed in a large directory, right after its
+    /// neighbour's); None otherwise. FFS's own fragment search takes the
+    /// best-fitting run instead.
+    fn alloc_frags_at(&mut self, bno: u64, size: u64) -> Result<Option<u64>> {
+        let g = self.g;
+        let frags = g.numfrags(size);
+        let c = g.dtog(bno);
+        let rel = g.dtogd(bno);
+        let bstart = rel - rel % g.frag;
+        if rel % g.frag + frags > g.frag || self.cs[c as usize].cs_nffree + (self.cs[c as usize].cs_nbfree * g.frag as i32) < frags as i32 {
+            return Ok(None);
+        }
+        let mut cg = self.read_cg(c)?;
+        if !(0..frags).all(|i| cg.frag_free(rel + i)) {
+            return Ok(None);
+        }
+        let before = cg.cg_cs();
+        let mut cs = cg.cg_cs();
+        if (0..g.frag).all(|i| cg.frag_free(bstart + i)) {
+            // A whole free block is split.
+            cs.cs_nbfree -= 1;
+            cs.cs_nffree += (g.frag - frags) as i32;
+            clusteracct(&g, &mut cg, bstart / g.frag, -1);
+            for i in 0..frags {
+                cg.set_frag_free(rel + i, false);
+            }
+            cg.set_cg_cs(cs);
+            fragacct(&mut cg, bstart, g.frag, 1);
+        } else {
+            fragacct(&mut cg, bstart, g.frag, -1);
+            for i in 0..frags {
+                cg.set_frag_free(rel + i, false);
+            }
+            cs.cs_nffree -= frags as i32;
+            cg.set_cg_cs(cs);
+            fragacct(&mut cg, bstart, g.frag, 1);
+        }
+        self.commit_cg(c, &mut cg, before)?;
+        Ok(Some(bno))
     }
 
     /// `ffs_alloccg`: a block or fragments from group `c`, or None.
@@ -679,6 +726,14 @@ impl FsCore {
     /// first indirect pointer.
     pub fn blkpref(&mut self, ino: u64, is_dir: bool, lbn: u64, indx: u64, prev: u64, ib0: u64) -> u64 {
         let g = self.g;
+        // A file placed in a large directory: its data follows the data of
+        // the inode before it (placement.rs).
+        if lbn == 0 && !is_dir && prev == 0 {
+            if let Some(p) = self.data_pref(ino) {
+                self.placement.exact_pref = Some(p);
+                return p;
+            }
+        }
         let inocg = g.ino_to_cg(ino);
         // The first block under the first indirect follows that indirect
         // block when it sits in the data zone of the inode's group.

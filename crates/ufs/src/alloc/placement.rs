@@ -40,7 +40,7 @@ use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::ops::ControlFlow;
 use ufs_format::DIRBLKSIZ;
-use ufs_format::Dinode;
+use ufs_format::{Dinode, UFS_ROOTINO};
 
 /// Which order the inodes of a large directory follow (`-o inodeorder=`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -140,7 +140,18 @@ pub struct PlacementStats {
 pub struct Placement {
     pub dirs: HashMap<u64, DirPlacement>,
     pub stats: PlacementStats,
+    /// Placed inodes that have no data block yet: their first block
+    /// follows the data of the inode before them ([`FsCore::data_pref`]).
+    pub no_data_yet: std::collections::HashSet<u64>,
+    /// The block preference just handed out for such a file: the
+    /// allocator takes fragments exactly there when they are free.
+    pub exact_pref: Option<u64>,
 }
+
+/// At most this many placed inodes wait for their first block; beyond it
+/// the set is cleared (a file created and never written loses nothing but
+/// the hint).
+const MAX_WAITING: usize = 1 << 16;
 
 fn key_u64(bytes: &[u8]) -> u64 {
     let mut k = [0u8; 8];
@@ -336,9 +347,43 @@ impl FsCore {
             .sum()
     }
 
+    /// Where the first data block of placed inode `ino` should go: right
+    /// after the data of the nearest inode below it (up to eight back, with
+    /// room left for the ones skipped) in the same group, so that reading files in inode order reads their
+    /// data forwards too, after churn as when fresh. None for other inodes.
+    pub fn data_pref(&mut self, ino: u64) -> Option<u64> {
+        if !self.placement.no_data_yet.remove(&ino) {
+            return None;
+        }
+        let g = self.g;
+        let c = g.ino_to_cg(ino);
+        for back in 1..=8u64 {
+            let prev = ino.checked_sub(back).filter(|&p| g.ino_to_cg(p) == c && p > UFS_ROOTINO)?;
+            let Ok(di) = self.read_inode(prev) else { continue };
+            if !di.is_reg() || di.di_db(0) == 0 || di.nlink() == 0 {
+                continue;
+            }
+            // Inodes skipped on the way (freed, not yet reused) are taken
+            // to have had files of the same size: leave their room.
+            let frags = g.numfrags(di.di_size().min(g.bsize).next_multiple_of(g.fsize)).max(1);
+            let pref = di.di_db(0) + back * frags;
+            return (pref < g.size && g.dtog(pref) == c).then_some(pref);
+        }
+        None
+    }
+
     /// Allocates the inode for a new entry: the first free one at or after
     /// the goal inside its range, then before it, then the ordinary policy.
     pub fn alloc_placed(&mut self, dir: u64, goal: Goal) -> Result<u64> {
+        let ino = self.alloc_placed_at(dir, goal)?;
+        if self.placement.no_data_yet.len() >= MAX_WAITING {
+            self.placement.no_data_yet.clear();
+        }
+        self.placement.no_data_yet.insert(ino);
+        Ok(ino)
+    }
+
+    fn alloc_placed_at(&mut self, dir: u64, goal: Goal) -> Result<u64> {
         let (lo, hi) = match self.placement.dirs.get(&dir).and_then(|p| p.ranges.get(goal.range)) {
             Some(r) => (r.lo, r.lo + r.len),
             None => return self.alloc_inode(dir, false),

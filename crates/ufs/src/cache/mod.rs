@@ -178,8 +178,25 @@ impl BufferCache {
     fn make_room(&mut self, need: u64) -> Result<()> {
         while self.bytes + need > self.limit {
             let Some((_, &addr)) = self.lru.iter().next() else { break };
+            if self.bufs.get(&addr).is_some_and(|b| b.dirty) {
+                self.write_behind()?;
+            }
             self.stats.evictions += 1;
             self.evict(addr, true)?;
+        }
+        Ok(())
+    }
+
+    /// The least recently used dirty buffer must go: write back every dirty
+    /// buffer in the older half of the cache, in address order, as
+    /// FreeBSD's buffer daemon flushes and clusters them, instead of one
+    /// buffer per eviction between the reads that caused it.
+    fn write_behind(&mut self) -> Result<()> {
+        let half = self.lru.len().div_ceil(2);
+        let mut old: Vec<u64> = self.lru.values().take(half).copied().filter(|a| self.bufs.get(a).is_some_and(|b| b.dirty)).collect();
+        old.sort_unstable();
+        for a in old {
+            self.write_buf(a)?;
         }
         Ok(())
     }

@@ -154,7 +154,8 @@ impl BlockDevice for MemDevice {
 
 /// A sparse device in memory: only pages ever written take memory, so a
 /// 40 GB file system whose metadata is a few hundred MB fits (benchmarks
-/// on the modeled disk). Unwritten bytes read as zero.
+/// on the modeled disk). Unwritten bytes read as zero, and pages of zeros
+/// are not kept (a benchmark may write gigabytes of zeroed file data).
 pub struct SparseDevice {
     size: u64,
     pages: Mutex<std::collections::HashMap<u64, Box<[u8; SPARSE_PAGE]>>>,
@@ -201,8 +202,15 @@ impl BlockDevice for SparseDevice {
         check_range(off, buf.len(), self.size)?;
         let mut pages = self.pages.lock().unwrap_or_else(|p| p.into_inner());
         Self::pieces(off, buf.len(), |page, o, r| {
-            let p = pages.entry(page).or_insert_with(|| Box::new([0u8; SPARSE_PAGE]));
-            p[o..o + r.len()].copy_from_slice(&buf[r]);
+            let zero = buf[r.clone()].iter().all(|&b| b == 0);
+            match pages.get_mut(&page) {
+                None if zero => {}
+                Some(p) if zero && (o == 0 && r.len() == SPARSE_PAGE || p.iter().enumerate().all(|(i, &b)| b == 0 || (i >= o && i < o + r.len()))) => {
+                    // A page that becomes all zeros takes no memory again.
+                    pages.remove(&page);
+                }
+                _ => pages.entry(page).or_insert_with(|| Box::new([0u8; SPARSE_PAGE]))[o..o + r.len()].copy_from_slice(&buf[r]),
+            }
         });
         Ok(())
     }
@@ -424,5 +432,15 @@ mod tests {
         assert_eq!(b, data);
         assert_eq!(d.resident(), 4 * 4096);
         assert!(d.write_at((1 << 40) - 1, &[0, 0]).is_err());
+        // Zeros written over a page give its memory back; zeros in part of
+        // a page that keeps data do not lose the data.
+        d.write_at(1 << 39, &vec![0u8; 8192]).unwrap();
+        assert_eq!(d.resident(), 2 * 4096);
+        d.write_at((1 << 39) + 8192, &[0u8; 100]).unwrap();
+        d.read_at((1 << 39) + 8192, &mut b[..200]).unwrap();
+        assert_eq!(&b[..100], &[0u8; 100]);
+        assert_eq!(&b[100..200], &data[8192 - 4000 + 100..8192 - 4000 + 200]);
+        d.write_at(1 << 30, &[0u8; 4096]).unwrap();
+        assert_eq!(d.resident(), 2 * 4096);
     }
 }
