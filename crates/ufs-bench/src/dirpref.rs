@@ -204,6 +204,147 @@ pub fn run_all(systems: &[System], tree: &Tree, tree_name: &str, seed: u64, prog
     Ok(out)
 }
 
+/// A variant of the directory policy for the tree-first experiment.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Variant {
+    pub name: String,
+    pub policy: String,
+    /// `fs_avgfilesize` and `fs_avgfpdir` (newfs -g / -h, tunefs -f / -s).
+    pub avgfilesize: u32,
+    pub avgfpdir: u32,
+    pub contigdirs: bool,
+}
+
+/// The variants the seed's worry calls for: FFS's defaults, the values
+/// that describe the ports tree (1 KB files, 2 per directory), and Orlov
+/// without its `fs_contigdirs` limit; the traditional policy beside them.
+pub fn fill_variants() -> Vec<Variant> {
+    let v = |name: &str, policy: &str, f: u32, d: u32, c: bool| Variant { name: name.into(), policy: policy.into(), avgfilesize: f, avgfpdir: d, contigdirs: c };
+    vec![
+        v("traditional", "traditional", 16384, 64, true),
+        v("orlov, defaults (16 KB files, 64 per dir)", "orlov", 16384, 64, true),
+        v("orlov, tuned to the tree (1 KB, 2 per dir)", "orlov", 1024, 2, true),
+        v("orlov, no contigdirs limit", "orlov", 16384, 64, false),
+    ]
+}
+
+/// How one variant did on the tree-first extraction.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct FillRun {
+    pub system: String,
+    pub variant: Variant,
+    /// `mkdir -p` of every directory, then the files in archive order.
+    pub mkdirs_ms: f64,
+    pub fill_ms: f64,
+    /// The same tree extracted in archive order (directories and files
+    /// interleaved), for comparison.
+    pub interleaved_ms: f64,
+    pub rm_ms: f64,
+    pub dir_groups: u64,
+    /// Share of files whose inode is in their directory's group.
+    pub files_with_dir: f64,
+    /// Largest number of directories in one group.
+    pub max_dirs_per_group: u64,
+    pub fsck_clean: bool,
+}
+
+fn make_variant(sys: &System, v: &Variant, seed: u64) -> ufs::Result<(Arc<ModeledDisk<SparseDevice>>, Fs)> {
+    let spec = preset(&sys.disk).ok_or_else(|| ufs::Error::new(ufs::ErrorKind::Invalid, format!("no disk model {}", sys.disk)))?;
+    let dev = Arc::new(ModeledDisk::new(SparseDevice::new(sys.groups * 8 * MIB), spec, false)?);
+    let params = NewfsParams {
+        bsize: 8192,
+        fsize: 1024,
+        density: Some(4096),
+        maxblkspercg: Some(8192),
+        avgfilesize: v.avgfilesize,
+        avgfpdir: v.avgfpdir,
+        seed: Some(1),
+        time: Some(1_000_000_000),
+        ..Default::default()
+    };
+    newfs(&*dev, &params)?;
+    let policy = if v.policy == "traditional" { DirPref::Traditional } else { DirPref::Orlov };
+    let mut opts = MountOptions { dirpref: policy, cache_bytes: sys.cache_bytes, readahead: 0, seed: Some(seed), contigdirs: v.contigdirs, ..Default::default() };
+    opts.dirhash.enabled = false;
+    let fs = Fs::open(Box::new(dev.clone()), opts)?;
+    Ok((dev, fs))
+}
+
+/// Seed 000's worry: a program that creates its whole directory tree first
+/// and fills it later. Orlov keeps a child directory near its parent only
+/// while the group has room for the files it expects (`fs_avgfilesize` ×
+/// `fs_avgfpdir`) and at most `maxcontigdirs` directories in a row
+/// (`fs_contigdirs`); with no files in between, the limits decide.
+pub fn fill_run(sys: &System, v: &Variant, tree: &Tree, seed: u64) -> ufs::Result<FillRun> {
+    // Interleaved extraction on a fresh file system, for comparison.
+    let interleaved_ms = {
+        let (dev, fs) = make_variant(sys, v, seed)?;
+        fs.drop_caches()?;
+        let s0 = ModeledDisk::disk_stats(&dev);
+        extract(&fs, fs.root(), tree)?;
+        fs.sync()?;
+        ModeledDisk::disk_stats(&dev).since(&s0).busy_ms
+    };
+    let (dev, fs) = make_variant(sys, v, seed)?;
+    let root = fs.root();
+    let dirs_only = Tree { entries: tree.entries.iter().filter(|e| e.kind == Kind::Dir).cloned().collect() };
+    fs.drop_caches()?;
+    let s0 = ModeledDisk::disk_stats(&dev);
+    let dirs = extract(&fs, root, &dirs_only)?;
+    fs.sync()?;
+    let s1 = ModeledDisk::disk_stats(&dev);
+    fs.drop_caches()?;
+    let s2 = ModeledDisk::disk_stats(&dev);
+    let data = vec![b'x'; 65536];
+    let ipg = fs.with_core(|c| c.g.ipg);
+    let (mut with_dir, mut files) = (0u64, 0u64);
+    for e in &tree.entries {
+        let Kind::File(size) = e.kind else { continue };
+        let (parent, name) = match e.path.rsplit_once('/') {
+            Some((p, n)) => (*dirs.get(p).unwrap_or(&root), n),
+            None => (root, e.path.as_str()),
+        };
+        let a = fs.mknod(parent, name.as_bytes(), 0o100644, 0, Cred::ROOT)?;
+        let mut off = 0;
+        while off < size {
+            let n = (size - off).min(data.len() as u64) as usize;
+            fs.write(a.ino, off, &data[..n], Cred::ROOT)?;
+            off += n as u64;
+        }
+        files += 1;
+        if a.ino / ipg == parent / ipg {
+            with_dir += 1;
+        }
+    }
+    fs.sync()?;
+    let s3 = ModeledDisk::disk_stats(&dev);
+    let mut per_group: HashMap<u64, u64> = HashMap::new();
+    for ino in dirs.values() {
+        *per_group.entry(ino / ipg).or_default() += 1;
+    }
+    fs.drop_caches()?;
+    let s4 = ModeledDisk::disk_stats(&dev);
+    let top = tree.entries.first().map(|e| e.path.clone()).unwrap_or_default();
+    remove(&fs, root, top.as_bytes())?;
+    fs.sync()?;
+    let s5 = ModeledDisk::disk_stats(&dev);
+    fs.unmount()?;
+    drop(fs);
+    let fsck_clean = ufs::fsck::fsck(&*dev as &dyn BlockDevice, ufs::fsck::FsckMode::Check)?.findings.is_empty();
+    Ok(FillRun {
+        system: sys.name.clone(),
+        variant: v.clone(),
+        mkdirs_ms: s1.since(&s0).busy_ms,
+        fill_ms: s3.since(&s2).busy_ms,
+        interleaved_ms,
+        rm_ms: s5.since(&s4).busy_ms,
+        dir_groups: per_group.len() as u64,
+        files_with_dir: if files == 0 { 1.0 } else { with_dir as f64 / files as f64 },
+        max_dirs_per_group: per_group.values().copied().max().unwrap_or(0),
+        fsck_clean,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -230,5 +371,21 @@ mod tests {
         let again = run(&sys, DirPref::Orlov, &t, "ports-prefix", 1).unwrap();
         assert_eq!(again.extract_ms.to_bits(), new.extract_ms.to_bits());
         assert_eq!(again.rm_ms.to_bits(), new.rm_ms.to_bits());
+    }
+
+    #[test]
+    fn tree_first_limits_keep_files_near_their_directories() {
+        let (sys, t) = small();
+        let vs = fill_variants();
+        let runs: Vec<FillRun> = vs.iter().map(|v| fill_run(&sys, v, &t, 1).unwrap()).collect();
+        assert!(runs.iter().all(|r| r.fsck_clean));
+        let by = |p: &str| runs.iter().find(|r| r.variant.name.starts_with(p)).unwrap();
+        let (trad, dflt, nolimit) = (by("traditional"), by("orlov, defaults"), by("orlov, no contigdirs"));
+        // Without the limit, Orlov packs the directories made in a row into
+        // few groups; with it, they spread.
+        assert!(nolimit.max_dirs_per_group > dflt.max_dirs_per_group, "{nolimit:?} {dflt:?}");
+        assert!(dflt.dir_groups > nolimit.dir_groups);
+        // Orlov still fills faster than the traditional spread.
+        assert!(dflt.fill_ms < trad.fill_ms, "{dflt:?} {trad:?}");
     }
 }

@@ -51,6 +51,9 @@ pub struct MountOptions {
     pub inode_order: crate::alloc::placement::InodeOrder,
     /// Directory size in bytes from which `inode_order` applies.
     pub inode_order_min: u64,
+    /// Orlov's limit on directories created in a row in one group
+    /// (`fs_contigdirs`); off only for experiments (`-o contigdirs=off`).
+    pub contigdirs: bool,
 }
 
 impl Default for MountOptions {
@@ -67,6 +70,7 @@ impl Default for MountOptions {
             disk_sleep: false,
             inode_order: crate::alloc::placement::InodeOrder::Offset,
             inode_order_min: 32 << 10,
+            contigdirs: true,
         }
     }
 }

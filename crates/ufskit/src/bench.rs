@@ -172,10 +172,22 @@ pub fn cmd_bench(a: BenchArgs) -> Result<(), String> {
             .map_err(|e| format!("bench dirpref: {e}"))?;
             b.finish_and_clear();
             print_dirpref_table(&systems, &runs);
+            let variants = dirpref::fill_variants();
+            let b = bar((systems.len() * variants.len()) as u64);
+            let mut fills = Vec::new();
+            for sys in &systems {
+                for v in &variants {
+                    b.set_message(format!("tree first: {} / {}", sys.name, v.name));
+                    fills.push(dirpref::fill_run(sys, v, &t, 1).map_err(|e| format!("bench dirpref (tree first): {e}"))?);
+                    b.inc(1);
+                }
+            }
+            b.finish_and_clear();
+            print_fill_table(&fills);
             let json = a.out.join("dirpref.json");
-            write_json(&json, &serde_json::json!({ "tree": name, "systems": systems, "runs": runs }))?;
+            write_json(&json, &serde_json::json!({ "tree": name, "systems": systems, "runs": runs, "tree_first": fills }))?;
             println!("results: {}", json.display());
-            if runs.iter().any(|r| !r.fsck_clean) {
+            if runs.iter().any(|r| !r.fsck_clean) || fills.iter().any(|r| !r.fsck_clean) {
                 return Err("an image was not fsck clean after the benchmark".into());
             }
             if !a.no_plots {
@@ -239,6 +251,34 @@ fn print_largedir_table(runs: &[largedir::Run]) {
         println!(" {:>8.4} {:>8.4} {:>8.4}", r.layout.readdir_locality, r.layout.name_locality, r.layout.data_locality);
     }
     println!("(modeled µs per file; locality: share of adjacent pairs in increasing inode / data order)");
+}
+
+/// The tree-first case: every directory made first, then the files.
+fn print_fill_table(fills: &[dirpref::FillRun]) {
+    println!("\ntree created first, filled later (modeled seconds; interleaved = the usual archive order)");
+    println!(
+        "{:<44} {:>7} {:>7} {:>7} {:>11} {:>7} {:>6} {:>8} {:>9}",
+        "system / variant", "mkdirs", "fill", "total", "interleaved", "rm -rf", "groups", "max/grp", "with dir"
+    );
+    let mut last = "";
+    for r in fills {
+        if r.system != last {
+            println!("{}", r.system);
+            last = &r.system;
+        }
+        println!(
+            "  {:<42} {:>7.2} {:>7.2} {:>7.2} {:>11.2} {:>7.2} {:>6} {:>8} {:>8.1}%",
+            r.variant.name,
+            r.mkdirs_ms / 1e3,
+            r.fill_ms / 1e3,
+            (r.mkdirs_ms + r.fill_ms) / 1e3,
+            r.interleaved_ms / 1e3,
+            r.rm_ms / 1e3,
+            r.dir_groups,
+            r.max_dirs_per_group,
+            r.files_with_dir * 100.0
+        );
+    }
 }
 
 /// The seed's table: old and new dirpref, modeled seconds, and speed-up.

@@ -149,7 +149,8 @@ struct MountArgs {
     /// disk=dtla-307045|ide-20g-2001|hp97560 (modeled disk, docs/LAYOUT.md),
     /// disk_sleep=on|off (also sleep the modeled time),
     /// inodeorder=offset|name|hash|off and inodeorder_min=SIZE (inode order
-    /// in large directories, docs/LAYOUT.md).
+    /// in large directories, docs/LAYOUT.md), contigdirs=on|off (Orlov's
+    /// limit on directories in a row per group; off for experiments).
     #[arg(short = 'o', action = clap::ArgAction::Append)]
     options: Vec<String>,
     /// Stay in the foreground.
@@ -356,11 +357,12 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
                 o.inode_order = ufs::alloc::placement::InodeOrder::parse(v).ok_or_else(|| format!("unknown inode order '{v}' (known: offset, name, hash, off)"))?
             }
             ("inodeorder_min", Some(v)) => o.inode_order_min = parse_size(v)?,
+            ("contigdirs", Some(v)) => o.contigdirs = on_off(k, v)?,
             ("affinity", Some("follow")) => follow_clients = true,
             ("affinity", Some("off")) => follow_clients = false,
             _ => {
                 return Err(format!(
-                    "unknown mount option '{item}' (known: ro, rw, force, allow_other, writeback, syncer=SECS, dirpref=orlov|traditional, cache=SIZE, readahead=SIZE, seed=N, threads=N, dirhash=on|off, dirhash_maxmem=SIZE, dirhash_minsize=SIZE, dirhash_reclaimage=SECS, dirhash_check=on|off, lowmem=on|off, affinity=follow|off, disk=MODEL, disk_sleep=on|off, inodeorder=offset|name|hash|off, inodeorder_min=SIZE)"
+                    "unknown mount option '{item}' (known: ro, rw, force, allow_other, writeback, syncer=SECS, dirpref=orlov|traditional, cache=SIZE, readahead=SIZE, seed=N, threads=N, dirhash=on|off, dirhash_maxmem=SIZE, dirhash_minsize=SIZE, dirhash_reclaimage=SECS, dirhash_check=on|off, lowmem=on|off, affinity=follow|off, disk=MODEL, disk_sleep=on|off, inodeorder=offset|name|hash|off, inodeorder_min=SIZE, contigdirs=on|off)"
                 ))
             }
         }

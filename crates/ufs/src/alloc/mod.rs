@@ -706,7 +706,7 @@ impl FsCore {
             if (cs.cs_ndir as i64) < maxndir
                 && cs.cs_nifree as i64 >= minifree
                 && cs.cs_nbfree as i64 >= minbfree
-                && (self.contigdirs[c as usize] as i64) < maxcontigdirs
+                && (!self.opts.contigdirs || (self.contigdirs[c as usize] as i64) < maxcontigdirs)
             {
                 return g.ipg * c;
             }
