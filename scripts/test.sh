@@ -6,9 +6,14 @@ scripts/deps.sh
 cargo build --release --workspace
 cargo test --workspace --release 2>&1
 python3 analysis/test_plot_dirhash.py
+python3 analysis/test_plot_largedir.py
 # The quick dirhash benchmark end to end: JSON, summary, plots, fsck clean.
 target/release/ufskit bench dirhash --quick --out "${TMPDIR:-/tmp}/ufskit-ci-bench"
 # Seed 000's dirpref experiment, quick profile, on the modeled disk: table,
 # JSON, plots, fsck clean.
 target/release/ufskit bench dirpref --quick --out "${TMPDIR:-/tmp}/ufskit-ci-bench"
 test -s "${TMPDIR:-/tmp}/ufskit-ci-bench/dirpref_times.png"
+# Seed 001's large-directory workload, quick profile: table, JSON, plots,
+# fsck clean.
+target/release/ufskit bench largedir --quick --out "${TMPDIR:-/tmp}/ufskit-ci-bench"
+test -s "${TMPDIR:-/tmp}/ufskit-ci-bench/largedir_per_file.png"
