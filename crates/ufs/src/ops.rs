@@ -736,6 +736,8 @@ impl Fs {
             cache: c.cache.stats(),
             disk_model: c.opts.disk.as_ref().map(|d| d.name.to_string()),
             disk: c.cache.device().disk_stats(),
+            inode_order: c.opts.inode_order.name().to_string(),
+            placement: crate::alloc::placement::PlacementStats { directories: c.placement.dirs.len() as u64, ..c.placement.stats },
         })
     }
 
@@ -783,6 +785,9 @@ pub struct EngineStats {
     /// The modeled disk under the mount, and what it measured.
     pub disk_model: Option<String>,
     pub disk: Option<crate::dev::model::DiskStats>,
+    /// Inode order in large directories (`-o inodeorder=`) and its counters.
+    pub inode_order: String,
+    pub placement: crate::alloc::placement::PlacementStats,
 }
 
 /// One directory as dirhash sees it.

@@ -43,6 +43,17 @@ pub fn cmd_stats(dir: &Path, json: bool, verify: bool, lowmem: bool) -> Result<(
         println!("modeled disk {model}: {:.1} ms busy ({} requests: {} reads, {} writes; {} from its buffer, {} merged)", f("busy_ms"), k["requests"], k["reads"], k["writes"], k["buffer_hits"], k["merged"]);
         println!("  seeks: {} over {} cylinders, {:.1} ms; rotation {:.1} ms; transfer {:.1} ms; overhead {:.1} ms", k["seeks"], k["seek_cylinders"], f("seek_ms"), f("rotation_ms"), f("transfer_ms"), f("overhead_ms"));
     }
+    let p = &v["placement"];
+    println!(
+        "inode order in large directories: {} ({} directories, {} ranges, {} inodes placed, {} on their goal, {} outside their range, {} recovered after mount)",
+        v["inode_order"].as_str().unwrap_or("?"),
+        p["directories"],
+        p["ranges"],
+        p["placed"],
+        p["on_goal"],
+        p["fallbacks"],
+        p["recovered"]
+    );
     let di = &v["dir"];
     if di.is_object() {
         let hashed = di["hashed"].as_bool().unwrap_or(false);

@@ -538,6 +538,45 @@ fn modeled_disk_through_the_mount() {
     fsck_clean(&img);
 }
 
+#[test]
+fn inode_order_through_the_mount_survives_churn_and_remount() {
+    if skip_without_fuse() {
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let img = new_image(t.path(), "img", "256m");
+    let mnt = t.path().join("m");
+    let out = ufskit().args(["mount", "-o", "inodeorder=random"]).arg(&img).arg(&mnt).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown inode order 'random' (known: offset, name, hash, off)"));
+    let opts = ["inodeorder=offset,inodeorder_min=8k"];
+    let m = Mounted::new(&img, &mnt, &opts);
+    std::fs::create_dir(mnt.join("big")).unwrap();
+    let name = |i: u64| mnt.join("big").join(format!("{:016x}", i.wrapping_mul(0x9E37_79B9_7F4A_7C15)));
+    for i in 0..3000 {
+        std::fs::write(name(i), b"x").unwrap();
+    }
+    let out = run(ufskit().arg("stats").arg("--json").arg(&mnt));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["inode_order"].as_str(), Some("offset"), "{v}");
+    assert!(v["placement"]["placed"].as_u64().unwrap() > 2000, "{v}");
+    m.umount();
+    // After a remount: delete every other file, create as many new ones.
+    let m = Mounted::new(&img, &mnt, &opts);
+    for i in (0..3000).step_by(2) {
+        std::fs::remove_file(name(i)).unwrap();
+    }
+    for i in 3000..4500 {
+        std::fs::write(name(i), b"y").unwrap();
+    }
+    m.umount();
+    fsck_clean(&img);
+    let out = run(ufskit().args(["layout", "--json"]).arg(&img).arg("/big"));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["entries"].as_u64(), Some(3000), "{v}");
+    assert!(v["readdir_locality"].as_f64().unwrap() >= 0.99, "{v}");
+}
+
 /// Regression: a request thread once read `/proc/PID/stat` of its client
 /// to follow its CPU; a client in `execve` holds the lock that read needs
 /// while closing inherited files, which (with write-back caching) waits
