@@ -239,7 +239,7 @@ fn print_largedir_table(runs: &[largedir::Run]) {
     for s in steps {
         print!(" {s:>8}");
     }
-    println!(" {:>8} {:>8} {:>8}", "readdir", "name", "data");
+    println!(" {:>8} {:>8} {:>8} {:>9} {:>9}", "readdir", "name", "data", "wall cp", "wall rm");
     for r in runs {
         print!("{:>9} {:<7} {:<7}", r.files, r.order, if r.churned { "churned" } else { "fresh" });
         for s in steps {
@@ -248,9 +248,18 @@ fn print_largedir_table(runs: &[largedir::Run]) {
                 None => print!(" {:>8}", "-"),
             }
         }
-        println!(" {:>8.4} {:>8.4} {:>8.4}", r.layout.readdir_locality, r.layout.name_locality, r.layout.data_locality);
+        let wall = |s: &str| r.step(s).map_or(0.0, |x| x.wall_ms * 1e3 / r.files.max(1) as f64);
+        println!(
+            " {:>8.4} {:>8.4} {:>8.4} {:>9.1} {:>9.1}",
+            r.layout.readdir_locality,
+            r.layout.name_locality,
+            r.layout.data_locality,
+            wall("cp -a"),
+            wall("rm -rf")
+        );
     }
-    println!("(modeled µs per file; locality: share of adjacent pairs in increasing inode / data order)");
+    println!("(modeled µs per file for each step, and wall µs per file in-process for cp -a and rm -rf;");
+    println!(" locality: share of adjacent pairs in increasing inode / data order)");
 }
 
 /// The tree-first case: every directory made first, then the files.
