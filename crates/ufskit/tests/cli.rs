@@ -569,6 +569,11 @@ fn inode_order_through_the_mount_survives_churn_and_remount() {
     for i in 3000..4500 {
         std::fs::write(name(i), b"y").unwrap();
     }
+    // The same measure through the kernel, on the mounted directory.
+    let out = run(ufskit().args(["layout", "--json"]).arg(mnt.join("big")));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["entries"].as_u64(), Some(3000), "{v}");
+    assert!(v["readdir_locality"].as_f64().unwrap() >= 0.99, "{v}");
     m.umount();
     fsck_clean(&img);
     let out = run(ufskit().args(["layout", "--json"]).arg(&img).arg("/big"));
