@@ -349,16 +349,16 @@ impl FsCore {
 
     /// Where the first data block of placed inode `ino` should go: right
     /// after the data of the nearest inode below it (up to eight back, with
-    /// room left for the ones skipped) in the same group, so that reading files in inode order reads their
+    /// room left for the ones skipped), wherever that data is (a group's
+    /// data area can be full and its files' data elsewhere), so that reading files in inode order reads their
     /// data forwards too, after churn as when fresh. None for other inodes.
     pub fn data_pref(&mut self, ino: u64) -> Option<u64> {
         if !self.placement.no_data_yet.remove(&ino) {
             return None;
         }
         let g = self.g;
-        let c = g.ino_to_cg(ino);
         for back in 1..=8u64 {
-            let prev = ino.checked_sub(back).filter(|&p| g.ino_to_cg(p) == c && p > UFS_ROOTINO)?;
+            let prev = ino.checked_sub(back).filter(|&p| p > UFS_ROOTINO)?;
             let Ok(di) = self.read_inode(prev) else { continue };
             if !di.is_reg() || di.di_db(0) == 0 || di.nlink() == 0 {
                 continue;
@@ -367,7 +367,7 @@ impl FsCore {
             // to have had files of the same size: leave their room.
             let frags = g.numfrags(di.di_size().min(g.bsize).next_multiple_of(g.fsize)).max(1);
             let pref = di.di_db(0) + back * frags;
-            return (pref < g.size && g.dtog(pref) == c).then_some(pref);
+            return (pref < g.size).then_some(pref);
         }
         None
     }
