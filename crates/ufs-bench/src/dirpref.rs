@@ -153,6 +153,22 @@ pub fn make_system(sys: &System, policy: DirPref, seed: u64) -> ufs::Result<(Arc
     Ok((dev, fs, report.ncg))
 }
 
+/// The removal step and the end of a run: cold cache, `rm -rf` of the
+/// tree's top directory, sync, unmount, fsck. Returns what the removal
+/// cost the disk and whether the image is clean.
+fn remove_and_check(dev: &Arc<ModeledDisk<SparseDevice>>, fs: Fs, tree: &Tree) -> ufs::Result<(DiskStats, bool)> {
+    fs.drop_caches()?;
+    let s0 = ModeledDisk::disk_stats(dev);
+    let top = tree.entries.first().map(|e| e.path.clone()).unwrap_or_default();
+    remove(&fs, fs.root(), top.as_bytes())?;
+    fs.sync()?;
+    let rm = ModeledDisk::disk_stats(dev).since(&s0);
+    fs.unmount()?;
+    drop(fs);
+    let clean = ufs::fsck::fsck(&**dev as &dyn BlockDevice, ufs::fsck::FsckMode::Check)?.findings.is_empty();
+    Ok((rm, clean))
+}
+
 /// Extraction then `rm -rf` of `tree` on `sys` under `policy`.
 pub fn run(sys: &System, policy: DirPref, tree: &Tree, tree_name: &str, seed: u64) -> ufs::Result<Run> {
     let wall = Instant::now();
@@ -165,16 +181,8 @@ pub fn run(sys: &System, policy: DirPref, tree: &Tree, tree_name: &str, seed: u6
     let s1 = ModeledDisk::disk_stats(&dev);
     let ipg = fs.with_core(|c| c.g.ipg);
     let dir_groups = dirs.values().map(|ino| ino / ipg).collect::<std::collections::BTreeSet<_>>().len() as u64;
-    fs.drop_caches()?;
-    let s2 = ModeledDisk::disk_stats(&dev);
-    let top = tree.entries.first().map(|e| e.path.clone()).unwrap_or_default();
-    remove(&fs, root, top.as_bytes())?;
-    fs.sync()?;
-    let s3 = ModeledDisk::disk_stats(&dev);
-    fs.unmount()?;
-    drop(fs);
-    let fsck_clean = ufs::fsck::fsck(&*dev as &dyn BlockDevice, ufs::fsck::FsckMode::Check)?.findings.is_empty();
-    let (extract_disk, rm_disk) = (s1.since(&s0), s3.since(&s2));
+    let (rm_disk, fsck_clean) = remove_and_check(&dev, fs, tree)?;
+    let extract_disk = s1.since(&s0);
     Ok(Run {
         system: sys.name.clone(),
         policy: policy_name(policy).into(),
@@ -322,22 +330,14 @@ pub fn fill_run(sys: &System, v: &Variant, tree: &Tree, seed: u64) -> ufs::Resul
     for ino in dirs.values() {
         *per_group.entry(ino / ipg).or_default() += 1;
     }
-    fs.drop_caches()?;
-    let s4 = ModeledDisk::disk_stats(&dev);
-    let top = tree.entries.first().map(|e| e.path.clone()).unwrap_or_default();
-    remove(&fs, root, top.as_bytes())?;
-    fs.sync()?;
-    let s5 = ModeledDisk::disk_stats(&dev);
-    fs.unmount()?;
-    drop(fs);
-    let fsck_clean = ufs::fsck::fsck(&*dev as &dyn BlockDevice, ufs::fsck::FsckMode::Check)?.findings.is_empty();
+    let (rm, fsck_clean) = remove_and_check(&dev, fs, tree)?;
     Ok(FillRun {
         system: sys.name.clone(),
         variant: v.clone(),
         mkdirs_ms: s1.since(&s0).busy_ms,
         fill_ms: s3.since(&s2).busy_ms,
         interleaved_ms,
-        rm_ms: s5.since(&s4).busy_ms,
+        rm_ms: rm.busy_ms,
         dir_groups: per_group.len() as u64,
         files_with_dir: if files == 0 { 1.0 } else { with_dir as f64 / files as f64 },
         max_dirs_per_group: per_group.values().copied().max().unwrap_or(0),

@@ -200,7 +200,7 @@ pub fn cmd_bench(a: BenchArgs) -> Result<(), String> {
                 .iter()
                 .map(|o| InodeOrder::parse(o).ok_or_else(|| format!("unknown inode order '{o}' (known: off, offset, name, hash)")))
                 .collect::<Result<_, _>>()?;
-            if sizes.is_empty() || sizes.iter().any(|&n| n < 2 || n > 10_000_000) {
+            if sizes.is_empty() || sizes.iter().any(|n| !(2..=10_000_000).contains(n)) {
                 return Err("sizes must be between 2 and 10,000,000 files".into());
             }
             let machine = largedir::Machine::default();
