@@ -227,4 +227,36 @@ mod tests {
         assert!(moved.iter().any(|m| m.name == b"c3" && m.to < m.from));
         assert!(parse_chunk(&c, &|| String::new()).is_ok());
     }
+
+    #[test]
+    fn sorted_insert_keeps_dots_first_and_inodes_in_order() {
+        // ".", "..", then inodes 12 and 13 after deleting 11: room for one.
+        let mut c = chunk_with(&[".", "..", "aaaa", "bbbb", "cccc"]);
+        let dot_ino = |c: &[u8]| iter_chunk(c).map(|e| e.unwrap()).map(|e| (e.name.to_vec(), e.ino)).collect::<Vec<_>>();
+        remove(&mut c, 24).unwrap(); // aaaa (inode 12)
+        let free = free_bytes(&c).unwrap();
+        assert_eq!(live_inodes(&c).unwrap(), vec![13, 14]);
+        // Inode 5 is smaller than "." and ".." (10, 11) but goes after them.
+        let (at, moved) = insert_sorted(&mut c, 5, 8, b"new").unwrap();
+        let got = dot_ino(&c);
+        assert_eq!(got[0], (b".".to_vec(), 10));
+        assert_eq!(got[1], (b"..".to_vec(), 11));
+        assert_eq!(got[2], (b"new".to_vec(), 5));
+        assert_eq!(at, 24);
+        assert_eq!(moved.len(), 2, "bbbb and cccc move down one slot: {moved:?}");
+        assert_eq!(free_bytes(&c).unwrap(), free - dirsiz(3));
+        assert_eq!(live_inodes(&c).unwrap(), vec![5, 13, 14]);
+        // A larger inode lands between the others; the last record keeps
+        // the chunk's remaining room.
+        insert_sorted(&mut c, 12, 8, b"mid").unwrap();
+        let order: Vec<u32> = dot_ino(&c).into_iter().map(|e| e.1).collect();
+        assert_eq!(order, vec![10, 11, 5, 12, 13, 14]);
+        let total: usize = iter_chunk(&c).map(|e| e.unwrap().reclen as usize).sum();
+        assert_eq!(total, DIRBLKSIZ);
+        // No room: an error, the chunk unchanged.
+        insert_sorted(&mut c, 98, 8, &[b'y'; 255]).unwrap();
+        let before = c;
+        assert!(insert_sorted(&mut c, 99, 8, &[b'z'; 255]).is_err());
+        assert_eq!(c, before);
+    }
 }
