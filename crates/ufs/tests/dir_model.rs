@@ -1,5 +1,6 @@
 //! Randomized directory operations checked against a model: every answer
-//! of lookup, create, unlink and rename must match a map of names.
+//! of lookup, create, unlink and rename must match a map of names, under
+//! each inode order for large directories.
 use testkit::*;
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -39,12 +40,19 @@ fn image() -> (tempfile::TempDir, std::path::PathBuf) {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
     #[test]
-    fn directory_matches_model(ops in proptest::collection::vec(op(), 1..1500)) {
+    fn directory_matches_model(ops in proptest::collection::vec(op(), 1..1500), order in 0usize..4) {
         if !have_makefs() {
             return Ok(());
         }
         let (_t, img) = image();
-        let fs = Fs::open_path(&img, MountOptions::default()).unwrap();
+        // Every inode order for large directories, from a small size on, so
+        // that placed inodes and inode-ordered chunks are exercised too.
+        let opts = MountOptions {
+            inode_order: ufs::alloc::placement::InodeOrder::ALL[order],
+            inode_order_min: 2048,
+            ..MountOptions::default()
+        };
+        let fs = Fs::open_path(&img, opts).unwrap();
         let d = fs.mkdir(fs.root(), b"d", 0o755, Cred::ROOT).unwrap().ino;
         let mut model: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
         for op in ops {
