@@ -24,10 +24,6 @@ POLICIES = ["traditional", "orlov"]
 PARTS = ["seek_ms", "rotation_ms", "transfer_ms", "overhead_ms"]
 
 
-def _num(v):
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0
-
-
 def load(path):
     doc = plotenv.read_json(path)
     if not isinstance(doc, dict) or not isinstance(doc.get("runs"), list) or not doc["runs"]:
@@ -38,7 +34,8 @@ def load(path):
             raise BadInput("run %d lacks a system or a policy (traditional/orlov)" % i)
         for step, key in (("tar -x", "extract"), ("rm -rf", "rm")):
             ms, disk = r.get(key + "_ms"), r.get(key + "_disk")
-            if not _num(ms) or not isinstance(disk, dict) or not all(_num(disk.get(p)) for p in PARTS):
+            if (not plotenv.nonneg(ms) or not isinstance(disk, dict)
+                    or not all(plotenv.nonneg(disk.get(p)) for p in PARTS)):
                 raise BadInput("run %d: %s_ms and %s_disk with %s are required" % (i, key, key, ", ".join(PARTS)))
             row = {"system": r["system"], "policy": r["policy"], "step": step, "s": ms / 1000.0}
             row.update({p: disk[p] / 1000.0 for p in PARTS})

@@ -38,10 +38,6 @@ TARGET_FACTOR = 1.2
 LOCALITY_TARGET = 0.99
 
 
-def _num(v):
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0
-
-
 def load(path):
     doc = plotenv.read_json(path)
     if not isinstance(doc, dict) or not isinstance(doc.get("runs"), list) or not doc["runs"]:
@@ -73,14 +69,14 @@ def load(path):
             seen.add(s["name"])
             if s["name"] == "churn" and not r["churned"]:
                 raise BadInput("run %d: a \"churn\" step in a run that is not churned" % i)
-            if not _num(s.get("modeled_us_per_file")):
+            if not plotenv.nonneg(s.get("modeled_us_per_file")):
                 raise BadInput("run %d step %r: \"modeled_us_per_file\" must be a non-negative number"
                                % (i, s["name"]))
             rows.append({"files": files, "order": r["order"], "churned": r["churned"], "step": s["name"],
                          "us": float(s["modeled_us_per_file"])})
         layout = r.get("layout")
         loc = layout.get("readdir_locality") if isinstance(layout, dict) else None
-        if not _num(loc) or loc > 1:
+        if not plotenv.nonneg(loc) or loc > 1:
             raise BadInput("run %d: \"layout\" with a \"readdir_locality\" in [0, 1] is required" % i)
         layouts.append({"files": files, "order": r["order"], "churned": r["churned"], "locality": float(loc)})
     steps = pd.DataFrame(rows).groupby(["files", "order", "churned", "step"], as_index=False)["us"].mean()
@@ -104,6 +100,20 @@ def _empty(ax, text):
     ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, fontsize=9, color="grey")
 
 
+def _order_lines(ax, sub, title, state, column):
+    """Titles the panel and draws `column` of `sub` against N, one line per
+    order; False, with a note on the panel, when `sub` has no runs."""
+    ax.set_title(title, fontsize=9)
+    if sub.empty:
+        _empty(ax, "no %s runs" % state)
+        return False
+    for order in ORDERS:
+        line = sub[sub["order"] == order].sort_values("files")
+        if not line.empty:
+            _line(ax, line["files"], line[column], order)
+    return True
+
+
 def _per_file_grid(machine, df, steps, what, outdir, name, written, target):
     """Rows fresh / churned, one column per step; y = modeled µs per file
     against N, one line per order; with `target`, the 1.2x band over the
@@ -113,14 +123,8 @@ def _per_file_grid(machine, df, steps, what, outdir, name, written, target):
     for row, (churned, state) in zip(axes, STATES):
         for ax, step in zip(row, steps):
             sub = df[(df["churned"] == churned) & (df["step"] == step)]
-            ax.set_title("%s, %s" % (step, state), fontsize=9)
-            if sub.empty:
-                _empty(ax, "no %s runs" % state)
+            if not _order_lines(ax, sub, "%s, %s" % (step, state), state, "us"):
                 continue
-            for order in ORDERS:
-                line = sub[sub["order"] == order].sort_values("files")
-                if not line.empty:
-                    _line(ax, line["files"], line["us"], order)
             top = sub["us"].max()
             base = sub[sub["order"] == "offset"].sort_values("files")
             if target and not base.empty:
@@ -152,14 +156,8 @@ def draw(data, outdir, written):
     low = min(0.4, loc["locality"].min() - 0.02)
     for ax, (churned, state) in zip(axes[0], STATES):
         sub = loc[loc["churned"] == churned]
-        ax.set_title(state, fontsize=9)
-        if sub.empty:
-            _empty(ax, "no %s runs" % state)
+        if not _order_lines(ax, sub, state, state, "locality"):
             continue
-        for order in ORDERS:
-            line = sub[sub["order"] == order].sort_values("files")
-            if not line.empty:
-                _line(ax, line["files"], line["locality"], order)
         ax.axhline(LOCALITY_TARGET, color="black", ls=":", lw=1, label="target (%.2f)" % LOCALITY_TARGET)
         ax.set_xscale("log")
         ax.set_ylim(low, 1.01)

@@ -26,6 +26,11 @@ def load(script):
     return matplotlib, pandas
 
 
+def nonneg(v):
+    """Whether `v` is a non-negative JSON number (int or float, not bool)."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0
+
+
 class BadInput(Exception):
     """The results file is missing, malformed or not of the expected shape."""
 
