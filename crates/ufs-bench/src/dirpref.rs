@@ -83,11 +83,23 @@ pub fn policy_name(p: DirPref) -> &'static str {
     }
 }
 
+/// Creates file `name` of `size` bytes in `parent`; returns its inode.
+fn create_file(fs: &Fs, parent: u64, name: &str, size: u64) -> ufs::Result<u64> {
+    static DATA: [u8; 65536] = [b'x'; 65536];
+    let a = fs.mknod(parent, name.as_bytes(), 0o100644, 0, Cred::ROOT)?;
+    let mut off = 0;
+    while off < size {
+        let n = (size - off).min(DATA.len() as u64) as usize;
+        fs.write(a.ino, off, &DATA[..n], Cred::ROOT)?;
+        off += n as u64;
+    }
+    Ok(a.ino)
+}
+
 /// Creates every entry of `tree` under `root`, in archive order; returns
 /// the inode of each directory created.
 pub fn extract<'t>(fs: &Fs, root: u64, tree: &'t Tree) -> ufs::Result<HashMap<&'t str, u64>> {
     let mut inos: HashMap<&str, u64> = HashMap::new();
-    let data = vec![b'x'; 65536];
     for e in &tree.entries {
         let (parent, name) = match e.path.rsplit_once('/') {
             Some((p, n)) => (*inos.get(p).unwrap_or(&root), n),
@@ -99,13 +111,7 @@ pub fn extract<'t>(fs: &Fs, root: u64, tree: &'t Tree) -> ufs::Result<HashMap<&'
                 inos.insert(&e.path, a.ino);
             }
             Kind::File(size) => {
-                let a = fs.mknod(parent, name.as_bytes(), 0o100644, 0, Cred::ROOT)?;
-                let mut off = 0;
-                while off < size {
-                    let n = (size - off).min(data.len() as u64) as usize;
-                    fs.write(a.ino, off, &data[..n], Cred::ROOT)?;
-                    off += n as u64;
-                }
+                create_file(fs, parent, name, size)?;
             }
         }
     }
@@ -303,7 +309,6 @@ pub fn fill_run(sys: &System, v: &Variant, tree: &Tree, seed: u64) -> ufs::Resul
     let s1 = ModeledDisk::disk_stats(&dev);
     fs.drop_caches()?;
     let s2 = ModeledDisk::disk_stats(&dev);
-    let data = vec![b'x'; 65536];
     let ipg = fs.with_core(|c| c.g.ipg);
     let (mut with_dir, mut files) = (0u64, 0u64);
     for e in &tree.entries {
@@ -312,15 +317,9 @@ pub fn fill_run(sys: &System, v: &Variant, tree: &Tree, seed: u64) -> ufs::Resul
             Some((p, n)) => (*dirs.get(p).unwrap_or(&root), n),
             None => (root, e.path.as_str()),
         };
-        let a = fs.mknod(parent, name.as_bytes(), 0o100644, 0, Cred::ROOT)?;
-        let mut off = 0;
-        while off < size {
-            let n = (size - off).min(data.len() as u64) as usize;
-            fs.write(a.ino, off, &data[..n], Cred::ROOT)?;
-            off += n as u64;
-        }
+        let ino = create_file(&fs, parent, name, size)?;
         files += 1;
-        if a.ino / ipg == parent / ipg {
+        if ino / ipg == parent / ipg {
             with_dir += 1;
         }
     }
