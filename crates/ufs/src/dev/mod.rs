@@ -26,6 +26,7 @@ pub trait BlockDevice: Send + Sync {
     fn drop_caches(&self) {}
 }
 
+pub mod crash;
 pub mod model;
 
 fn check_range(off: u64, len: usize, size: u64) -> Result<()> {
