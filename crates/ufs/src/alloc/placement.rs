@@ -117,11 +117,19 @@ pub struct DirPlacement {
 pub struct Goal {
     pub ino: u64,
     pub range: usize,
-    /// Key `offset`, a reused slot: the first free inode in `inside` (a
-    /// gap among the chunk's inodes), else the last free one in `before`,
-    /// else the first free one in `after`, comes before the range search.
+    /// Key `offset`, a reused slot: where its inode must come from to
+    /// keep readdir order; None for a goal mapped from the key.
+    pub between: Option<Between>,
+}
+
+/// Windows of inode numbers (`[lo, hi)`) that keep a reused slot's entry in
+/// order: the first free inode in `inside` (a gap among its chunk's
+/// inodes), else the last free one in `before`, else the first free one in
+/// `after`.
+#[derive(Debug, Clone, Copy)]
+pub struct Between {
     pub inside: Option<(u64, u64)>,
-    pub before: Option<(u64, u64)>,
+    pub before: (u64, u64),
     pub after: (u64, u64),
 }
 
@@ -192,11 +200,17 @@ impl DirPlacement {
 }
 
 impl FsCore {
+    /// Whether the inode order applies to directory `ddi`: a key is chosen
+    /// and the directory has passed `inodeorder_min` bytes.
+    pub fn is_large_dir(&self, ddi: &Dinode) -> bool {
+        self.opts.inode_order != InodeOrder::Off && ddi.di_size() >= self.opts.inode_order_min.max(DIRBLKSIZ as u64)
+    }
+
     /// The goal inode for a new non-directory entry `name` of directory
     /// `dir`, or None when the policy is off or the directory is small.
     pub fn placement_goal(&mut self, dir: u64, ddi: &Dinode, name: &[u8]) -> Result<Option<Goal>> {
         let order = self.opts.inode_order;
-        if order == InodeOrder::Off || ddi.di_size() < self.opts.inode_order_min.max(DIRBLKSIZ as u64) {
+        if !self.is_large_dir(ddi) {
             return Ok(None);
         }
         if self.placement.dirs.get(&dir).is_none_or(|p| p.gen != ddi.di_gen()) {
@@ -240,13 +254,8 @@ impl FsCore {
                 let lo = ctx.prev_max.map(u64::from).filter(|&q| q < min).map_or(min.saturating_sub(near).max(r.lo), |q| q + 1);
                 let hi = ctx.next_min.map(u64::from).filter(|&q| q > max).unwrap_or((max + 1 + near).min(r.lo + r.len));
                 let gap = live.windows(2).find(|w| w[1] > w[0] + 1).map(|w| w[0] as u64 + 1);
-                return Ok(Some(Goal {
-                    ino: gap.unwrap_or(max + 1),
-                    range: i,
-                    inside: gap.map(|_| (min + 1, max)),
-                    before: Some((lo, min)),
-                    after: (max + 1, hi),
-                }));
+                let between = Between { inside: gap.map(|_| (min + 1, max)), before: (lo, min), after: (max + 1, hi) };
+                return Ok(Some(Goal { ino: gap.unwrap_or(max + 1), range: i, between: Some(between) }));
             }
         }
         let pick = match order {
@@ -283,7 +292,7 @@ impl FsCore {
             InodeOrder::Off => unreachable!(),
         };
         let off = ((frac * r.len as f64) as u64).min(r.len - 1);
-        Ok(Some(Goal { ino: r.lo + off, range: i, inside: None, before: None, after: (0, 0) }))
+        Ok(Some(Goal { ino: r.lo + off, range: i, between: None }))
     }
 
     /// Opens the next range for directory `dir` of `size` bytes: twice its
@@ -350,8 +359,9 @@ impl FsCore {
     /// Where the first data block of placed inode `ino` should go: right
     /// after the data of the nearest inode below it (up to eight back, with
     /// room left for the ones skipped), wherever that data is (a group's
-    /// data area can be full and its files' data elsewhere), so that reading files in inode order reads their
-    /// data forwards too, after churn as when fresh. None for other inodes.
+    /// data area can be full and its files' data elsewhere), so that
+    /// reading files in inode order reads their data forwards too, after
+    /// churn as when fresh. None for other inodes.
     pub fn data_pref(&mut self, ino: u64) -> Option<u64> {
         if !self.placement.no_data_yet.remove(&ino) {
             return None;
@@ -389,16 +399,18 @@ impl FsCore {
             None => return self.alloc_inode(dir, false),
         };
         let mut got = None;
-        if let Some((a, b)) = goal.inside {
-            got = self.alloc_inode_in(a, b)?;
+        if let Some(w) = goal.between {
+            if let Some((a, b)) = w.inside {
+                got = self.alloc_inode_in(a, b)?;
+            }
+            if got.is_none() {
+                got = self.alloc_inode_last_in(w.before.0, w.before.1)?;
+            }
+            if got.is_none() {
+                got = self.alloc_inode_in(w.after.0, w.after.1)?;
+            }
         }
-        if let (None, Some((a, b))) = (got, goal.before) {
-            got = self.alloc_inode_last_in(a, b)?;
-        }
-        if got.is_none() && goal.after.1 > goal.after.0 {
-            got = self.alloc_inode_in(goal.after.0, goal.after.1)?;
-        }
-        if got.is_none() && goal.before.is_some() {
+        if got.is_none() && goal.between.is_some() {
             // No free inode fits between the neighbouring chunks: taking
             // one from the range would take another chunk's hole (and that
             // chunk would then take the next one's); one entry out of

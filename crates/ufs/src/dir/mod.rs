@@ -377,7 +377,7 @@ impl FsCore {
     /// Whether a new entry in `ddi` is packed into its chunk in inode
     /// order (large directories under `inodeorder=offset`).
     fn sorted_insert(&self, ddi: &Dinode) -> bool {
-        self.opts.inode_order == crate::alloc::placement::InodeOrder::Offset && ddi.di_size() >= self.opts.inode_order_min.max(DIRBLKSIZ as u64)
+        self.opts.inode_order == crate::alloc::placement::InodeOrder::Offset && self.is_large_dir(ddi)
     }
 
     /// The hashed insertion: the free-space summary picks the chunk.
