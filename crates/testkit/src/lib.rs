@@ -23,7 +23,11 @@ pub fn makefs_with(src: &Path, img: &Path, opts: &str, size: &str, extra: &[&str
         .arg(src)
         .output()
         .expect("run makefs");
-    assert!(out.status.success(), "makefs failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "makefs failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// An image of an empty tree, `name` in `dir`.
@@ -70,18 +74,33 @@ pub fn walk_host(root: &Path) -> BTreeMap<PathBuf, Node> {
                 Node::Dir
             } else if ft.is_symlink() {
                 use std::os::unix::ffi::OsStrExt;
-                Node::Symlink(std::fs::read_link(e.path()).unwrap().as_os_str().as_bytes().to_vec())
+                Node::Symlink(
+                    std::fs::read_link(e.path())
+                        .unwrap()
+                        .as_os_str()
+                        .as_bytes()
+                        .to_vec(),
+                )
             } else if ft.is_file() {
                 let len = e.metadata().unwrap().len();
                 if len > (64 << 20) {
                     // Huge (sparse) files: compare size and the last MiB.
                     use std::os::unix::fs::FileExt;
                     let mut tail = vec![0u8; 1 << 20];
-                    std::fs::File::open(e.path()).unwrap().read_exact_at(&mut tail, len - (1 << 20)).unwrap();
-                    Node::File { size: len, data_hash: hash(&tail) }
+                    std::fs::File::open(e.path())
+                        .unwrap()
+                        .read_exact_at(&mut tail, len - (1 << 20))
+                        .unwrap();
+                    Node::File {
+                        size: len,
+                        data_hash: hash(&tail),
+                    }
                 } else {
                     let d = std::fs::read(e.path()).unwrap();
-                    Node::File { size: d.len() as u64, data_hash: hash(&d) }
+                    Node::File {
+                        size: d.len() as u64,
+                        data_hash: hash(&d),
+                    }
                 }
             } else if ft.is_fifo() {
                 Node::Other(FileKind::Fifo)
@@ -123,7 +142,10 @@ pub fn walk_fs(fs: &Fs) -> BTreeMap<PathBuf, Node> {
                     FileKind::File if a.size > (64 << 20) => {
                         // Huge (sparse) files: compare size and the last MiB.
                         let tail = fs.read(e.ino, a.size - (1 << 20), 1 << 20).unwrap();
-                        Node::File { size: a.size, data_hash: hash(&tail) }
+                        Node::File {
+                            size: a.size,
+                            data_hash: hash(&tail),
+                        }
                     }
                     FileKind::File => {
                         let mut d = Vec::new();
@@ -132,7 +154,10 @@ pub fn walk_fs(fs: &Fs) -> BTreeMap<PathBuf, Node> {
                             assert!(!chunk.is_empty());
                             d.extend_from_slice(&chunk);
                         }
-                        Node::File { size: a.size, data_hash: hash(&d) }
+                        Node::File {
+                            size: a.size,
+                            data_hash: hash(&d),
+                        }
                     }
                     k => Node::Other(k),
                 };
@@ -163,7 +188,11 @@ pub fn hostile_tree(root: &Path, big: usize, huge: bool) {
     for i in 0..big {
         std::fs::write(bigdir.join(format!("f{i:06}")), []).unwrap();
     }
-    std::fs::write(root.join("data"), (0..200_000u32).map(|i| (i * 7) as u8).collect::<Vec<_>>()).unwrap();
+    std::fs::write(
+        root.join("data"),
+        (0..200_000u32).map(|i| (i * 7) as u8).collect::<Vec<_>>(),
+    )
+    .unwrap();
     std::fs::hard_link(root.join("data"), root.join("data-link")).unwrap();
     symlink("data", root.join("short-link")).unwrap();
     symlink("x".repeat(200), root.join("long-link")).unwrap();
@@ -192,7 +221,10 @@ pub fn copy_in(fs: &Fs, src: &Path, dst: u64) {
     let mut links: HashMap<(u64, u64), u64> = HashMap::new();
     let mut stack = vec![(src.to_path_buf(), dst)];
     while let Some((dir, dino)) = stack.pop() {
-        let mut ents: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap()).collect();
+        let mut ents: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap())
+            .collect();
         ents.sort_by_key(|e| e.file_name());
         for e in ents {
             let name = e.file_name();
@@ -206,13 +238,17 @@ pub fn copy_in(fs: &Fs, src: &Path, dst: u64) {
                 a.ino
             } else if ft.is_symlink() {
                 let t = std::fs::read_link(e.path()).unwrap();
-                fs.symlink(dino, name, t.as_os_str().as_bytes(), root).unwrap().ino
+                fs.symlink(dino, name, t.as_os_str().as_bytes(), root)
+                    .unwrap()
+                    .ino
             } else if ft.is_file() && md.nlink() > 1 && links.contains_key(&(md.dev(), md.ino())) {
                 let target = links[&(md.dev(), md.ino())];
                 fs.link(target, dino, name).unwrap();
                 continue;
             } else if ft.is_file() {
-                let a = fs.mknod(dino, name, 0o100000 | mode as u32, 0, root).unwrap();
+                let a = fs
+                    .mknod(dino, name, 0o100000 | mode as u32, 0, root)
+                    .unwrap();
                 let data = std::fs::read(e.path()).unwrap();
                 // Write in 128 KiB pieces, skipping all-zero pieces (holes).
                 for (i, piece) in data.chunks(128 << 10).enumerate() {
@@ -220,18 +256,39 @@ pub fn copy_in(fs: &Fs, src: &Path, dst: u64) {
                         fs.write(a.ino, (i as u64) << 17, piece, root).unwrap();
                     }
                 }
-                fs.setattr(a.ino, &ufs::SetAttr { size: Some(data.len() as u64), ..Default::default() }, root).unwrap();
+                fs.setattr(
+                    a.ino,
+                    &ufs::SetAttr {
+                        size: Some(data.len() as u64),
+                        ..Default::default()
+                    },
+                    root,
+                )
+                .unwrap();
                 if md.nlink() > 1 {
                     links.insert((md.dev(), md.ino()), a.ino);
                 }
                 a.ino
             } else if ft.is_fifo() {
-                fs.mknod(dino, name, 0o010000 | mode as u32, 0, root).unwrap().ino
+                fs.mknod(dino, name, 0o010000 | mode as u32, 0, root)
+                    .unwrap()
+                    .ino
             } else {
                 continue;
             };
-            let t = ufs::TimeSet::At(ufs::Time { sec: md.mtime(), nsec: md.mtime_nsec() as u32 });
-            fs.setattr(ino, &ufs::SetAttr { mtime: Some(t), ..Default::default() }, root).unwrap();
+            let t = ufs::TimeSet::At(ufs::Time {
+                sec: md.mtime(),
+                nsec: md.mtime_nsec() as u32,
+            });
+            fs.setattr(
+                ino,
+                &ufs::SetAttr {
+                    mtime: Some(t),
+                    ..Default::default()
+                },
+                root,
+            )
+            .unwrap();
         }
     }
 }
@@ -240,8 +297,17 @@ pub fn copy_in(fs: &Fs, src: &Path, dst: u64) {
 pub fn assert_fsck_clean(img: &Path) {
     let dev = ufs::dev::FileDevice::open(img, false).unwrap();
     let rep = ufs::fsck::fsck(&dev, ufs::fsck::FsckMode::Check).unwrap();
-    let msgs: Vec<String> = rep.findings.iter().map(|f| format!("{}: {}", f.pass, f.message)).collect();
-    assert!(rep.findings.is_empty() && rep.exit_code() == 0, "fsck findings on {}:\n{}", img.display(), msgs.join("\n"));
+    let msgs: Vec<String> = rep
+        .findings
+        .iter()
+        .map(|f| format!("{}: {}", f.pass, f.message))
+        .collect();
+    assert!(
+        rep.findings.is_empty() && rep.exit_code() == 0,
+        "fsck findings on {}:\n{}",
+        img.display(),
+        msgs.join("\n")
+    );
 }
 
 /// Walks an image with the independent `rufs` reader (its `.snap` at the
@@ -258,7 +324,10 @@ pub fn walk_rufs(img: &Path) -> BTreeMap<PathBuf, Node> {
         })
         .unwrap();
         for (name, inr, kind) in ents {
-            if name == OsStr::new(".") || name == OsStr::new("..") || (rel.as_os_str().is_empty() && name == OsStr::new(".snap")) {
+            if name == OsStr::new(".")
+                || name == OsStr::new("..")
+                || (rel.as_os_str().is_empty() && name == OsStr::new(".snap"))
+            {
                 continue;
             }
             let r = rel.join(&name);
@@ -274,12 +343,18 @@ pub fn walk_rufs(img: &Path) -> BTreeMap<PathBuf, Node> {
                         let mut tail = vec![0u8; 1 << 20];
                         let n = u.inode_read(inr, a.size - (1 << 20), &mut tail).unwrap();
                         assert_eq!(n, tail.len());
-                        Node::File { size: a.size, data_hash: hash(&tail) }
+                        Node::File {
+                            size: a.size,
+                            data_hash: hash(&tail),
+                        }
                     } else {
                         let mut d = vec![0u8; a.size as usize];
                         let n = u.inode_read(inr, 0, &mut d).unwrap();
                         assert_eq!(n, d.len());
-                        Node::File { size: a.size, data_hash: hash(&d) }
+                        Node::File {
+                            size: a.size,
+                            data_hash: hash(&d),
+                        }
                     }
                 }
                 rufs::InodeType::NamedPipe => Node::Other(ufs::FileKind::Fifo),
@@ -291,4 +366,3 @@ pub fn walk_rufs(img: &Path) -> BTreeMap<PathBuf, Node> {
     }
     out
 }
-

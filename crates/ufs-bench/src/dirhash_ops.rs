@@ -38,7 +38,9 @@ impl OpsConfig {
     /// The full profile: 1,000 to 200,000 entries, 0 to 8 KB.
     pub fn full() -> OpsConfig {
         OpsConfig {
-            large_sizes: vec![1000, 2000, 5000, 10_000, 20_000, 50_000, 100_000, 150_000, 200_000],
+            large_sizes: vec![
+                1000, 2000, 5000, 10_000, 20_000, 50_000, 100_000, 150_000, 200_000,
+            ],
             small_bytes: (1..=16).map(|k| k * 512).collect(),
             batch: 400,
             maxmem: 32 << 20,
@@ -97,12 +99,21 @@ pub struct OpsReport {
 impl OpsReport {
     /// Microseconds per op for one point, if measured.
     pub fn cost(&self, mode: &str, range: &str, entries: u64, op: &str) -> Option<f64> {
-        self.points.iter().find(|p| p.mode == mode && p.range == range && p.entries == entries && p.op == op).map(|p| p.us_per_op)
+        self.points
+            .iter()
+            .find(|p| p.mode == mode && p.range == range && p.entries == entries && p.op == op)
+            .map(|p| p.us_per_op)
     }
 }
 
 const R: Cred = Cred::ROOT;
-pub const OPS: [&str; 5] = ["create", "remove", "stat_seq", "stat_random", "stat_missing"];
+pub const OPS: [&str; 5] = [
+    "create",
+    "remove",
+    "stat_seq",
+    "stat_random",
+    "stat_missing",
+];
 
 fn fname(i: u64) -> Vec<u8> {
     format!("f{i:08}").into_bytes()
@@ -155,7 +166,11 @@ fn set_mode(fs: &Fs, dir: u64, hashed: bool, minsize: u64) -> ufs::Result<Option
 /// Runs `op` on every item of `batch` under one timer: `(microseconds per
 /// operation, directory entries scanned per operation, operations)`, all 0
 /// for an empty batch.
-fn timed<T, R>(fs: &Fs, batch: &[T], mut op: impl FnMut(&T) -> ufs::Result<R>) -> ufs::Result<(f64, f64, u64)> {
+fn timed<T, R>(
+    fs: &Fs,
+    batch: &[T],
+    mut op: impl FnMut(&T) -> ufs::Result<R>,
+) -> ufs::Result<(f64, f64, u64)> {
     let before = scanned(fs);
     let t = Instant::now();
     for item in batch {
@@ -166,17 +181,28 @@ fn timed<T, R>(fs: &Fs, batch: &[T], mut op: impl FnMut(&T) -> ufs::Result<R>) -
     if ops == 0 {
         return Ok((0.0, 0.0, 0));
     }
-    Ok((secs * 1e6 / ops as f64, (scanned(fs) - before) as f64 / ops as f64, ops))
+    Ok((
+        secs * 1e6 / ops as f64,
+        (scanned(fs) - before) as f64 / ops as f64,
+        ops,
+    ))
 }
 
 /// One timed batch of `op` on `d`; creates and removes are undone after
 /// the batch, untimed, so the directory keeps its `n` entries.
-fn measure(d: &mut Dir<'_>, op: &'static str, batch: u64, rng: &mut rand::rngs::StdRng) -> ufs::Result<(f64, f64, u64)> {
+fn measure(
+    d: &mut Dir<'_>,
+    op: &'static str,
+    batch: u64,
+    rng: &mut rand::rngs::StdRng,
+) -> ufs::Result<(f64, f64, u64)> {
     let (fs, ino) = (d.fs, d.ino);
     let n = d.names.len() as u64;
     match op {
         "create" => {
-            let names: Vec<Vec<u8>> = (0..batch).map(|k| format!("c{k:08}").into_bytes()).collect();
+            let names: Vec<Vec<u8>> = (0..batch)
+                .map(|k| format!("c{k:08}").into_bytes())
+                .collect();
             let r = timed(fs, &names, |name| fs.mknod(ino, name, 0o100644, 0, R))?;
             for name in &names {
                 fs.unlink(ino, name)?;
@@ -193,17 +219,34 @@ fn measure(d: &mut Dir<'_>, op: &'static str, batch: u64, rng: &mut rand::rngs::
         }
         "stat_seq" => {
             let k = batch.min(n);
-            let start = if n > 0 { rng.gen_range(0..=n - k) as usize } else { 0 };
-            timed(fs, &d.names[start..start + k as usize], |name| fs.lookup(ino, name))
+            let start = if n > 0 {
+                rng.gen_range(0..=n - k) as usize
+            } else {
+                0
+            };
+            timed(fs, &d.names[start..start + k as usize], |name| {
+                fs.lookup(ino, name)
+            })
         }
         "stat_random" => {
-            let names: Vec<&Vec<u8>> = if n > 0 { (0..batch).map(|_| d.names.choose(rng).expect("nonempty")).collect() } else { Vec::new() };
+            let names: Vec<&Vec<u8>> = if n > 0 {
+                (0..batch)
+                    .map(|_| d.names.choose(rng).expect("nonempty"))
+                    .collect()
+            } else {
+                Vec::new()
+            };
             timed(fs, &names, |name| fs.lookup(ino, name))
         }
         "stat_missing" => {
-            let names: Vec<Vec<u8>> = (0..batch).map(|k| format!("m{k:08}").into_bytes()).collect();
+            let names: Vec<Vec<u8>> = (0..batch)
+                .map(|k| format!("m{k:08}").into_bytes())
+                .collect();
             timed(fs, &names, |name| match fs.lookup(ino, name) {
-                Ok(_) => Err(ufs::Error::new(ufs::ErrorKind::Invalid, "missing name found")),
+                Ok(_) => Err(ufs::Error::new(
+                    ufs::ErrorKind::Invalid,
+                    "missing name found",
+                )),
                 Err(_) => Ok(()),
             })
         }
@@ -214,7 +257,9 @@ fn measure(d: &mut Dir<'_>, op: &'static str, batch: u64, rng: &mut rand::rngs::
 fn fsck_clean(dev: &std::sync::Arc<ufs::dev::MemDevice>, fs: Fs) -> ufs::Result<bool> {
     fs.unmount()?;
     let snap = ufs::dev::MemDevice::from_vec(dev.snapshot());
-    Ok(ufs::fsck::fsck(&snap, ufs::fsck::FsckMode::Check)?.findings.is_empty())
+    Ok(ufs::fsck::fsck(&snap, ufs::fsck::FsckMode::Check)?
+        .findings
+        .is_empty())
 }
 
 /// Runs both ranges; `progress` hears about every size point.
@@ -226,8 +271,15 @@ pub fn run(cfg: &OpsConfig, progress: Progress) -> ufs::Result<OpsReport> {
     let total = (cfg.large_sizes.len() + cfg.small_bytes.len()) as u64;
     let mut done = 0;
     let mut clean = true;
-    let dh = DirhashConfig { maxmem: cfg.maxmem, ..Default::default() };
-    let opts = MountOptions { dirhash: dh, cache_bytes: 256 << 20, ..Default::default() };
+    let dh = DirhashConfig {
+        maxmem: cfg.maxmem,
+        ..Default::default()
+    };
+    let opts = MountOptions {
+        dirhash: dh,
+        cache_bytes: 256 << 20,
+        ..Default::default()
+    };
 
     // Large range: default threshold (every size is above it).
     {
@@ -236,7 +288,12 @@ pub fn run(cfg: &OpsConfig, progress: Progress) -> ufs::Result<OpsReport> {
         let bytes = (largest * 4096 + (64 << 20)).max(128 << 20);
         let (dev, fs) = fresh_fs(bytes, 2048, opts.clone())?;
         let ino = fs.mkdir(fs.root(), b"big", 0o755, R)?.ino;
-        let mut d = Dir { fs: &fs, ino, names: Vec::new(), next: 0 };
+        let mut d = Dir {
+            fs: &fs,
+            ino,
+            names: Vec::new(),
+            next: 0,
+        };
         let mut sizes = cfg.large_sizes.clone();
         sizes.sort_unstable();
         for &n in &sizes {
@@ -247,14 +304,32 @@ pub fn run(cfg: &OpsConfig, progress: Progress) -> ufs::Result<OpsReport> {
                 let b = set_mode(&fs, ino, hashed, 2560)?;
                 let dir_bytes = d.bytes();
                 if let Some(us) = b {
-                    build.push(BuildPoint { entries: n, dir_bytes, us });
+                    build.push(BuildPoint {
+                        entries: n,
+                        dir_bytes,
+                        us,
+                    });
                     if let Some((mem, dbytes, _)) = fs.with_core(|c| c.dirhash.describe(ino)) {
-                        memory.push(MemPoint { entries: n, dir_bytes: dbytes, hash_bytes: mem, bytes_per_dir_byte: mem as f64 / dbytes as f64 });
+                        memory.push(MemPoint {
+                            entries: n,
+                            dir_bytes: dbytes,
+                            hash_bytes: mem,
+                            bytes_per_dir_byte: mem as f64 / dbytes as f64,
+                        });
                     }
                 }
                 for op in OPS {
                     let (us, sc, ops) = measure(&mut d, op, cfg.batch, &mut rng)?;
-                    points.push(Point { mode: if hashed { "dirhash" } else { "linear" }, range: "large", entries: n, dir_bytes, op, ops, us_per_op: us, entries_scanned_per_op: sc });
+                    points.push(Point {
+                        mode: if hashed { "dirhash" } else { "linear" },
+                        range: "large",
+                        entries: n,
+                        dir_bytes,
+                        op,
+                        ops,
+                        us_per_op: us,
+                        entries_scanned_per_op: sc,
+                    });
                 }
             }
             done += 1;
@@ -267,7 +342,12 @@ pub fn run(cfg: &OpsConfig, progress: Progress) -> ufs::Result<OpsReport> {
     {
         let (dev, fs) = fresh_fs(64 << 20, 4096, opts)?;
         let ino = fs.mkdir(fs.root(), b"small", 0o755, R)?.ino;
-        let mut d = Dir { fs: &fs, ino, names: Vec::new(), next: 0 };
+        let mut d = Dir {
+            fs: &fs,
+            ino,
+            names: Vec::new(),
+            next: 0,
+        };
         // "f%08d" entries take 20 bytes: 25 per chunk, the first chunk
         // holds "." and "..".
         let per_chunk = 512 / ufs_format::dir::dirsiz(9) as u64;
@@ -283,7 +363,16 @@ pub fn run(cfg: &OpsConfig, progress: Progress) -> ufs::Result<OpsReport> {
                 let dir_bytes = d.bytes();
                 for op in OPS {
                     let (us, sc, ops) = measure(&mut d, op, cfg.batch.min(n.max(1) * 4), &mut rng)?;
-                    points.push(Point { mode: if hashed { "dirhash" } else { "linear" }, range: "small", entries: n, dir_bytes, op, ops, us_per_op: us, entries_scanned_per_op: sc });
+                    points.push(Point {
+                        mode: if hashed { "dirhash" } else { "linear" },
+                        range: "small",
+                        entries: n,
+                        dir_bytes,
+                        op,
+                        ops,
+                        us_per_op: us,
+                        entries_scanned_per_op: sc,
+                    });
                 }
             }
             done += 1;
@@ -291,7 +380,13 @@ pub fn run(cfg: &OpsConfig, progress: Progress) -> ufs::Result<OpsReport> {
         clean &= fsck_clean(&dev, fs)?;
     }
     progress(total, total, "done");
-    Ok(OpsReport { config: cfg.clone(), points, memory, build, fsck_clean: clean })
+    Ok(OpsReport {
+        config: cfg.clone(),
+        points,
+        memory,
+        build,
+        fsck_clean: clean,
+    })
 }
 
 #[cfg(test)]
@@ -302,20 +397,49 @@ mod tests {
     /// entries in proportion to the directory, hashed ones a constant few.
     #[test]
     fn linear_grows_and_dirhash_stays_flat() {
-        let cfg = OpsConfig { large_sizes: vec![2000, 20_000], small_bytes: vec![1024, 4096], batch: 50, maxmem: 32 << 20, seed: 3 };
+        let cfg = OpsConfig {
+            large_sizes: vec![2000, 20_000],
+            small_bytes: vec![1024, 4096],
+            batch: 50,
+            maxmem: 32 << 20,
+            seed: 3,
+        };
         let r = run(&cfg, &mut |_, _, _| {}).unwrap();
         assert!(r.fsck_clean);
         let scan = |mode: &str, n: u64, op: &str| {
-            r.points.iter().find(|p| p.mode == mode && p.range == "large" && p.entries == n && p.op == op).unwrap().entries_scanned_per_op
+            r.points
+                .iter()
+                .find(|p| p.mode == mode && p.range == "large" && p.entries == n && p.op == op)
+                .unwrap()
+                .entries_scanned_per_op
         };
         for op in ["create", "stat_random", "stat_missing"] {
-            assert!(scan("linear", 20_000, op) > 5.0 * scan("linear", 2000, op), "{op}");
-            assert!(scan("dirhash", 20_000, op) < 1.0, "{op}: {}", scan("dirhash", 20_000, op));
+            assert!(
+                scan("linear", 20_000, op) > 5.0 * scan("linear", 2000, op),
+                "{op}"
+            );
+            assert!(
+                scan("dirhash", 20_000, op) < 1.0,
+                "{op}: {}",
+                scan("dirhash", 20_000, op)
+            );
         }
         // About 0.51 bytes per directory byte; the fixed part and whole
         // 256-slot arrays weigh more in small directories.
-        assert!(r.memory.iter().all(|m| m.dir_bytes < 100_000 || (0.49..0.53).contains(&m.bytes_per_dir_byte)), "{:?}", r.memory);
-        assert!(r.memory.iter().all(|m| (0.49..0.6).contains(&m.bytes_per_dir_byte)), "{:?}", r.memory);
+        assert!(
+            r.memory
+                .iter()
+                .all(|m| m.dir_bytes < 100_000 || (0.49..0.53).contains(&m.bytes_per_dir_byte)),
+            "{:?}",
+            r.memory
+        );
+        assert!(
+            r.memory
+                .iter()
+                .all(|m| (0.49..0.6).contains(&m.bytes_per_dir_byte)),
+            "{:?}",
+            r.memory
+        );
         assert_eq!(r.points.len(), 2 * 2 * 2 * OPS.len());
     }
 }

@@ -139,8 +139,17 @@ pub fn remove(fs: &Fs, parent: u64, name: &[u8]) -> ufs::Result<()> {
 }
 
 /// The file system of `sys` on its modeled disk, freshly made.
-pub fn make_system(sys: &System, policy: DirPref, seed: u64) -> ufs::Result<(Arc<ModeledDisk<SparseDevice>>, Fs, u64)> {
-    let spec = preset(&sys.disk).ok_or_else(|| ufs::Error::new(ufs::ErrorKind::Invalid, format!("no disk model {}", sys.disk)))?;
+pub fn make_system(
+    sys: &System,
+    policy: DirPref,
+    seed: u64,
+) -> ufs::Result<(Arc<ModeledDisk<SparseDevice>>, Fs, u64)> {
+    let spec = preset(&sys.disk).ok_or_else(|| {
+        ufs::Error::new(
+            ufs::ErrorKind::Invalid,
+            format!("no disk model {}", sys.disk),
+        )
+    })?;
     let size = sys.groups * 8 * MIB;
     let dev = Arc::new(ModeledDisk::new(SparseDevice::new(size), spec, false)?);
     let params = NewfsParams {
@@ -153,7 +162,13 @@ pub fn make_system(sys: &System, policy: DirPref, seed: u64) -> ufs::Result<(Arc
         ..Default::default()
     };
     let report = newfs(&*dev, &params)?;
-    let mut opts = MountOptions { dirpref: policy, cache_bytes: sys.cache_bytes, readahead: 0, seed: Some(seed), ..Default::default() };
+    let mut opts = MountOptions {
+        dirpref: policy,
+        cache_bytes: sys.cache_bytes,
+        readahead: 0,
+        seed: Some(seed),
+        ..Default::default()
+    };
     opts.dirhash.enabled = false;
     let fs = Fs::open(Box::new(dev.clone()), opts)?;
     Ok((dev, fs, report.ncg))
@@ -162,21 +177,37 @@ pub fn make_system(sys: &System, policy: DirPref, seed: u64) -> ufs::Result<(Arc
 /// The removal step and the end of a run: cold cache, `rm -rf` of the
 /// tree's top directory, sync, unmount, fsck. Returns what the removal
 /// cost the disk and whether the image is clean.
-fn remove_and_check(dev: &Arc<ModeledDisk<SparseDevice>>, fs: Fs, tree: &Tree) -> ufs::Result<(DiskStats, bool)> {
+fn remove_and_check(
+    dev: &Arc<ModeledDisk<SparseDevice>>,
+    fs: Fs,
+    tree: &Tree,
+) -> ufs::Result<(DiskStats, bool)> {
     fs.drop_caches()?;
     let s0 = ModeledDisk::disk_stats(dev);
-    let top = tree.entries.first().map(|e| e.path.clone()).unwrap_or_default();
+    let top = tree
+        .entries
+        .first()
+        .map(|e| e.path.clone())
+        .unwrap_or_default();
     remove(&fs, fs.root(), top.as_bytes())?;
     fs.sync()?;
     let rm = ModeledDisk::disk_stats(dev).since(&s0);
     fs.unmount()?;
     drop(fs);
-    let clean = ufs::fsck::fsck(&**dev as &dyn BlockDevice, ufs::fsck::FsckMode::Check)?.findings.is_empty();
+    let clean = ufs::fsck::fsck(&**dev as &dyn BlockDevice, ufs::fsck::FsckMode::Check)?
+        .findings
+        .is_empty();
     Ok((rm, clean))
 }
 
 /// Extraction then `rm -rf` of `tree` on `sys` under `policy`.
-pub fn run(sys: &System, policy: DirPref, tree: &Tree, tree_name: &str, seed: u64) -> ufs::Result<Run> {
+pub fn run(
+    sys: &System,
+    policy: DirPref,
+    tree: &Tree,
+    tree_name: &str,
+    seed: u64,
+) -> ufs::Result<Run> {
     let wall = Instant::now();
     let (dev, fs, groups) = make_system(sys, policy, seed)?;
     let root = fs.root();
@@ -186,7 +217,11 @@ pub fn run(sys: &System, policy: DirPref, tree: &Tree, tree_name: &str, seed: u6
     fs.sync()?;
     let s1 = ModeledDisk::disk_stats(&dev);
     let ipg = fs.with_core(|c| c.g.ipg);
-    let dir_groups = dirs.values().map(|ino| ino / ipg).collect::<std::collections::BTreeSet<_>>().len() as u64;
+    let dir_groups = dirs
+        .values()
+        .map(|ino| ino / ipg)
+        .collect::<std::collections::BTreeSet<_>>()
+        .len() as u64;
     let (rm_disk, fsck_clean) = remove_and_check(&dev, fs, tree)?;
     let extract_disk = s1.since(&s0);
     Ok(Run {
@@ -205,12 +240,22 @@ pub fn run(sys: &System, policy: DirPref, tree: &Tree, tree_name: &str, seed: u6
 }
 
 /// Every system × both policies.
-pub fn run_all(systems: &[System], tree: &Tree, tree_name: &str, seed: u64, progress: Progress) -> ufs::Result<Vec<Run>> {
+pub fn run_all(
+    systems: &[System],
+    tree: &Tree,
+    tree_name: &str,
+    seed: u64,
+    progress: Progress,
+) -> ufs::Result<Vec<Run>> {
     let total = systems.len() as u64 * 2;
     let mut out = Vec::new();
     for sys in systems {
         for policy in [DirPref::Traditional, DirPref::Orlov] {
-            progress(out.len() as u64, total, &format!("{} / {}", sys.name, policy_name(policy)));
+            progress(
+                out.len() as u64,
+                total,
+                &format!("{} / {}", sys.name, policy_name(policy)),
+            );
             out.push(run(sys, policy, tree, tree_name, seed)?);
         }
     }
@@ -233,11 +278,29 @@ pub struct Variant {
 /// that describe the ports tree (1 KB files, 2 per directory), and Orlov
 /// without its `fs_contigdirs` limit; the traditional policy beside them.
 pub fn fill_variants() -> Vec<Variant> {
-    let v = |name: &str, policy: &str, f: u32, d: u32, c: bool| Variant { name: name.into(), policy: policy.into(), avgfilesize: f, avgfpdir: d, contigdirs: c };
+    let v = |name: &str, policy: &str, f: u32, d: u32, c: bool| Variant {
+        name: name.into(),
+        policy: policy.into(),
+        avgfilesize: f,
+        avgfpdir: d,
+        contigdirs: c,
+    };
     vec![
         v("traditional", "traditional", 16384, 64, true),
-        v("orlov, defaults (16 KB files, 64 per dir)", "orlov", 16384, 64, true),
-        v("orlov, tuned to the tree (1 KB, 2 per dir)", "orlov", 1024, 2, true),
+        v(
+            "orlov, defaults (16 KB files, 64 per dir)",
+            "orlov",
+            16384,
+            64,
+            true,
+        ),
+        v(
+            "orlov, tuned to the tree (1 KB, 2 per dir)",
+            "orlov",
+            1024,
+            2,
+            true,
+        ),
         v("orlov, no contigdirs limit", "orlov", 16384, 64, false),
     ]
 }
@@ -262,9 +325,22 @@ pub struct FillRun {
     pub fsck_clean: bool,
 }
 
-fn make_variant(sys: &System, v: &Variant, seed: u64) -> ufs::Result<(Arc<ModeledDisk<SparseDevice>>, Fs)> {
-    let spec = preset(&sys.disk).ok_or_else(|| ufs::Error::new(ufs::ErrorKind::Invalid, format!("no disk model {}", sys.disk)))?;
-    let dev = Arc::new(ModeledDisk::new(SparseDevice::new(sys.groups * 8 * MIB), spec, false)?);
+fn make_variant(
+    sys: &System,
+    v: &Variant,
+    seed: u64,
+) -> ufs::Result<(Arc<ModeledDisk<SparseDevice>>, Fs)> {
+    let spec = preset(&sys.disk).ok_or_else(|| {
+        ufs::Error::new(
+            ufs::ErrorKind::Invalid,
+            format!("no disk model {}", sys.disk),
+        )
+    })?;
+    let dev = Arc::new(ModeledDisk::new(
+        SparseDevice::new(sys.groups * 8 * MIB),
+        spec,
+        false,
+    )?);
     let params = NewfsParams {
         bsize: 8192,
         fsize: 1024,
@@ -277,8 +353,19 @@ fn make_variant(sys: &System, v: &Variant, seed: u64) -> ufs::Result<(Arc<Modele
         ..Default::default()
     };
     newfs(&*dev, &params)?;
-    let policy = if v.policy == "traditional" { DirPref::Traditional } else { DirPref::Orlov };
-    let mut opts = MountOptions { dirpref: policy, cache_bytes: sys.cache_bytes, readahead: 0, seed: Some(seed), contigdirs: v.contigdirs, ..Default::default() };
+    let policy = if v.policy == "traditional" {
+        DirPref::Traditional
+    } else {
+        DirPref::Orlov
+    };
+    let mut opts = MountOptions {
+        dirpref: policy,
+        cache_bytes: sys.cache_bytes,
+        readahead: 0,
+        seed: Some(seed),
+        contigdirs: v.contigdirs,
+        ..Default::default()
+    };
     opts.dirhash.enabled = false;
     let fs = Fs::open(Box::new(dev.clone()), opts)?;
     Ok((dev, fs))
@@ -301,7 +388,14 @@ pub fn fill_run(sys: &System, v: &Variant, tree: &Tree, seed: u64) -> ufs::Resul
     };
     let (dev, fs) = make_variant(sys, v, seed)?;
     let root = fs.root();
-    let dirs_only = Tree { entries: tree.entries.iter().filter(|e| e.kind == Kind::Dir).cloned().collect() };
+    let dirs_only = Tree {
+        entries: tree
+            .entries
+            .iter()
+            .filter(|e| e.kind == Kind::Dir)
+            .cloned()
+            .collect(),
+    };
     fs.drop_caches()?;
     let s0 = ModeledDisk::disk_stats(&dev);
     let dirs = extract(&fs, root, &dirs_only)?;
@@ -338,7 +432,11 @@ pub fn fill_run(sys: &System, v: &Variant, tree: &Tree, seed: u64) -> ufs::Resul
         interleaved_ms,
         rm_ms: rm.busy_ms,
         dir_groups: per_group.len() as u64,
-        files_with_dir: if files == 0 { 1.0 } else { with_dir as f64 / files as f64 },
+        files_with_dir: if files == 0 {
+            1.0
+        } else {
+            with_dir as f64 / files as f64
+        },
         max_dirs_per_group: per_group.values().copied().max().unwrap_or(0),
         fsck_clean,
     })
@@ -352,7 +450,13 @@ mod tests {
     /// A small system and a prefix of the ports tree (still in archive
     /// order): the direction of the seed's result, quickly.
     fn small() -> (System, Tree) {
-        let sys = System { name: "small".into(), disk: "ide-20g-2001".into(), groups: 200, cache_bytes: 4 * MIB, seed_normal: [0.0; 4] };
+        let sys = System {
+            name: "small".into(),
+            disk: "ide-20g-2001".into(),
+            groups: 200,
+            cache_bytes: 4 * MIB,
+            seed_normal: [0.0; 4],
+        };
         let mut t = ports_tree(3);
         t.entries.truncate(3000);
         (sys, t)
@@ -364,9 +468,24 @@ mod tests {
         let old = run(&sys, DirPref::Traditional, &t, "ports-prefix", 1).unwrap();
         let new = run(&sys, DirPref::Orlov, &t, "ports-prefix", 1).unwrap();
         assert!(old.fsck_clean && new.fsck_clean);
-        assert!(new.extract_ms < old.extract_ms, "extract: orlov {} ms, traditional {} ms", new.extract_ms, old.extract_ms);
-        assert!(new.rm_ms < old.rm_ms, "rm: orlov {} ms, traditional {} ms", new.rm_ms, old.rm_ms);
-        assert!(new.dir_groups < old.dir_groups, "orlov spreads over {} groups, traditional {}", new.dir_groups, old.dir_groups);
+        assert!(
+            new.extract_ms < old.extract_ms,
+            "extract: orlov {} ms, traditional {} ms",
+            new.extract_ms,
+            old.extract_ms
+        );
+        assert!(
+            new.rm_ms < old.rm_ms,
+            "rm: orlov {} ms, traditional {} ms",
+            new.rm_ms,
+            old.rm_ms
+        );
+        assert!(
+            new.dir_groups < old.dir_groups,
+            "orlov spreads over {} groups, traditional {}",
+            new.dir_groups,
+            old.dir_groups
+        );
         let again = run(&sys, DirPref::Orlov, &t, "ports-prefix", 1).unwrap();
         assert_eq!(again.extract_ms.to_bits(), new.extract_ms.to_bits());
         assert_eq!(again.rm_ms.to_bits(), new.rm_ms.to_bits());
@@ -376,13 +495,23 @@ mod tests {
     fn tree_first_limits_keep_files_near_their_directories() {
         let (sys, t) = small();
         let vs = fill_variants();
-        let runs: Vec<FillRun> = vs.iter().map(|v| fill_run(&sys, v, &t, 1).unwrap()).collect();
+        let runs: Vec<FillRun> = vs
+            .iter()
+            .map(|v| fill_run(&sys, v, &t, 1).unwrap())
+            .collect();
         assert!(runs.iter().all(|r| r.fsck_clean));
         let by = |p: &str| runs.iter().find(|r| r.variant.name.starts_with(p)).unwrap();
-        let (trad, dflt, nolimit) = (by("traditional"), by("orlov, defaults"), by("orlov, no contigdirs"));
+        let (trad, dflt, nolimit) = (
+            by("traditional"),
+            by("orlov, defaults"),
+            by("orlov, no contigdirs"),
+        );
         // Without the limit, Orlov packs the directories made in a row into
         // few groups; with it, they spread.
-        assert!(nolimit.max_dirs_per_group > dflt.max_dirs_per_group, "{nolimit:?} {dflt:?}");
+        assert!(
+            nolimit.max_dirs_per_group > dflt.max_dirs_per_group,
+            "{nolimit:?} {dflt:?}"
+        );
         assert!(dflt.dir_groups > nolimit.dir_groups);
         // Orlov still fills faster than the traditional spread.
         assert!(dflt.fill_ms < trad.fill_ms, "{dflt:?} {trad:?}");

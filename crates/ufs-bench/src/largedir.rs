@@ -48,7 +48,11 @@ impl Default for Machine {
     /// with 256 MB of buffer cache and 64 MB for dirhash, so a directory of
     /// a million entries keeps its index.
     fn default() -> Self {
-        Machine { disk: "dtla-307045".into(), cache_bytes: 256 * MIB, dirhash_maxmem: 64 * MIB }
+        Machine {
+            disk: "dtla-307045".into(),
+            cache_bytes: 256 * MIB,
+            dirhash_maxmem: 64 * MIB,
+        }
     }
 }
 
@@ -91,7 +95,9 @@ fn image_bytes(files: u64) -> u64 {
 
 /// The seed's `dirtest` names: random, the same for the same seed.
 fn names(rng: &mut rand::rngs::StdRng, n: u64) -> Vec<Vec<u8>> {
-    (0..n).map(|_| format!("{:016x}", rng.gen::<u64>()).into_bytes()).collect()
+    (0..n)
+        .map(|_| format!("{:016x}", rng.gen::<u64>()).into_bytes())
+        .collect()
 }
 
 struct Timer<'a> {
@@ -101,7 +107,12 @@ struct Timer<'a> {
 }
 
 impl Timer<'_> {
-    fn step<T>(&mut self, fs: &Fs, name: &str, f: impl FnOnce() -> ufs::Result<T>) -> ufs::Result<T> {
+    fn step<T>(
+        &mut self,
+        fs: &Fs,
+        name: &str,
+        f: impl FnOnce() -> ufs::Result<T>,
+    ) -> ufs::Result<T> {
         fs.drop_caches()?;
         let s0 = ModeledDisk::disk_stats(self.dev);
         let t = Instant::now();
@@ -121,19 +132,52 @@ impl Timer<'_> {
 }
 
 /// One run of the workload: `files` files under `order`, churned or not.
-pub fn run(machine: &Machine, files: u64, order: InodeOrder, churn: bool, seed: u64) -> ufs::Result<Run> {
+pub fn run(
+    machine: &Machine,
+    files: u64,
+    order: InodeOrder,
+    churn: bool,
+    seed: u64,
+) -> ufs::Result<Run> {
     let wall = Instant::now();
-    let spec = preset(&machine.disk).ok_or_else(|| ufs::Error::new(ufs::ErrorKind::Invalid, format!("no disk model {}", machine.disk)))?;
-    let dev = Arc::new(ModeledDisk::new(SparseDevice::new(image_bytes(files)), spec, false)?);
-    newfs(&*dev, &NewfsParams { density: Some(4096), seed: Some(1), time: Some(1_330_000_000), ..Default::default() })?;
-    let mut opts = MountOptions { cache_bytes: machine.cache_bytes, readahead: 0, seed: Some(seed), inode_order: order, ..Default::default() };
+    let spec = preset(&machine.disk).ok_or_else(|| {
+        ufs::Error::new(
+            ufs::ErrorKind::Invalid,
+            format!("no disk model {}", machine.disk),
+        )
+    })?;
+    let dev = Arc::new(ModeledDisk::new(
+        SparseDevice::new(image_bytes(files)),
+        spec,
+        false,
+    )?);
+    newfs(
+        &*dev,
+        &NewfsParams {
+            density: Some(4096),
+            seed: Some(1),
+            time: Some(1_330_000_000),
+            ..Default::default()
+        },
+    )?;
+    let mut opts = MountOptions {
+        cache_bytes: machine.cache_bytes,
+        readahead: 0,
+        seed: Some(seed),
+        inode_order: order,
+        ..Default::default()
+    };
     opts.dirhash.maxmem = machine.dirhash_maxmem;
     let fs = Fs::open(Box::new(dev.clone()), opts)?;
     let root = fs.root();
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let mut live = names(&mut rng, files);
     let data = vec![0u8; FILE_BYTES];
-    let mut t = Timer { dev: &dev, files, steps: Vec::new() };
+    let mut t = Timer {
+        dev: &dev,
+        files,
+        steps: Vec::new(),
+    };
     let dir = fs.mkdir(root, b"test", 0o755, Cred::ROOT)?.ino;
     let create = |fs: &Fs, names: &[Vec<u8>]| -> ufs::Result<()> {
         for n in names {
@@ -204,18 +248,44 @@ pub fn run(machine: &Machine, files: u64, order: InodeOrder, churn: bool, seed: 
     let steps = t.steps;
     fs.unmount()?;
     drop(fs);
-    let fsck_clean = ufs::fsck::fsck(&*dev as &dyn BlockDevice, ufs::fsck::FsckMode::Check)?.findings.is_empty();
-    Ok(Run { files, order: order.name().into(), churned: churn, steps, layout, copy_layout, fsck_clean, wall_s: wall.elapsed().as_secs_f64() })
+    let fsck_clean = ufs::fsck::fsck(&*dev as &dyn BlockDevice, ufs::fsck::FsckMode::Check)?
+        .findings
+        .is_empty();
+    Ok(Run {
+        files,
+        order: order.name().into(),
+        churned: churn,
+        steps,
+        layout,
+        copy_layout,
+        fsck_clean,
+        wall_s: wall.elapsed().as_secs_f64(),
+    })
 }
 
 /// Every size × order × (fresh, churned).
-pub fn run_all(machine: &Machine, sizes: &[u64], orders: &[InodeOrder], churn: &[bool], seed: u64, progress: Progress) -> ufs::Result<Vec<Run>> {
+pub fn run_all(
+    machine: &Machine,
+    sizes: &[u64],
+    orders: &[InodeOrder],
+    churn: &[bool],
+    seed: u64,
+    progress: Progress,
+) -> ufs::Result<Vec<Run>> {
     let total = (sizes.len() * orders.len() * churn.len()) as u64;
     let mut out = Vec::new();
     for &n in sizes {
         for &c in churn {
             for &o in orders {
-                progress(out.len() as u64, total, &format!("{n} files, {}, {}", o.name(), if c { "churned" } else { "fresh" }));
+                progress(
+                    out.len() as u64,
+                    total,
+                    &format!(
+                        "{n} files, {}, {}",
+                        o.name(),
+                        if c { "churned" } else { "fresh" }
+                    ),
+                );
                 out.push(run(machine, n, o, c, seed)?);
             }
         }
@@ -234,16 +304,39 @@ mod tests {
         let off = run(&m, 6000, InodeOrder::Off, true, 1).unwrap();
         let offset = run(&m, 6000, InodeOrder::Offset, true, 1).unwrap();
         assert!(off.fsck_clean && offset.fsck_clean);
-        assert!(offset.layout.readdir_locality >= 0.99, "{:?}", offset.layout);
+        assert!(
+            offset.layout.readdir_locality >= 0.99,
+            "{:?}",
+            offset.layout
+        );
         assert!(off.layout.readdir_locality < 0.9, "{:?}", off.layout);
         let cp = |r: &Run| r.step("cp -a").unwrap().modeled_ms;
         let rm = |r: &Run| r.step("rm -rf").unwrap().modeled_ms;
-        assert!(offset.layout.data_locality > off.layout.data_locality + 0.1, "data follows inodes: {:?}", offset.layout);
-        assert!(cp(&offset) < cp(&off), "cp -a: offset {} ms, off {} ms", cp(&offset), cp(&off));
-        assert!(rm(&offset) < rm(&off), "rm -rf: offset {} ms, off {} ms", rm(&offset), rm(&off));
+        assert!(
+            offset.layout.data_locality > off.layout.data_locality + 0.1,
+            "data follows inodes: {:?}",
+            offset.layout
+        );
+        assert!(
+            cp(&offset) < cp(&off),
+            "cp -a: offset {} ms, off {} ms",
+            cp(&offset),
+            cp(&off)
+        );
+        assert!(
+            rm(&offset) < rm(&off),
+            "rm -rf: offset {} ms, off {} ms",
+            rm(&offset),
+            rm(&off)
+        );
         let again = run(&m, 6000, InodeOrder::Offset, true, 1).unwrap();
         for (a, b) in again.steps.iter().zip(&offset.steps) {
-            assert_eq!(a.modeled_ms.to_bits(), b.modeled_ms.to_bits(), "{} repeats exactly", a.name);
+            assert_eq!(
+                a.modeled_ms.to_bits(),
+                b.modeled_ms.to_bits(),
+                "{} repeats exactly",
+                a.name
+            );
         }
     }
 }

@@ -29,8 +29,22 @@ use ufs::{Fs, MountOptions};
 /// `density` bytes, mounted with `opts`.
 pub fn fresh_fs(bytes: u64, density: u64, opts: MountOptions) -> ufs::Result<(Arc<MemDevice>, Fs)> {
     let dev = Arc::new(MemDevice::new(bytes));
-    newfs(&*dev, &NewfsParams { seed: Some(1), time: Some(1_700_000_000), density: Some(density), ..Default::default() })?;
-    let fs = Fs::open(Box::new(dev.clone()), MountOptions { seed: opts.seed.or(Some(1)), ..opts })?;
+    newfs(
+        &*dev,
+        &NewfsParams {
+            seed: Some(1),
+            time: Some(1_700_000_000),
+            density: Some(density),
+            ..Default::default()
+        },
+    )?;
+    let fs = Fs::open(
+        Box::new(dev.clone()),
+        MountOptions {
+            seed: opts.seed.or(Some(1)),
+            ..opts
+        },
+    )?;
     Ok((dev, fs))
 }
 

@@ -105,7 +105,10 @@ impl MaildirConfig {
             other_tree_files: s(50_000.0, 100),
             imap_passes: 3,
             seed: 2008,
-            dirhash: DirhashConfig { maxmem: 2 * MIB, ..DirhashConfig::default() },
+            dirhash: DirhashConfig {
+                maxmem: 2 * MIB,
+                ..DirhashConfig::default()
+            },
             pressure: None,
         }
     }
@@ -115,7 +118,11 @@ impl MaildirConfig {
 /// no pressure), `large-<budget>`, or `growing-<budget>+lowmem`.
 pub fn profile_name(cfg: &MaildirConfig) -> String {
     let m = cfg.dirhash.maxmem;
-    let budget = if m & (MIB - 1) == 0 { format!("{}MiB", m / MIB) } else { format!("{}KiB", m / 1024) };
+    let budget = if m & (MIB - 1) == 0 {
+        format!("{}MiB", m / MIB)
+    } else {
+        format!("{}KiB", m / 1024)
+    };
     match (&cfg.pressure, m <= 2 * MIB) {
         (Some(_), _) => format!("growing-{budget}+lowmem"),
         (None, true) => format!("fixed-{budget}"),
@@ -130,13 +137,28 @@ pub fn profile_name(cfg: &MaildirConfig) -> String {
 pub fn profiles(scale: f64) -> Vec<(String, MaildirConfig)> {
     let base = MaildirConfig::scaled(scale);
     let fixed = base.clone();
-    let large = MaildirConfig { dirhash: DirhashConfig { maxmem: 64 * MIB, ..base.dirhash.clone() }, ..base.clone() };
+    let large = MaildirConfig {
+        dirhash: DirhashConfig {
+            maxmem: 64 * MIB,
+            ..base.dirhash.clone()
+        },
+        ..base.clone()
+    };
     let growing = MaildirConfig {
-        dirhash: DirhashConfig { maxmem: 64 * MIB, reclaimage: SCALED_RECLAIM_AGE, ..base.dirhash.clone() },
-        pressure: Some(Pressure { every_ops: ((20_000.0 * scale).round() as u64).max(200) }),
+        dirhash: DirhashConfig {
+            maxmem: 64 * MIB,
+            reclaimage: SCALED_RECLAIM_AGE,
+            ..base.dirhash.clone()
+        },
+        pressure: Some(Pressure {
+            every_ops: ((20_000.0 * scale).round() as u64).max(200),
+        }),
         ..base
     };
-    [fixed, large, growing].into_iter().map(|c| (profile_name(&c), c)).collect()
+    [fixed, large, growing]
+        .into_iter()
+        .map(|c| (profile_name(&c), c))
+        .collect()
 }
 
 /// One phase: wall time, engine operations, and what dirhash did meanwhile.
@@ -277,7 +299,12 @@ fn begin(m: &mut Meter, name: &'static str) -> PhaseStart {
     m.phase_peak = mem;
     m.timeline.push((m.ops, mem));
     (m.progress)(m.ops.min(m.total_est), m.total_est, name);
-    PhaseStart { name, t: Instant::now(), ops: m.ops, stats: m.fs.with_core(|c| c.dirhash.snapshot()) }
+    PhaseStart {
+        name,
+        t: Instant::now(),
+        ops: m.ops,
+        stats: m.fs.with_core(|c| c.dirhash.snapshot()),
+    }
 }
 
 fn end(m: &mut Meter, p: PhaseStart) -> Phase {
@@ -298,13 +325,22 @@ fn end(m: &mut Meter, p: PhaseStart) -> Phase {
 // ---------------------------------------------------------------------
 // Content generation
 
-const HOSTS: &[&str] = &["mail.example.org", "mx1.example.net", "smtp3.example.com", "imap.lab.example.edu", "relay7.example.org"];
+const HOSTS: &[&str] = &[
+    "mail.example.org",
+    "mx1.example.net",
+    "smtp3.example.com",
+    "imap.lab.example.edu",
+    "relay7.example.org",
+];
 const FLAGS: &[&str] = &["S", "S", "S", "RS", "FS", "", "S", "RS"];
 const WORDS: &[&str] = &[
-    "page", "out", "alloc", "vnode", "inode", "lookup", "hash", "dir", "buf", "cache", "sched", "proc", "sig", "clock", "mbuf", "sock",
-    "route", "tcp", "udp", "ip", "pci", "bus", "intr", "lock", "mutex", "sema", "subr", "init", "syscall", "exec",
+    "page", "out", "alloc", "vnode", "inode", "lookup", "hash", "dir", "buf", "cache", "sched",
+    "proc", "sig", "clock", "mbuf", "sock", "route", "tcp", "udp", "ip", "pci", "bus", "intr",
+    "lock", "mutex", "sema", "subr", "init", "syscall", "exec",
 ];
-const PREFIXES: &[&str] = &["vm_", "ufs_", "ffs_", "if_", "nfs_", "kern_", "sys_", "dev_", "usb_", "net_", "vfs_", "uipc_"];
+const PREFIXES: &[&str] = &[
+    "vm_", "ufs_", "ffs_", "if_", "nfs_", "kern_", "sys_", "dev_", "usb_", "net_", "vfs_", "uipc_",
+];
 const EXTS: &[&str] = &[".c", ".c", ".c", ".h", ".h", ".S", ".m", ".txt"];
 
 /// Maildir-style unique names and message bodies.
@@ -321,7 +357,11 @@ impl Mail {
             filler.extend_from_slice(WORDS[rng.gen_range(0..WORDS.len())].as_bytes());
             filler.push(if rng.gen_ratio(1, 12) { b'\n' } else { b' ' });
         }
-        Mail { time: 1_199_145_600, q: 0, filler }
+        Mail {
+            time: 1_199_145_600,
+            q: 0,
+            filler,
+        }
     }
 
     /// A message size: mostly a few hundred bytes to 2.5 KB, some to 6 KB.
@@ -338,8 +378,16 @@ impl Mail {
         self.time += rng.gen_range(0..20);
         self.q += 1;
         let host = HOSTS[rng.gen_range(0..HOSTS.len())];
-        format!("{}.M{}P{}Q{}.{},S={}", self.time, rng.gen_range(0..1_000_000u32), rng.gen_range(1000..99_999u32), self.q, host, size)
-            .into_bytes()
+        format!(
+            "{}.M{}P{}Q{}.{},S={}",
+            self.time,
+            rng.gen_range(0..1_000_000u32),
+            rng.gen_range(1000..99_999u32),
+            self.q,
+            host,
+            size
+        )
+        .into_bytes()
     }
 
     fn body(&self, rng: &mut StdRng, size: usize) -> Vec<u8> {
@@ -364,7 +412,10 @@ impl Mail {
 fn write_all(m: &mut Meter, ino: u64, data: &[u8]) -> ufs::Result<()> {
     let n = m.op(|fs| fs.write(ino, 0, data, Cred::ROOT))?;
     if n != data.len() {
-        return Err(Error::new(ErrorKind::NoSpace, format!("short write: {n} of {} bytes", data.len())));
+        return Err(Error::new(
+            ErrorKind::NoSpace,
+            format!("short write: {n} of {} bytes", data.len()),
+        ));
     }
     Ok(())
 }
@@ -377,7 +428,12 @@ fn list(m: &mut Meter, ino: u64) -> ufs::Result<Vec<Vec<u8>>> {
         let batch = m.op(|fs| fs.readdir(ino, cookie, READDIR_BATCH))?;
         let Some(last) = batch.last() else { break };
         cookie = last.next;
-        out.extend(batch.into_iter().filter(|e| e.name != b"." && e.name != b"..").map(|e| e.name));
+        out.extend(
+            batch
+                .into_iter()
+                .filter(|e| e.name != b"." && e.name != b"..")
+                .map(|e| e.name),
+        );
     }
     Ok(out)
 }
@@ -415,11 +471,23 @@ impl Other {
         let mut total = 0;
         while total < files {
             let i = dirs.len();
-            let parent = if i == 0 { None } else { Some(rng.gen_range(i.saturating_sub(24)..i)) };
-            let name = if i == 0 { "src".to_string() } else { format!("{}{}", WORDS[rng.gen_range(0..WORDS.len())], i) };
+            let parent = if i == 0 {
+                None
+            } else {
+                Some(rng.gen_range(i.saturating_sub(24)..i))
+            };
+            let name = if i == 0 {
+                "src".to_string()
+            } else {
+                format!("{}{}", WORDS[rng.gen_range(0..WORDS.len())], i)
+            };
             // Most directories hold a few dozen files; some a few hundred
             // (above the hashing threshold, as sys/kern or sys/dev/* do).
-            let n = if rng.gen_ratio(15, 100) { rng.gen_range(120..600) } else { rng.gen_range(4..60) };
+            let n = if rng.gen_ratio(15, 100) {
+                rng.gen_range(120..600)
+            } else {
+                rng.gen_range(4..60)
+            };
             let n = n.min(files - total).max(1);
             let files = (0..n)
                 .map(|k| {
@@ -434,7 +502,11 @@ impl Other {
                 })
                 .collect();
             total += n;
-            dirs.push(TDir { parent, name, files });
+            dirs.push(TDir {
+                parent,
+                name,
+                files,
+            });
         }
         let mut steps = Vec::new();
         for (d, dir) in dirs.iter().enumerate() {
@@ -443,7 +515,11 @@ impl Other {
         }
         for (d, dir) in dirs.iter().enumerate() {
             for (f, (name, _)) in dir.files.iter().enumerate() {
-                steps.push(if name.ends_with(".c") { OtherStep::Build(d, f) } else { OtherStep::Stat(d, f) });
+                steps.push(if name.ends_with(".c") {
+                    OtherStep::Build(d, f)
+                } else {
+                    OtherStep::Stat(d, f)
+                });
             }
         }
         // Children have higher indexes than their parents.
@@ -452,7 +528,12 @@ impl Other {
             steps.push(OtherStep::Rmdir(d));
         }
         let n = dirs.len();
-        Other { dirs, inos: vec![0; n], steps, next: 0 }
+        Other {
+            dirs,
+            inos: vec![0; n],
+            steps,
+            next: 0,
+        }
     }
 
     /// Engine operations of the whole plan, roughly.
@@ -466,18 +547,30 @@ impl Other {
     }
 
     /// Runs the next step; false when the plan is done.
-    fn step(&mut self, m: &mut Meter, root: u64, mail: &Mail, rng: &mut StdRng) -> ufs::Result<bool> {
-        let Some(&s) = self.steps.get(self.next) else { return Ok(false) };
+    fn step(
+        &mut self,
+        m: &mut Meter,
+        root: u64,
+        mail: &Mail,
+        rng: &mut StdRng,
+    ) -> ufs::Result<bool> {
+        let Some(&s) = self.steps.get(self.next) else {
+            return Ok(false);
+        };
         self.next += 1;
         match s {
             OtherStep::Mkdir(d) => {
                 let p = self.parent_ino(d, root);
                 let name = self.dirs[d].name.clone();
-                self.inos[d] = m.op(|fs| fs.mkdir(p, name.as_bytes(), 0o755, Cred::ROOT))?.ino;
+                self.inos[d] = m
+                    .op(|fs| fs.mkdir(p, name.as_bytes(), 0o755, Cred::ROOT))?
+                    .ino;
             }
             OtherStep::Create(d, f) => {
                 let (name, size) = &self.dirs[d].files[f];
-                let ino = m.op(|fs| fs.mknod(self.inos[d], name.as_bytes(), 0o100644, 0, Cred::ROOT))?.ino;
+                let ino = m
+                    .op(|fs| fs.mknod(self.inos[d], name.as_bytes(), 0o100644, 0, Cred::ROOT))?
+                    .ino;
                 write_all(m, ino, &mail.body(rng, *size))?;
             }
             OtherStep::Stat(d, f) => {
@@ -492,7 +585,9 @@ impl Other {
                 m.op(|fs| fs.getattr(a.ino))?;
                 m.op(|fs| fs.read(a.ino, 0, a.size as usize))?;
                 let obj = format!("{}.o", &name[..name.len() - 2]);
-                let o = m.op(|fs| fs.mknod(dir, obj.as_bytes(), 0o100644, 0, Cred::ROOT))?.ino;
+                let o = m
+                    .op(|fs| fs.mknod(dir, obj.as_bytes(), 0o100644, 0, Cred::ROOT))?
+                    .ino;
                 let size = (a.size as usize * 3 / 2).max(64);
                 write_all(m, o, &mail.body(rng, size))?;
             }
@@ -564,7 +659,9 @@ fn exec(m: &mut Meter, mds: &[Maildir], step: Step) -> ufs::Result<()> {
             };
             let got = list(m, ino)?.len();
             if got != expect {
-                return Err(Error::corrupt(format!("maildir md{md}: listed {got} entries, expected {expect}")));
+                return Err(Error::corrupt(format!(
+                    "maildir md{md}: listed {got} entries, expected {expect}"
+                )));
             }
         }
         Step::Move { md, from, to } => {
@@ -579,7 +676,10 @@ fn exec(m: &mut Meter, mds: &[Maildir], step: Step) -> ufs::Result<()> {
             let a = m.op(|fs| fs.lookup(mds[md].cur, &name))?;
             let data = m.op(|fs| fs.read(a.ino, 0, a.size as usize))?;
             if data.len() as u64 != a.size {
-                return Err(Error::corrupt(format!("maildir md{md}: short read of {}", String::from_utf8_lossy(&name))));
+                return Err(Error::corrupt(format!(
+                    "maildir md{md}: short read of {}",
+                    String::from_utf8_lossy(&name)
+                )));
             }
         }
         Step::Delete { md, name } => {
@@ -622,8 +722,18 @@ fn sessions(
 /// The first IMAP visit: list, move new to cur, stat all, read 10%,
 /// delete 10%. Updates the expected contents.
 fn plan_imap(md: usize, d: &mut Maildir, rng: &mut StdRng) -> Vec<Step> {
-    let mut steps =
-        vec![Step::List { md, sub: Sub::New, expect: d.new_names.len() }, Step::List { md, sub: Sub::Cur, expect: d.cur_names.len() }];
+    let mut steps = vec![
+        Step::List {
+            md,
+            sub: Sub::New,
+            expect: d.new_names.len(),
+        },
+        Step::List {
+            md,
+            sub: Sub::Cur,
+            expect: d.cur_names.len(),
+        },
+    ];
     for from in d.new_names.drain(..) {
         let mut to = from.clone();
         to.extend_from_slice(b":2,S");
@@ -632,13 +742,22 @@ fn plan_imap(md: usize, d: &mut Maildir, rng: &mut StdRng) -> Vec<Step> {
     }
     let mut order: Vec<usize> = (0..d.cur_names.len()).collect();
     order.shuffle(rng);
-    steps.extend(order.iter().map(|&i| Step::Stat { md, name: d.cur_names[i].clone() }));
+    steps.extend(order.iter().map(|&i| Step::Stat {
+        md,
+        name: d.cur_names[i].clone(),
+    }));
     let tenth = d.cur_names.len().div_ceil(10);
     order.shuffle(rng);
-    steps.extend(order[..tenth].iter().map(|&i| Step::Read { md, name: d.cur_names[i].clone() }));
+    steps.extend(order[..tenth].iter().map(|&i| Step::Read {
+        md,
+        name: d.cur_names[i].clone(),
+    }));
     order.shuffle(rng);
     let mut gone = order[..tenth].to_vec();
-    steps.extend(gone.iter().map(|&i| Step::Delete { md, name: d.cur_names[i].clone() }));
+    steps.extend(gone.iter().map(|&i| Step::Delete {
+        md,
+        name: d.cur_names[i].clone(),
+    }));
     gone.sort_unstable_by(|a, b| b.cmp(a));
     for i in gone {
         d.cur_names.swap_remove(i);
@@ -648,11 +767,24 @@ fn plan_imap(md: usize, d: &mut Maildir, rng: &mut StdRng) -> Vec<Step> {
 
 /// A polling visit: list both, stat every message in random order.
 fn plan_poll(md: usize, d: &mut Maildir, rng: &mut StdRng) -> Vec<Step> {
-    let mut steps =
-        vec![Step::List { md, sub: Sub::New, expect: d.new_names.len() }, Step::List { md, sub: Sub::Cur, expect: d.cur_names.len() }];
+    let mut steps = vec![
+        Step::List {
+            md,
+            sub: Sub::New,
+            expect: d.new_names.len(),
+        },
+        Step::List {
+            md,
+            sub: Sub::Cur,
+            expect: d.cur_names.len(),
+        },
+    ];
     let mut order: Vec<usize> = (0..d.cur_names.len()).collect();
     order.shuffle(rng);
-    steps.extend(order.iter().map(|&i| Step::Stat { md, name: d.cur_names[i].clone() }));
+    steps.extend(order.iter().map(|&i| Step::Stat {
+        md,
+        name: d.cur_names[i].clone(),
+    }));
     steps
 }
 
@@ -671,7 +803,11 @@ pub fn run(cfg: &MaildirConfig, progress: Progress) -> ufs::Result<MaildirReport
     let tree_files = (cfg.other_tree_files * 3 / 2) as u64;
     let dirs = (cfg.maildirs * 4 + other.dirs.len()) as u64;
     let device_bytes = ((msgs + tree_files) * 6144 + dirs * 8192 + 64 * MIB).div_ceil(MIB) * MIB;
-    let opts = MountOptions { dirhash: cfg.dirhash.clone(), seed: Some(cfg.seed), ..MountOptions::default() };
+    let opts = MountOptions {
+        dirhash: cfg.dirhash.clone(),
+        seed: Some(cfg.seed),
+        ..MountOptions::default()
+    };
     let (dev, fs) = fresh_fs(device_bytes, 4096, opts)?;
     let root = fs.root();
 
@@ -690,7 +826,10 @@ pub fn run(cfg: &MaildirConfig, progress: Progress) -> ufs::Result<MaildirReport
         fs: &fs,
         ops: 0,
         pressure_every: cfg.pressure.as_ref().map(|p| p.every_ops.max(1)),
-        next_lowmem: cfg.pressure.as_ref().map_or(u64::MAX, |p| p.every_ops.max(1)),
+        next_lowmem: cfg
+            .pressure
+            .as_ref()
+            .map_or(u64::MAX, |p| p.every_ops.max(1)),
         sample_every,
         next_sample: sample_every,
         timeline: Vec::new(),
@@ -707,7 +846,9 @@ pub fn run(cfg: &MaildirConfig, progress: Progress) -> ufs::Result<MaildirReport
     let p = begin(&mut m, "setup");
     let mut mds = Vec::with_capacity(cfg.maildirs);
     for i in 0..cfg.maildirs {
-        let top = m.op(|fs| fs.mkdir(root, format!("md{i}").as_bytes(), 0o700, Cred::ROOT))?.ino;
+        let top = m
+            .op(|fs| fs.mkdir(root, format!("md{i}").as_bytes(), 0o700, Cred::ROOT))?
+            .ino;
         let cur = m.op(|fs| fs.mkdir(top, b"cur", 0o700, Cred::ROOT))?.ino;
         let new = m.op(|fs| fs.mkdir(top, b"new", 0o700, Cred::ROOT))?.ino;
         let tmp = m.op(|fs| fs.mkdir(top, b"tmp", 0o700, Cred::ROOT))?.ino;
@@ -718,11 +859,19 @@ pub fn run(cfg: &MaildirConfig, progress: Progress) -> ufs::Result<MaildirReport
             name.extend_from_slice(b":2,");
             name.extend_from_slice(FLAGS[rng.gen_range(0..FLAGS.len())].as_bytes());
             let body = mail.body(&mut rng, size);
-            let ino = m.op(|fs| fs.mknod(cur, &name, 0o100600, 0, Cred::ROOT))?.ino;
+            let ino = m
+                .op(|fs| fs.mknod(cur, &name, 0o100600, 0, Cred::ROOT))?
+                .ino;
             write_all(&mut m, ino, &body)?;
             cur_names.push(name);
         }
-        mds.push(Maildir { cur, new, tmp, cur_names, new_names: Vec::new() });
+        mds.push(Maildir {
+            cur,
+            new,
+            tmp,
+            cur_names,
+            new_names: Vec::new(),
+        });
     }
     phases.push(end(&mut m, p));
 
@@ -740,9 +889,16 @@ pub fn run(cfg: &MaildirConfig, progress: Progress) -> ufs::Result<MaildirReport
         match m.op(|fs| fs.lookup(tmp, &name)) {
             Err(e) if e.kind == ErrorKind::NotFound => {}
             Err(e) => return Err(e),
-            Ok(_) => return Err(Error::corrupt(format!("delivery: {} exists in tmp", String::from_utf8_lossy(&name)))),
+            Ok(_) => {
+                return Err(Error::corrupt(format!(
+                    "delivery: {} exists in tmp",
+                    String::from_utf8_lossy(&name)
+                )))
+            }
         }
-        let ino = m.op(|fs| fs.mknod(tmp, &name, 0o100600, 0, Cred::ROOT))?.ino;
+        let ino = m
+            .op(|fs| fs.mknod(tmp, &name, 0o100600, 0, Cred::ROOT))?
+            .ino;
         write_all(&mut m, ino, &body)?;
         m.op(|fs| fs.rename(tmp, &name, new, &name, RenameMode::NoReplace))?;
         mds[md].new_names.push(name);
@@ -757,7 +913,13 @@ pub fn run(cfg: &MaildirConfig, progress: Progress) -> ufs::Result<MaildirReport
 
     // 3. IMAP: every maildir once, in order, by concurrent sessions.
     let p = begin(&mut m, "imap");
-    sessions(&mut m, &mut mds, &mut rng, (0..cfg.maildirs).collect(), plan_imap)?;
+    sessions(
+        &mut m,
+        &mut mds,
+        &mut rng,
+        (0..cfg.maildirs).collect(),
+        plan_imap,
+    )?;
     phases.push(end(&mut m, p));
 
     // 4. Polling passes over all maildirs in random order.
@@ -781,7 +943,9 @@ pub fn run(cfg: &MaildirConfig, progress: Progress) -> ufs::Result<MaildirReport
             }
         }
         if removed != expect {
-            return Err(Error::corrupt(format!("maildir md{i}: removed {removed} messages, expected {expect}")));
+            return Err(Error::corrupt(format!(
+                "maildir md{i}: removed {removed} messages, expected {expect}"
+            )));
         }
         let top = format!("md{i}");
         let top_ino = m.op(|fs| fs.lookup(root, top.as_bytes()))?.ino;
@@ -803,7 +967,12 @@ pub fn run(cfg: &MaildirConfig, progress: Progress) -> ufs::Result<MaildirReport
     // Check mode never writes, so fsck can read the device itself (no copy
     // of a device of a gigabyte or more).
     let report = ufs::fsck::fsck(&*dev, ufs::fsck::FsckMode::Check)?;
-    let fsck_findings: Vec<String> = report.findings.iter().take(10).map(|f| format!("{}: {}", f.pass, f.message)).collect();
+    let fsck_findings: Vec<String> = report
+        .findings
+        .iter()
+        .take(10)
+        .map(|f| format!("{}: {}", f.pass, f.message))
+        .collect();
     Ok(MaildirReport {
         profile: profile_name(cfg),
         config: cfg.clone(),
@@ -824,7 +993,10 @@ mod tests {
     use super::*;
 
     fn tiny(name: &str) -> MaildirConfig {
-        let (_, mut cfg) = profiles(0.01).into_iter().find(|(n, _)| n == name).expect("profile");
+        let (_, mut cfg) = profiles(0.01)
+            .into_iter()
+            .find(|(n, _)| n == name)
+            .expect("profile");
         cfg.maildirs = 6;
         cfg.msgs_per_dir = 150;
         cfg.deliveries = 300;
@@ -858,9 +1030,15 @@ mod tests {
         assert_eq!(r.profile, "fixed-2MiB");
         assert_eq!(r.phases.len(), 5);
         assert!(r.dirhash_end.mem_peak <= 2 * MIB);
-        assert!(r.phases.iter().all(|p| p.dirhash.mem_peak <= 2 * MIB && p.mem_peak_phase <= 2 * MIB));
+        assert!(r
+            .phases
+            .iter()
+            .all(|p| p.dirhash.mem_peak <= 2 * MIB && p.mem_peak_phase <= 2 * MIB));
         assert!(r.timeline.iter().all(|&(_, mem)| mem <= 2 * MIB));
-        assert!(r.dirhash_end.built > 0, "maildirs of 150 messages are hashed");
+        assert!(
+            r.dirhash_end.built > 0,
+            "maildirs of 150 messages are hashed"
+        );
         assert_eq!(r.dirhash_end.lowmem_events, 0);
         assert_eq!(r.dirhash_end.check_failures, 0);
     }

@@ -46,7 +46,10 @@ impl Tree {
         self.entries.len() - self.dirs()
     }
     pub fn bytes(&self) -> u64 {
-        self.entries.iter().map(|e| if let Kind::File(n) = e.kind { n } else { 0 }).sum()
+        self.entries
+            .iter()
+            .map(|e| if let Kind::File(n) = e.kind { n } else { 0 })
+            .sum()
     }
 }
 
@@ -69,9 +72,14 @@ pub fn ports_tree(seed: u64) -> Tree {
     const PATCHES: usize = 4_827;
     let mut rng = StdRng::seed_from_u64(seed);
     // Ports per category: Zipf-like weights, rounded, remainder to the first.
-    let w: Vec<f64> = (0..CATEGORIES).map(|i| 1.0 / ((i + 1) as f64).powf(0.8)).collect();
+    let w: Vec<f64> = (0..CATEGORIES)
+        .map(|i| 1.0 / ((i + 1) as f64).powf(0.8))
+        .collect();
     let total: f64 = w.iter().sum();
-    let mut per_cat: Vec<usize> = w.iter().map(|x| ((x / total) * PORTS as f64).floor().max(1.0) as usize).collect();
+    let mut per_cat: Vec<usize> = w
+        .iter()
+        .map(|x| ((x / total) * PORTS as f64).floor().max(1.0) as usize)
+        .collect();
     let given: usize = per_cat.iter().sum();
     per_cat[0] += PORTS - given;
     // Which ports have patches, and how many: one each, the rest spread
@@ -97,28 +105,52 @@ pub fn ports_tree(seed: u64) -> Tree {
     let mut t = Tree::default();
     let mut push = |path: String, kind: Kind| t.entries.push(Entry { path, kind });
     push("ports".into(), Kind::Dir);
-    push("ports/Makefile".into(), Kind::File(size(&mut rng, 1200.0, 0.4)));
+    push(
+        "ports/Makefile".into(),
+        Kind::File(size(&mut rng, 1200.0, 0.4)),
+    );
     let mut port = 0;
     for (c, &n) in per_cat.iter().enumerate() {
         let cat = format!("ports/cat{c:02}");
         push(cat.clone(), Kind::Dir);
-        push(format!("{cat}/Makefile"), Kind::File(size(&mut rng, 2000.0, 0.6)));
+        push(
+            format!("{cat}/Makefile"),
+            Kind::File(size(&mut rng, 2000.0, 0.6)),
+        );
         for _ in 0..n {
             let p = format!("{cat}/port{port:04}");
             push(p.clone(), Kind::Dir);
-            push(format!("{p}/Makefile"), Kind::File(size(&mut rng, 1200.0, 0.5)));
+            push(
+                format!("{p}/Makefile"),
+                Kind::File(size(&mut rng, 1200.0, 0.5)),
+            );
             push(format!("{p}/files"), Kind::Dir);
-            push(format!("{p}/files/md5"), Kind::File(size(&mut rng, 150.0, 0.3)));
+            push(
+                format!("{p}/files/md5"),
+                Kind::File(size(&mut rng, 150.0, 0.3)),
+            );
             if has_patches[port] {
                 push(format!("{p}/patches"), Kind::Dir);
                 for k in 0..npatch[port] {
-                    push(format!("{p}/patches/patch-{k:03}"), Kind::File(size(&mut rng, 1100.0, 1.0)));
+                    push(
+                        format!("{p}/patches/patch-{k:03}"),
+                        Kind::File(size(&mut rng, 1100.0, 1.0)),
+                    );
                 }
             }
             push(format!("{p}/pkg"), Kind::Dir);
-            push(format!("{p}/pkg/COMMENT"), Kind::File(size(&mut rng, 60.0, 0.3)));
-            push(format!("{p}/pkg/DESCR"), Kind::File(size(&mut rng, 600.0, 0.5)));
-            push(format!("{p}/pkg/PLIST"), Kind::File(size(&mut rng, 400.0, 1.2)));
+            push(
+                format!("{p}/pkg/COMMENT"),
+                Kind::File(size(&mut rng, 60.0, 0.3)),
+            );
+            push(
+                format!("{p}/pkg/DESCR"),
+                Kind::File(size(&mut rng, 600.0, 0.5)),
+            );
+            push(
+                format!("{p}/pkg/PLIST"),
+                Kind::File(size(&mut rng, 400.0, 1.2)),
+            );
             port += 1;
         }
     }
@@ -129,9 +161,16 @@ pub fn ports_tree(seed: u64) -> Tree {
 /// are skipped), rooted at the last component of `root`, in `tar` order
 /// (readdir order sorted by name, so runs are repeatable).
 pub fn host_tree(root: &Path) -> std::io::Result<Tree> {
-    let base = root.file_name().and_then(|n| n.to_str()).unwrap_or("tree").to_string();
+    let base = root
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("tree")
+        .to_string();
     let mut t = Tree::default();
-    t.entries.push(Entry { path: base.clone(), kind: Kind::Dir });
+    t.entries.push(Entry {
+        path: base.clone(),
+        kind: Kind::Dir,
+    });
     walk(root, &base, &mut t)?;
     Ok(t)
 }
@@ -140,14 +179,22 @@ fn walk(dir: &Path, rel: &str, t: &mut Tree) -> std::io::Result<()> {
     let mut names: Vec<_> = std::fs::read_dir(dir)?.filter_map(|e| e.ok()).collect();
     names.sort_by_key(|e| e.file_name());
     for e in names {
-        let Some(name) = e.file_name().to_str().map(str::to_string) else { continue };
+        let Some(name) = e.file_name().to_str().map(str::to_string) else {
+            continue;
+        };
         let ft = e.file_type()?;
         let path = format!("{rel}/{name}");
         if ft.is_dir() {
-            t.entries.push(Entry { path: path.clone(), kind: Kind::Dir });
+            t.entries.push(Entry {
+                path: path.clone(),
+                kind: Kind::Dir,
+            });
             walk(&e.path(), &path, t)?;
         } else if ft.is_file() {
-            t.entries.push(Entry { path, kind: Kind::File(e.metadata()?.len()) });
+            t.entries.push(Entry {
+                path,
+                kind: Kind::File(e.metadata()?.len()),
+            });
         }
     }
     Ok(())
@@ -165,7 +212,11 @@ mod tests {
         let mb = t.bytes() as f64 / 1e6;
         assert!((10.0..60.0).contains(&mb), "{mb} MB");
         let u = ports_tree(7);
-        assert!(t.entries.iter().zip(&u.entries).all(|(a, b)| a.path == b.path && a.kind == b.kind));
+        assert!(t
+            .entries
+            .iter()
+            .zip(&u.entries)
+            .all(|(a, b)| a.path == b.path && a.kind == b.kind));
         // Archive order: every parent comes first.
         let mut seen = std::collections::HashSet::new();
         for e in &t.entries {

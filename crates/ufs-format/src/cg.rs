@@ -23,7 +23,10 @@ pub struct Cg {
 
 impl std::fmt::Debug for Cg {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Cg").field("cg_cgx", &self.cg_cgx()).field("cg_cs", &self.cg_cs()).finish()
+        f.debug_struct("Cg")
+            .field("cg_cgx", &self.cg_cgx())
+            .field("cg_cs", &self.cg_cs())
+            .finish()
     }
 }
 
@@ -57,7 +60,9 @@ impl Cg {
     /// An empty cg buffer of `cgsize` bytes with the map offsets laid out as
     /// newfs lays them out (`initcg`, sbin/newfs/mkfs.c).
     pub fn new_layout(g: &Geometry, cgx: u64) -> Cg {
-        let mut cg = Cg { raw: vec![0; g.cgsize as usize] };
+        let mut cg = Cg {
+            raw: vec![0; g.cgsize as usize],
+        };
         cg.set_cg_magic(CG_MAGIC);
         cg.set_cg_cgx(cgx as u32);
         cg.set_cg_niblk(g.ipg as u32);
@@ -86,34 +91,66 @@ impl Cg {
         if b.len() < g.cgsize as usize {
             return Err(FormatError::corrupt(what(), "short read"));
         }
-        let cg = Cg { raw: b[..g.cgsize as usize].to_vec() };
+        let cg = Cg {
+            raw: b[..g.cgsize as usize].to_vec(),
+        };
         if cg.cg_magic() != CG_MAGIC {
-            return Err(FormatError::corrupt(what(), format!("bad magic {:#x}", cg.cg_magic())));
+            return Err(FormatError::corrupt(
+                what(),
+                format!("bad magic {:#x}", cg.cg_magic()),
+            ));
         }
         if cg.cg_cgx() as u64 != cgx {
-            return Err(FormatError::corrupt(what(), format!("cg_cgx is {}", cg.cg_cgx())));
+            return Err(FormatError::corrupt(
+                what(),
+                format!("cg_cgx is {}", cg.cg_cgx()),
+            ));
         }
         let len = cg.raw.len() as u64;
-        let inrange = |off: u32, n: u64| (off as u64) >= CG_HEADER_SIZE as u64 && off as u64 + n <= len;
+        let inrange =
+            |off: u32, n: u64| (off as u64) >= CG_HEADER_SIZE as u64 && off as u64 + n <= len;
         if !inrange(cg.cg_iusedoff(), g.ipg.div_ceil(8)) {
-            return Err(FormatError::corrupt(what(), format!("inode map offset {} out of range", cg.cg_iusedoff())));
+            return Err(FormatError::corrupt(
+                what(),
+                format!("inode map offset {} out of range", cg.cg_iusedoff()),
+            ));
         }
         if !inrange(cg.cg_freeoff(), g.fpg.div_ceil(8)) {
-            return Err(FormatError::corrupt(what(), format!("fragment map offset {} out of range", cg.cg_freeoff())));
+            return Err(FormatError::corrupt(
+                what(),
+                format!("fragment map offset {} out of range", cg.cg_freeoff()),
+            ));
         }
         if g.contigsumsize > 0 {
-            if !inrange(cg.cg_clustersumoff(), 4 * (g.contigsumsize + 1)) || !cg.cg_clustersumoff().is_multiple_of(4) {
-                return Err(FormatError::corrupt(what(), format!("cluster summary offset {} out of range", cg.cg_clustersumoff())));
+            if !inrange(cg.cg_clustersumoff(), 4 * (g.contigsumsize + 1))
+                || !cg.cg_clustersumoff().is_multiple_of(4)
+            {
+                return Err(FormatError::corrupt(
+                    what(),
+                    format!(
+                        "cluster summary offset {} out of range",
+                        cg.cg_clustersumoff()
+                    ),
+                ));
             }
             if !inrange(cg.cg_clusteroff(), (g.fpg / g.frag).div_ceil(8)) {
-                return Err(FormatError::corrupt(what(), format!("cluster map offset {} out of range", cg.cg_clusteroff())));
+                return Err(FormatError::corrupt(
+                    what(),
+                    format!("cluster map offset {} out of range", cg.cg_clusteroff()),
+                ));
             }
         }
         if cg.cg_ndblk() as u64 > g.fpg {
-            return Err(FormatError::corrupt(what(), format!("cg_ndblk {} exceeds fs_fpg", cg.cg_ndblk())));
+            return Err(FormatError::corrupt(
+                what(),
+                format!("cg_ndblk {} exceeds fs_fpg", cg.cg_ndblk()),
+            ));
         }
         if cg.cg_initediblk() as u64 > g.ipg || cg.cg_niblk() as u64 > g.ipg {
-            return Err(FormatError::corrupt(what(), format!("cg_initediblk {} exceeds fs_ipg", cg.cg_initediblk())));
+            return Err(FormatError::corrupt(
+                what(),
+                format!("cg_initediblk {} exceeds fs_ipg", cg.cg_initediblk()),
+            ));
         }
         Ok(cg)
     }

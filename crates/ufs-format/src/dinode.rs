@@ -40,7 +40,9 @@ impl std::fmt::Debug for Dinode {
 
 impl Default for Dinode {
     fn default() -> Self {
-        Dinode { raw: [0; DINODE_SIZE] }
+        Dinode {
+            raw: [0; DINODE_SIZE],
+        }
     }
 }
 

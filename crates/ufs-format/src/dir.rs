@@ -56,7 +56,13 @@ impl EntryRef<'_> {
         }
     }
     pub fn to_owned(&self) -> DirEntry {
-        DirEntry { off: self.off, ino: self.ino, reclen: self.reclen, dtype: self.dtype, name: self.name.to_vec() }
+        DirEntry {
+            off: self.off,
+            ino: self.ino,
+            reclen: self.reclen,
+            dtype: self.dtype,
+            name: self.name.to_vec(),
+        }
     }
 }
 
@@ -90,12 +96,20 @@ pub fn iter_chunk(chunk: &[u8]) -> impl Iterator<Item = Result<EntryRef<'_>, (us
 
 /// Parses one 512-byte directory chunk, returning every record, including
 /// a leading empty record (`d_ino == 0`). `where_` names the chunk in errors.
-pub fn parse_chunk(chunk: &[u8], where_: &dyn Fn() -> String) -> Result<Vec<DirEntry>, FormatError> {
+pub fn parse_chunk(
+    chunk: &[u8],
+    where_: &dyn Fn() -> String,
+) -> Result<Vec<DirEntry>, FormatError> {
     let mut out = Vec::new();
     for e in iter_chunk(chunk) {
         match e {
             Ok(e) => out.push(e.to_owned()),
-            Err((off, d)) => return Err(FormatError::corrupt(where_(), format!("entry at offset {off}: {d}"))),
+            Err((off, d)) => {
+                return Err(FormatError::corrupt(
+                    where_(),
+                    format!("entry at offset {off}: {d}"),
+                ))
+            }
         }
     }
     Ok(out)
@@ -118,7 +132,13 @@ fn parse_entry(chunk: &[u8], off: usize) -> Result<EntryRef<'_>, String> {
     }
     if ino == 0 {
         // An unused slot: its name is not interpreted.
-        return Ok(EntryRef { off, ino, reclen, dtype, name: &[] });
+        return Ok(EntryRef {
+            off,
+            ino,
+            reclen,
+            dtype,
+            name: &[],
+        });
     }
     if namlen > MAXNAMLEN || namlen == 0 {
         return Err(format!("d_namlen {namlen}"));
@@ -133,7 +153,13 @@ fn parse_entry(chunk: &[u8], off: usize) -> Result<EntryRef<'_>, String> {
     if name.iter().any(|&c| c == 0 || c == b'/') {
         return Err("name contains NUL or '/'".into());
     }
-    Ok(EntryRef { off, ino, reclen, dtype, name })
+    Ok(EntryRef {
+        off,
+        ino,
+        reclen,
+        dtype,
+        name,
+    })
 }
 
 /// Writes an entry at `off` of `chunk`, padding its name with zeros to the

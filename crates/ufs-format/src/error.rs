@@ -13,7 +13,10 @@ pub enum FormatError {
 
 impl FormatError {
     pub fn corrupt(what: impl Into<String>, detail: impl Into<String>) -> Self {
-        FormatError::Corrupt { what: what.into(), detail: detail.into() }
+        FormatError::Corrupt {
+            what: what.into(),
+            detail: detail.into(),
+        }
     }
 }
 

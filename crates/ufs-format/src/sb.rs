@@ -31,7 +31,6 @@ pub struct CsumTotal {
     pub cs_numclusters: i64,
 }
 
-
 impl Csum {
     pub const SIZE: usize = 16;
     pub fn read(b: &[u8], off: usize) -> Csum {
@@ -78,7 +77,9 @@ impl std::fmt::Debug for Superblock {
 impl Superblock {
     /// An all-zero superblock, to be filled in by newfs.
     pub fn zeroed() -> Self {
-        Superblock { raw: vec![0; SBSIZE_STRUCT] }
+        Superblock {
+            raw: vec![0; SBSIZE_STRUCT],
+        }
     }
 
     /// Takes the first `SBSIZE_STRUCT` bytes of `b` without validating them.
@@ -87,21 +88,33 @@ impl Superblock {
         if b.len() < SBSIZE_STRUCT {
             return Err(FormatError::corrupt("superblock", "short read"));
         }
-        let sb = Superblock { raw: b[..SBSIZE_STRUCT].to_vec() };
+        let sb = Superblock {
+            raw: b[..SBSIZE_STRUCT].to_vec(),
+        };
         let m = sb.fs_magic();
         if m == FS_UFS2_MAGIC {
             return Ok(sb);
         }
         if m == FS_UFS1_MAGIC {
-            return Err(FormatError::Unsupported("UFS1 file system (only UFS2 is supported)".into()));
+            return Err(FormatError::Unsupported(
+                "UFS1 file system (only UFS2 is supported)".into(),
+            ));
         }
         if m == FS_UFS2_MAGIC.swap_bytes() || m == FS_UFS1_MAGIC.swap_bytes() {
-            return Err(FormatError::Unsupported("big-endian UFS image (only little-endian UFS2 is supported)".into()));
+            return Err(FormatError::Unsupported(
+                "big-endian UFS image (only little-endian UFS2 is supported)".into(),
+            ));
         }
         if m == FS_BAD_MAGIC {
-            return Err(FormatError::corrupt("superblock", "newfs did not complete (FS_BAD_MAGIC)"));
+            return Err(FormatError::corrupt(
+                "superblock",
+                "newfs did not complete (FS_BAD_MAGIC)",
+            ));
         }
-        Err(FormatError::corrupt("superblock", format!("bad magic {m:#x}")))
+        Err(FormatError::corrupt(
+            "superblock",
+            format!("bad magic {m:#x}"),
+        ))
     }
 
     pub fn as_bytes(&self) -> &[u8] {
@@ -276,29 +289,52 @@ impl Superblock {
     /// our arithmetic relies on) and returns the derived geometry.
     /// `loc` is the byte offset the superblock was read from.
     pub fn validate(&self, loc: u64) -> Result<Geometry, FormatError> {
-        let bad = |field: &str, detail: String| Err(FormatError::corrupt(format!("superblock {field}"), detail));
+        let bad = |field: &str, detail: String| {
+            Err(FormatError::corrupt(format!("superblock {field}"), detail))
+        };
         if self.fs_magic() != FS_UFS2_MAGIC {
-            return bad("fs_magic", format!("{:#x} is not the UFS2 magic", self.fs_magic()));
+            return bad(
+                "fs_magic",
+                format!("{:#x} is not the UFS2 magic", self.fs_magic()),
+            );
         }
         let sblockloc = self.fs_sblockloc();
         if loc == SBLOCK_UFS2 || loc == SBLOCK_UFS1 {
             if sblockloc as u64 != loc {
-                return bad("fs_sblockloc", format!("{sblockloc} but superblock found at {loc}"));
+                return bad(
+                    "fs_sblockloc",
+                    format!("{sblockloc} but superblock found at {loc}"),
+                );
             }
         } else if sblockloc as u64 != SBLOCK_UFS2 && sblockloc as u64 != SBLOCK_UFS1 {
-            return bad("fs_sblockloc", format!("{sblockloc} is not a standard location"));
+            return bad(
+                "fs_sblockloc",
+                format!("{sblockloc} is not a standard location"),
+            );
         }
         let bsize = self.fs_bsize();
         let fsize = self.fs_fsize();
-        if !(MINBSIZE as i32..=MAXBSIZE as i32).contains(&bsize) || !(bsize as u32).is_power_of_two() {
-            return bad("fs_bsize", format!("{bsize} is not a power of two in [4096, 65536]"));
+        if !(MINBSIZE as i32..=MAXBSIZE as i32).contains(&bsize)
+            || !(bsize as u32).is_power_of_two()
+        {
+            return bad(
+                "fs_bsize",
+                format!("{bsize} is not a power of two in [4096, 65536]"),
+            );
         }
-        if fsize < 512 || fsize > bsize || !(fsize as u32).is_power_of_two() || bsize / fsize > MAXFRAG as i32 {
+        if fsize < 512
+            || fsize > bsize
+            || !(fsize as u32).is_power_of_two()
+            || bsize / fsize > MAXFRAG as i32
+        {
             return bad("fs_fsize", format!("{fsize} with block size {bsize}"));
         }
         let frag = bsize / fsize;
         if self.fs_frag() != frag {
-            return bad("fs_frag", format!("{} but bsize/fsize is {frag}", self.fs_frag()));
+            return bad(
+                "fs_frag",
+                format!("{} but bsize/fsize is {frag}", self.fs_frag()),
+            );
         }
         let bshift = bsize.trailing_zeros() as i32;
         let fshift = fsize.trailing_zeros() as i32;
@@ -312,9 +348,21 @@ impl Superblock {
             ("fs_qbmask", self.fs_qbmask(), bsize as i64 - 1),
             ("fs_qfmask", self.fs_qfmask(), fsize as i64 - 1),
             ("fs_nindir", self.fs_nindir() as i64, (bsize / 8) as i64),
-            ("fs_inopb", self.fs_inopb() as i64, (bsize / DINODE_SIZE as i32) as i64),
-            ("fs_fsbtodb", self.fs_fsbtodb() as i64, (fsize / 512).trailing_zeros() as i64),
-            ("fs_maxsymlinklen", self.fs_maxsymlinklen() as i64, MAXSYMLINKLEN_UFS2 as i64),
+            (
+                "fs_inopb",
+                self.fs_inopb() as i64,
+                (bsize / DINODE_SIZE as i32) as i64,
+            ),
+            (
+                "fs_fsbtodb",
+                self.fs_fsbtodb() as i64,
+                (fsize / 512).trailing_zeros() as i64,
+            ),
+            (
+                "fs_maxsymlinklen",
+                self.fs_maxsymlinklen() as i64,
+                MAXSYMLINKLEN_UFS2 as i64,
+            ),
         ];
         for (name, have, want) in checks {
             if have != want {
@@ -329,15 +377,27 @@ impl Superblock {
         }
         let inopb = (bsize / DINODE_SIZE as i32) as u64;
         if ipg < inopb || !ipg.is_multiple_of(inopb) || ipg > (1 << 31) {
-            return bad("fs_ipg", format!("{ipg} is not a positive multiple of {inopb}"));
+            return bad(
+                "fs_ipg",
+                format!("{ipg} is not a positive multiple of {inopb}"),
+            );
         }
-        if ncg.checked_mul(ipg).is_none_or(|n| n > (1u64 << 32) - inopb) {
-            return bad("fs_ipg", format!("{ncg} groups of {ipg} inodes overflow 32-bit inode numbers"));
+        if ncg
+            .checked_mul(ipg)
+            .is_none_or(|n| n > (1u64 << 32) - inopb)
+        {
+            return bad(
+                "fs_ipg",
+                format!("{ncg} groups of {ipg} inodes overflow 32-bit inode numbers"),
+            );
         }
         // FreeBSD asks for at least 3 blocks per group, a whole number of
         // blocks unless the file system is a single small group.
         if fpg < 3 * frag || (fpg % frag != 0 && ncg != 1) {
-            return bad("fs_fpg", format!("{fpg} is not a multiple of {frag} (and at least 3 blocks)"));
+            return bad(
+                "fs_fpg",
+                format!("{fpg} is not a multiple of {frag} (and at least 3 blocks)"),
+            );
         }
         let fpg = fpg as u64;
         let frag_u = frag as u64;
@@ -346,15 +406,21 @@ impl Superblock {
         let cblkno = self.fs_cblkno() as i64;
         let iblkno = self.fs_iblkno() as i64;
         let dblkno = self.fs_dblkno() as i64;
-        let want_sblkno = (((sblockloc as u64 + SBLOCKSIZE as u64).div_ceil(fsize as u64)).div_ceil(frag_u) * frag_u) as i64;
+        let want_sblkno = (((sblockloc as u64 + SBLOCKSIZE as u64).div_ceil(fsize as u64))
+            .div_ceil(frag_u)
+            * frag_u) as i64;
         if sblkno != want_sblkno {
             return bad("fs_sblkno", format!("{sblkno}, expected {want_sblkno}"));
         }
         let sbsize = self.fs_sbsize();
-        if sbsize < SBSIZE_STRUCT as i32 || sbsize > SBLOCKSIZE as i32 || sbsize % fsize.min(SBLOCKSIZE as i32) != 0 && sbsize % 512 != 0 {
+        if sbsize < SBSIZE_STRUCT as i32
+            || sbsize > SBLOCKSIZE as i32
+            || sbsize % fsize.min(SBLOCKSIZE as i32) != 0 && sbsize % 512 != 0
+        {
             return bad("fs_sbsize", format!("{sbsize}"));
         }
-        let want_cblkno = sblkno + ((SBLOCKSIZE as u64).div_ceil(fsize as u64).div_ceil(frag_u) * frag_u) as i64;
+        let want_cblkno =
+            sblkno + ((SBLOCKSIZE as u64).div_ceil(fsize as u64).div_ceil(frag_u) * frag_u) as i64;
         if cblkno != want_cblkno {
             return bad("fs_cblkno", format!("{cblkno}, expected {want_cblkno}"));
         }
@@ -362,7 +428,11 @@ impl Superblock {
         if cgsize < CG_HEADER_SIZE as i32 || cgsize > bsize {
             return bad("fs_cgsize", format!("{cgsize} is not within [168, bsize]"));
         }
-        let want_iblkno = cblkno + ((cgsize.max(0) as u64).div_ceil(fsize as u64).div_ceil(frag_u) * frag_u) as i64;
+        let want_iblkno = cblkno
+            + ((cgsize.max(0) as u64)
+                .div_ceil(fsize as u64)
+                .div_ceil(frag_u)
+                * frag_u) as i64;
         if iblkno != want_iblkno {
             return bad("fs_iblkno", format!("{iblkno}, expected {want_iblkno}"));
         }
@@ -371,11 +441,17 @@ impl Superblock {
             return bad("fs_dblkno", format!("{dblkno}, expected {want_dblkno}"));
         }
         if (dblkno as u64) >= fpg {
-            return bad("fs_dblkno", format!("{dblkno} leaves no data in a group of {fpg} fragments"));
+            return bad(
+                "fs_dblkno",
+                format!("{dblkno} leaves no data in a group of {fpg} fragments"),
+            );
         }
         let size = self.fs_size();
         if size <= 0 || (size as u64) <= (ncg - 1) * fpg || (size as u64) > ncg * fpg {
-            return bad("fs_size", format!("{size} does not fit {ncg} groups of {fpg} fragments"));
+            return bad(
+                "fs_size",
+                format!("{size} does not fit {ncg} groups of {fpg} fragments"),
+            );
         }
         let dsize = self.fs_dsize();
         if dsize <= 0 || dsize > size {
@@ -389,12 +465,18 @@ impl Superblock {
         let csaddr = self.fs_csaddr();
         let csfrags = (cssize as u64).div_ceil(fsize as u64);
         if csaddr < 0 || (csaddr as u64) + csfrags > size as u64 {
-            return bad("fs_csaddr", format!("{csaddr} with {csfrags} fragments is outside the file system"));
+            return bad(
+                "fs_csaddr",
+                format!("{csaddr} with {csfrags} fragments is outside the file system"),
+            );
         }
         // The summary area lies in one group's data area.
         let cgc = csaddr as u64 / fpg;
         if (csaddr as u64) < cgc * fpg + dblkno as u64 || (csaddr as u64 + csfrags) / fpg > cgc {
-            return bad("fs_csaddr", format!("{csaddr} is not in one group's data area"));
+            return bad(
+                "fs_csaddr",
+                format!("{csaddr} is not in one group's data area"),
+            );
         }
         let maxcontig = self.fs_maxcontig();
         if maxcontig < 1 || maxcontig > 256.max(1048576 / bsize) {
@@ -402,7 +484,10 @@ impl Superblock {
         }
         let contigsumsize = self.fs_contigsumsize();
         if contigsumsize != maxcontig.min(16) && !(contigsumsize == 0 && maxcontig == 1) {
-            return bad("fs_contigsumsize", format!("{contigsumsize} with maxcontig {maxcontig}"));
+            return bad(
+                "fs_contigsumsize",
+                format!("{contigsumsize} with maxcontig {maxcontig}"),
+            );
         }
         if self.fs_minfree() < 0 || self.fs_minfree() > 99 {
             return bad("fs_minfree", format!("{}", self.fs_minfree()));
@@ -446,7 +531,10 @@ impl Superblock {
         // The cg block must hold the header and the maps it describes.
         let need = g.cg_map_bytes();
         if need > cgsize as u64 {
-            return bad("fs_cgsize", format!("{cgsize} is smaller than the {need} bytes its maps need"));
+            return bad(
+                "fs_cgsize",
+                format!("{cgsize} is smaller than the {need} bytes its maps need"),
+            );
         }
         Ok(g)
     }

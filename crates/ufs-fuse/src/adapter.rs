@@ -20,15 +20,16 @@
 //!   opendir appear.
 use crate::affinity::Follower;
 use fuser::{
-    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, KernelConfig, LockOwner,
-    OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen,
-    ReplyStatfs, ReplyWrite, Request, TimeOrNow, WriteFlags,
+    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo,
+    KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
+    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow,
+    WriteFlags,
 };
+use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -41,7 +42,6 @@ use ufs::{Attr, Cred, FileKind, Fs, RenameMode, SetAttr, Time, TimeSet};
 /// long validity saves a round trip per stat of a name looked up before,
 /// as a local file system's dentry cache does.
 const TTL: Duration = Duration::from_secs(60);
-
 
 /// The one place where inode numbers are translated: FUSE's root is 1,
 /// UFS's root is 2, and UFS never uses inode 1, so the two are swapped.
@@ -79,7 +79,10 @@ fn errno(e: &ufs::Error) -> Errno {
 }
 
 fn cred(req: &Request) -> Cred {
-    Cred { uid: req.uid(), gid: req.gid() }
+    Cred {
+        uid: req.uid(),
+        gid: req.gid(),
+    }
 }
 
 fn system_time(t: Time) -> SystemTime {
@@ -94,7 +97,10 @@ fn system_time(t: Time) -> SystemTime {
 
 fn ufs_time(t: SystemTime) -> Time {
     match t.duration_since(UNIX_EPOCH) {
-        Ok(d) => Time { sec: i64::try_from(d.as_secs()).unwrap_or(i64::MAX), nsec: d.subsec_nanos() },
+        Ok(d) => Time {
+            sec: i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+            nsec: d.subsec_nanos(),
+        },
         Err(e) => {
             // Before the epoch: floor to whole seconds, nanoseconds positive.
             let d = e.duration();
@@ -120,7 +126,10 @@ fn request_time(t: SystemTime) -> Time {
         Ok(_) => ufs_time(t),
         Err(e) => {
             let d = e.duration();
-            Time { sec: -i64::try_from(d.as_secs()).unwrap_or(i64::MAX), nsec: d.subsec_nanos() }
+            Time {
+                sec: -i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+                nsec: d.subsec_nanos(),
+            }
         }
     }
 }
@@ -189,8 +198,18 @@ struct Snap {
 
 impl UfsFuse {
     pub fn new(fs: Arc<Fs>, writeback: bool, follow_clients: bool) -> Self {
-        let follower = if follow_clients { Follower::new() } else { None };
-        UfsFuse { fs, dirs: Mutex::new(HashMap::new()), next_fh: AtomicU64::new(1), writeback, follower }
+        let follower = if follow_clients {
+            Follower::new()
+        } else {
+            None
+        };
+        UfsFuse {
+            fs,
+            dirs: Mutex::new(HashMap::new()),
+            next_fh: AtomicU64::new(1),
+            writeback,
+            follower,
+        }
     }
 
     /// Every request starts here: keeps the thread near its client.
@@ -210,7 +229,14 @@ impl UfsFuse {
     /// behind the batch cookie.
     fn snapshot(&self, dir: u64) -> ufs::Result<Vec<Snap>> {
         let ents = self.fs.readdir(dir, 0, usize::MAX)?;
-        Ok(ents.into_iter().map(|e| Snap { ino: e.ino, dtype: e.dtype, name: e.name }).collect())
+        Ok(ents
+            .into_iter()
+            .map(|e| Snap {
+                ino: e.ino,
+                dtype: e.dtype,
+                name: e.name,
+            })
+            .collect())
     }
 
     /// Replies with a new kernel reference to `attr`'s inode.
@@ -252,7 +278,9 @@ impl Filesystem for UfsFuse {
             // writes later: faster, but ENOSPC surfaces at fsync/close
             // instead of write, and late writes run as root (minfree).
             if let Err(e) = config.add_capabilities(fuser::InitFlags::FUSE_WRITEBACK_CACHE) {
-                log(format_args!("kernel lacks writeback caching ({e:?}); continuing without it"));
+                log(format_args!(
+                    "kernel lacks writeback caching ({e:?}); continuing without it"
+                ));
             }
         }
         let _ = config.set_max_write(1 << 20);
@@ -328,12 +356,28 @@ impl Filesystem for UfsFuse {
     ) {
         self.serve(req);
         // The kernel has already applied the umask (no FUSE_DONT_MASK).
-        self.entry(self.fs.mknod(to_ufs(parent), name.as_bytes(), mode, rdev, cred(req)), reply);
+        self.entry(
+            self.fs
+                .mknod(to_ufs(parent), name.as_bytes(), mode, rdev, cred(req)),
+            reply,
+        );
     }
 
-    fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, reply: ReplyEntry) {
+    fn mkdir(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        reply: ReplyEntry,
+    ) {
         self.serve(req);
-        self.entry(self.fs.mkdir(to_ufs(parent), name.as_bytes(), mode, cred(req)), reply);
+        self.entry(
+            self.fs
+                .mkdir(to_ufs(parent), name.as_bytes(), mode, cred(req)),
+            reply,
+        );
     }
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
@@ -346,10 +390,22 @@ impl Filesystem for UfsFuse {
         Self::empty(self.fs.rmdir(to_ufs(parent), name.as_bytes()), reply);
     }
 
-    fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
+    fn symlink(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        link_name: &OsStr,
+        target: &Path,
+        reply: ReplyEntry,
+    ) {
         self.serve(req);
         self.entry(
-            self.fs.symlink(to_ufs(parent), link_name.as_bytes(), target.as_os_str().as_bytes(), cred(req)),
+            self.fs.symlink(
+                to_ufs(parent),
+                link_name.as_bytes(),
+                target.as_os_str().as_bytes(),
+                cred(req),
+            ),
             reply,
         );
     }
@@ -383,14 +439,31 @@ impl Filesystem for UfsFuse {
             }
         };
         Self::empty(
-            self.fs.rename(to_ufs(parent), name.as_bytes(), to_ufs(newparent), newname.as_bytes(), mode),
+            self.fs.rename(
+                to_ufs(parent),
+                name.as_bytes(),
+                to_ufs(newparent),
+                newname.as_bytes(),
+                mode,
+            ),
             reply,
         );
     }
 
-    fn link(&self, req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
+    fn link(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        newparent: INodeNo,
+        newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
         self.serve(req);
-        self.entry(self.fs.link(to_ufs(ino), to_ufs(newparent), newname.as_bytes()), reply);
+        self.entry(
+            self.fs
+                .link(to_ufs(ino), to_ufs(newparent), newname.as_bytes()),
+            reply,
+        );
     }
 
     fn open(&self, req: &Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
@@ -453,7 +526,14 @@ impl Filesystem for UfsFuse {
         reply.ok();
     }
 
-    fn fsync(&self, req: &Request, ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+    fn fsync(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
         self.serve(req);
         Self::empty(self.fs.fsync(to_ufs(ino)), reply);
     }
@@ -465,7 +545,14 @@ impl Filesystem for UfsFuse {
         reply.opened(FileHandle(fh), FopenFlags::empty());
     }
 
-    fn readdir(&self, req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
+    fn readdir(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
         self.serve(req);
         let dir = to_ufs(ino);
         let snap = if offset == 0 || !self.dirs().contains_key(&fh.0) {
@@ -487,22 +574,45 @@ impl Filesystem for UfsFuse {
             let kind = match FileKind::from_dtype(e.dtype) {
                 Some(k) => k,
                 // DT_UNKNOWN (old images): ask the inode.
-                None => self.fs.getattr(e.ino).map(|a| a.kind).unwrap_or(FileKind::File),
+                None => self
+                    .fs
+                    .getattr(e.ino)
+                    .map(|a| a.kind)
+                    .unwrap_or(FileKind::File),
             };
-            if reply.add(to_fuse(e.ino), i as u64 + 1, file_type(kind), OsStr::from_bytes(&e.name)) {
+            if reply.add(
+                to_fuse(e.ino),
+                i as u64 + 1,
+                file_type(kind),
+                OsStr::from_bytes(&e.name),
+            ) {
                 break;
             }
         }
         reply.ok();
     }
 
-    fn releasedir(&self, req: &Request, _ino: INodeNo, fh: FileHandle, _flags: OpenFlags, reply: ReplyEmpty) {
+    fn releasedir(
+        &self,
+        req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        reply: ReplyEmpty,
+    ) {
         self.serve(req);
         self.dirs().remove(&fh.0);
         reply.ok();
     }
 
-    fn fsyncdir(&self, req: &Request, ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+    fn fsyncdir(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
         self.serve(req);
         Self::empty(self.fs.fsync(to_ufs(ino)), reply);
     }
@@ -534,10 +644,19 @@ impl Filesystem for UfsFuse {
     ) {
         self.serve(req);
         let mode = (mode & 0o7777) | libc::S_IFREG;
-        match self.fs.mknod(to_ufs(parent), name.as_bytes(), mode, 0, cred(req)) {
+        match self
+            .fs
+            .mknod(to_ufs(parent), name.as_bytes(), mode, 0, cred(req))
+        {
             Ok(a) => {
                 self.fs.remember(a.ino);
-                reply.created(&TTL, &file_attr(&a), generation(&a), FileHandle(0), FopenFlags::empty());
+                reply.created(
+                    &TTL,
+                    &file_attr(&a),
+                    generation(&a),
+                    FileHandle(0),
+                    FopenFlags::empty(),
+                );
             }
             Err(e) => reply.error(errno(&e)),
         }
@@ -574,7 +693,12 @@ mod tests {
 
     #[test]
     fn times_round_trip() {
-        for (sec, nsec) in [(0i64, 0u32), (1_700_000_000, 123_456_789), (-1, 500_000_000), (-86_400, 0)] {
+        for (sec, nsec) in [
+            (0i64, 0u32),
+            (1_700_000_000, 123_456_789),
+            (-1, 500_000_000),
+            (-86_400, 0),
+        ] {
             let t = Time { sec, nsec };
             let back = ufs_time(system_time(t));
             assert_eq!((back.sec, back.nsec), (sec, nsec));

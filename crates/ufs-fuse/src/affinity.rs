@@ -58,12 +58,17 @@ impl Follower {
     /// choose), or the placement thread cannot start.
     pub fn new() -> Option<Follower> {
         let allowed = sched_getaffinity(Pid::from_raw(0)).ok()?;
-        let n = (0..CpuSet::count()).filter(|&c| allowed.is_set(c).unwrap_or(false)).count();
+        let n = (0..CpuSet::count())
+            .filter(|&c| allowed.is_set(c).unwrap_or(false))
+            .count();
         if n < 2 {
             return None;
         }
         let (hints, rx) = sync_channel(64);
-        std::thread::Builder::new().name("ufs-placement".into()).spawn(move || place(rx, allowed)).ok()?;
+        std::thread::Builder::new()
+            .name("ufs-placement".into())
+            .spawn(move || place(rx, allowed))
+            .ok()?;
         Some(Follower { hints })
     }
 
@@ -73,7 +78,10 @@ impl Follower {
             return;
         }
         let now = Instant::now();
-        if LAST.with(Cell::get).is_some_and(|t| now.duration_since(t) < RESAMPLE) {
+        if LAST
+            .with(Cell::get)
+            .is_some_and(|t| now.duration_since(t) < RESAMPLE)
+        {
             return;
         }
         LAST.with(|l| l.set(Some(now)));
@@ -85,7 +93,9 @@ impl Follower {
 fn place(rx: Receiver<(u32, i32)>, allowed: CpuSet) {
     let mut pinned: HashMap<i32, usize> = HashMap::new();
     while let Ok((client, server)) = rx.recv() {
-        let Some(cpu) = client_cpu(client) else { continue };
+        let Some(cpu) = client_cpu(client) else {
+            continue;
+        };
         if pinned.get(&server) == Some(&cpu) || !allowed.is_set(cpu).unwrap_or(false) {
             continue;
         }
@@ -117,7 +127,15 @@ mod tests {
 
     #[test]
     fn processor_field_is_found_after_an_awkward_name() {
-        let fields: Vec<String> = (3..=52).map(|i| if i == 39 { "7".to_string() } else { i.to_string() }).collect();
+        let fields: Vec<String> = (3..=52)
+            .map(|i| {
+                if i == 39 {
+                    "7".to_string()
+                } else {
+                    i.to_string()
+                }
+            })
+            .collect();
         let line = format!("1234 (a) b (c) {}\n", fields.join(" "));
         assert_eq!(parse_processor(&line), Some(7));
         assert_eq!(parse_processor("1234 (x) S 1 2"), None);
@@ -142,7 +160,9 @@ mod tests {
             let deadline = Instant::now() + Duration::from_secs(5);
             loop {
                 let mask = sched_getaffinity(Pid::from_raw(0)).unwrap();
-                let pinned = (0..CpuSet::count()).filter(|&c| mask.is_set(c).unwrap()).count();
+                let pinned = (0..CpuSet::count())
+                    .filter(|&c| mask.is_set(c).unwrap())
+                    .count();
                 if pinned == 1 {
                     break;
                 }

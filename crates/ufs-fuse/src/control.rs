@@ -49,7 +49,10 @@ fn fnv64(bytes: &[u8]) -> u64 {
 /// Where the daemon of user `uid` serving `mountpoint` listens.
 pub fn socket_path(uid: u32, mountpoint: &Path) -> PathBuf {
     use std::os::unix::ffi::OsStrExt;
-    runtime_dir(uid).join(format!("{:016x}.sock", fnv64(mountpoint.as_os_str().as_bytes())))
+    runtime_dir(uid).join(format!(
+        "{:016x}.sock",
+        fnv64(mountpoint.as_os_str().as_bytes())
+    ))
 }
 
 /// The listening side, run by the daemon.
@@ -64,9 +67,14 @@ impl Control {
         let uid = nix::unistd::geteuid().as_raw();
         let path = socket_path(uid, mountpoint);
         let dir = path.parent().expect("socket has a directory");
-        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|e| format!("{}: {e}", dir.display()))?;
         let _ = std::fs::remove_file(&path);
-        let listener = UnixListener::bind(&path).map_err(|e| format!("control socket {}: {e}", path.display()))?;
+        let listener = UnixListener::bind(&path)
+            .map_err(|e| format!("control socket {}: {e}", path.display()))?;
         listener.set_nonblocking(true).map_err(|e| e.to_string())?;
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
@@ -80,7 +88,9 @@ impl Control {
                                 crate::adapter::log(format_args!("control: {e}"));
                             }
                         }
-                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(50)),
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                            std::thread::sleep(Duration::from_millis(50))
+                        }
                         Err(e) => {
                             crate::adapter::log(format_args!("control socket: {e}"));
                             std::thread::sleep(Duration::from_millis(200));
@@ -89,7 +99,11 @@ impl Control {
                 }
             })
             .map_err(|e| e.to_string())?;
-        Ok(Control { path, stop, thread: Some(thread) })
+        Ok(Control {
+            path,
+            stop,
+            thread: Some(thread),
+        })
     }
 
     pub fn stop(mut self) {
@@ -103,13 +117,22 @@ impl Control {
 
 fn serve_one(fs: &ufs::Fs, stream: UnixStream) -> Result<(), String> {
     stream.set_nonblocking(false).map_err(|e| e.to_string())?;
-    stream.set_read_timeout(Some(Duration::from_secs(5))).map_err(|e| e.to_string())?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .map_err(|e| e.to_string())?;
     let mut line = String::new();
-    BufReader::new(&stream).read_line(&mut line).map_err(|e| e.to_string())?;
+    BufReader::new(&stream)
+        .read_line(&mut line)
+        .map_err(|e| e.to_string())?;
     let reply = match serde_json::from_str::<Request>(&line) {
         Err(e) => serde_json::json!({ "error": format!("bad request: {e}") }),
-        Ok(Request::Lowmem) => serde_json::json!({ "freed_bytes": fs.dirhash_lowmem(), "stats": fs.stats(None, false).ok() }),
-        Ok(Request::Stats { path, verify }) => match fs.resolve(&path).and_then(|ino| fs.stats(Some(ino), verify)) {
+        Ok(Request::Lowmem) => {
+            serde_json::json!({ "freed_bytes": fs.dirhash_lowmem(), "stats": fs.stats(None, false).ok() })
+        }
+        Ok(Request::Stats { path, verify }) => match fs
+            .resolve(&path)
+            .and_then(|ino| fs.stats(Some(ino), verify))
+        {
             Ok(s) => serde_json::to_value(s).unwrap_or_default(),
             Err(e) => serde_json::json!({ "error": format!("{}: {e}", path.display()) }),
         },
@@ -123,7 +146,9 @@ fn serve_one(fs: &ufs::Fs, stream: UnixStream) -> Result<(), String> {
 /// on the same device.
 fn mount_root(dir: &Path) -> Result<PathBuf, String> {
     let dir = std::fs::canonicalize(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let dev = std::fs::metadata(&dir).map_err(|e| format!("{}: {e}", dir.display()))?.dev();
+    let dev = std::fs::metadata(&dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .dev();
     let mut root = dir.clone();
     while let Some(p) = root.parent() {
         match std::fs::metadata(p) {
@@ -141,22 +166,34 @@ pub fn query(dir: &Path, req: &Request) -> Result<serde_json::Value, String> {
     let me = nix::unistd::geteuid().as_raw();
     let candidates = [socket_path(me, &root), socket_path(0, &root)];
     let Some(sock) = candidates.iter().find(|p| p.exists()) else {
-        return Err(format!("{} is not on a ufskit mount (no control socket for {})", dir.display(), root.display()));
+        return Err(format!(
+            "{} is not on a ufskit mount (no control socket for {})",
+            dir.display(),
+            root.display()
+        ));
     };
     let mut req = serde_json::to_value(req).map_err(|e| e.to_string())?;
     if let Some(p) = req.get_mut("path") {
         let abs = std::fs::canonicalize(dir).map_err(|e| e.to_string())?;
-        let rel = abs.strip_prefix(&root).unwrap_or(Path::new("")).to_path_buf();
+        let rel = abs
+            .strip_prefix(&root)
+            .unwrap_or(Path::new(""))
+            .to_path_buf();
         *p = serde_json::Value::String(rel.to_string_lossy().into_owned());
     }
     let mut stream = UnixStream::connect(sock).map_err(|e| format!("{}: {e}", sock.display()))?;
-    stream.set_read_timeout(Some(Duration::from_secs(30))).map_err(|e| e.to_string())?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .map_err(|e| e.to_string())?;
     let mut line = serde_json::to_vec(&req).map_err(|e| e.to_string())?;
     line.push(b'\n');
     stream.write_all(&line).map_err(|e| e.to_string())?;
     let mut answer = String::new();
-    BufReader::new(&stream).read_line(&mut answer).map_err(|e| e.to_string())?;
-    let v: serde_json::Value = serde_json::from_str(&answer).map_err(|e| format!("bad answer from the daemon: {e}"))?;
+    BufReader::new(&stream)
+        .read_line(&mut answer)
+        .map_err(|e| e.to_string())?;
+    let v: serde_json::Value =
+        serde_json::from_str(&answer).map_err(|e| format!("bad answer from the daemon: {e}"))?;
     if let Some(e) = v.get("error").and_then(|e| e.as_str()) {
         return Err(e.to_string());
     }
@@ -177,7 +214,8 @@ mod tests {
 
     #[test]
     fn requests_round_trip() {
-        let r: Request = serde_json::from_str(r#"{"op":"stats","path":"a/b","verify":true}"#).unwrap();
+        let r: Request =
+            serde_json::from_str(r#"{"op":"stats","path":"a/b","verify":true}"#).unwrap();
         assert!(matches!(r, Request::Stats { verify: true, .. }));
         let r: Request = serde_json::from_str(r#"{"op":"lowmem"}"#).unwrap();
         assert!(matches!(r, Request::Lowmem));

@@ -83,7 +83,9 @@ impl Syncer {
                 let (lock, cv) = &*st;
                 let mut stopped = lock.lock().unwrap_or_else(|p| p.into_inner());
                 loop {
-                    let (g, _) = cv.wait_timeout(stopped, Duration::from_secs(interval)).unwrap_or_else(|p| p.into_inner());
+                    let (g, _) = cv
+                        .wait_timeout(stopped, Duration::from_secs(interval))
+                        .unwrap_or_else(|p| p.into_inner());
                     stopped = g;
                     if *stopped {
                         return;
@@ -123,12 +125,17 @@ impl Syncer {
 /// that no thread with the default disposition can receive them; the
 /// previous signal mask is restored before returning.
 pub fn serve(cfg: &MountConfig, on_ready: impl FnOnce()) -> Result<(), String> {
-    let image = std::fs::canonicalize(&cfg.image).map_err(|e| format!("{}: {e}", cfg.image.display()))?;
-    let mountpoint =
-        std::fs::canonicalize(&cfg.mountpoint).map_err(|e| format!("mount point {}: {e}", cfg.mountpoint.display()))?;
-    let before = std::fs::metadata(&mountpoint).map_err(|e| format!("mount point {}: {e}", mountpoint.display()))?;
+    let image =
+        std::fs::canonicalize(&cfg.image).map_err(|e| format!("{}: {e}", cfg.image.display()))?;
+    let mountpoint = std::fs::canonicalize(&cfg.mountpoint)
+        .map_err(|e| format!("mount point {}: {e}", cfg.mountpoint.display()))?;
+    let before = std::fs::metadata(&mountpoint)
+        .map_err(|e| format!("mount point {}: {e}", mountpoint.display()))?;
     if !before.is_dir() {
-        return Err(format!("mount point {} is not a directory", mountpoint.display()));
+        return Err(format!(
+            "mount point {} is not a directory",
+            mountpoint.display()
+        ));
     }
     let image_str = image
         .to_str()
@@ -151,10 +158,20 @@ pub fn serve(cfg: &MountConfig, on_ready: impl FnOnce()) -> Result<(), String> {
     }
     let fs = Arc::new(fs);
 
-    let served = serve_fs(&fs, cfg, &image_str, &mountpoint, read_only, &before, on_ready);
+    let served = serve_fs(
+        &fs,
+        cfg,
+        &image_str,
+        &mountpoint,
+        read_only,
+        &before,
+        on_ready,
+    );
 
     // The session is over: no kernel request can reach the engine any more.
-    let flushed = fs.unmount().map_err(|e| format!("{}: flushing at unmount: {e}", image.display()));
+    let flushed = fs
+        .unmount()
+        .map_err(|e| format!("{}: flushing at unmount: {e}", image.display()));
     match Arc::try_unwrap(fs) {
         Ok(fs) => drop(fs), // releases the image lock
         Err(_) => log("internal: file system still referenced after the session ended"),
@@ -222,26 +239,48 @@ fn serve_fs(
         opts.push(MountOption::CUSTOM("subtype=ufs".into()));
     } else {
         // fusermount3 splits its option string at unescaped commas.
-        opts.push(MountOption::FSName(format!("{FSNAME_PREFIX}{}", image.replace(',', "\\,"))));
+        opts.push(MountOption::FSName(format!(
+            "{FSNAME_PREFIX}{}",
+            image.replace(',', "\\,")
+        )));
         opts.push(MountOption::Subtype("ufs".into()));
     }
-    opts.push(if read_only { MountOption::RO } else { MountOption::RW });
+    opts.push(if read_only {
+        MountOption::RO
+    } else {
+        MountOption::RW
+    });
     let mut config = fuser::Config::default();
     config.mount_options = opts;
-    config.acl = if cfg.allow_other { SessionACL::All } else { SessionACL::Owner };
+    config.acl = if cfg.allow_other {
+        SessionACL::All
+    } else {
+        SessionACL::Owner
+    };
     let threads = cfg.threads.max(1);
     config.n_threads = Some(threads);
     config.clone_fd = threads > 1;
 
     let signals = SignalThread::start(mountpoint.to_path_buf(), fs.clone())?;
-    let session = match fuser::Session::new(UfsFuse::new(fs.clone(), cfg.writeback, cfg.follow_clients), mountpoint, &config) {
+    let session = match fuser::Session::new(
+        UfsFuse::new(fs.clone(), cfg.writeback, cfg.follow_clients),
+        mountpoint,
+        &config,
+    ) {
         Ok(s) => s,
         Err(e) => {
             signals.stop();
-            return Err(format!("cannot mount {} on {}: {e}", image, mountpoint.display()));
+            return Err(format!(
+                "cannot mount {} on {}: {e}",
+                image,
+                mountpoint.display()
+            ));
         }
     };
-    let session = match std::thread::Builder::new().name("ufs-fuse".into()).spawn(move || session.run()) {
+    let session = match std::thread::Builder::new()
+        .name("ufs-fuse".into())
+        .spawn(move || session.run())
+    {
         Ok(h) => h,
         Err(e) => {
             signals.stop();
@@ -253,11 +292,15 @@ fn serve_fs(
     let control = match control::Control::start(fs.clone(), mountpoint) {
         Ok(c) => Some(c),
         Err(e) => {
-            log(format_args!("no control channel ({e}); `ufskit stats` will not reach this mount"));
+            log(format_args!(
+                "no control channel ({e}); `ufskit stats` will not reach this mount"
+            ));
             None
         }
     };
-    let watcher = cfg.lowmem_watch.then(|| pressure::Watcher::start(fs.clone(), pressure::Thresholds::default()));
+    let watcher = cfg
+        .lowmem_watch
+        .then(|| pressure::Watcher::start(fs.clone(), pressure::Thresholds::default()));
 
     // Ready once a stat through the mount point reaches the new file system.
     let start = Instant::now();
@@ -274,7 +317,10 @@ fn serve_fs(
     if ready {
         on_ready();
     } else if !session.is_finished() {
-        log(format_args!("{} did not become ready; unmounting", mountpoint.display()));
+        log(format_args!(
+            "{} did not become ready; unmounting",
+            mountpoint.display()
+        ));
         if let Err(e) = unmount_path(mountpoint, true) {
             log(e);
         }
@@ -287,7 +333,10 @@ fn serve_fs(
         // an abort through /sys/fs/fuse/connections) with ECONNABORTED.
         // Either way the file system is gone and every reply was sent.
         Ok(Err(e)) if e.raw_os_error() == Some(libc::ECONNABORTED) => Ok(()),
-        Ok(Err(e)) => Err(format!("FUSE session on {} failed: {e}", mountpoint.display())),
+        Ok(Err(e)) => Err(format!(
+            "FUSE session on {} failed: {e}",
+            mountpoint.display()
+        )),
         Err(_) => Err(format!("FUSE session on {} panicked", mountpoint.display())),
     };
     signals.stop();
@@ -299,7 +348,10 @@ fn serve_fs(
         w.stop();
     }
     if !ready && result.is_ok() {
-        return Err(format!("mount on {} ended before it became ready", mountpoint.display()));
+        return Err(format!(
+            "mount on {} ended before it became ready",
+            mountpoint.display()
+        ));
     }
     result
 }
@@ -313,8 +365,12 @@ fn unmount_path(mp: &Path, lazy_if_busy: bool) -> Result<(), String> {
         match umount2(mp, MntFlags::empty()) {
             Ok(()) => Ok(()),
             Err(Errno::EBUSY) if lazy_if_busy => {
-                log(format_args!("{} is busy; detaching it, it ends when no longer in use", mp.display()));
-                umount2(mp, MntFlags::MNT_DETACH).map_err(|e| format!("cannot unmount {}: {}", mp.display(), e.desc()))
+                log(format_args!(
+                    "{} is busy; detaching it, it ends when no longer in use",
+                    mp.display()
+                ));
+                umount2(mp, MntFlags::MNT_DETACH)
+                    .map_err(|e| format!("cannot unmount {}: {}", mp.display(), e.desc()))
             }
             Err(Errno::EBUSY) => Err(format!("cannot unmount {}: target is busy", mp.display())),
             Err(Errno::EINVAL) => Err(format!("{} is not a mount point", mp.display())),
@@ -369,7 +425,13 @@ fn wait_for_release(image: &Path, timeout: Duration) -> Result<(), String> {
                 return Ok(());
             }
             Err((_, nix::errno::Errno::EWOULDBLOCK)) | Err((_, nix::errno::Errno::EINTR)) => {}
-            Err((_, e)) => return Err(format!("{}: cannot check its lock: {}", image.display(), e.desc())),
+            Err((_, e)) => {
+                return Err(format!(
+                    "{}: cannot check its lock: {}",
+                    image.display(),
+                    e.desc()
+                ))
+            }
         }
         if start.elapsed() >= timeout {
             return Err(format!(
@@ -409,7 +471,12 @@ impl SignalShared {
 
 fn signal_set() -> SigSet {
     let mut s = SigSet::empty();
-    for sig in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP, Signal::SIGUSR1] {
+    for sig in [
+        Signal::SIGINT,
+        Signal::SIGTERM,
+        Signal::SIGHUP,
+        Signal::SIGUSR1,
+    ] {
         s.add(sig);
     }
     s
@@ -418,34 +485,46 @@ fn signal_set() -> SigSet {
 impl SignalThread {
     fn start(mountpoint: PathBuf, fs: Arc<ufs::Fs>) -> Result<SignalThread, String> {
         let set = signal_set();
-        let old_mask = set.thread_swap_mask(SigmaskHow::SIG_BLOCK).map_err(|e| format!("cannot block signals: {e}"))?;
-        let shared = Arc::new(SignalShared { mountpoint, fs, stop: AtomicBool::new(false), state: Mutex::new((false, false)) });
+        let old_mask = set
+            .thread_swap_mask(SigmaskHow::SIG_BLOCK)
+            .map_err(|e| format!("cannot block signals: {e}"))?;
+        let shared = Arc::new(SignalShared {
+            mountpoint,
+            fs,
+            stop: AtomicBool::new(false),
+            state: Mutex::new((false, false)),
+        });
         let sh = shared.clone();
         let (tx, rx) = std::sync::mpsc::channel();
-        let spawned = std::thread::Builder::new().name("ufs-signals".into()).spawn(move || {
-            let _ = tx.send(nix::sys::pthread::pthread_self());
-            loop {
-                let sig = match set.wait() {
-                    Ok(s) => s,
-                    Err(_) => continue,
-                };
-                if sh.stop.load(Ordering::SeqCst) {
-                    return;
-                }
-                if sig == Signal::SIGUSR1 {
-                    if let Err(e) = sh.fs.drop_caches() {
-                        log(format_args!("dropping caches: {e}"));
+        let spawned = std::thread::Builder::new()
+            .name("ufs-signals".into())
+            .spawn(move || {
+                let _ = tx.send(nix::sys::pthread::pthread_self());
+                loop {
+                    let sig = match set.wait() {
+                        Ok(s) => s,
+                        Err(_) => continue,
+                    };
+                    if sh.stop.load(Ordering::SeqCst) {
+                        return;
                     }
-                    continue;
+                    if sig == Signal::SIGUSR1 {
+                        if let Err(e) = sh.fs.drop_caches() {
+                            log(format_args!("dropping caches: {e}"));
+                        }
+                        continue;
+                    }
+                    let mut st = sh.state.lock().unwrap_or_else(|p| p.into_inner());
+                    st.1 = true;
+                    if st.0 {
+                        log(format_args!(
+                            "{sig}: unmounting {}",
+                            sh.mountpoint.display()
+                        ));
+                        sh.unmount();
+                    }
                 }
-                let mut st = sh.state.lock().unwrap_or_else(|p| p.into_inner());
-                st.1 = true;
-                if st.0 {
-                    log(format_args!("{sig}: unmounting {}", sh.mountpoint.display()));
-                    sh.unmount();
-                }
-            }
-        });
+            });
         let thread = match spawned {
             Ok(h) => match rx.recv() {
                 Ok(id) => Some((h, id)),
@@ -456,7 +535,12 @@ impl SignalThread {
                 return Err(format!("cannot start the signal thread: {e}"));
             }
         };
-        Ok(SignalThread { old_mask, shared, thread, done: false })
+        Ok(SignalThread {
+            old_mask,
+            shared,
+            thread,
+            done: false,
+        })
     }
 
     /// The mount exists: a signal from now on unmounts it, and one that
@@ -465,7 +549,10 @@ impl SignalThread {
         let mut st = self.shared.state.lock().unwrap_or_else(|p| p.into_inner());
         st.0 = true;
         if st.1 {
-            log(format_args!("signal received while mounting: unmounting {}", self.shared.mountpoint.display()));
+            log(format_args!(
+                "signal received while mounting: unmounting {}",
+                self.shared.mountpoint.display()
+            ));
             self.shared.unmount();
         }
     }

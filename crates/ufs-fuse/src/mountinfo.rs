@@ -17,8 +17,13 @@ fn unescape(s: &str) -> Vec<u8> {
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
-        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
-            let v = (b[i + 1] - b'0') as u32 * 64 + (b[i + 2] - b'0') as u32 * 8 + (b[i + 3] - b'0') as u32;
+        if b[i] == b'\\'
+            && i + 3 < b.len()
+            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
+        {
+            let v = (b[i + 1] - b'0') as u32 * 64
+                + (b[i + 2] - b'0') as u32 * 8
+                + (b[i + 3] - b'0') as u32;
             out.push(v as u8);
             i += 4;
         } else {
@@ -67,7 +72,8 @@ pub(crate) fn resolve_mountpoint(p: &Path) -> Result<PathBuf, String> {
     let abs = std::path::absolute(p).map_err(|e| format!("{}: {e}", p.display()))?;
     match (abs.parent(), abs.file_name()) {
         (Some(parent), Some(name)) => {
-            let parent = std::fs::canonicalize(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
+            let parent =
+                std::fs::canonicalize(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
             Ok(parent.join(name))
         }
         _ => Ok(abs),

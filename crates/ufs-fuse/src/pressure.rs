@@ -22,20 +22,28 @@ pub struct Thresholds {
 
 impl Default for Thresholds {
     fn default() -> Self {
-        Thresholds { psi_some_avg10: 10.0, min_available_percent: 5.0 }
+        Thresholds {
+            psi_some_avg10: 10.0,
+            min_available_percent: 5.0,
+        }
     }
 }
 
 /// "some avg10" from the text of `/proc/pressure/memory`.
 pub fn parse_psi_some_avg10(text: &str) -> Option<f64> {
     let line = text.lines().find(|l| l.starts_with("some "))?;
-    line.split_whitespace().find_map(|f| f.strip_prefix("avg10=")).and_then(|v| v.parse().ok())
+    line.split_whitespace()
+        .find_map(|f| f.strip_prefix("avg10="))
+        .and_then(|v| v.parse().ok())
 }
 
 /// `(MemAvailable, MemTotal)` in KiB from the text of `/proc/meminfo`.
 pub fn parse_meminfo(text: &str) -> Option<(u64, u64)> {
     let field = |name: &str| {
-        text.lines().find(|l| l.starts_with(name)).and_then(|l| l.split_whitespace().nth(1)).and_then(|v| v.parse::<u64>().ok())
+        text.lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse::<u64>().ok())
     };
     Some((field("MemAvailable:")?, field("MemTotal:")?))
 }
@@ -43,7 +51,9 @@ pub fn parse_meminfo(text: &str) -> Option<(u64, u64)> {
 /// Whether the readings call for a low-memory event.
 pub fn under_pressure(t: &Thresholds, psi: Option<f64>, mem: Option<(u64, u64)>) -> bool {
     psi.is_some_and(|p| p >= t.psi_some_avg10)
-        || mem.is_some_and(|(avail, total)| total > 0 && (avail as f64) * 100.0 < t.min_available_percent * total as f64)
+        || mem.is_some_and(|(avail, total)| {
+            total > 0 && (avail as f64) * 100.0 < t.min_available_percent * total as f64
+        })
 }
 
 pub struct Watcher {
@@ -59,12 +69,18 @@ impl Watcher {
             .name("ufs-lowmem".into())
             .spawn(move || {
                 while !flag.load(Ordering::Relaxed) {
-                    let psi = std::fs::read_to_string("/proc/pressure/memory").ok().and_then(|s| parse_psi_some_avg10(&s));
-                    let mem = std::fs::read_to_string("/proc/meminfo").ok().and_then(|s| parse_meminfo(&s));
+                    let psi = std::fs::read_to_string("/proc/pressure/memory")
+                        .ok()
+                        .and_then(|s| parse_psi_some_avg10(&s));
+                    let mem = std::fs::read_to_string("/proc/meminfo")
+                        .ok()
+                        .and_then(|s| parse_meminfo(&s));
                     if under_pressure(&t, psi, mem) {
                         let freed = fs.dirhash_lowmem();
                         if freed > 0 {
-                            crate::adapter::log(format_args!("memory pressure: dirhash freed {freed} bytes"));
+                            crate::adapter::log(format_args!(
+                                "memory pressure: dirhash freed {freed} bytes"
+                            ));
                         }
                     }
                     for _ in 0..10 {
@@ -100,7 +116,11 @@ mod tests {
         let t = Thresholds::default();
         assert!(under_pressure(&t, Some(12.5), None));
         assert!(under_pressure(&t, None, Some((900_000, 24_000_000))));
-        assert!(!under_pressure(&t, Some(0.1), Some((12_000_000, 24_000_000))));
+        assert!(!under_pressure(
+            &t,
+            Some(0.1),
+            Some((12_000_000, 24_000_000))
+        ));
         assert!(!under_pressure(&t, None, None));
     }
 

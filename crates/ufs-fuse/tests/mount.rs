@@ -46,7 +46,10 @@ fn errno_of<T>(r: std::io::Result<T>) -> Option<i32> {
 fn expect_errno<T>(what: &str, r: std::io::Result<T>, want: i32) -> R {
     match errno_of(r) {
         Some(e) if e == want => Ok(()),
-        Some(e) => Err(format!("{what}: expected errno {want}, got {e} ({})", std::io::Error::from_raw_os_error(e))),
+        Some(e) => Err(format!(
+            "{what}: expected errno {want}, got {e} ({})",
+            std::io::Error::from_raw_os_error(e)
+        )),
         None => Err(format!("{what}: expected errno {want}, but it succeeded")),
     }
 }
@@ -94,7 +97,17 @@ fn child_serve() -> ! {
         ..Default::default()
     };
     let writeback = std::env::var_os(ENV_WRITEBACK).is_some();
-    let cfg = ufs_fuse::MountConfig { image, mountpoint: mnt, opts, allow_other: true, threads: 2, writeback, sync_interval: 30, lowmem_watch: true, follow_clients: true };
+    let cfg = ufs_fuse::MountConfig {
+        image,
+        mountpoint: mnt,
+        opts,
+        allow_other: true,
+        threads: 2,
+        writeback,
+        sync_interval: 30,
+        lowmem_watch: true,
+        follow_clients: true,
+    };
     let r = ufs_fuse::serve(&cfg, || {
         println!("READY");
         let _ = std::io::stdout().flush();
@@ -119,7 +132,10 @@ struct Mounted {
 fn mount(img: &Path, mnt: &Path, ro: bool, force: bool) -> Result<Mounted, String> {
     let exe = io("current_exe", std::env::current_exe())?;
     let mut cmd = Command::new(exe);
-    cmd.env(ENV_IMAGE, img).env(ENV_MNT, mnt).stdout(Stdio::piped()).stderr(Stdio::piped());
+    cmd.env(ENV_IMAGE, img)
+        .env(ENV_MNT, mnt)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     if ro {
         cmd.env(ENV_RO, "1");
     }
@@ -148,12 +164,19 @@ fn mount(img: &Path, mnt: &Path, ro: bool, force: bool) -> Result<Mounted, Strin
         }
         let _ = etx.send(s);
     });
-    let mut m = Mounted { child: Some(child), mnt: mnt.to_path_buf(), stderr: erx };
+    let mut m = Mounted {
+        child: Some(child),
+        mnt: mnt.to_path_buf(),
+        stderr: erx,
+    };
     match rx.recv_timeout(Duration::from_secs(30)) {
         Ok(l) if l == "READY" => Ok(m),
         other => {
             let status = m.wait(Duration::from_secs(5));
-            Err(format!("daemon did not become ready: {other:?}; exit {status:?}; stderr: {}", m.stderr_text()))
+            Err(format!(
+                "daemon did not become ready: {other:?}; exit {status:?}; stderr: {}",
+                m.stderr_text()
+            ))
         }
     }
 }
@@ -164,17 +187,23 @@ impl Mounted {
     }
 
     fn stderr_text(&self) -> String {
-        self.stderr.recv_timeout(Duration::from_secs(2)).unwrap_or_default()
+        self.stderr
+            .recv_timeout(Duration::from_secs(2))
+            .unwrap_or_default()
     }
 
     /// Waits for the daemon to exit; kills it (and detaches the mount) on timeout.
     fn wait(&mut self, timeout: Duration) -> Result<std::process::ExitStatus, String> {
-        let Some(mut c) = self.child.take() else { return Err("already reaped".into()) };
+        let Some(mut c) = self.child.take() else {
+            return Err("already reaped".into());
+        };
         let start = Instant::now();
         loop {
             match c.try_wait() {
                 Ok(Some(s)) => return Ok(s),
-                Ok(None) if start.elapsed() < timeout => std::thread::sleep(Duration::from_millis(20)),
+                Ok(None) if start.elapsed() < timeout => {
+                    std::thread::sleep(Duration::from_millis(20))
+                }
                 _ => {
                     let _ = c.kill();
                     let _ = c.wait();
@@ -196,7 +225,8 @@ impl Mounted {
     }
 
     fn signal(&self, sig: nix::sys::signal::Signal) -> R {
-        nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.pid()), sig).map_err(|e| format!("kill: {e}"))
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.pid()), sig)
+            .map_err(|e| format!("kill: {e}"))
     }
 }
 
@@ -246,7 +276,12 @@ fn snapshot(root: &Path) -> Result<BTreeMap<PathBuf, Node>, String> {
                 Node::File(io(p.display(), fs::read(&p))?)
             } else if ft.is_symlink() {
                 use std::os::unix::ffi::OsStrExt;
-                Node::Link(io(p.display(), fs::read_link(&p))?.as_os_str().as_bytes().to_vec())
+                Node::Link(
+                    io(p.display(), fs::read_link(&p))?
+                        .as_os_str()
+                        .as_bytes()
+                        .to_vec(),
+                )
             } else if ft.is_fifo() {
                 Node::Fifo
             } else {
@@ -276,9 +311,19 @@ fn engine_snapshot(img: &Path) -> Result<(BTreeMap<PathBuf, Node>, bool), String
 /// ufskit's fsck (fsck_ffs' five passes) in check mode: no findings allowed.
 fn fsck_clean(img: &Path) -> R {
     let dev = ufs::dev::FileDevice::open(img, false).map_err(|e| format!("fsck open: {e}"))?;
-    let rep = ufs::fsck::fsck(&dev, ufs::fsck::FsckMode::Check).map_err(|e| format!("fsck: {e}"))?;
-    let msgs: Vec<String> = rep.findings.iter().take(10).map(|f| format!("{}: {}", f.pass, f.message)).collect();
-    ensure!(rep.findings.is_empty(), "fsck: {} findings: {msgs:?}", rep.findings.len());
+    let rep =
+        ufs::fsck::fsck(&dev, ufs::fsck::FsckMode::Check).map_err(|e| format!("fsck: {e}"))?;
+    let msgs: Vec<String> = rep
+        .findings
+        .iter()
+        .take(10)
+        .map(|f| format!("{}: {}", f.pass, f.message))
+        .collect();
+    ensure!(
+        rep.findings.is_empty(),
+        "fsck: {} findings: {msgs:?}",
+        rep.findings.len()
+    );
     Ok(())
 }
 
@@ -286,15 +331,27 @@ fn engine_check(img: &Path) -> Result<(BTreeMap<PathBuf, Node>, bool, Invariants
     use std::os::unix::ffi::OsStrExt;
     {
         // A clean image must also satisfy fsck; an unclean one is fsck's to repair.
-        let fs = ufs::Fs::open_path(img, ufs::MountOptions { read_only: true, ..Default::default() })
-            .map_err(|e| format!("reopen {}: {e}", img.display()))?;
+        let fs = ufs::Fs::open_path(
+            img,
+            ufs::MountOptions {
+                read_only: true,
+                ..Default::default()
+            },
+        )
+        .map_err(|e| format!("reopen {}: {e}", img.display()))?;
         if fs.was_clean() {
             drop(fs);
             fsck_clean(img)?;
         }
     }
-    let fs = ufs::Fs::open_path(img, ufs::MountOptions { read_only: true, ..Default::default() })
-        .map_err(|e| format!("reopen {}: {e}", img.display()))?;
+    let fs = ufs::Fs::open_path(
+        img,
+        ufs::MountOptions {
+            read_only: true,
+            ..Default::default()
+        },
+    )
+    .map_err(|e| format!("reopen {}: {e}", img.display()))?;
     let clean = fs.was_clean();
     let mut out = BTreeMap::new();
     // inode -> (nlink, kind, names seen, blocks)
@@ -307,7 +364,9 @@ fn engine_check(img: &Path) -> Result<(BTreeMap<PathBuf, Node>, bool, Invariants
         let mut subdirs = 0u32;
         let (mut dot, mut dotdot) = (0u64, 0u64);
         loop {
-            let ents = fs.readdir(ino, cookie, 100).map_err(|e| format!("readdir {}: {e}", rel.display()))?;
+            let ents = fs
+                .readdir(ino, cookie, 100)
+                .map_err(|e| format!("readdir {}: {e}", rel.display()))?;
             if ents.is_empty() {
                 break;
             }
@@ -322,8 +381,16 @@ fn engine_check(img: &Path) -> Result<(BTreeMap<PathBuf, Node>, bool, Invariants
                     continue;
                 }
                 let r = rel.join(std::ffi::OsStr::from_bytes(&e.name));
-                let a = fs.lookup(ino, &e.name).map_err(|er| format!("lookup {}: {er}", r.display()))?;
-                ensure!(a.ino == e.ino, "{}: readdir ino {} but lookup ino {}", r.display(), e.ino, a.ino);
+                let a = fs
+                    .lookup(ino, &e.name)
+                    .map_err(|er| format!("lookup {}: {er}", r.display()))?;
+                ensure!(
+                    a.ino == e.ino,
+                    "{}: readdir ino {} but lookup ino {}",
+                    r.display(),
+                    e.ino,
+                    a.ino
+                );
                 let want_dt = match a.kind {
                     ufs::FileKind::File => 8,
                     ufs::FileKind::Dir => 4,
@@ -333,7 +400,13 @@ fn engine_check(img: &Path) -> Result<(BTreeMap<PathBuf, Node>, bool, Invariants
                     ufs::FileKind::BlockDev => 6,
                     ufs::FileKind::Socket => 12,
                 };
-                ensure!(e.dtype == want_dt, "{}: d_type {} but inode kind {:?}", r.display(), e.dtype, a.kind);
+                ensure!(
+                    e.dtype == want_dt,
+                    "{}: d_type {} but inode kind {:?}",
+                    r.display(),
+                    e.dtype,
+                    a.kind
+                );
                 let s = seen.entry(a.ino).or_insert((a.nlink, a.kind, 0, a.blocks));
                 s.2 += 1;
                 let n = match a.kind {
@@ -344,13 +417,22 @@ fn engine_check(img: &Path) -> Result<(BTreeMap<PathBuf, Node>, bool, Invariants
                         Node::Dir
                     }
                     ufs::FileKind::File => {
-                        let d = fs.read(a.ino, 0, a.size as usize).map_err(|er| format!("read {}: {er}", r.display()))?;
-                        ensure!(d.len() as u64 == a.size, "{}: short read {} of {}", r.display(), d.len(), a.size);
+                        let d = fs
+                            .read(a.ino, 0, a.size as usize)
+                            .map_err(|er| format!("read {}: {er}", r.display()))?;
+                        ensure!(
+                            d.len() as u64 == a.size,
+                            "{}: short read {} of {}",
+                            r.display(),
+                            d.len(),
+                            a.size
+                        );
                         Node::File(d)
                     }
-                    ufs::FileKind::Symlink => {
-                        Node::Link(fs.readlink(a.ino).map_err(|er| format!("readlink {}: {er}", r.display()))?)
-                    }
+                    ufs::FileKind::Symlink => Node::Link(
+                        fs.readlink(a.ino)
+                            .map_err(|er| format!("readlink {}: {er}", r.display()))?,
+                    ),
                     ufs::FileKind::Fifo => Node::Fifo,
                     _ => Node::Other(u32::from(a.perm) | kind_bits(a.kind)),
                 };
@@ -358,13 +440,28 @@ fn engine_check(img: &Path) -> Result<(BTreeMap<PathBuf, Node>, bool, Invariants
             }
         }
         ensure!(dot == ino, "{}: '.' is {dot}, not {ino}", rel.display());
-        ensure!(dotdot == parent, "{}: '..' is {dotdot}, not {parent}", rel.display());
-        let a = fs.getattr(ino).map_err(|e| format!("stat {}: {e}", rel.display()))?;
-        ensure!(a.nlink == 2 + subdirs, "{}: directory nlink {} but {} subdirectories", rel.display(), a.nlink, subdirs);
+        ensure!(
+            dotdot == parent,
+            "{}: '..' is {dotdot}, not {parent}",
+            rel.display()
+        );
+        let a = fs
+            .getattr(ino)
+            .map_err(|e| format!("stat {}: {e}", rel.display()))?;
+        ensure!(
+            a.nlink == 2 + subdirs,
+            "{}: directory nlink {} but {} subdirectories",
+            rel.display(),
+            a.nlink,
+            subdirs
+        );
     }
     for (ino, (nlink, kind, names, _)) in &seen {
         if *kind != ufs::FileKind::Dir {
-            ensure!(*nlink == *names, "inode {ino}: nlink {nlink} but {names} names");
+            ensure!(
+                *nlink == *names,
+                "inode {ino}: nlink {nlink} but {names} names"
+            );
         }
     }
     let ndirs = seen.values().filter(|v| v.1 == ufs::FileKind::Dir).count() as u64;
@@ -397,7 +494,11 @@ fn cg_check(fs: &ufs::Fs, ndirs: u64) -> R {
             for b in 0..nblk {
                 let free = cg.block_free(b, g.frag);
                 if clusters {
-                    ensure!(cg.cluster_free(b) == free, "cg {cgx}: cluster map bit of block {b} is {} but block free is {free}", cg.cluster_free(b));
+                    ensure!(
+                        cg.cluster_free(b) == free,
+                        "cg {cgx}: cluster map bit of block {b} is {} but block free is {free}",
+                        cg.cluster_free(b)
+                    );
                     if free {
                         run_blocks += 1;
                     } else if run_blocks > 0 {
@@ -435,20 +536,41 @@ fn cg_check(fs: &ufs::Fs, ndirs: u64) -> R {
             }
             let nifree = (0..g.ipg).filter(|&i| !cg.inode_used(i)).count() as i32;
             let cs = cg.cg_cs();
-            ensure!(cs.cs_nbfree == nbfree, "cg {cgx}: cs_nbfree {} but {nbfree} free blocks in the map", cs.cs_nbfree);
-            ensure!(cs.cs_nffree == nffree, "cg {cgx}: cs_nffree {} but {nffree} free fragments in the map", cs.cs_nffree);
-            ensure!(cs.cs_nifree == nifree, "cg {cgx}: cs_nifree {} but {nifree} free inodes in the map", cs.cs_nifree);
+            ensure!(
+                cs.cs_nbfree == nbfree,
+                "cg {cgx}: cs_nbfree {} but {nbfree} free blocks in the map",
+                cs.cs_nbfree
+            );
+            ensure!(
+                cs.cs_nffree == nffree,
+                "cg {cgx}: cs_nffree {} but {nffree} free fragments in the map",
+                cs.cs_nffree
+            );
+            ensure!(
+                cs.cs_nifree == nifree,
+                "cg {cgx}: cs_nifree {} but {nifree} free inodes in the map",
+                cs.cs_nifree
+            );
             for (i, &n) in frsum.iter().enumerate().skip(1) {
-                ensure!(cg.cg_frsum(i) == n, "cg {cgx}: cg_frsum[{i}] is {} but the map has {n}", cg.cg_frsum(i));
+                ensure!(
+                    cg.cg_frsum(i) == n,
+                    "cg {cgx}: cg_frsum[{i}] is {} but the map has {n}",
+                    cg.cg_frsum(i)
+                );
             }
             if clusters {
                 for (i, &n) in csum.iter().enumerate().skip(1) {
-                    ensure!(cg.clustersum(i as u64) == n, "cg {cgx}: cg_clustersum[{i}] is {} but the map has {n}", cg.clustersum(i as u64));
+                    ensure!(
+                        cg.clustersum(i as u64) == n,
+                        "cg {cgx}: cg_clustersum[{i}] is {} but the map has {n}",
+                        cg.clustersum(i as u64)
+                    );
                 }
             }
             let sc = c.cs[cgx as usize];
             ensure!(
-                (sc.cs_nbfree, sc.cs_nffree, sc.cs_nifree, sc.cs_ndir) == (cs.cs_nbfree, cs.cs_nffree, cs.cs_nifree, cs.cs_ndir),
+                (sc.cs_nbfree, sc.cs_nffree, sc.cs_nifree, sc.cs_ndir)
+                    == (cs.cs_nbfree, cs.cs_nffree, cs.cs_nifree, cs.cs_ndir),
                 "cg {cgx}: summary array {sc:?} differs from the cg header {cs:?}"
             );
             tb += i64::from(cs.cs_nbfree);
@@ -461,7 +583,10 @@ fn cg_check(fs: &ufs::Fs, ndirs: u64) -> R {
             (t.cs_nbfree, t.cs_nffree, t.cs_nifree, t.cs_ndir) == (tb, tf, ti, td),
             "fs_cstotal {t:?} but the groups sum to nbfree {tb} nffree {tf} nifree {ti} ndir {td}"
         );
-        ensure!(td as u64 == ndirs, "cs_ndir total {td} but {ndirs} directories reachable");
+        ensure!(
+            td as u64 == ndirs,
+            "cs_ndir total {td} but {ndirs} directories reachable"
+        );
         Ok(())
     })
 }
@@ -489,7 +614,12 @@ fn compare_trees(a: &BTreeMap<PathBuf, Node>, b: &BTreeMap<PathBuf, Node>, what:
             diffs.push(format!("extra {}", k.display()));
         }
     }
-    ensure!(diffs.is_empty(), "{what}: {} differences, first: {:?}", diffs.len(), &diffs[..diffs.len().min(10)]);
+    ensure!(
+        diffs.is_empty(),
+        "{what}: {} differences, first: {:?}",
+        diffs.len(),
+        &diffs[..diffs.len().min(10)]
+    );
     Ok(())
 }
 
@@ -519,33 +649,85 @@ fn build_source(src: &Path) -> R {
     for i in 0..300 {
         w(&format!("many/f{i:04}"), format!("file {i}\n").as_bytes())?;
     }
-    io("symlink", std::os::unix::fs::symlink("hello.txt", src.join("sym_short")))?;
-    io("symlink", std::os::unix::fs::symlink(format!("dir1/{}", "x".repeat(300)), src.join("sym_long")))?;
-    io("hardlink", fs::hard_link(src.join("dir1/a.txt"), src.join("dir1/a_link")))?;
+    io(
+        "symlink",
+        std::os::unix::fs::symlink("hello.txt", src.join("sym_short")),
+    )?;
+    io(
+        "symlink",
+        std::os::unix::fs::symlink(format!("dir1/{}", "x".repeat(300)), src.join("sym_long")),
+    )?;
+    io(
+        "hardlink",
+        fs::hard_link(src.join("dir1/a.txt"), src.join("dir1/a_link")),
+    )?;
     Ok(())
 }
 
 fn t_ls_and_diff(c: &Ctx) -> R {
     let out = sh(&format!("ls -lR '{}'", c.mnt.display()))?;
-    ensure!(out.contains("hello.txt") && out.contains("f0299") && out.contains("sym_short -> hello.txt"), "ls -lR output incomplete");
-    sh(&format!("diff -r --no-dereference '{}' '{}'", c.src.display(), c.mnt.display()))?;
-    sh(&format!("cat '{}/dir1/sub/deeper/c.bin' | cmp - '{}/dir1/sub/deeper/c.bin'", c.mnt.display(), c.src.display()))?;
+    ensure!(
+        out.contains("hello.txt")
+            && out.contains("f0299")
+            && out.contains("sym_short -> hello.txt"),
+        "ls -lR output incomplete"
+    );
+    sh(&format!(
+        "diff -r --no-dereference '{}' '{}'",
+        c.src.display(),
+        c.mnt.display()
+    ))?;
+    sh(&format!(
+        "cat '{}/dir1/sub/deeper/c.bin' | cmp - '{}/dir1/sub/deeper/c.bin'",
+        c.mnt.display(),
+        c.src.display()
+    ))?;
     let a = io("stat", fs::metadata(c.mnt.join("dir1/a.txt")))?;
     let b = io("stat", fs::metadata(c.mnt.join("dir1/a_link")))?;
-    ensure!(a.ino() == b.ino() && a.nlink() == 2, "makefs hard link not seen: ino {} {} nlink {}", a.ino(), b.ino(), a.nlink());
+    ensure!(
+        a.ino() == b.ino() && a.nlink() == 2,
+        "makefs hard link not seen: ino {} {} nlink {}",
+        a.ino(),
+        b.ino(),
+        a.nlink()
+    );
     Ok(())
 }
 
 fn t_root_and_inos(c: &Ctx) -> R {
     let m = io("stat root", fs::metadata(&c.mnt))?;
-    ensure!(m.ino() == 1, "root st_ino {} (FUSE root must be 1)", m.ino());
-    let dirs = fs::read_dir(&c.mnt).map_err(|e| e.to_string())?.filter_map(|e| e.ok()).filter(|e| e.path().is_dir()).count();
-    ensure!(m.nlink() as usize == 2 + dirs, "root nlink {} but {} subdirectories", m.nlink(), dirs);
+    ensure!(
+        m.ino() == 1,
+        "root st_ino {} (FUSE root must be 1)",
+        m.ino()
+    );
+    let dirs = fs::read_dir(&c.mnt)
+        .map_err(|e| e.to_string())?
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().is_dir())
+        .count();
+    ensure!(
+        m.nlink() as usize == 2 + dirs,
+        "root nlink {} but {} subdirectories",
+        m.nlink(),
+        dirs
+    );
     for e in io("readdir", fs::read_dir(&c.mnt))? {
         let e = io("entry", e)?;
         let md = io("lstat", fs::symlink_metadata(e.path()))?;
-        ensure!(md.ino() == e.ino(), "{}: d_ino {} != st_ino {}", e.path().display(), e.ino(), md.ino());
-        ensure!(md.ino() != 1 && md.ino() != 2, "{}: child has reserved inode {}", e.path().display(), md.ino());
+        ensure!(
+            md.ino() == e.ino(),
+            "{}: d_ino {} != st_ino {}",
+            e.path().display(),
+            e.ino(),
+            md.ino()
+        );
+        ensure!(
+            md.ino() != 1 && md.ino() != 2,
+            "{}: child has reserved inode {}",
+            e.path().display(),
+            md.ino()
+        );
     }
     let p = io("stat ..", fs::metadata(c.mnt.join("dir1/..")))?;
     ensure!(p.ino() == 1, "dir1/.. has ino {}", p.ino());
@@ -568,18 +750,31 @@ fn t_write_append_truncate(c: &Ctx) -> R {
     // Shell append too.
     sh(&format!("echo tail >> '{}'", p.display()))?;
     want.extend_from_slice(b"tail\n");
-    ensure!(io("read", fs::read(&p))? == want, "shell append result differs");
+    ensure!(
+        io("read", fs::read(&p))? == want,
+        "shell append result differs"
+    );
     // Shrink.
     let f = io("open", OpenOptions::new().write(true).open(&p))?;
     io("truncate", f.set_len(10))?;
-    ensure!(io("read", fs::read(&p))? == data[..10], "shrink result differs");
+    ensure!(
+        io("read", fs::read(&p))? == data[..10],
+        "shrink result differs"
+    );
     // Grow (sparse).
     io("truncate", f.set_len(1_000_000))?;
     drop(f);
     let got = io("read", fs::read(&p))?;
-    ensure!(got.len() == 1_000_000 && got[..10] == data[..10] && got[10..].iter().all(|&b| b == 0), "grow result wrong");
+    ensure!(
+        got.len() == 1_000_000 && got[..10] == data[..10] && got[10..].iter().all(|&b| b == 0),
+        "grow result wrong"
+    );
     let md = io("stat", fs::metadata(&p))?;
-    ensure!(md.blocks() * 512 < 200_000, "grown file is not sparse: {} blocks", md.blocks());
+    ensure!(
+        md.blocks() * 512 < 200_000,
+        "grown file is not sparse: {} blocks",
+        md.blocks()
+    );
     // Overwrite in the middle of a big file.
     let q = c.mnt.join("big.bin");
     let mut big = io("read", fs::read(&q))?;
@@ -588,7 +783,10 @@ fn t_write_append_truncate(c: &Ctx) -> R {
     io("write", f.write_all(b"XYZ"))?;
     drop(f);
     big[1_000_000..1_000_003].copy_from_slice(b"XYZ");
-    ensure!(io("read", fs::read(&q))? == big, "overwrite in the middle differs");
+    ensure!(
+        io("read", fs::read(&q))? == big,
+        "overwrite in the middle differs"
+    );
     // A hole of 1 GiB (double indirect blocks).
     let h = c.mnt.join("holey");
     let mut f = io("create", File::create(&h))?;
@@ -596,7 +794,10 @@ fn t_write_append_truncate(c: &Ctx) -> R {
     io("write", f.write_all(b"end"))?;
     drop(f);
     let mut f = io("open", File::open(&h))?;
-    ensure!(io("stat", f.metadata())?.len() == (1 << 30) + 3, "hole file size");
+    ensure!(
+        io("stat", f.metadata())?.len() == (1 << 30) + 3,
+        "hole file size"
+    );
     let mut buf = vec![1u8; 65536];
     io("seek", f.seek(SeekFrom::Start(500 << 20)))?;
     io("read", f.read_exact(&mut buf))?;
@@ -605,14 +806,25 @@ fn t_write_append_truncate(c: &Ctx) -> R {
     io("seek", f.seek(SeekFrom::Start(1 << 30)))?;
     io("read", f.read_exact(&mut end))?;
     ensure!(&end == b"end", "data after hole");
-    ensure!(io("stat", f.metadata())?.blocks() < 1000, "1 GiB hole allocated {} sectors", io("stat", f.metadata())?.blocks());
+    ensure!(
+        io("stat", f.metadata())?.blocks() < 1000,
+        "1 GiB hole allocated {} sectors",
+        io("stat", f.metadata())?.blocks()
+    );
     drop(f);
     io("rm", fs::remove_file(&h))?;
     // O_TRUNC.
     io("create", File::create(&p))?;
-    ensure!(io("stat", fs::metadata(&p))?.len() == 0, "O_TRUNC did not empty the file");
+    ensure!(
+        io("stat", fs::metadata(&p))?.len() == 0,
+        "O_TRUNC did not empty the file"
+    );
     // O_EXCL on an existing file.
-    expect_errno("O_EXCL", OpenOptions::new().write(true).create_new(true).open(&p), libc::EEXIST)?;
+    expect_errno(
+        "O_EXCL",
+        OpenOptions::new().write(true).create_new(true).open(&p),
+        libc::EEXIST,
+    )?;
     Ok(())
 }
 
@@ -620,23 +832,44 @@ fn t_mkdir_rmdir(c: &Ctx) -> R {
     let root_links = io("stat", fs::metadata(&c.mnt))?.nlink();
     let d = c.mnt.join("newdir");
     io("mkdir", fs::create_dir(&d))?;
-    ensure!(io("stat", fs::metadata(&c.mnt))?.nlink() == root_links + 1, "parent nlink not raised");
+    ensure!(
+        io("stat", fs::metadata(&c.mnt))?.nlink() == root_links + 1,
+        "parent nlink not raised"
+    );
     let md = io("stat", fs::metadata(&d))?;
-    ensure!(md.nlink() == 2 && md.is_dir(), "new dir nlink {}", md.nlink());
+    ensure!(
+        md.nlink() == 2 && md.is_dir(),
+        "new dir nlink {}",
+        md.nlink()
+    );
     expect_errno("mkdir existing", fs::create_dir(&d), libc::EEXIST)?;
     io("mkdir", fs::create_dir_all(d.join("a/b/c")))?;
     expect_errno("rmdir non-empty", fs::remove_dir(&d), libc::ENOTEMPTY)?;
-    expect_errno("rmdir file", fs::remove_dir(c.mnt.join("hello.txt")), libc::ENOTDIR)?;
+    expect_errno(
+        "rmdir file",
+        fs::remove_dir(c.mnt.join("hello.txt")),
+        libc::ENOTDIR,
+    )?;
     expect_errno("unlink dir", fs::remove_file(&d), libc::EISDIR)?;
     io("rm -r", fs::remove_dir_all(&d))?;
     ensure!(!d.exists(), "dir still there");
-    ensure!(io("stat", fs::metadata(&c.mnt))?.nlink() == root_links, "parent nlink not restored");
-    expect_errno("long name", fs::write(c.mnt.join("N".repeat(256)), b"x"), libc::ENAMETOOLONG)?;
+    ensure!(
+        io("stat", fs::metadata(&c.mnt))?.nlink() == root_links,
+        "parent nlink not restored"
+    );
+    expect_errno(
+        "long name",
+        fs::write(c.mnt.join("N".repeat(256)), b"x"),
+        libc::ENAMETOOLONG,
+    )?;
     // A directory that needs more than one block.
     let big = c.mnt.join("bigdir");
     io("mkdir", fs::create_dir(&big))?;
     for i in 0..1000 {
-        io("create", fs::write(big.join(format!("entry-with-a-longish-name-{i:05}")), b""))?;
+        io(
+            "create",
+            fs::write(big.join(format!("entry-with-a-longish-name-{i:05}")), b""),
+        )?;
     }
     let n = io("readdir", fs::read_dir(&big))?.count();
     ensure!(n == 1000, "bigdir lists {n} entries");
@@ -653,15 +886,26 @@ fn rename2(a: &Path, b: &Path, flags: nix::fcntl::RenameFlags) -> std::io::Resul
 fn t_rename(c: &Ctx) -> R {
     use nix::fcntl::RenameFlags as F;
     let m = |p: &str| c.mnt.join("ren").join(p);
-    let ino = |p: &Path| fs::symlink_metadata(p).map(|m| m.ino()).map_err(|e| format!("{}: {e}", p.display()));
-    let links = |p: &Path| fs::metadata(p).map(|m| m.nlink()).map_err(|e| format!("{}: {e}", p.display()));
+    let ino = |p: &Path| {
+        fs::symlink_metadata(p)
+            .map(|m| m.ino())
+            .map_err(|e| format!("{}: {e}", p.display()))
+    };
+    let links = |p: &Path| {
+        fs::metadata(p)
+            .map(|m| m.nlink())
+            .map_err(|e| format!("{}: {e}", p.display()))
+    };
     io("mkdir", fs::create_dir_all(m("d1")))?;
     io("mkdir", fs::create_dir_all(m("d2")))?;
     // Same directory.
     io("w", fs::write(m("a"), b"A"))?;
     let ia = ino(&m("a"))?;
     io("rename", fs::rename(m("a"), m("b")))?;
-    ensure!(!m("a").exists() && ino(&m("b"))? == ia && io("r", fs::read(m("b")))? == b"A", "simple rename");
+    ensure!(
+        !m("a").exists() && ino(&m("b"))? == ia && io("r", fs::read(m("b")))? == b"A",
+        "simple rename"
+    );
     // Across directories.
     io("rename", fs::rename(m("b"), m("d1/b")))?;
     ensure!(io("r", fs::read(m("d1/b")))? == b"A", "cross-dir rename");
@@ -669,25 +913,61 @@ fn t_rename(c: &Ctx) -> R {
     io("w", fs::write(m("d2/t"), b"old target"))?;
     let free_before = settled_ffree(&c.mnt)?;
     io("rename", fs::rename(m("d1/b"), m("d2/t")))?;
-    ensure!(io("r", fs::read(m("d2/t")))? == b"A" && ino(&m("d2/t"))? == ia, "replace rename");
+    ensure!(
+        io("r", fs::read(m("d2/t")))? == b"A" && ino(&m("d2/t"))? == ia,
+        "replace rename"
+    );
     ensure!(!m("d1/b").exists(), "source remains after replace");
-    wait_until(|| statvfs_ffree(&c.mnt).map(|f| f == free_before + 1).unwrap_or(false), "replaced inode freed")?;
+    wait_until(
+        || {
+            statvfs_ffree(&c.mnt)
+                .map(|f| f == free_before + 1)
+                .unwrap_or(false)
+        },
+        "replaced inode freed",
+    )?;
     // Moving a directory.
     io("mkdir", fs::create_dir_all(m("d1/mv/inner")))?;
     io("w", fs::write(m("d1/mv/inner/f"), b"deep"))?;
     let (l1, l2) = (links(&m("d1"))?, links(&m("d2"))?);
     io("rename dir", fs::rename(m("d1/mv"), m("d2/mv")))?;
-    ensure!(links(&m("d1"))? == l1 - 1 && links(&m("d2"))? == l2 + 1, "parent nlinks after dir move: {} {}", links(&m("d1"))?, links(&m("d2"))?);
-    ensure!(ino(&m("d2/mv/.."))? == ino(&m("d2"))?, "moved dir's .. not updated");
-    ensure!(io("r", fs::read(m("d2/mv/inner/f")))? == b"deep", "moved dir content");
+    ensure!(
+        links(&m("d1"))? == l1 - 1 && links(&m("d2"))? == l2 + 1,
+        "parent nlinks after dir move: {} {}",
+        links(&m("d1"))?,
+        links(&m("d2"))?
+    );
+    ensure!(
+        ino(&m("d2/mv/.."))? == ino(&m("d2"))?,
+        "moved dir's .. not updated"
+    );
+    ensure!(
+        io("r", fs::read(m("d2/mv/inner/f")))? == b"deep",
+        "moved dir content"
+    );
     // Replacing an empty directory with a directory.
     io("mkdir", fs::create_dir(m("d1/empty")))?;
     let imv = ino(&m("d2/mv"))?;
     let (l1, l2) = (links(&m("d1"))?, links(&m("d2"))?);
-    io("rename dir over empty dir", fs::rename(m("d2/mv"), m("d1/empty")))?;
-    ensure!(ino(&m("d1/empty"))? == imv && !m("d2/mv").exists(), "dir over empty dir");
-    ensure!(links(&m("d1"))? == l1 && links(&m("d2"))? == l2 - 1, "nlinks after dir-over-dir: d1 {} (want {l1}) d2 {} (want {})", links(&m("d1"))?, links(&m("d2"))?, l2 - 1);
-    ensure!(ino(&m("d1/empty/.."))? == ino(&m("d1"))?, "'..' after dir-over-dir");
+    io(
+        "rename dir over empty dir",
+        fs::rename(m("d2/mv"), m("d1/empty")),
+    )?;
+    ensure!(
+        ino(&m("d1/empty"))? == imv && !m("d2/mv").exists(),
+        "dir over empty dir"
+    );
+    ensure!(
+        links(&m("d1"))? == l1 && links(&m("d2"))? == l2 - 1,
+        "nlinks after dir-over-dir: d1 {} (want {l1}) d2 {} (want {})",
+        links(&m("d1"))?,
+        links(&m("d2"))?,
+        l2 - 1
+    );
+    ensure!(
+        ino(&m("d1/empty/.."))? == ino(&m("d1"))?,
+        "'..' after dir-over-dir"
+    );
     // Error cases.
     io("mkdir", fs::create_dir_all(m("full/x")))?;
     io("mkdir", fs::create_dir(m("other")))?;
@@ -697,29 +977,78 @@ fn t_rename(c: &Ctx) -> R {
         e => return Err(format!("dir over non-empty dir: got {e:?}")),
     }
     io("w", fs::write(m("file"), b"f"))?;
-    expect_errno("file over dir", fs::rename(m("file"), m("other")), libc::EISDIR)?;
-    expect_errno("dir over file", fs::rename(m("other"), m("file")), libc::ENOTDIR)?;
-    expect_errno("dir into itself", fs::rename(m("full"), m("full/x/y")), libc::EINVAL)?;
-    expect_errno("missing source", fs::rename(m("nonexistent"), m("zzz")), libc::ENOENT)?;
+    expect_errno(
+        "file over dir",
+        fs::rename(m("file"), m("other")),
+        libc::EISDIR,
+    )?;
+    expect_errno(
+        "dir over file",
+        fs::rename(m("other"), m("file")),
+        libc::ENOTDIR,
+    )?;
+    expect_errno(
+        "dir into itself",
+        fs::rename(m("full"), m("full/x/y")),
+        libc::EINVAL,
+    )?;
+    expect_errno(
+        "missing source",
+        fs::rename(m("nonexistent"), m("zzz")),
+        libc::ENOENT,
+    )?;
     // Renaming one hard link onto another of the same file: no-op.
     io("link", fs::hard_link(m("file"), m("file2")))?;
     io("rename same inode", fs::rename(m("file"), m("file2")))?;
-    ensure!(m("file").exists() && m("file2").exists() && links(&m("file"))? == 2, "same-inode rename must do nothing");
+    ensure!(
+        m("file").exists() && m("file2").exists() && links(&m("file"))? == 2,
+        "same-inode rename must do nothing"
+    );
     // RENAME_NOREPLACE.
-    expect_errno("noreplace onto existing", rename2(&m("file"), &m("d2/t"), F::RENAME_NOREPLACE), libc::EEXIST)?;
-    io("noreplace", rename2(&m("file"), &m("fresh"), F::RENAME_NOREPLACE))?;
-    ensure!(m("fresh").exists() && !m("file").exists(), "noreplace rename");
+    expect_errno(
+        "noreplace onto existing",
+        rename2(&m("file"), &m("d2/t"), F::RENAME_NOREPLACE),
+        libc::EEXIST,
+    )?;
+    io(
+        "noreplace",
+        rename2(&m("file"), &m("fresh"), F::RENAME_NOREPLACE),
+    )?;
+    ensure!(
+        m("fresh").exists() && !m("file").exists(),
+        "noreplace rename"
+    );
     // RENAME_EXCHANGE: a file and a directory in different parents.
     io("mkdir", fs::create_dir(m("d2/xdir")))?;
     io("w", fs::write(m("d2/xdir/in"), b"in"))?;
     let (ifile, idir) = (ino(&m("fresh"))?, ino(&m("d2/xdir"))?);
     let (lr, l2) = (links(&m(""))?, links(&m("d2"))?);
-    io("exchange", rename2(&m("fresh"), &m("d2/xdir"), F::RENAME_EXCHANGE))?;
-    ensure!(ino(&m("fresh"))? == idir && ino(&m("d2/xdir"))? == ifile, "exchange did not swap");
-    ensure!(io("r", fs::read(m("fresh/in")))? == b"in", "exchanged dir content");
+    io(
+        "exchange",
+        rename2(&m("fresh"), &m("d2/xdir"), F::RENAME_EXCHANGE),
+    )?;
+    ensure!(
+        ino(&m("fresh"))? == idir && ino(&m("d2/xdir"))? == ifile,
+        "exchange did not swap"
+    );
+    ensure!(
+        io("r", fs::read(m("fresh/in")))? == b"in",
+        "exchanged dir content"
+    );
     ensure!(ino(&m("fresh/.."))? == ino(&m(""))?, "exchanged dir's '..'");
-    ensure!(links(&m(""))? == lr + 1 && links(&m("d2"))? == l2 - 1, "nlinks after exchange: ren {} (want {}) d2 {} (want {})", links(&m(""))?, lr + 1, links(&m("d2"))?, l2 - 1);
-    expect_errno("exchange with missing", rename2(&m("fresh"), &m("nope"), F::RENAME_EXCHANGE), libc::ENOENT)?;
+    ensure!(
+        links(&m(""))? == lr + 1 && links(&m("d2"))? == l2 - 1,
+        "nlinks after exchange: ren {} (want {}) d2 {} (want {})",
+        links(&m(""))?,
+        lr + 1,
+        links(&m("d2"))?,
+        l2 - 1
+    );
+    expect_errno(
+        "exchange with missing",
+        rename2(&m("fresh"), &m("nope"), F::RENAME_EXCHANGE),
+        libc::ENOENT,
+    )?;
     // Replacing a file that is still open: the old data stays readable.
     io("w", fs::write(m("victim"), b"victim data"))?;
     io("w", fs::write(m("winner"), b"winner"))?;
@@ -728,16 +1057,31 @@ fn t_rename(c: &Ctx) -> R {
     let mut s = Vec::new();
     io("read held", held.read_to_end(&mut s))?;
     ensure!(s == b"victim data", "open replaced file lost its data");
-    ensure!(io("r", fs::read(m("victim")))? == b"winner", "replaced name content");
+    ensure!(
+        io("r", fs::read(m("victim")))? == b"winner",
+        "replaced name content"
+    );
     drop(held);
     // Shell mv of a tree across directories.
-    sh(&format!("cp -a '{}/dir1' '{}' && mv '{}/dir1' '{}/moved'", c.src.display(), m("d1").display(), m("d1").display(), m("d2").display()))?;
-    sh(&format!("diff -r --no-dereference '{}/dir1' '{}'", c.src.display(), m("d2/moved").display()))?;
+    sh(&format!(
+        "cp -a '{}/dir1' '{}' && mv '{}/dir1' '{}/moved'",
+        c.src.display(),
+        m("d1").display(),
+        m("d1").display(),
+        m("d2").display()
+    ))?;
+    sh(&format!(
+        "diff -r --no-dereference '{}/dir1' '{}'",
+        c.src.display(),
+        m("d2/moved").display()
+    ))?;
     Ok(())
 }
 
 fn statvfs_ffree(p: &Path) -> Result<u64, String> {
-    nix::sys::statvfs::statvfs(p).map(|s| s.files_free()).map_err(|e| format!("statvfs: {e}"))
+    nix::sys::statvfs::statvfs(p)
+        .map(|s| s.files_free())
+        .map_err(|e| format!("statvfs: {e}"))
 }
 
 /// Free inodes once pending kernel forgets have been processed.
@@ -771,14 +1115,38 @@ fn t_links(c: &Ctx) -> R {
     io("w", fs::write(&a, b"shared"))?;
     io("link", fs::hard_link(&a, &b))?;
     let (ma, mb) = (io("stat", fs::metadata(&a))?, io("stat", fs::metadata(&b))?);
-    ensure!(ma.ino() == mb.ino() && ma.nlink() == 2 && mb.nlink() == 2, "link: ino {} {} nlink {} {}", ma.ino(), mb.ino(), ma.nlink(), mb.nlink());
-    io("append", OpenOptions::new().append(true).open(&b).and_then(|mut f| f.write_all(b"+more")))?;
-    ensure!(io("r", fs::read(&a))? == b"shared+more", "write through link not visible");
+    ensure!(
+        ma.ino() == mb.ino() && ma.nlink() == 2 && mb.nlink() == 2,
+        "link: ino {} {} nlink {} {}",
+        ma.ino(),
+        mb.ino(),
+        ma.nlink(),
+        mb.nlink()
+    );
+    io(
+        "append",
+        OpenOptions::new()
+            .append(true)
+            .open(&b)
+            .and_then(|mut f| f.write_all(b"+more")),
+    )?;
+    ensure!(
+        io("r", fs::read(&a))? == b"shared+more",
+        "write through link not visible"
+    );
     expect_errno("link existing", fs::hard_link(&a, &b), libc::EEXIST)?;
-    expect_errno("link dir", fs::hard_link(c.mnt.join("dir1"), c.mnt.join("dirlink")), libc::EPERM)?;
+    expect_errno(
+        "link dir",
+        fs::hard_link(c.mnt.join("dir1"), c.mnt.join("dirlink")),
+        libc::EPERM,
+    )?;
     io("unlink", fs::remove_file(&a))?;
     let mb = io("stat", fs::metadata(&b))?;
-    ensure!(mb.nlink() == 1 && io("r", fs::read(&b))? == b"shared+more", "after unlink: nlink {}", mb.nlink());
+    ensure!(
+        mb.nlink() == 1 && io("r", fs::read(&b))? == b"shared+more",
+        "after unlink: nlink {}",
+        mb.nlink()
+    );
     io("unlink", fs::remove_file(&b))?;
     Ok(())
 }
@@ -794,16 +1162,42 @@ fn t_symlinks(c: &Ctx) -> R {
     ];
     for (name, target) in &cases {
         let p = c.mnt.join(name);
-        io(format!("symlink {name}"), std::os::unix::fs::symlink(target, &p))?;
+        io(
+            format!("symlink {name}"),
+            std::os::unix::fs::symlink(target, &p),
+        )?;
         let got = io("readlink", fs::read_link(&p))?;
-        ensure!(got.as_os_str().as_bytes() == target.as_bytes(), "{name}: readlink gives {} bytes, want {}", got.as_os_str().len(), target.len());
+        ensure!(
+            got.as_os_str().as_bytes() == target.as_bytes(),
+            "{name}: readlink gives {} bytes, want {}",
+            got.as_os_str().len(),
+            target.len()
+        );
         let md = io("lstat", fs::symlink_metadata(&p))?;
-        ensure!(md.file_type().is_symlink() && md.len() == target.len() as u64, "{name}: lstat size {}", md.len());
+        ensure!(
+            md.file_type().is_symlink() && md.len() == target.len() as u64,
+            "{name}: lstat size {}",
+            md.len()
+        );
     }
-    ensure!(io("follow", fs::read(c.mnt.join("s1")))? == b"hello world\n", "short symlink not followed");
-    ensure!(io("follow", fs::read(c.mnt.join("s500")))? == b"hello world\n", "long symlink not followed");
-    expect_errno("1024-byte target", std::os::unix::fs::symlink("q".repeat(1024), c.mnt.join("s1024")), libc::ENAMETOOLONG)?;
-    expect_errno("symlink existing", std::os::unix::fs::symlink("x", c.mnt.join("s1")), libc::EEXIST)?;
+    ensure!(
+        io("follow", fs::read(c.mnt.join("s1")))? == b"hello world\n",
+        "short symlink not followed"
+    );
+    ensure!(
+        io("follow", fs::read(c.mnt.join("s500")))? == b"hello world\n",
+        "long symlink not followed"
+    );
+    expect_errno(
+        "1024-byte target",
+        std::os::unix::fs::symlink("q".repeat(1024), c.mnt.join("s1024")),
+        libc::ENAMETOOLONG,
+    )?;
+    expect_errno(
+        "symlink existing",
+        std::os::unix::fs::symlink("x", c.mnt.join("s1")),
+        libc::EEXIST,
+    )?;
     for (name, _) in &cases[1..] {
         io("rm", fs::remove_file(c.mnt.join(name)))?;
     }
@@ -814,22 +1208,41 @@ fn t_special(c: &Ctx) -> R {
     let f = c.mnt.join("fifo");
     sh(&format!("mkfifo -m 600 '{}'", f.display()))?;
     let md = io("stat", fs::symlink_metadata(&f))?;
-    ensure!(md.file_type().is_fifo() && md.mode() & 0o777 == 0o600, "fifo mode {:o}", md.mode());
+    ensure!(
+        md.file_type().is_fifo() && md.mode() & 0o777 == 0o600,
+        "fifo mode {:o}",
+        md.mode()
+    );
     let reader = {
         let f = f.clone();
         std::thread::spawn(move || fs::read(f))
     };
-    io("write fifo", OpenOptions::new().write(true).open(&f).and_then(|mut w| w.write_all(b"through the pipe")))?;
+    io(
+        "write fifo",
+        OpenOptions::new()
+            .write(true)
+            .open(&f)
+            .and_then(|mut w| w.write_all(b"through the pipe")),
+    )?;
     let got = reader.join().map_err(|_| "reader panicked")?;
     ensure!(io("read fifo", got)? == b"through the pipe", "fifo data");
     sh(&format!("mknod '{}' c 1 3", c.mnt.join("cdev").display()))?;
     let md = io("stat", fs::symlink_metadata(c.mnt.join("cdev")))?;
-    ensure!(md.file_type().is_char_device() && md.rdev() == libc::makedev(1, 3), "char device rdev {:x}", md.rdev());
+    ensure!(
+        md.file_type().is_char_device() && md.rdev() == libc::makedev(1, 3),
+        "char device rdev {:x}",
+        md.rdev()
+    );
     // A unix socket node.
     let sp = c.mnt.join("sock");
     let l = io("bind", std::os::unix::net::UnixListener::bind(&sp))?;
     drop(l);
-    ensure!(io("stat", fs::symlink_metadata(&sp))?.file_type().is_socket(), "socket node");
+    ensure!(
+        io("stat", fs::symlink_metadata(&sp))?
+            .file_type()
+            .is_socket(),
+        "socket node"
+    );
     io("rm", fs::remove_file(&sp))?;
     io("rm", fs::remove_file(c.mnt.join("cdev")))?;
     Ok(())
@@ -838,28 +1251,69 @@ fn t_special(c: &Ctx) -> R {
 fn t_attrs(c: &Ctx) -> R {
     let p = c.mnt.join("attrs");
     io("w", fs::write(&p, b"x"))?;
-    io("chmod", fs::set_permissions(&p, fs::Permissions::from_mode(0o4751)))?;
-    ensure!(io("stat", fs::metadata(&p))?.mode() & 0o7777 == 0o4751, "chmod");
-    io("chown", std::os::unix::fs::chown(&p, Some(1234), Some(5678)))?;
+    io(
+        "chmod",
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o4751)),
+    )?;
+    ensure!(
+        io("stat", fs::metadata(&p))?.mode() & 0o7777 == 0o4751,
+        "chmod"
+    );
+    io(
+        "chown",
+        std::os::unix::fs::chown(&p, Some(1234), Some(5678)),
+    )?;
     let md = io("stat", fs::metadata(&p))?;
-    ensure!(md.uid() == 1234 && md.gid() == 5678, "chown: {} {}", md.uid(), md.gid());
-    sh(&format!("touch -m -d '2001-02-03 04:05:06.123456789 UTC' '{}'", p.display()))?;
+    ensure!(
+        md.uid() == 1234 && md.gid() == 5678,
+        "chown: {} {}",
+        md.uid(),
+        md.gid()
+    );
+    sh(&format!(
+        "touch -m -d '2001-02-03 04:05:06.123456789 UTC' '{}'",
+        p.display()
+    ))?;
     let md = io("stat", fs::metadata(&p))?;
-    ensure!(md.mtime() == 981173106 && md.mtime_nsec() == 123456789, "mtime {}.{}", md.mtime(), md.mtime_nsec());
-    sh(&format!("touch -a -d '1960-06-01 00:00:00.5 UTC' '{}'", p.display()))?;
+    ensure!(
+        md.mtime() == 981173106 && md.mtime_nsec() == 123456789,
+        "mtime {}.{}",
+        md.mtime(),
+        md.mtime_nsec()
+    );
+    sh(&format!(
+        "touch -a -d '1960-06-01 00:00:00.5 UTC' '{}'",
+        p.display()
+    ))?;
     let md = io("stat", fs::metadata(&p))?;
-    ensure!(md.atime() == -302_486_400 && md.atime_nsec() == 500_000_000, "pre-1970 atime {}.{}", md.atime(), md.atime_nsec());
+    ensure!(
+        md.atime() == -302_486_400 && md.atime_nsec() == 500_000_000,
+        "pre-1970 atime {}.{}",
+        md.atime(),
+        md.atime_nsec()
+    );
     ensure!(md.mtime() == 981173106, "mtime changed by atime update");
     let before = md.ctime();
     std::thread::sleep(Duration::from_millis(1100));
     sh(&format!("touch '{}'", p.display()))?;
     let md = io("stat", fs::metadata(&p))?;
-    ensure!(md.mtime() >= before && md.ctime() > before, "touch now: mtime {} ctime {} (before {})", md.mtime(), md.ctime(), before);
+    ensure!(
+        md.mtime() >= before && md.ctime() > before,
+        "touch now: mtime {} ctime {} (before {})",
+        md.mtime(),
+        md.ctime(),
+        before
+    );
     // A new file belongs to the caller.
     let q = c.mnt.join("owned");
     io("w", fs::write(&q, b""))?;
     let md = io("stat", fs::metadata(&q))?;
-    ensure!(md.uid() == 0 && md.gid() == 0, "new file owner {}:{}", md.uid(), md.gid());
+    ensure!(
+        md.uid() == 0 && md.gid() == 0,
+        "new file owner {}:{}",
+        md.uid(),
+        md.gid()
+    );
     io("rm", fs::remove_file(&q))?;
     Ok(())
 }
@@ -867,7 +1321,15 @@ fn t_attrs(c: &Ctx) -> R {
 fn t_open_unlinked(c: &Ctx) -> R {
     let p = c.mnt.join("orphan");
     let free0 = settled_ffree(&c.mnt)?;
-    let mut f = io("open", OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&p))?;
+    let mut f = io(
+        "open",
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&p),
+    )?;
     io("unlink", fs::remove_file(&p))?;
     ensure!(!p.exists(), "unlinked name still visible");
     let data = pattern(300_000, 7);
@@ -878,7 +1340,10 @@ fn t_open_unlinked(c: &Ctx) -> R {
     ensure!(back == data, "orphan data");
     ensure!(io("fstat", f.metadata())?.nlink() == 0, "orphan nlink");
     drop(f);
-    wait_until(|| statvfs_ffree(&c.mnt).map(|x| x == free0).unwrap_or(false), "orphan inode freed after close")?;
+    wait_until(
+        || statvfs_ffree(&c.mnt).map(|x| x == free0).unwrap_or(false),
+        "orphan inode freed after close",
+    )?;
     Ok(())
 }
 
@@ -886,23 +1351,41 @@ fn t_statfs(c: &Ctx) -> R {
     settled_ffree(&c.mnt)?;
     let s = nix::sys::statvfs::statvfs(&c.mnt).map_err(|e| e.to_string())?;
     ensure!(s.name_max() == 255, "namemax {}", s.name_max());
-    ensure!(s.fragment_size() > 0 && s.blocks() > 0 && s.blocks_free() <= s.blocks(), "statvfs {:?}", (s.fragment_size(), s.blocks(), s.blocks_free()));
+    ensure!(
+        s.fragment_size() > 0 && s.blocks() > 0 && s.blocks_free() <= s.blocks(),
+        "statvfs {:?}",
+        (s.fragment_size(), s.blocks(), s.blocks_free())
+    );
     let total = s.blocks() as u64 * s.fragment_size() as u64;
     ensure!(total > 50 << 20 && total <= 64 << 20, "total size {total}");
     let df = sh(&format!("df -P '{}'", c.mnt.display()))?;
     ensure!(df.contains("ufskit:"), "df does not show the source: {df}");
     let before = s.blocks_free();
     io("w", fs::write(c.mnt.join("space"), pattern(4 << 20, 9)))?;
-    let after = nix::sys::statvfs::statvfs(&c.mnt).map_err(|e| e.to_string())?.blocks_free();
+    let after = nix::sys::statvfs::statvfs(&c.mnt)
+        .map_err(|e| e.to_string())?
+        .blocks_free();
     let used = (before - after) as u64 * s.fragment_size() as u64;
-    ensure!((4 << 20..5 << 20).contains(&used), "writing 4 MiB used {used} bytes");
+    ensure!(
+        (4 << 20..5 << 20).contains(&used),
+        "writing 4 MiB used {used} bytes"
+    );
     io("rm", fs::remove_file(c.mnt.join("space")))?;
     let restored = wait_until(
-        || nix::sys::statvfs::statvfs(&c.mnt).map(|s| s.blocks_free() == before).unwrap_or(false),
+        || {
+            nix::sys::statvfs::statvfs(&c.mnt)
+                .map(|s| s.blocks_free() == before)
+                .unwrap_or(false)
+        },
         "space freed",
     );
-    let again = nix::sys::statvfs::statvfs(&c.mnt).map_err(|e| e.to_string())?.blocks_free();
-    ensure!(restored.is_ok(), "free space not restored: {before} -> {again}");
+    let again = nix::sys::statvfs::statvfs(&c.mnt)
+        .map_err(|e| e.to_string())?
+        .blocks_free();
+    ensure!(
+        restored.is_ok(),
+        "free space not restored: {before} -> {again}"
+    );
     Ok(())
 }
 
@@ -933,44 +1416,76 @@ fn t_parallel(c: &Ctx) -> R {
     for h in hs {
         h.join().map_err(|_| "thread panicked")??;
     }
-    ensure!(io("readdir", fs::read_dir(&dir))?.count() == 4 * 51, "parallel entries");
+    ensure!(
+        io("readdir", fs::read_dir(&dir))?.count() == 4 * 51,
+        "parallel entries"
+    );
     io("rm -r", fs::remove_dir_all(&dir))?;
     Ok(())
 }
 
 fn t_copy_tree(c: &Ctx) -> R {
-    sh(&format!("cp -a '{}' '{}/copy'", c.src.display(), c.mnt.display()))?;
-    sh(&format!("diff -r --no-dereference '{}' '{}/copy'", c.src.display(), c.mnt.display()))?;
+    sh(&format!(
+        "cp -a '{}' '{}/copy'",
+        c.src.display(),
+        c.mnt.display()
+    ))?;
+    sh(&format!(
+        "diff -r --no-dereference '{}' '{}/copy'",
+        c.src.display(),
+        c.mnt.display()
+    ))?;
     sh(&format!("rm -rf '{}/copy'", c.mnt.display()))?;
     ensure!(!c.mnt.join("copy").exists(), "rm -rf left the tree");
     Ok(())
 }
 
 fn t_umount_errors(c: &Ctx) -> R {
-    let e = ufs_fuse::umount(Path::new("/proc")).err().unwrap_or_default();
+    let e = ufs_fuse::umount(Path::new("/proc"))
+        .err()
+        .unwrap_or_default();
     ensure!(e.contains("not a ufskit mount"), "umount /proc: {e:?}");
     let e = ufs_fuse::umount(&c.tmp).err().unwrap_or_default();
-    ensure!(e.contains("not a mount point"), "umount of a plain dir: {e:?}");
+    ensure!(
+        e.contains("not a mount point"),
+        "umount of a plain dir: {e:?}"
+    );
     let mounts = ufs_fuse::list_mounts()?;
-    ensure!(mounts.iter().any(|(m, i)| *m == c.mnt && *i == c.img), "list_mounts: {mounts:?}");
+    ensure!(
+        mounts.iter().any(|(m, i)| *m == c.mnt && *i == c.img),
+        "list_mounts: {mounts:?}"
+    );
     Ok(())
 }
 
 fn sh_as(uid: u32, gid: u32, cmd: &str) -> std::io::Result<std::process::Output> {
     use std::os::unix::process::CommandExt;
-    Command::new("sh").arg("-c").arg(cmd).uid(uid).gid(gid).output()
+    Command::new("sh")
+        .arg("-c")
+        .arg(cmd)
+        .uid(uid)
+        .gid(gid)
+        .output()
 }
 
 fn ok_as(uid: u32, cmd: &str) -> R {
     let o = io(cmd, sh_as(uid, uid, cmd))?;
-    ensure!(o.status.success(), "as uid {uid}: `{cmd}` failed: {}", String::from_utf8_lossy(&o.stderr));
+    ensure!(
+        o.status.success(),
+        "as uid {uid}: `{cmd}` failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     Ok(())
 }
 
 fn fails_as(uid: u32, cmd: &str, msg: &str) -> R {
     let o = io(cmd, sh_as(uid, uid, cmd))?;
     let err = String::from_utf8_lossy(&o.stderr);
-    ensure!(!o.status.success() && err.contains(msg), "as uid {uid}: `{cmd}` should fail with {msg:?}: status {}, stderr {err}", o.status);
+    ensure!(
+        !o.status.success() && err.contains(msg),
+        "as uid {uid}: `{cmd}` should fail with {msg:?}: status {}, stderr {err}",
+        o.status
+    );
     Ok(())
 }
 
@@ -978,32 +1493,89 @@ fn t_unprivileged(c: &Ctx) -> R {
     let m = |p: &str| c.mnt.join(p).display().to_string();
     let pubd = c.mnt.join("pub");
     io("mkdir", fs::create_dir(&pubd))?;
-    io("chmod", fs::set_permissions(&pubd, fs::Permissions::from_mode(0o1777)))?;
+    io(
+        "chmod",
+        fs::set_permissions(&pubd, fs::Permissions::from_mode(0o1777)),
+    )?;
     io("w", fs::write(c.mnt.join("pub/rootfile"), b"root"))?;
     ok_as(1000, &format!("echo mine > '{}'", m("pub/u")))?;
     let md = io("stat", fs::metadata(c.mnt.join("pub/u")))?;
-    ensure!(md.uid() == 1000 && md.gid() == 1000, "file created by 1000 owned by {}:{}", md.uid(), md.gid());
-    fails_as(1000, &format!("echo x >> '{}'", m("hello.txt")), "Permission denied")?;
-    fails_as(1000, &format!("chmod 777 '{}'", m("hello.txt")), "not permitted")?;
-    fails_as(1000, &format!("rm -f '{}'", m("pub/rootfile")), "not permitted")?;
+    ensure!(
+        md.uid() == 1000 && md.gid() == 1000,
+        "file created by 1000 owned by {}:{}",
+        md.uid(),
+        md.gid()
+    );
+    fails_as(
+        1000,
+        &format!("echo x >> '{}'", m("hello.txt")),
+        "Permission denied",
+    )?;
+    fails_as(
+        1000,
+        &format!("chmod 777 '{}'", m("hello.txt")),
+        "not permitted",
+    )?;
+    fails_as(
+        1000,
+        &format!("rm -f '{}'", m("pub/rootfile")),
+        "not permitted",
+    )?;
     fails_as(1000, &format!("chown 0 '{}'", m("pub/u")), "not permitted")?;
-    fails_as(1000, &format!("mkdir '{}'", m("dir1/nope")), "Permission denied")?;
-    ok_as(1000, &format!("chmod 600 '{}' && cat '{}' >/dev/null", m("pub/u"), m("pub/u")))?;
+    fails_as(
+        1000,
+        &format!("mkdir '{}'", m("dir1/nope")),
+        "Permission denied",
+    )?;
+    ok_as(
+        1000,
+        &format!(
+            "chmod 600 '{}' && cat '{}' >/dev/null",
+            m("pub/u"),
+            m("pub/u")
+        ),
+    )?;
     fails_as(1001, &format!("cat '{}'", m("pub/u")), "Permission denied")?;
     // setgid directory: new entries take its group; subdirectories inherit the bit.
     let sg = c.mnt.join("pub/sg");
     io("mkdir", fs::create_dir(&sg))?;
     io("chown", std::os::unix::fs::chown(&sg, Some(0), Some(777)))?;
-    io("chmod", fs::set_permissions(&sg, fs::Permissions::from_mode(0o2777)))?;
-    ok_as(1000, &format!("touch '{}/f' && mkdir '{}/d'", sg.display(), sg.display()))?;
+    io(
+        "chmod",
+        fs::set_permissions(&sg, fs::Permissions::from_mode(0o2777)),
+    )?;
+    ok_as(
+        1000,
+        &format!("touch '{}/f' && mkdir '{}/d'", sg.display(), sg.display()),
+    )?;
     let f = io("stat", fs::metadata(sg.join("f")))?;
     let d = io("stat", fs::metadata(sg.join("d")))?;
-    ensure!(f.gid() == 777 && d.gid() == 777, "setgid dir: file gid {} dir gid {}", f.gid(), d.gid());
-    ensure!(d.mode() & 0o2000 != 0, "subdirectory of a setgid dir lacks setgid: {:o}", d.mode());
+    ensure!(
+        f.gid() == 777 && d.gid() == 777,
+        "setgid dir: file gid {} dir gid {}",
+        f.gid(),
+        d.gid()
+    );
+    ensure!(
+        d.mode() & 0o2000 != 0,
+        "subdirectory of a setgid dir lacks setgid: {:o}",
+        d.mode()
+    );
     // Writing clears setuid.
-    ok_as(1000, &format!("chmod 4755 '{}' && echo more >> '{}'", m("pub/u"), m("pub/u")))?;
+    ok_as(
+        1000,
+        &format!(
+            "chmod 4755 '{}' && echo more >> '{}'",
+            m("pub/u"),
+            m("pub/u")
+        ),
+    )?;
     let md = io("stat", fs::metadata(c.mnt.join("pub/u")))?;
-    ensure!(md.mode() & 0o4000 == 0, "write by owner left setuid: {:o}", md.mode());
+    ensure!(
+        md.mode() & 0o4000 == 0,
+        "write by owner left setuid: {:o}",
+        md.mode()
+    );
     io("rm -r", fs::remove_dir_all(&pubd))?;
     Ok(())
 }
@@ -1013,14 +1585,28 @@ fn t_enospc(c: &Ctx) -> R {
     // An unprivileged user stops at the minfree reserve; root goes on.
     let pubd = c.mnt.join("pubfill");
     io("mkdir", fs::create_dir(&pubd))?;
-    io("chmod", fs::set_permissions(&pubd, fs::Permissions::from_mode(0o777)))?;
-    let o = io("dd", sh_as(1000, 1000, &format!("dd if=/dev/zero of='{}/u' bs=1M", pubd.display())))?;
+    io(
+        "chmod",
+        fs::set_permissions(&pubd, fs::Permissions::from_mode(0o777)),
+    )?;
+    let o = io(
+        "dd",
+        sh_as(
+            1000,
+            1000,
+            &format!("dd if=/dev/zero of='{}/u' bs=1M", pubd.display()),
+        ),
+    )?;
     let err = String::from_utf8_lossy(&o.stderr);
-    ensure!(!o.status.success() && err.contains("No space left"), "unprivileged fill: {err}");
+    ensure!(
+        !o.status.success() && err.contains("No space left"),
+        "unprivileged fill: {err}"
+    );
     let sv = nix::sys::statvfs::statvfs(&c.mnt).map_err(|e| e.to_string())?;
     let frag = sv.fragment_size() as u64;
     ensure!(
-        (sv.blocks_available() as u64) * frag < sv.block_size() as u64 && sv.blocks_free() as u64 * frag > 1 << 20,
+        (sv.blocks_available() as u64) * frag < sv.block_size() as u64
+            && sv.blocks_free() as u64 * frag > 1 << 20,
         "after unprivileged fill: bavail {} bfree {}",
         sv.blocks_available(),
         sv.blocks_free()
@@ -1039,17 +1625,28 @@ fn t_enospc(c: &Ctx) -> R {
         }
         ensure!(written < 1 << 30, "no ENOSPC after 1 GiB");
     };
-    ensure!(err.as_ref().and_then(|e| e.raw_os_error()) == Some(libc::ENOSPC), "filling ended with {err:?}");
+    ensure!(
+        err.as_ref().and_then(|e| e.raw_os_error()) == Some(libc::ENOSPC),
+        "filling ended with {err:?}"
+    );
     drop(f);
     let md = io("stat", fs::metadata(&p))?;
-    ensure!(md.len() == written, "size {} after writing {written}", md.len());
+    ensure!(
+        md.len() == written,
+        "size {} after writing {written}",
+        md.len()
+    );
     let s1 = nix::sys::statvfs::statvfs(&c.mnt).map_err(|e| e.to_string())?;
     // Scattered fragments cannot hold the full blocks of a big file.
     let left = s1.blocks_free() as u64 * s1.fragment_size() as u64;
     ensure!(left < 2 << 20, "still {left} bytes free after ENOSPC");
     // Everything written reads back.
     let back = io("read", fs::read(&p))?;
-    ensure!(back.len() as u64 == written, "read back {} bytes", back.len());
+    ensure!(
+        back.len() as u64 == written,
+        "read back {} bytes",
+        back.len()
+    );
     for (i, ch) in back.chunks(1 << 20).enumerate() {
         ensure!(ch == &chunk[..ch.len()], "filler chunk {i} differs");
     }
@@ -1065,18 +1662,30 @@ fn t_enospc(c: &Ctx) -> R {
             }
         }
     }
-    ensure!(last == Some(libc::ENOSPC), "mkdir on a full fs ended with {last:?} after {made}");
+    ensure!(
+        last == Some(libc::ENOSPC),
+        "mkdir on a full fs ended with {last:?} after {made}"
+    );
     for i in 0..made {
         io("rmdir", fs::remove_dir(c.mnt.join(format!("full-dir-{i}"))))?;
     }
     io("rm", fs::remove_file(&p))?;
     // Space comes back when the kernel forgets the unlinked inode (async).
     let freed = wait_until(
-        || nix::sys::statvfs::statvfs(&c.mnt).map(|s| s.blocks_free() == s0.blocks_free()).unwrap_or(false),
+        || {
+            nix::sys::statvfs::statvfs(&c.mnt)
+                .map(|s| s.blocks_free() == s0.blocks_free())
+                .unwrap_or(false)
+        },
         "space freed",
     );
     let s2 = nix::sys::statvfs::statvfs(&c.mnt).map_err(|e| e.to_string())?;
-    ensure!(freed.is_ok(), "free fragments {} -> {} after cleanup", s0.blocks_free(), s2.blocks_free());
+    ensure!(
+        freed.is_ok(),
+        "free fragments {} -> {} after cleanup",
+        s0.blocks_free(),
+        s2.blocks_free()
+    );
     // Inode exhaustion.
     let d = c.mnt.join("inodes");
     io("mkdir", fs::create_dir(&d))?;
@@ -1089,10 +1698,25 @@ fn t_enospc(c: &Ctx) -> R {
         }
         ensure!(n <= free + 10, "created {n} files with {free} free inodes");
     };
-    ensure!(last == Some(libc::ENOSPC) && n == free, "inode exhaustion: {last:?} after {n} of {free}");
+    ensure!(
+        last == Some(libc::ENOSPC) && n == free,
+        "inode exhaustion: {last:?} after {n} of {free}"
+    );
     io("rm -r", fs::remove_dir_all(&d))?;
-    let freed = wait_until(|| statvfs_ffree(&c.mnt).map(|f| f == free + 1).unwrap_or(false), "inodes freed");
-    ensure!(freed.is_ok(), "inodes not all freed: {} free, want {}", statvfs_ffree(&c.mnt)?, free + 1);
+    let freed = wait_until(
+        || {
+            statvfs_ffree(&c.mnt)
+                .map(|f| f == free + 1)
+                .unwrap_or(false)
+        },
+        "inodes freed",
+    );
+    ensure!(
+        freed.is_ok(),
+        "inodes not all freed: {} free, want {}",
+        statvfs_ffree(&c.mnt)?,
+        free + 1
+    );
     Ok(())
 }
 
@@ -1113,11 +1737,20 @@ fn t_growth(c: &Ctx) -> R {
     }
     drop(files);
     for (i, w) in want.iter().enumerate() {
-        ensure!(io("read", fs::read(d.join(format!("g{i}"))))? == *w, "g{i} differs after growth");
+        ensure!(
+            io("read", fs::read(d.join(format!("g{i}"))))? == *w,
+            "g{i} differs after growth"
+        );
     }
     // Shrink across block and fragment boundaries, then extend again.
     let p = d.join("g0");
-    for (cut, pad) in [(70_001u64, 0u64), (8193, 5000), (1025, 100_000), (0, 3), (12 * 8192 + 1, 0)] {
+    for (cut, pad) in [
+        (70_001u64, 0u64),
+        (8193, 5000),
+        (1025, 100_000),
+        (0, 3),
+        (12 * 8192 + 1, 0),
+    ] {
         let f = io("open", OpenOptions::new().write(true).open(&p))?;
         io("truncate", f.set_len(cut))?;
         want[0].resize(cut as usize, 0);
@@ -1126,7 +1759,10 @@ fn t_growth(c: &Ctx) -> R {
             want[0].resize((cut + pad) as usize, 0);
         }
         drop(f);
-        ensure!(io("read", fs::read(&p))? == want[0], "g0 after cut {cut} pad {pad}");
+        ensure!(
+            io("read", fs::read(&p))? == want[0],
+            "g0 after cut {cut} pad {pad}"
+        );
     }
     // Very sparse: data in triple-indirect range for 8K blocks (> 8 GiB).
     let h = d.join("far");
@@ -1144,7 +1780,13 @@ fn t_growth(c: &Ctx) -> R {
         ensure!(&b == b"far data", "far data at {off}");
     }
     drop(f);
-    io("truncate far", OpenOptions::new().write(true).open(&h).and_then(|f| f.set_len(4 << 30)))?;
+    io(
+        "truncate far",
+        OpenOptions::new()
+            .write(true)
+            .open(&h)
+            .and_then(|f| f.set_len(4 << 30)),
+    )?;
     io("rm -r", fs::remove_dir_all(&d))?;
     Ok(())
 }
@@ -1173,9 +1815,17 @@ fn t_dir_churn(c: &Ctx) -> R {
         .filter_map(|e| e.ok())
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();
-    ensure!(listed == names, "listing differs: {} listed, {} expected", listed.len(), names.len());
+    ensure!(
+        listed == names,
+        "listing differs: {} listed, {} expected",
+        listed.len(),
+        names.len()
+    );
     for n in &names {
-        ensure!(io("read", fs::read(d.join(n)))? == n.as_bytes(), "{n} content");
+        ensure!(
+            io("read", fs::read(d.join(n)))? == n.as_bytes(),
+            "{n} content"
+        );
     }
     io("rm -r", fs::remove_dir_all(&d))?;
     Ok(())
@@ -1186,7 +1836,15 @@ fn t_misc(c: &Ctx) -> R {
     let d = c.mnt.join("misc");
     io("mkdir", fs::create_dir(&d))?;
     // Offsets past the largest file UFS2 can map.
-    let f = io("create", OpenOptions::new().read(true).write(true).create(true).truncate(true).open(d.join("efbig")))?;
+    let f = io(
+        "create",
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(d.join("efbig")),
+    )?;
     use std::os::unix::fs::FileExt;
     if std::env::var_os(ENV_WRITEBACK).is_none() {
         // With writeback caching the kernel takes the write into its page
@@ -1197,51 +1855,100 @@ fn t_misc(c: &Ctx) -> R {
     expect_errno("ftruncate to 2^62", f.set_len(1 << 62), libc::EFBIG)?;
     io("pwrite at 2^40", f.write_at(b"x", 1 << 40))?;
     let mut b = [0u8; 4];
-    ensure!(io("pread past eof", f.read_at(&mut b, (1 << 40) + 10))? == 0, "read past EOF returned data");
+    ensure!(
+        io("pread past eof", f.read_at(&mut b, (1 << 40) + 10))? == 0,
+        "read past EOF returned data"
+    );
     io("ftruncate 0", f.set_len(0))?;
     drop(f);
     // posix_fallocate: FUSE has no fallocate here; glibc falls back to writing.
-    let f = io("create", OpenOptions::new().read(true).write(true).create(true).truncate(true).open(d.join("falloc")))?;
+    let f = io(
+        "create",
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(d.join("falloc")),
+    )?;
     match nix::fcntl::posix_fallocate(&f, 0, 100_000) {
-        Ok(()) => ensure!(io("stat", f.metadata())?.len() == 100_000, "posix_fallocate size"),
+        Ok(()) => ensure!(
+            io("stat", f.metadata())?.len() == 100_000,
+            "posix_fallocate size"
+        ),
         Err(e) => ensure!(e == nix::errno::Errno::EOPNOTSUPP, "posix_fallocate: {e}"),
     }
     drop(f);
     // A name that is not UTF-8.
     let odd = d.join(std::ffi::OsStr::from_bytes(b"name-\xff\xfe"));
     io("create odd", fs::write(&odd, b"odd"))?;
-    let found = io("readdir", fs::read_dir(&d))?.filter_map(|e| e.ok()).any(|e| e.file_name().as_bytes() == b"name-\xff\xfe");
-    ensure!(found && io("read odd", fs::read(&odd))? == b"odd", "non-UTF-8 name");
+    let found = io("readdir", fs::read_dir(&d))?
+        .filter_map(|e| e.ok())
+        .any(|e| e.file_name().as_bytes() == b"name-\xff\xfe");
+    ensure!(
+        found && io("read odd", fs::read(&odd))? == b"odd",
+        "non-UTF-8 name"
+    );
     // Ownership and times of a symlink itself.
     let sl = d.join("sl");
     io("symlink", std::os::unix::fs::symlink("target-of-link", &sl))?;
     io("lchown", std::os::unix::fs::lchown(&sl, Some(55), Some(66)))?;
-    sh(&format!("touch -h -m -d '2002-01-01 00:00:00.25 UTC' '{}'", sl.display()))?;
+    sh(&format!(
+        "touch -h -m -d '2002-01-01 00:00:00.25 UTC' '{}'",
+        sl.display()
+    ))?;
     let md = io("lstat", fs::symlink_metadata(&sl))?;
-    ensure!(md.uid() == 55 && md.gid() == 66 && md.mtime() == 1_009_843_200 && md.mtime_nsec() == 250_000_000, "symlink attrs {:?}", (md.uid(), md.gid(), md.mtime(), md.mtime_nsec()));
+    ensure!(
+        md.uid() == 55
+            && md.gid() == 66
+            && md.mtime() == 1_009_843_200
+            && md.mtime_nsec() == 250_000_000,
+        "symlink attrs {:?}",
+        (md.uid(), md.gid(), md.mtime(), md.mtime_nsec())
+    );
     // No extended attributes.
     let r = nix::sys::stat::stat(&d.join("falloc")).map(|_| ());
     io("stat", r.map_err(std::io::Error::from))?;
-    let o = Command::new("getfattr").arg("-n").arg("user.x").arg(d.join("falloc")).output();
+    let o = Command::new("getfattr")
+        .arg("-n")
+        .arg("user.x")
+        .arg(d.join("falloc"))
+        .output();
     if let Ok(o) = o {
         ensure!(!o.status.success(), "getfattr succeeded");
     }
     // Timestamps follow POSIX.
     let tick = || std::thread::sleep(Duration::from_millis(30));
-    let ns = |m: &fs::Metadata| (m.mtime() as i128 * 1_000_000_000 + m.mtime_nsec() as i128, m.ctime() as i128 * 1_000_000_000 + m.ctime_nsec() as i128, m.atime() as i128 * 1_000_000_000 + m.atime_nsec() as i128);
-    let st = |p: &Path| fs::symlink_metadata(p).map(|m| ns(&m)).map_err(|e| format!("{}: {e}", p.display()));
+    let ns = |m: &fs::Metadata| {
+        (
+            m.mtime() as i128 * 1_000_000_000 + m.mtime_nsec() as i128,
+            m.ctime() as i128 * 1_000_000_000 + m.ctime_nsec() as i128,
+            m.atime() as i128 * 1_000_000_000 + m.atime_nsec() as i128,
+        )
+    };
+    let st = |p: &Path| {
+        fs::symlink_metadata(p)
+            .map(|m| ns(&m))
+            .map_err(|e| format!("{}: {e}", p.display()))
+    };
     let t = d.join("t");
     io("mkdir", fs::create_dir(&t))?;
     let d0 = st(&t)?;
     tick();
     io("create", fs::write(t.join("f"), b""))?;
     let d1 = st(&t)?;
-    ensure!(d1.0 > d0.0 && d1.1 > d0.1, "create did not advance the directory's mtime/ctime");
+    ensure!(
+        d1.0 > d0.0 && d1.1 > d0.1,
+        "create did not advance the directory's mtime/ctime"
+    );
     let f0 = st(&t.join("f"))?;
     tick();
     io("rename", fs::rename(t.join("f"), t.join("g")))?;
     let (f1, d2) = (st(&t.join("g"))?, st(&t)?);
-    ensure!(f1.1 > f0.1 && f1.0 == f0.0 && d2.0 > d1.0, "rename: file ctime/mtime, dir mtime: {f0:?} -> {f1:?}, {d1:?} -> {d2:?}");
+    ensure!(
+        f1.1 > f0.1 && f1.0 == f0.0 && d2.0 > d1.0,
+        "rename: file ctime/mtime, dir mtime: {f0:?} -> {f1:?}, {d1:?} -> {d2:?}"
+    );
     tick();
     io("link", fs::hard_link(t.join("g"), t.join("h")))?;
     let f2 = st(&t.join("g"))?;
@@ -1249,13 +1956,22 @@ fn t_misc(c: &Ctx) -> R {
     tick();
     io("unlink", fs::remove_file(t.join("h")))?;
     let f3 = st(&t.join("g"))?;
-    ensure!(f3.1 > f2.1 && f3.0 == f2.0, "unlink must change the remaining link's ctime only");
+    ensure!(
+        f3.1 > f2.1 && f3.0 == f2.0,
+        "unlink must change the remaining link's ctime only"
+    );
     tick();
     io("write", fs::write(t.join("g"), b"x"))?;
     let f4 = st(&t.join("g"))?;
-    ensure!(f4.0 > f3.0 && f4.1 > f3.1, "write must change mtime and ctime");
+    ensure!(
+        f4.0 > f3.0 && f4.1 > f3.1,
+        "write must change mtime and ctime"
+    );
     tick();
-    io("chmod", fs::set_permissions(t.join("g"), fs::Permissions::from_mode(0o600)))?;
+    io(
+        "chmod",
+        fs::set_permissions(t.join("g"), fs::Permissions::from_mode(0o600)),
+    )?;
     let f5 = st(&t.join("g"))?;
     ensure!(f5.1 > f4.1 && f5.0 == f4.0, "chmod must change ctime only");
     tick();
@@ -1264,22 +1980,47 @@ fn t_misc(c: &Ctx) -> R {
     if f6.2 == f5.2 && f5.2 / 1_000_000_000 == f5.1 / 1_000_000_000 {
         // Known engine bug (reported): relatime compares whole seconds, so
         // an atime in the same second as the last change never advances.
-        known_bug("relatime compares whole seconds: a read did not update an atime older than ctime")?;
+        known_bug(
+            "relatime compares whole seconds: a read did not update an atime older than ctime",
+        )?;
     } else {
         ensure!(f6.2 > f5.2 && f6.0 == f5.0 && f6.1 == f5.1, "read must change atime only (relatime: atime was older than ctime): (m, c, a) {f5:?} -> {f6:?}");
         tick();
         io("read", fs::read(t.join("g")))?;
         let f7 = st(&t.join("g"))?;
-        ensure!(f7.2 == f6.2, "relatime: a second read must not change atime");
+        ensure!(
+            f7.2 == f6.2,
+            "relatime: a second read must not change atime"
+        );
     }
     // RENAME_EXCHANGE of two directories at different depths.
     io("mkdir", fs::create_dir_all(d.join("x1/x2/x3/deep")))?;
     io("mkdir", fs::create_dir_all(d.join("y1/shallow/sub")))?;
-    io("exchange", rename2(&d.join("x1/x2/x3/deep"), &d.join("y1/shallow"), nix::fcntl::RenameFlags::RENAME_EXCHANGE))?;
-    let ino = |p: &Path| fs::metadata(p).map(|m| m.ino()).map_err(|e| format!("{}: {e}", p.display()));
-    ensure!(d.join("x1/x2/x3/deep/sub").is_dir() && !d.join("y1/shallow/sub").exists(), "dir exchange contents");
-    ensure!(ino(&d.join("x1/x2/x3/deep/.."))? == ino(&d.join("x1/x2/x3"))?, "'..' of exchanged dir 1");
-    ensure!(ino(&d.join("y1/shallow/.."))? == ino(&d.join("y1"))?, "'..' of exchanged dir 2");
+    io(
+        "exchange",
+        rename2(
+            &d.join("x1/x2/x3/deep"),
+            &d.join("y1/shallow"),
+            nix::fcntl::RenameFlags::RENAME_EXCHANGE,
+        ),
+    )?;
+    let ino = |p: &Path| {
+        fs::metadata(p)
+            .map(|m| m.ino())
+            .map_err(|e| format!("{}: {e}", p.display()))
+    };
+    ensure!(
+        d.join("x1/x2/x3/deep/sub").is_dir() && !d.join("y1/shallow/sub").exists(),
+        "dir exchange contents"
+    );
+    ensure!(
+        ino(&d.join("x1/x2/x3/deep/.."))? == ino(&d.join("x1/x2/x3"))?,
+        "'..' of exchanged dir 1"
+    );
+    ensure!(
+        ino(&d.join("y1/shallow/.."))? == ino(&d.join("y1"))?,
+        "'..' of exchanged dir 2"
+    );
     io("rm -r", fs::remove_dir_all(&d))?;
     Ok(())
 }
@@ -1302,7 +2043,13 @@ fn t_random_model(c: &Ctx, seed: u64, dirname: &str, full: bool) -> R {
         fill(&filler)?;
         // Give back a little: a few blocks for the workload to fight over.
         let len = io("stat", fs::metadata(&filler))?.len();
-        io("shrink filler", OpenOptions::new().write(true).open(&filler).and_then(|f| f.set_len(len.saturating_sub(400_000))))?;
+        io(
+            "shrink filler",
+            OpenOptions::new()
+                .write(true)
+                .open(&filler)
+                .and_then(|f| f.set_len(len.saturating_sub(400_000))),
+        )?;
     }
     let mut tree: BTreeMap<PathBuf, M> = BTreeMap::new();
     let mut data: Vec<Vec<u8>> = Vec::new();
@@ -1315,16 +2062,34 @@ fn t_random_model(c: &Ctx, seed: u64, dirname: &str, full: bool) -> R {
     };
     let dirs = |t: &BTreeMap<PathBuf, M>| -> Vec<PathBuf> {
         let mut v = vec![PathBuf::new()];
-        v.extend(t.iter().filter(|(_, m)| matches!(m, M::Dir)).map(|(p, _)| p.clone()));
+        v.extend(
+            t.iter()
+                .filter(|(_, m)| matches!(m, M::Dir))
+                .map(|(p, _)| p.clone()),
+        );
         v
     };
     let files = |t: &BTreeMap<PathBuf, M>| -> Vec<(PathBuf, usize)> {
-        t.iter().filter_map(|(p, m)| if let M::File(i) = m { Some((p.clone(), *i)) } else { None }).collect()
+        t.iter()
+            .filter_map(|(p, m)| {
+                if let M::File(i) = m {
+                    Some((p.clone(), *i))
+                } else {
+                    None
+                }
+            })
+            .collect()
     };
-    let is_empty_dir = |t: &BTreeMap<PathBuf, M>, d: &Path| !t.keys().any(|k| k.parent() == Some(d));
-    let full_err = |r: &std::io::Result<()>| full && matches!(r, Err(e) if e.raw_os_error() == Some(libc::ENOSPC));
+    let is_empty_dir =
+        |t: &BTreeMap<PathBuf, M>, d: &Path| !t.keys().any(|k| k.parent() == Some(d));
+    let full_err = |r: &std::io::Result<()>| {
+        full && matches!(r, Err(e) if e.raw_os_error() == Some(libc::ENOSPC))
+    };
     let mut enospc = 0usize;
-    let steps: usize = std::env::var("UFS_FUSE_TEST_STEPS").ok().and_then(|v| v.parse().ok()).unwrap_or(1500);
+    let steps: usize = std::env::var("UFS_FUSE_TEST_STEPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1500);
     for step in 0..steps {
         let ds = dirs(&tree);
         let dir = ds[rnd(ds.len() as u64) as usize].clone();
@@ -1335,7 +2100,10 @@ fn t_random_model(c: &Ctx, seed: u64, dirname: &str, full: bool) -> R {
         match rnd(11) {
             0 | 1 => {
                 // create (or O_TRUNC an existing file) with fresh content
-                let content = pattern(if rnd(4) == 0 { rnd(300_000) } else { rnd(3000) } as usize, rnd(1 << 30));
+                let content = pattern(
+                    if rnd(4) == 0 { rnd(300_000) } else { rnd(3000) } as usize,
+                    rnd(1 << 30),
+                );
                 let r = fs::write(fullp(&target), &content);
                 let old = tree.get(&target).cloned();
                 if full_err(&r) && matches!(old, None | Some(M::File(_))) {
@@ -1352,7 +2120,11 @@ fn t_random_model(c: &Ctx, seed: u64, dirname: &str, full: bool) -> R {
                                 }
                             }
                         }
-                        Err(e) => ensure!(old.is_none() && e.raw_os_error() == Some(libc::ENOENT), "{}: {e}", ctx("read after ENOSPC", &target)),
+                        Err(e) => ensure!(
+                            old.is_none() && e.raw_os_error() == Some(libc::ENOENT),
+                            "{}: {e}",
+                            ctx("read after ENOSPC", &target)
+                        ),
                     }
                     continue;
                 }
@@ -1369,7 +2141,11 @@ fn t_random_model(c: &Ctx, seed: u64, dirname: &str, full: bool) -> R {
                     Some(M::Dir) => expect_errno(&ctx("write dir", &target), r, libc::EISDIR)?,
                     Some(M::Link(_)) => {
                         // follows the symlink: targets are never valid paths here
-                        ensure!(r.is_err(), "{}: write through dangling symlink succeeded", ctx("write", &target));
+                        ensure!(
+                            r.is_err(),
+                            "{}: write through dangling symlink succeeded",
+                            ctx("write", &target)
+                        );
                     }
                 }
             }
@@ -1381,15 +2157,22 @@ fn t_random_model(c: &Ctx, seed: u64, dirname: &str, full: bool) -> R {
                 let (p, i) = fl[rnd(fl.len() as u64) as usize].clone();
                 let off = rnd(data[i].len() as u64 + 20_000);
                 let piece = pattern(rnd(40_000) as usize + 1, rnd(1 << 30));
-                let r = OpenOptions::new().write(true).open(fullp(&p)).and_then(|mut f| {
-                    f.seek(SeekFrom::Start(off))?;
-                    f.write_all(&piece)
-                });
+                let r = OpenOptions::new()
+                    .write(true)
+                    .open(fullp(&p))
+                    .and_then(|mut f| {
+                        f.seek(SeekFrom::Start(off))?;
+                        f.write_all(&piece)
+                    });
                 if full_err(&r) {
                     enospc += 1;
                     let actual = io(ctx("read after ENOSPC", &p), fs::read(fullp(&p)))?;
                     let keep = (off as usize).min(data[i].len());
-                    ensure!(actual.len() >= keep && actual[..keep] == data[i][..keep], "{}: data before the failed write changed", ctx("pwrite", &p));
+                    ensure!(
+                        actual.len() >= keep && actual[..keep] == data[i][..keep],
+                        "{}: data before the failed write changed",
+                        ctx("pwrite", &p)
+                    );
                     data[i] = actual;
                     continue;
                 }
@@ -1408,7 +2191,10 @@ fn t_random_model(c: &Ctx, seed: u64, dirname: &str, full: bool) -> R {
                 }
                 let (p, i) = fl[rnd(fl.len() as u64) as usize].clone();
                 let len = rnd(data[i].len() as u64 * 2 + 10_000);
-                let r = OpenOptions::new().write(true).open(fullp(&p)).and_then(|f| f.set_len(len));
+                let r = OpenOptions::new()
+                    .write(true)
+                    .open(fullp(&p))
+                    .and_then(|f| f.set_len(len));
                 if full_err(&r) {
                     enospc += 1;
                     let actual = io(ctx("read after ENOSPC", &p), fs::read(fullp(&p)))?;
@@ -1416,7 +2202,8 @@ fn t_random_model(c: &Ctx, seed: u64, dirname: &str, full: bool) -> R {
                     let bsize = io("stat", fs::metadata(fullp(&p)))?.blksize();
                     let n = actual.len() as u64;
                     let common = (n.min(old)) as usize;
-                    let same_prefix = actual[..common] == data[i][..common] && actual[common..].iter().all(|&b| b == 0);
+                    let same_prefix = actual[..common] == data[i][..common]
+                        && actual[common..].iter().all(|&b| b == 0);
                     if actual != data[i] && same_prefix && n.is_multiple_of(bsize) {
                         if len < old && n < len {
                             known_bug(&format!("a shrinking ftruncate ({old} -> {len}) that fails with ENOSPC leaves the file at {n} bytes"))?;
@@ -1445,7 +2232,11 @@ fn t_random_model(c: &Ctx, seed: u64, dirname: &str, full: bool) -> R {
                     expect_errno(&ctx("mkdir existing", &target), r, libc::EEXIST)?;
                 } else if full_err(&r) {
                     enospc += 1;
-                    ensure!(fs::symlink_metadata(fullp(&target)).is_err(), "{}: failed mkdir left an entry", ctx("mkdir", &target));
+                    ensure!(
+                        fs::symlink_metadata(fullp(&target)).is_err(),
+                        "{}: failed mkdir left an entry",
+                        ctx("mkdir", &target)
+                    );
                 } else {
                     io(ctx("mkdir", &target), r)?;
                     tree.insert(target, M::Dir);
@@ -1459,7 +2250,9 @@ fn t_random_model(c: &Ctx, seed: u64, dirname: &str, full: bool) -> R {
                         io(ctx("rmdir", &target), r)?;
                         tree.remove(&target);
                     }
-                    Some(M::Dir) => expect_errno(&ctx("rmdir non-empty", &target), r, libc::ENOTEMPTY)?,
+                    Some(M::Dir) => {
+                        expect_errno(&ctx("rmdir non-empty", &target), r, libc::ENOTEMPTY)?
+                    }
                     Some(_) => expect_errno(&ctx("rmdir file", &target), r, libc::ENOTDIR)?,
                 }
             }
@@ -1485,20 +2278,32 @@ fn t_random_model(c: &Ctx, seed: u64, dirname: &str, full: bool) -> R {
                     expect_errno(&ctx("link existing", &target), r, libc::EEXIST)?;
                 } else if full_err(&r) {
                     enospc += 1;
-                    ensure!(fs::symlink_metadata(fullp(&target)).is_err(), "{}: failed link left an entry", ctx("link", &target));
+                    ensure!(
+                        fs::symlink_metadata(fullp(&target)).is_err(),
+                        "{}: failed link left an entry",
+                        ctx("link", &target)
+                    );
                 } else {
                     io(ctx("link", &target), r)?;
                     tree.insert(target, M::File(i));
                 }
             }
             8 => {
-                let t: Vec<u8> = format!("/nonexistent/{}", "s".repeat(rnd(1000) as usize)).into_bytes();
-                let r = std::os::unix::fs::symlink(std::ffi::OsStr::from_bytes_compat(&t), fullp(&target));
+                let t: Vec<u8> =
+                    format!("/nonexistent/{}", "s".repeat(rnd(1000) as usize)).into_bytes();
+                let r = std::os::unix::fs::symlink(
+                    std::ffi::OsStr::from_bytes_compat(&t),
+                    fullp(&target),
+                );
                 if tree.contains_key(&target) {
                     expect_errno(&ctx("symlink existing", &target), r, libc::EEXIST)?;
                 } else if full_err(&r) {
                     enospc += 1;
-                    ensure!(fs::symlink_metadata(fullp(&target)).is_err(), "{}: failed symlink left an entry", ctx("symlink", &target));
+                    ensure!(
+                        fs::symlink_metadata(fullp(&target)).is_err(),
+                        "{}: failed symlink left an entry",
+                        ctx("symlink", &target)
+                    );
                 } else {
                     io(ctx("symlink", &target), r)?;
                     tree.insert(target, M::Link(t));
@@ -1549,7 +2354,11 @@ fn t_random_model(c: &Ctx, seed: u64, dirname: &str, full: bool) -> R {
                 if full_err(&r) {
                     enospc += 1;
                     // Nothing may have moved (checked in full at the end).
-                    ensure!(fs::symlink_metadata(fullp(&src)).is_ok(), "{}: failed rename lost its source", ctx("rename", &src));
+                    ensure!(
+                        fs::symlink_metadata(fullp(&src)).is_ok(),
+                        "{}: failed rename lost its source",
+                        ctx("rename", &src)
+                    );
                     continue;
                 }
                 io(ctx(&format!("rename to {}", dst.display()), &src), r)?;
@@ -1561,8 +2370,18 @@ fn t_random_model(c: &Ctx, seed: u64, dirname: &str, full: bool) -> R {
                     .collect();
                 for (k, v) in moved {
                     tree.remove(&k);
-                    let rest = k.strip_prefix(&src).map(Path::to_path_buf).unwrap_or_default();
-                    tree.insert(if rest.as_os_str().is_empty() { dst.clone() } else { dst.join(rest) }, v);
+                    let rest = k
+                        .strip_prefix(&src)
+                        .map(Path::to_path_buf)
+                        .unwrap_or_default();
+                    tree.insert(
+                        if rest.as_os_str().is_empty() {
+                            dst.clone()
+                        } else {
+                            dst.join(rest)
+                        },
+                        v,
+                    );
                 }
             }
         }
@@ -1582,7 +2401,10 @@ fn t_random_model(c: &Ctx, seed: u64, dirname: &str, full: bool) -> R {
     // Link counts as the kernel reports them.
     for (p, m) in &tree {
         if let M::File(i) = m {
-            let names = tree.values().filter(|v| matches!(v, M::File(j) if j == i)).count() as u64;
+            let names = tree
+                .values()
+                .filter(|v| matches!(v, M::File(j) if j == i))
+                .count() as u64;
             let nl = io("stat", fs::metadata(base.join(p)))?.nlink();
             ensure!(nl == names, "{}: nlink {nl}, {names} names", p.display());
         }
@@ -1645,10 +2467,18 @@ fn fill_completely(dir: &Path) -> Result<Vec<PathBuf>, String> {
 /// Gives back exactly one whole block: the last one of `big` (a file of
 /// whole blocks, past the direct ones).
 fn free_one_block(big: &Path) -> R {
-    let bsize = nix::sys::statvfs::statvfs(big).map_err(|e| e.to_string())?.block_size();
+    let bsize = nix::sys::statvfs::statvfs(big)
+        .map_err(|e| e.to_string())?
+        .block_size();
     let len = io("stat", fs::metadata(big))?.len();
     let keep = (len - 1) / bsize * bsize;
-    io("shrink", OpenOptions::new().write(true).open(big).and_then(|h| h.set_len(keep)))?;
+    io(
+        "shrink",
+        OpenOptions::new()
+            .write(true)
+            .open(big)
+            .and_then(|h| h.set_len(keep)),
+    )?;
     let mnt = big.parent().and_then(Path::parent).unwrap_or(big);
     settled_ffree(mnt)?;
     Ok(())
@@ -1665,7 +2495,11 @@ fn t_engine_bug_repros(tmp: &Path, makefs: &str, src: &Path) -> R {
         let img = dir.join("ufs.img");
         let mnt = dir.join("mnt");
         io("mkdir", fs::create_dir_all(&mnt))?;
-        sh(&format!("{makefs} -t ffs -o version=2 -s 8m -f 4000 '{}' '{}' >/dev/null", img.display(), empty.display()))?;
+        sh(&format!(
+            "{makefs} -t ffs -o version=2 -s 8m -f 4000 '{}' '{}' >/dev/null",
+            img.display(),
+            empty.display()
+        ))?;
         Ok((img, mnt))
     };
     let _ = src;
@@ -1678,16 +2512,30 @@ fn t_engine_bug_repros(tmp: &Path, makefs: &str, src: &Path) -> R {
         // 8K blocks: blocks 0 and 1 are holes, block 2 holds 4 fragments.
         // Shrinking to 16000 frees those 4 but needs a whole block 1.
         let f = mnt.join("sparse");
-        io("sparse", OpenOptions::new().write(true).create(true).truncate(true).open(&f).and_then(|h| h.set_len(20_000)))?;
+        io(
+            "sparse",
+            OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(&f)
+                .and_then(|h| h.set_len(20_000)),
+        )?;
         fill_completely(&mnt.join("fill"))?;
-        let r = OpenOptions::new().write(true).open(&f).and_then(|h| h.set_len(16_000));
+        let r = OpenOptions::new()
+            .write(true)
+            .open(&f)
+            .and_then(|h| h.set_len(16_000));
         // The kernel keeps its cached attributes after a failed setattr.
         std::thread::sleep(Duration::from_millis(1100));
         let size = io("stat", fs::metadata(&f))?.len();
         match r {
             Ok(()) => ensure!(size == 16_000, "truncate succeeded but size is {size}"),
             Err(e) => {
-                ensure!(e.raw_os_error() == Some(libc::ENOSPC), "shrinking truncate: {e}");
+                ensure!(
+                    e.raw_os_error() == Some(libc::ENOSPC),
+                    "shrinking truncate: {e}"
+                );
                 if size != 20_000 {
                     problems.push(format!("ftruncate(20000 -> 16000) of a sparse file (8K blocks, block 1 a hole) on a full fs fails with ENOSPC but leaves size {size} (want 20000 unchanged)"));
                 }
@@ -1704,13 +2552,19 @@ fn t_engine_bug_repros(tmp: &Path, makefs: &str, src: &Path) -> R {
         io("w", fs::write(&f, [1u8; 1000]))?;
         fill_completely(&mnt.join("fill"))?;
         free_one_block(&mnt.join("fill/big"))?;
-        let r = OpenOptions::new().write(true).open(&f).and_then(|h| h.set_len(100_000));
+        let r = OpenOptions::new()
+            .write(true)
+            .open(&f)
+            .and_then(|h| h.set_len(100_000));
         std::thread::sleep(Duration::from_millis(1100));
         let size = io("stat", fs::metadata(&f))?.len();
         match r {
             Ok(()) => ensure!(size == 100_000, "truncate succeeded but size is {size}"),
             Err(e) => {
-                ensure!(e.raw_os_error() == Some(libc::ENOSPC), "growing truncate: {e}");
+                ensure!(
+                    e.raw_os_error() == Some(libc::ENOSPC),
+                    "growing truncate: {e}"
+                );
                 if size != 1000 {
                     problems.push(format!("ftruncate(1000 -> 100000) on a full fs fails with ENOSPC but leaves size {size} (want 1000 unchanged)"));
                 }
@@ -1724,7 +2578,9 @@ fn t_engine_bug_repros(tmp: &Path, makefs: &str, src: &Path) -> R {
     {
         let (img, mnt) = fresh("bug-indirect-unwind")?;
         let m = mount(&img, &mnt, false, false)?;
-        let bsize = nix::sys::statvfs::statvfs(&mnt).map_err(|e| e.to_string())?.block_size();
+        let bsize = nix::sys::statvfs::statvfs(&mnt)
+            .map_err(|e| e.to_string())?
+            .block_size();
         let f = mnt.join("twelve");
         io("w", fs::write(&f, pattern(12 * bsize as usize, 3)))?;
         let small = fill_completely(&mnt.join("fill"))?;
@@ -1734,7 +2590,10 @@ fn t_engine_bug_repros(tmp: &Path, makefs: &str, src: &Path) -> R {
             h.seek(SeekFrom::Start(12 * bsize))?;
             h.write_all(b"needs an indirect block")
         });
-        ensure!(matches!(&r, Err(e) if e.raw_os_error() == Some(libc::ENOSPC)) || r.is_ok(), "write past 12 blocks: {r:?}");
+        ensure!(
+            matches!(&r, Err(e) if e.raw_os_error() == Some(libc::ENOSPC)) || r.is_ok(),
+            "write past 12 blocks: {r:?}"
+        );
         m.unmount()?;
         if let Err(e) = fsck_clean(&img) {
             problems.push(format!("a write past the direct blocks that fails with ENOSPC leaves its new indirect block allocated: {e}"));
@@ -1748,7 +2607,11 @@ fn t_engine_bug_repros(tmp: &Path, makefs: &str, src: &Path) -> R {
         let dir = tmp.join("bug-last-block");
         let (img, mnt) = (dir.join("ufs.img"), dir.join("mnt"));
         io("mkdir", fs::create_dir_all(&mnt))?;
-        sh(&format!("{makefs} -t ffs -o version=2 -s 8m -f 8100 '{}' '{}' >/dev/null", img.display(), empty.display()))?;
+        sh(&format!(
+            "{makefs} -t ffs -o version=2 -s 8m -f 8100 '{}' '{}' >/dev/null",
+            img.display(),
+            empty.display()
+        ))?;
         let m = mount(&img, &mnt, false, false)?;
         let mut small = Vec::new();
         for i in 0..100_000 {
@@ -1762,12 +2625,24 @@ fn t_engine_bug_repros(tmp: &Path, makefs: &str, src: &Path) -> R {
         m.unmount()?;
         let (best, at, size) = {
             use std::os::unix::ffi::OsStrExt;
-            let fs = ufs::Fs::open_path(&img, ufs::MountOptions { read_only: true, ..Default::default() }).map_err(|e| e.to_string())?;
+            let fs = ufs::Fs::open_path(
+                &img,
+                ufs::MountOptions {
+                    read_only: true,
+                    ..Default::default()
+                },
+            )
+            .map_err(|e| e.to_string())?;
             let mut best = (PathBuf::new(), 0u64);
             for p in &small {
-                let name = p.file_name().map(|n| n.as_bytes().to_vec()).unwrap_or_default();
+                let name = p
+                    .file_name()
+                    .map(|n| n.as_bytes().to_vec())
+                    .unwrap_or_default();
                 let ino = fs.lookup(fs.root(), &name).map_err(|e| e.to_string())?.ino;
-                let db0 = fs.with_core(|c| c.read_inode(ino).map(|di| di.di_db(0))).map_err(|e| e.to_string())?;
+                let db0 = fs
+                    .with_core(|c| c.read_inode(ino).map(|di| di.di_db(0)))
+                    .map_err(|e| e.to_string())?;
                 if db0 > best.1 {
                     best = (p.clone(), db0);
                 }
@@ -1779,7 +2654,10 @@ fn t_engine_bug_repros(tmp: &Path, makefs: &str, src: &Path) -> R {
             io("rm", fs::remove_file(p))?;
         }
         settled_ffree(&mnt)?;
-        let r = OpenOptions::new().append(true).open(&best).and_then(|mut h| h.write_all(&[9u8; 7000]));
+        let r = OpenOptions::new()
+            .append(true)
+            .open(&best)
+            .and_then(|mut h| h.write_all(&[9u8; 7000]));
         if let Err(e) = r {
             problems.push(format!(
                 "appending to a 1-fragment file at fragment {at} (fs size {size}) fails: {e} (engine: 'block pointer outside the file system')"
@@ -1794,14 +2672,24 @@ fn t_engine_bug_repros(tmp: &Path, makefs: &str, src: &Path) -> R {
         let m = mount(&img, &mnt, false, false)?;
         let f = mnt.join("f");
         io("w", fs::write(&f, b"x"))?;
-        let t = |p: &Path| fs::metadata(p).map(|m| (m.atime(), m.atime_nsec(), m.mtime(), m.mtime_nsec())).map_err(|e| e.to_string());
+        let t = |p: &Path| {
+            fs::metadata(p)
+                .map(|m| (m.atime(), m.atime_nsec(), m.mtime(), m.mtime_nsec()))
+                .map_err(|e| e.to_string())
+        };
         // Set atime to just before mtime within the same second.
         let (_, _, ms, mn) = t(&f)?;
         if mn > 1000 {
             let at = nix::sys::time::TimeSpec::new(ms, i64::from(mn as i32) - 1000);
             let mt = nix::sys::time::TimeSpec::new(ms, mn);
-            nix::sys::stat::utimensat(nix::fcntl::AT_FDCWD, &f, &at, &mt, nix::sys::stat::UtimensatFlags::FollowSymlink)
-                .map_err(|e| format!("utimensat: {e}"))?;
+            nix::sys::stat::utimensat(
+                nix::fcntl::AT_FDCWD,
+                &f,
+                &at,
+                &mt,
+                nix::sys::stat::UtimensatFlags::FollowSymlink,
+            )
+            .map_err(|e| format!("utimensat: {e}"))?;
             io("read", fs::read(&f))?;
             let (a, an, _, _) = t(&f)?;
             if (a, an) < (ms, mn) {
@@ -1830,7 +2718,9 @@ impl Report {
         // With writeback caching, data reaches the engine later: space
         // accounting right after a write, and ENOSPC at write time, are
         // not what the kernel promises then.
-        if self.prefix.contains("writeback") && ["statfs", "enospc", "random_ops_on_a_full_fs"].contains(&name) {
+        if self.prefix.contains("writeback")
+            && ["statfs", "enospc", "random_ops_on_a_full_fs"].contains(&name)
+        {
             println!("test {}{name} ... skipped (writeback)", self.prefix);
             return;
         }
@@ -1853,10 +2743,20 @@ fn skip_reason() -> Option<String> {
     if !nix::unistd::geteuid().is_root() {
         return Some("not root".into());
     }
-    if OpenOptions::new().read(true).write(true).open("/dev/fuse").is_err() {
+    if OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/fuse")
+        .is_err()
+    {
         return Some("/dev/fuse unavailable".into());
     }
-    if Command::new("makefs").arg("-h").stderr(Stdio::null()).stdout(Stdio::null()).status().is_err()
+    if Command::new("makefs")
+        .arg("-h")
+        .stderr(Stdio::null())
+        .stdout(Stdio::null())
+        .status()
+        .is_err()
         && !Path::new("/usr/sbin/makefs").exists()
     {
         return Some("makefs not installed".into());
@@ -1880,17 +2780,29 @@ fn main() {
     // A space in the path exercises mountinfo's escapes.
     let tmp = std::env::temp_dir().join(format!("ufs-fuse test-{}", std::process::id()));
     let _ = fs::remove_dir_all(&tmp);
-    let mut rep = Report { prefix: String::new(), passed: 0, failed: Vec::new() };
+    let mut rep = Report {
+        prefix: String::new(),
+        passed: 0,
+        failed: Vec::new(),
+    };
     let src = tmp.join("src");
     if let Err(e) = build_source(&src) {
         println!("setup failed: {e}");
         println!("0 passed, 1 failed");
         std::process::exit(1);
     }
-    let makefs = if Path::new("/usr/sbin/makefs").exists() { "/usr/sbin/makefs" } else { "makefs" };
+    let makefs = if Path::new("/usr/sbin/makefs").exists() {
+        "/usr/sbin/makefs"
+    } else {
+        "makefs"
+    };
     // makefs sizes the inode table to the content unless told (-f).
     // The third variant repeats most checks with kernel writeback caching.
-    for (geom, opts) in [("8k", "-o version=2"), ("32k", "-o version=2,bsize=32768,fsize=4096"), ("32k-writeback", "-o version=2,bsize=32768,fsize=4096")] {
+    for (geom, opts) in [
+        ("8k", "-o version=2"),
+        ("32k", "-o version=2,bsize=32768,fsize=4096"),
+        ("32k-writeback", "-o version=2,bsize=32768,fsize=4096"),
+    ] {
         // Inherited by the daemons this variant starts.
         if geom.ends_with("writeback") {
             std::env::set_var(ENV_WRITEBACK, "1");
@@ -1902,7 +2814,11 @@ fn main() {
         let mnt = dir.join("mnt");
         let made = io("mkdir", fs::create_dir_all(&mnt))
             .and_then(|_| {
-                sh(&format!("{makefs} -t ffs {opts} -s 64m -f 10000 '{}' '{}' >/dev/null", img.display(), src.display()))
+                sh(&format!(
+                    "{makefs} -t ffs {opts} -s 64m -f 10000 '{}' '{}' >/dev/null",
+                    img.display(),
+                    src.display()
+                ))
             })
             .and_then(|_| engine_check(&img));
         let pristine = match made {
@@ -1913,17 +2829,29 @@ fn main() {
                 continue;
             }
         };
-        let c = Ctx { pristine, src: src.clone(), img, mnt, tmp: dir.clone() };
+        let c = Ctx {
+            pristine,
+            src: src.clone(),
+            img,
+            mnt,
+            tmp: dir.clone(),
+        };
         run_all(&c, &mut rep, geom);
         let _ = nix::mount::umount2(&c.mnt, nix::mount::MntFlags::MNT_DETACH);
     }
     std::env::remove_var(ENV_WRITEBACK);
     rep.prefix = String::new();
-    rep.run("engine_bug_reproductions", || t_engine_bug_repros(&tmp.join("repro"), makefs, &src));
+    rep.run("engine_bug_reproductions", || {
+        t_engine_bug_repros(&tmp.join("repro"), makefs, &src)
+    });
     if rep.failed.is_empty() {
         let _ = fs::remove_dir_all(&tmp);
     } else {
-        println!("kept {} for inspection; failed: {:?}", tmp.display(), rep.failed);
+        println!(
+            "kept {} for inspection; failed: {:?}",
+            tmp.display(),
+            rep.failed
+        );
     }
     println!("{} passed, {} failed", rep.passed, rep.failed.len());
     std::process::exit(if rep.failed.is_empty() { 0 } else { 1 });
@@ -1969,8 +2897,13 @@ fn run_all(c: &Ctx, rep: &mut Report, geom: &str) {
     });
     rep.run("file_growth_and_shrink", || t_growth(c));
     rep.run("directory_churn", || t_dir_churn(c));
-    let seed = std::env::var("UFS_FUSE_TEST_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(0x5eed);
-    rep.run("random_ops_vs_model", || t_random_model(c, seed + geom.len() as u64, "rnd", false));
+    let seed = std::env::var("UFS_FUSE_TEST_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0x5eed);
+    rep.run("random_ops_vs_model", || {
+        t_random_model(c, seed + geom.len() as u64, "rnd", false)
+    });
     rep.run("random_ops_concurrently", || {
         // Three independent workloads at once, and a walker racing them.
         let stop = std::sync::atomic::AtomicBool::new(false);
@@ -1979,7 +2912,14 @@ fn run_all(c: &Ctx, rep: &mut Report, geom: &str) {
                 let mut walks = 0;
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                     // Entries vanish under the walker; only hard errors count.
-                    let o = Command::new("sh").arg("-c").arg(format!("ls -lR '{}' >/dev/null 2>&1; du -s '{}' >/dev/null 2>&1", c.mnt.display(), c.mnt.display())).status();
+                    let o = Command::new("sh")
+                        .arg("-c")
+                        .arg(format!(
+                            "ls -lR '{}' >/dev/null 2>&1; du -s '{}' >/dev/null 2>&1",
+                            c.mnt.display(),
+                            c.mnt.display()
+                        ))
+                        .status();
                     if o.is_err() {
                         return Err("walker could not run ls".to_string());
                     }
@@ -1991,7 +2931,9 @@ fn run_all(c: &Ctx, rep: &mut Report, geom: &str) {
                 .map(|k| {
                     let name = format!("conc{k}");
                     let c = &c;
-                    sc.spawn(move || t_random_model(c, seed * 7 + k + geom.len() as u64, &name, false))
+                    sc.spawn(move || {
+                        t_random_model(c, seed * 7 + k + geom.len() as u64, &name, false)
+                    })
                 })
                 .collect();
             let mut r = Ok(());
@@ -2002,7 +2944,9 @@ fn run_all(c: &Ctx, rep: &mut Report, geom: &str) {
                 }
             }
             stop.store(true, std::sync::atomic::Ordering::Relaxed);
-            let walks = walker.join().unwrap_or_else(|_| Err("walker panicked".into()))?;
+            let walks = walker
+                .join()
+                .unwrap_or_else(|_| Err("walker panicked".into()))?;
             ensure!(walks > 0, "walker never ran");
             r
         })
@@ -2024,11 +2968,19 @@ fn run_all(c: &Ctx, rep: &mut Report, geom: &str) {
         }
     };
     rep.run("reopen_with_engine", || {
-        ensure!(!c.mnt.join("hello.txt").exists(), "still mounted after umount");
+        ensure!(
+            !c.mnt.join("hello.txt").exists(),
+            "still mounted after umount"
+        );
         let (eng, clean, inv) = engine_check(&c.img)?;
         ensure!(clean, "image not clean after unmount");
         compare_trees(&snap, &eng, "engine view after unmount")?;
-        ensure!(inv == c.pristine, "accounting changed: pristine {:?}, now {:?}", c.pristine, inv);
+        ensure!(
+            inv == c.pristine,
+            "accounting changed: pristine {:?}, now {:?}",
+            c.pristine,
+            inv
+        );
         Ok(())
     });
 
@@ -2039,19 +2991,39 @@ fn run_all(c: &Ctx, rep: &mut Report, geom: &str) {
         io("w", fs::write(c.mnt.join("after-sigterm"), b"kept"))?;
         m.signal(nix::sys::signal::Signal::SIGTERM)?;
         let st = m.wait(Duration::from_secs(20))?;
-        ensure!(st.success(), "daemon exit after SIGTERM: {st}; {}", m.stderr_text());
-        ensure!(!ufs_fuse::list_mounts()?.iter().any(|(p, _)| *p == c.mnt), "still mounted after SIGTERM");
+        ensure!(
+            st.success(),
+            "daemon exit after SIGTERM: {st}; {}",
+            m.stderr_text()
+        );
+        ensure!(
+            !ufs_fuse::list_mounts()?.iter().any(|(p, _)| *p == c.mnt),
+            "still mounted after SIGTERM"
+        );
         let (eng, clean, inv) = engine_check(&c.img)?;
         ensure!(clean, "image not clean after SIGTERM");
-        ensure!(inv == c.pristine, "accounting changed: pristine {:?}, now {:?}", c.pristine, inv);
-        ensure!(eng.get(Path::new("after-sigterm")) == Some(&Node::File(b"kept".to_vec())), "file written before SIGTERM lost");
+        ensure!(
+            inv == c.pristine,
+            "accounting changed: pristine {:?}, now {:?}",
+            c.pristine,
+            inv
+        );
+        ensure!(
+            eng.get(Path::new("after-sigterm")) == Some(&Node::File(b"kept".to_vec())),
+            "file written before SIGTERM lost"
+        );
         Ok(())
     });
 
     // Phase 3: SIGINT while a file is open: lazy detach, ends at close.
     rep.run("sigint_while_busy", || {
         let mut m = mount(&c.img, &c.mnt, false, false)?;
-        let mut held = io("open", OpenOptions::new().append(true).open(c.mnt.join("after-sigterm")))?;
+        let mut held = io(
+            "open",
+            OpenOptions::new()
+                .append(true)
+                .open(c.mnt.join("after-sigterm")),
+        )?;
         // An unlinked file still open when the file system goes away.
         let mut orphan = io("create", File::create(c.mnt.join("orphan-at-exit")))?;
         io("write", orphan.write_all(&pattern(500_000, 77)))?;
@@ -2059,29 +3031,68 @@ fn run_all(c: &Ctx, rep: &mut Report, geom: &str) {
         let e = ufs_fuse::umount(&c.mnt).err().unwrap_or_default();
         ensure!(e.contains("busy"), "umount of a busy mount: {e:?}");
         m.signal(nix::sys::signal::Signal::SIGINT)?;
-        wait_until(|| !ufs_fuse::list_mounts().map(|v| v.iter().any(|(p, _)| *p == c.mnt)).unwrap_or(true), "detach")?;
+        wait_until(
+            || {
+                !ufs_fuse::list_mounts()
+                    .map(|v| v.iter().any(|(p, _)| *p == c.mnt))
+                    .unwrap_or(true)
+            },
+            "detach",
+        )?;
         io("write held", held.write_all(b"+late"))?;
         std::thread::sleep(Duration::from_millis(200));
-        ensure!(m.child.as_mut().map(|ch| matches!(ch.try_wait(), Ok(None))).unwrap_or(false), "daemon exited while a file was open");
+        ensure!(
+            m.child
+                .as_mut()
+                .map(|ch| matches!(ch.try_wait(), Ok(None)))
+                .unwrap_or(false),
+            "daemon exited while a file was open"
+        );
         drop(held);
         drop(orphan);
         let st = m.wait(Duration::from_secs(20))?;
-        ensure!(st.success(), "daemon exit after SIGINT: {st}; {}", m.stderr_text());
+        ensure!(
+            st.success(),
+            "daemon exit after SIGINT: {st}; {}",
+            m.stderr_text()
+        );
         let (eng, clean, inv) = engine_check(&c.img)?;
         ensure!(clean, "image not clean after SIGINT");
-        ensure!(inv == c.pristine, "accounting changed: pristine {:?}, now {:?}", c.pristine, inv);
-        ensure!(eng.get(Path::new("after-sigterm")) == Some(&Node::File(b"kept+late".to_vec())), "late write lost");
+        ensure!(
+            inv == c.pristine,
+            "accounting changed: pristine {:?}, now {:?}",
+            c.pristine,
+            inv
+        );
+        ensure!(
+            eng.get(Path::new("after-sigterm")) == Some(&Node::File(b"kept+late".to_vec())),
+            "late write lost"
+        );
         Ok(())
     });
 
     // Phase 4: a read-only mount refuses writes.
     rep.run("read_only_mount", || {
         let m = mount(&c.img, &c.mnt, true, false)?;
-        ensure!(io("r", fs::read(c.mnt.join("hello.txt")))? == b"hello world\n", "read on ro mount");
-        expect_errno("write on ro", fs::write(c.mnt.join("nope"), b"x"), libc::EROFS)?;
-        expect_errno("mkdir on ro", fs::create_dir(c.mnt.join("nope")), libc::EROFS)?;
+        ensure!(
+            io("r", fs::read(c.mnt.join("hello.txt")))? == b"hello world\n",
+            "read on ro mount"
+        );
+        expect_errno(
+            "write on ro",
+            fs::write(c.mnt.join("nope"), b"x"),
+            libc::EROFS,
+        )?;
+        expect_errno(
+            "mkdir on ro",
+            fs::create_dir(c.mnt.join("nope")),
+            libc::EROFS,
+        )?;
         let s = nix::sys::statvfs::statvfs(&c.mnt).map_err(|e| e.to_string())?;
-        ensure!(s.flags().contains(nix::sys::statvfs::FsFlags::ST_RDONLY), "statvfs lacks ST_RDONLY");
+        ensure!(
+            s.flags().contains(nix::sys::statvfs::FsFlags::ST_RDONLY),
+            "statvfs lacks ST_RDONLY"
+        );
         m.unmount()?;
         let (_, clean) = engine_snapshot(&c.img)?;
         ensure!(clean, "ro mount left the image not clean");
@@ -2104,16 +3115,29 @@ fn run_all(c: &Ctx, rep: &mut Report, geom: &str) {
         ufs_fuse::umount(&c.mnt)?;
         let (eng, clean) = engine_snapshot(&c.img)?;
         ensure!(!clean, "image clean after SIGKILL");
-        ensure!(eng.get(Path::new("before-kill")) == Some(&Node::File(pattern(100_000, 5))), "fsynced file lost after SIGKILL");
-        ensure!(eng.get(Path::new("dir-before-kill")) == Some(&Node::Dir), "fsynced directory lost after SIGKILL");
+        ensure!(
+            eng.get(Path::new("before-kill")) == Some(&Node::File(pattern(100_000, 5))),
+            "fsynced file lost after SIGKILL"
+        );
+        ensure!(
+            eng.get(Path::new("dir-before-kill")) == Some(&Node::Dir),
+            "fsynced directory lost after SIGKILL"
+        );
         let m = mount(&c.img, &c.mnt, false, false)?;
-        expect_errno("write on unclean image", fs::write(c.mnt.join("nope"), b"x"), libc::EROFS)?;
+        expect_errno(
+            "write on unclean image",
+            fs::write(c.mnt.join("nope"), b"x"),
+            libc::EROFS,
+        )?;
         m.unmount()?;
         let m = mount(&c.img, &c.mnt, false, true)?;
         io("write with force", fs::write(c.mnt.join("forced"), b"f"))?;
         m.unmount()?;
         let (eng, clean) = engine_snapshot(&c.img)?;
-        ensure!(clean, "forced mount did not mark the image clean at unmount");
+        ensure!(
+            clean,
+            "forced mount did not mark the image clean at unmount"
+        );
         ensure!(eng.contains_key(Path::new("forced")), "forced write lost");
         Ok(())
     });

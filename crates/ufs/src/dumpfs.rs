@@ -23,7 +23,11 @@ fn flags_str(f: i32) -> String {
         (FS_METACKHASH, "metadata-check-hashes"),
         (FS_TRIM, "trim"),
     ];
-    let v: Vec<&str> = names.iter().filter(|(b, _)| f & b != 0).map(|(_, n)| *n).collect();
+    let v: Vec<&str> = names
+        .iter()
+        .filter(|(b, _)| f & b != 0)
+        .map(|(_, n)| *n)
+        .collect();
     if v.is_empty() {
         "none".into()
     } else {
@@ -54,24 +58,125 @@ pub fn dumpfs(dev: &dyn BlockDevice, with_cgs: bool) -> Result<String> {
     let (sb, g, loc) = read_superblock(dev)?;
     let mut o = String::new();
     let t = sb.fs_cstotal();
-    let _ = writeln!(o, "magic\t{:x} (UFS2)\tlocation {loc}\ttime\t{}", sb.fs_magic(), sb.fs_time());
-    let _ = writeln!(o, "id\t[ {:x} {:x} ]\tncg\t{}\tsize\t{}\tblocks\t{}", sb.fs_id0() as u32, sb.fs_id1() as u32, g.ncg, g.size, g.dsize);
-    let _ = writeln!(o, "bsize\t{}\tshift\t{}\tmask\t{:#010x}", g.bsize, g.bshift, sb.fs_bmask() as u32);
-    let _ = writeln!(o, "fsize\t{}\tshift\t{}\tmask\t{:#010x}", g.fsize, g.fshift, sb.fs_fmask() as u32);
-    let _ = writeln!(o, "frag\t{}\tshift\t{}\tfsbtodb\t{}", g.frag, g.fragshift, sb.fs_fsbtodb());
-    let _ = writeln!(o, "minfree\t{}%\toptim\t{}\tsymlinklen {}", g.minfree, if sb.fs_optim() == FS_OPTSPACE { "space" } else { "time" }, sb.fs_maxsymlinklen());
-    let _ = writeln!(o, "maxbsize {}\tmaxbpg\t{}\tmaxcontig {}\tcontigsumsize {}", sb.fs_maxbsize(), g.maxbpg, g.maxcontig, g.contigsumsize);
-    let _ = writeln!(o, "nbfree\t{}\tndir\t{}\tnifree\t{}\tnffree\t{}", t.cs_nbfree, t.cs_ndir, t.cs_nifree, t.cs_nffree);
-    let _ = writeln!(o, "bpg\t{}\tfpg\t{}\tipg\t{}\tunrefs\t{}", g.fpg / g.frag, g.fpg, g.ipg, sb.fs_unrefs());
-    let _ = writeln!(o, "nindir\t{}\tinopb\t{}\tmaxfilesize\t{}", g.nindir, g.inopb, g.maxfilesize);
-    let _ = writeln!(o, "sbsize\t{}\tcgsize\t{}\tcsaddr\t{}\tcssize\t{}", sb.fs_sbsize(), g.cgsize, g.csaddr, g.cssize);
-    let _ = writeln!(o, "sblkno\t{}\tcblkno\t{}\tiblkno\t{}\tdblkno\t{}", g.sblkno, g.cblkno, g.iblkno, g.dblkno);
-    let _ = writeln!(o, "cgrotor\t{}\tfmod\t{}\tronly\t{}\tclean\t{}", sb.fs_cgrotor(), sb.fs_fmod(), sb.fs_ronly(), sb.fs_clean());
-    let _ = writeln!(o, "metaspace {}\tavgfpdir {}\tavgfilesize {}", g.metaspace, sb.fs_avgfpdir(), sb.fs_avgfilesize());
+    let _ = writeln!(
+        o,
+        "magic\t{:x} (UFS2)\tlocation {loc}\ttime\t{}",
+        sb.fs_magic(),
+        sb.fs_time()
+    );
+    let _ = writeln!(
+        o,
+        "id\t[ {:x} {:x} ]\tncg\t{}\tsize\t{}\tblocks\t{}",
+        sb.fs_id0() as u32,
+        sb.fs_id1() as u32,
+        g.ncg,
+        g.size,
+        g.dsize
+    );
+    let _ = writeln!(
+        o,
+        "bsize\t{}\tshift\t{}\tmask\t{:#010x}",
+        g.bsize,
+        g.bshift,
+        sb.fs_bmask() as u32
+    );
+    let _ = writeln!(
+        o,
+        "fsize\t{}\tshift\t{}\tmask\t{:#010x}",
+        g.fsize,
+        g.fshift,
+        sb.fs_fmask() as u32
+    );
+    let _ = writeln!(
+        o,
+        "frag\t{}\tshift\t{}\tfsbtodb\t{}",
+        g.frag,
+        g.fragshift,
+        sb.fs_fsbtodb()
+    );
+    let _ = writeln!(
+        o,
+        "minfree\t{}%\toptim\t{}\tsymlinklen {}",
+        g.minfree,
+        if sb.fs_optim() == FS_OPTSPACE {
+            "space"
+        } else {
+            "time"
+        },
+        sb.fs_maxsymlinklen()
+    );
+    let _ = writeln!(
+        o,
+        "maxbsize {}\tmaxbpg\t{}\tmaxcontig {}\tcontigsumsize {}",
+        sb.fs_maxbsize(),
+        g.maxbpg,
+        g.maxcontig,
+        g.contigsumsize
+    );
+    let _ = writeln!(
+        o,
+        "nbfree\t{}\tndir\t{}\tnifree\t{}\tnffree\t{}",
+        t.cs_nbfree, t.cs_ndir, t.cs_nifree, t.cs_nffree
+    );
+    let _ = writeln!(
+        o,
+        "bpg\t{}\tfpg\t{}\tipg\t{}\tunrefs\t{}",
+        g.fpg / g.frag,
+        g.fpg,
+        g.ipg,
+        sb.fs_unrefs()
+    );
+    let _ = writeln!(
+        o,
+        "nindir\t{}\tinopb\t{}\tmaxfilesize\t{}",
+        g.nindir, g.inopb, g.maxfilesize
+    );
+    let _ = writeln!(
+        o,
+        "sbsize\t{}\tcgsize\t{}\tcsaddr\t{}\tcssize\t{}",
+        sb.fs_sbsize(),
+        g.cgsize,
+        g.csaddr,
+        g.cssize
+    );
+    let _ = writeln!(
+        o,
+        "sblkno\t{}\tcblkno\t{}\tiblkno\t{}\tdblkno\t{}",
+        g.sblkno, g.cblkno, g.iblkno, g.dblkno
+    );
+    let _ = writeln!(
+        o,
+        "cgrotor\t{}\tfmod\t{}\tronly\t{}\tclean\t{}",
+        sb.fs_cgrotor(),
+        sb.fs_fmod(),
+        sb.fs_ronly(),
+        sb.fs_clean()
+    );
+    let _ = writeln!(
+        o,
+        "metaspace {}\tavgfpdir {}\tavgfilesize {}",
+        g.metaspace,
+        sb.fs_avgfpdir(),
+        sb.fs_avgfilesize()
+    );
     let _ = writeln!(o, "flags\t{}", flags_str(sb.fs_flags()));
-    let _ = writeln!(o, "check hashes\t{}", ckhash_str(if sb.fs_flags() & FS_METACKHASH != 0 { sb.fs_metackhash() } else { 0 }));
+    let _ = writeln!(
+        o,
+        "check hashes\t{}",
+        ckhash_str(if sb.fs_flags() & FS_METACKHASH != 0 {
+            sb.fs_metackhash()
+        } else {
+            0
+        })
+    );
     let _ = writeln!(o, "fsmnt\t{}", sb.fs_fsmnt());
-    let _ = writeln!(o, "volname\t{}\tswuid\t{}\tprovidersize\t{}", sb.fs_volname(), sb.fs_swuid(), sb.fs_providersize());
+    let _ = writeln!(
+        o,
+        "volname\t{}\tswuid\t{}\tprovidersize\t{}",
+        sb.fs_volname(),
+        sb.fs_swuid(),
+        sb.fs_providersize()
+    );
     if !with_cgs {
         return Ok(o);
     }
@@ -80,7 +185,11 @@ pub fn dumpfs(dev: &dyn BlockDevice, with_cgs: bool) -> Result<String> {
     dev.read_at(g.csaddr * g.fsize, &mut raw)?;
     for i in 0..g.ncg as usize {
         let c = ufs_format::sb::Csum::read(&raw, i * 16);
-        let _ = write!(o, "\t({},{},{},{})", c.cs_nbfree, c.cs_ndir, c.cs_nifree, c.cs_nffree);
+        let _ = write!(
+            o,
+            "\t({},{},{},{})",
+            c.cs_nbfree, c.cs_ndir, c.cs_nifree, c.cs_nffree
+        );
         if i % 4 == 3 {
             o.push('\n');
         }
@@ -94,7 +203,13 @@ pub fn dumpfs(dev: &dyn BlockDevice, with_cgs: bool) -> Result<String> {
         match Cg::parse(&buf, &g, c) {
             Ok(cg) => {
                 let cs = cg.cg_cs();
-                let _ = writeln!(o, "cg {c}:\tmagic\t{:x}\ttell\t{:x}\ttime\t{}", cg.cg_magic(), g.cgtod(c) * g.fsize, cg.cg_time());
+                let _ = writeln!(
+                    o,
+                    "cg {c}:\tmagic\t{:x}\ttell\t{:x}\ttime\t{}",
+                    cg.cg_magic(),
+                    g.cgtod(c) * g.fsize,
+                    cg.cg_time()
+                );
                 let _ = writeln!(
                     o,
                     "cgx\t{}\tndblk\t{}\tniblk\t{}\tinitiblk {}\tunrefs\t{}",
@@ -104,12 +219,24 @@ pub fn dumpfs(dev: &dyn BlockDevice, with_cgs: bool) -> Result<String> {
                     cg.cg_initediblk(),
                     cg.cg_unrefs()
                 );
-                let _ = writeln!(o, "nbfree\t{}\tndir\t{}\tnifree\t{}\tnffree\t{}", cs.cs_nbfree, cs.cs_ndir, cs.cs_nifree, cs.cs_nffree);
-                let _ = writeln!(o, "rotor\t{}\tirotor\t{}\tfrotor\t{}", cg.cg_rotor(), cg.cg_irotor(), cg.cg_frotor());
+                let _ = writeln!(
+                    o,
+                    "nbfree\t{}\tndir\t{}\tnifree\t{}\tnffree\t{}",
+                    cs.cs_nbfree, cs.cs_ndir, cs.cs_nifree, cs.cs_nffree
+                );
+                let _ = writeln!(
+                    o,
+                    "rotor\t{}\tirotor\t{}\tfrotor\t{}",
+                    cg.cg_rotor(),
+                    cg.cg_irotor(),
+                    cg.cg_frotor()
+                );
                 let frsum: Vec<String> = (1..MAXFRAG).map(|i| cg.cg_frsum(i).to_string()).collect();
                 let _ = writeln!(o, "frsum\t{}", frsum.join("\t"));
                 if g.contigsumsize > 0 {
-                    let sums: Vec<String> = (1..=g.contigsumsize).map(|i| cg.clustersum(i).to_string()).collect();
+                    let sums: Vec<String> = (1..=g.contigsumsize)
+                        .map(|i| cg.clustersum(i).to_string())
+                        .collect();
                     let _ = writeln!(o, "clusters 1-{}:\t{}", g.contigsumsize, sums.join("\t"));
                 }
                 let _ = writeln!(o, "check-hash\t{:#010x}", cg.cg_ckhash());
@@ -132,7 +259,11 @@ pub fn newfs_command(dev: &dyn BlockDevice, target: &str) -> Result<String> {
         g.fsize,
         density,
         g.minfree,
-        if sb.fs_optim() == FS_OPTSPACE { "space" } else { "time" },
+        if sb.fs_optim() == FS_OPTSPACE {
+            "space"
+        } else {
+            "time"
+        },
         sb.fs_avgfilesize(),
         sb.fs_avgfpdir(),
         g.maxbpg,

@@ -39,7 +39,10 @@ pub type Result<T> = std::result::Result<T, Error>;
 
 impl Error {
     pub fn new(kind: ErrorKind, msg: impl Into<String>) -> Self {
-        Error { kind, msg: msg.into() }
+        Error {
+            kind,
+            msg: msg.into(),
+        }
     }
     pub fn corrupt(msg: impl Into<String>) -> Self {
         Error::new(ErrorKind::Corrupt, msg)

@@ -65,7 +65,10 @@ impl Default for MountOptions {
             cache_bytes: 64 << 20,
             seed: None,
             readahead: 128 << 10,
-            dirhash: crate::dir::dirhash::DirhashConfig { maxmem: crate::dir::dirhash::DirhashConfig::default_maxmem(64 << 20), ..Default::default() },
+            dirhash: crate::dir::dirhash::DirhashConfig {
+                maxmem: crate::dir::dirhash::DirhashConfig::default_maxmem(64 << 20),
+                ..Default::default()
+            },
             disk: None,
             disk_sleep: false,
             inode_order: crate::alloc::placement::InodeOrder::Offset,
@@ -112,7 +115,13 @@ pub fn read_superblock(dev: &dyn BlockDevice) -> Result<(Superblock, Geometry, u
         let mut buf = vec![0u8; SBLOCKSIZE];
         dev.read_at(loc, &mut buf)?;
         let magic = u32::from_le_bytes(buf[1372..1376].try_into().unwrap_or([0; 4]));
-        let known = [FS_UFS2_MAGIC, FS_UFS1_MAGIC, FS_UFS2_MAGIC.swap_bytes(), FS_UFS1_MAGIC.swap_bytes(), FS_BAD_MAGIC];
+        let known = [
+            FS_UFS2_MAGIC,
+            FS_UFS1_MAGIC,
+            FS_UFS2_MAGIC.swap_bytes(),
+            FS_UFS1_MAGIC.swap_bytes(),
+            FS_BAD_MAGIC,
+        ];
         if !known.contains(&magic) {
             continue;
         }
@@ -159,11 +168,18 @@ pub fn read_superblock(dev: &dyn BlockDevice) -> Result<(Superblock, Geometry, u
             }
         }
     }
-    Err(first_err.unwrap_or_else(|| Error::new(ErrorKind::Invalid, "no UFS2 superblock found (not a UFS file system?)")))
+    Err(first_err.unwrap_or_else(|| {
+        Error::new(
+            ErrorKind::Invalid,
+            "no UFS2 superblock found (not a UFS file system?)",
+        )
+    }))
 }
 
 pub fn now() -> (i64, i32) {
-    let d = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let d = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
     (d.as_secs() as i64, d.subsec_nanos() as i32)
 }
 
@@ -177,7 +193,9 @@ impl FsCore {
         // The summary area: ncg entries of struct csum at fs_csaddr.
         let mut raw = vec![0u8; g.cssize as usize];
         cache.read_raw(g.csaddr * g.fsize, &mut raw, BlockKind::Summary)?;
-        let cs: Vec<Csum> = (0..g.ncg as usize).map(|i| Csum::read(&raw, i * Csum::SIZE)).collect();
+        let cs: Vec<Csum> = (0..g.ncg as usize)
+            .map(|i| Csum::read(&raw, i * Csum::SIZE))
+            .collect();
         let rng = match opts.seed {
             Some(s) => rand::rngs::StdRng::seed_from_u64(s),
             None => rand::rngs::StdRng::from_entropy(),
@@ -219,7 +237,10 @@ impl FsCore {
 
     pub fn check_writable(&self) -> Result<()> {
         if self.read_only {
-            return Err(Error::new(ErrorKind::ReadOnly, "file system is mounted read-only"));
+            return Err(Error::new(
+                ErrorKind::ReadOnly,
+                "file system is mounted read-only",
+            ));
         }
         Ok(())
     }
@@ -294,13 +315,15 @@ impl FsCore {
         for (i, c) in self.cs.iter().enumerate() {
             c.write(&mut raw, i * Csum::SIZE);
         }
-        self.cache.write_raw(self.g.csaddr * self.g.fsize, &raw, BlockKind::Summary)?;
+        self.cache
+            .write_raw(self.g.csaddr * self.g.fsize, &raw, BlockKind::Summary)?;
         let (t, _) = now();
         self.sb.set_fs_time(t);
         self.sb.set_fs_fmod(0);
         self.sb.set_fs_sblockactualloc(self.g.sblockloc as i64);
         let bytes = self.sb.to_disk_bytes();
-        self.cache.write_raw(self.g.sblockloc, &bytes, BlockKind::Super)?;
+        self.cache
+            .write_raw(self.g.sblockloc, &bytes, BlockKind::Super)?;
         self.sb_dirty = false;
         Ok(())
     }
@@ -355,7 +378,13 @@ impl FsCore {
             self.dir_hints.remove(&ino);
         }
         let has_blocks = !(di.is_symlink() && di.di_blocks() == 0)
-            && !matches!(di.file_type(), ufs_format::dinode::IFCHR | ufs_format::dinode::IFBLK | ufs_format::dinode::IFIFO | ufs_format::dinode::IFSOCK);
+            && !matches!(
+                di.file_type(),
+                ufs_format::dinode::IFCHR
+                    | ufs_format::dinode::IFBLK
+                    | ufs_format::dinode::IFIFO
+                    | ufs_format::dinode::IFSOCK
+            );
         if has_blocks {
             self.truncate_data(ino, &mut di, 0, crate::alloc::Reserve::Privileged)?;
         }

@@ -81,7 +81,11 @@ pub fn measure(fs: &Fs, dir: u64) -> Result<LayoutReport> {
         name_locality: ascending(&by_name),
         files_with_data: firsts.len() as u64,
         data_locality: ascending(&firsts),
-        same_group_data: if firsts.is_empty() { 1.0 } else { same as f64 / firsts.len() as f64 },
+        same_group_data: if firsts.is_empty() {
+            1.0
+        } else {
+            same as f64 / firsts.len() as f64
+        },
         inode_groups: groups.len() as u64,
     })
 }
@@ -97,13 +101,30 @@ mod tests {
     #[test]
     fn fresh_directory_follows_inode_order_and_reverse_names_do_not() {
         let dev = Arc::new(MemDevice::new(64 << 20));
-        newfs(&*dev, &NewfsParams { seed: Some(1), time: Some(1), ..Default::default() }).unwrap();
-        let fs = Fs::open(Box::new(dev.clone()), MountOptions { seed: Some(1), ..Default::default() }).unwrap();
+        newfs(
+            &*dev,
+            &NewfsParams {
+                seed: Some(1),
+                time: Some(1),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let fs = Fs::open(
+            Box::new(dev.clone()),
+            MountOptions {
+                seed: Some(1),
+                ..Default::default()
+            },
+        )
+        .unwrap();
         let d = fs.mkdir(fs.root(), b"d", 0o755, Cred::ROOT).unwrap().ino;
         // Created in reverse name order: directory order follows inodes,
         // sorted-name order runs against them.
         for i in (0..200).rev() {
-            let a = fs.mknod(d, format!("f{i:04}").as_bytes(), 0o100644, 0, Cred::ROOT).unwrap();
+            let a = fs
+                .mknod(d, format!("f{i:04}").as_bytes(), 0o100644, 0, Cred::ROOT)
+                .unwrap();
             fs.write(a.ino, 0, &[1u8; 100], Cred::ROOT).unwrap();
         }
         fs.mknod(d, b"fifo", 0o010644, 0, Cred::ROOT).unwrap();

@@ -28,5 +28,3 @@ pub mod tunefs;
 pub use error::{Error, ErrorKind, Result};
 pub use fs::{DirPref, MountOptions};
 pub use ops::{Attr, Cred, FileKind, Fs, RenameMode, SetAttr, StatFs, Time, TimeSet};
-
-

@@ -249,15 +249,25 @@ fn check_params(p: &NewfsParams) -> Result<(i64, i64)> {
     } else {
         DFL_FRAGSIZE.max(p.bsize / MAXFRAG as u64)
     };
-    let bsize = if p.bsize != 0 { p.bsize } else { DFL_BLKSIZE.min(8 * fsize).max(fsize) };
+    let bsize = if p.bsize != 0 {
+        p.bsize
+    } else {
+        DFL_BLKSIZE.min(8 * fsize).max(fsize)
+    };
     if !bsize.is_power_of_two() || !(MINBSIZE as u64..=MAXBSIZE as u64).contains(&bsize) {
-        return Err(invalid(format!("block size {bsize} is not a power of two between {MINBSIZE} and {MAXBSIZE}")));
+        return Err(invalid(format!(
+            "block size {bsize} is not a power of two between {MINBSIZE} and {MAXBSIZE}"
+        )));
     }
     if !fsize.is_power_of_two() || fsize < SECTOR as u64 {
-        return Err(invalid(format!("fragment size {fsize} is not a power of two of at least {SECTOR}")));
+        return Err(invalid(format!(
+            "fragment size {fsize} is not a power of two of at least {SECTOR}"
+        )));
     }
     if fsize > bsize {
-        return Err(invalid(format!("fragment size {fsize} is larger than the block size {bsize}")));
+        return Err(invalid(format!(
+            "fragment size {fsize} is larger than the block size {bsize}"
+        )));
     }
     if bsize / fsize > MAXFRAG as u64 {
         return Err(invalid(format!(
@@ -266,17 +276,26 @@ fn check_params(p: &NewfsParams) -> Result<(i64, i64)> {
         )));
     }
     if p.minfree > 99 {
-        return Err(invalid(format!("minimum free space {}% is not in 0..=99", p.minfree)));
+        return Err(invalid(format!(
+            "minimum free space {}% is not in 0..=99",
+            p.minfree
+        )));
     }
     if p.optim != FS_OPTTIME && p.optim != FS_OPTSPACE {
-        return Err(invalid(format!("optimization preference {} is neither time (0) nor space (1)", p.optim)));
+        return Err(invalid(format!(
+            "optimization preference {} is neither time (0) nor space (1)",
+            p.optim
+        )));
     }
     let int_max = i32::MAX as u64;
     if p.avgfilesize == 0 || p.avgfilesize as u64 > int_max {
         return Err(invalid(format!("bad average file size {}", p.avgfilesize)));
     }
     if p.avgfpdir == 0 || p.avgfpdir as u64 > int_max {
-        return Err(invalid(format!("bad average files per directory {}", p.avgfpdir)));
+        return Err(invalid(format!(
+            "bad average files per directory {}",
+            p.avgfpdir
+        )));
     }
     if let Some(d) = p.density {
         if d == 0 || d > int_max {
@@ -285,7 +304,9 @@ fn check_params(p: &NewfsParams) -> Result<(i64, i64)> {
     }
     if let Some(m) = p.maxbpg {
         if m == 0 || m > int_max {
-            return Err(invalid(format!("bad blocks per file in a cylinder group {m}")));
+            return Err(invalid(format!(
+                "bad blocks per file in a cylinder group {m}"
+            )));
         }
     }
     if let Some(c) = p.maxblkspercg {
@@ -294,10 +315,19 @@ fn check_params(p: &NewfsParams) -> Result<(i64, i64)> {
         }
     }
     if p.volname.len() >= MAXVOLLEN {
-        return Err(invalid(format!("volume label is longer than {} bytes", MAXVOLLEN - 1)));
+        return Err(invalid(format!(
+            "volume label is longer than {} bytes",
+            MAXVOLLEN - 1
+        )));
     }
-    if !p.volname.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'-') {
-        return Err(invalid("bad volume label: valid characters are letters, digits, '-' and '_'"));
+    if !p
+        .volname
+        .bytes()
+        .all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'-')
+    {
+        return Err(invalid(
+            "bad volume label: valid characters are letters, digits, '-' and '_'",
+        ));
     }
     Ok((bsize as i64, fsize as i64))
 }
@@ -308,7 +338,9 @@ fn compute_layout(p: &NewfsParams, fs_bytes: u64) -> Result<Layout> {
     let mut notes = Vec::new();
     let mut optim = p.optim;
     if (p.minfree as i64) < MINFREE as i64 && optim != FS_OPTSPACE {
-        notes.push(format!("Warning: changing optimization to space because minfree is less than {MINFREE}%"));
+        notes.push(format!(
+            "Warning: changing optimization to space because minfree is less than {MINFREE}%"
+        ));
         optim = FS_OPTSPACE;
     }
     let sectors = (fs_bytes / SECTOR as u64).min(i64::MAX as u64) as i64;
@@ -325,7 +357,9 @@ fn compute_layout(p: &NewfsParams, fs_bytes: u64) -> Result<Layout> {
 
     'restart: loop {
         if bsize > MAXBSIZE as i64 {
-            return Err(invalid(format!("file system of {fs_bytes} bytes needs blocks larger than {MAXBSIZE} bytes")));
+            return Err(invalid(format!(
+                "file system of {fs_bytes} bytes needs blocks larger than {MAXBSIZE} bytes"
+            )));
         }
         let frag = bsize / fsize;
         let maxbsize = if maxbsize_req < bsize || !(maxbsize_req as u64).is_power_of_two() {
@@ -336,7 +370,11 @@ fn compute_layout(p: &NewfsParams, fs_bytes: u64) -> Result<Layout> {
             maxbsize_req
         };
         let maxcontig = maxcontig_req.max(maxbsize / bsize);
-        let contigsumsize = if maxcontig > 1 { maxcontig.min(FS_MAXCONTIG) } else { 0 };
+        let contigsumsize = if maxcontig > 1 {
+            maxcontig.min(FS_MAXCONTIG)
+        } else {
+            0
+        };
         let bshift = ilog2(bsize);
         let fshift = ilog2(fsize);
         let fragshift = ilog2(frag);
@@ -366,7 +404,10 @@ fn compute_layout(p: &NewfsParams, fs_bytes: u64) -> Result<Layout> {
             if density == 0 {
                 density = NFPI.max(minfpi) * fsize;
             } else if density < minfpi * fsize {
-                notes.push(format!("density increased from {density} to {}", minfpi * fsize));
+                notes.push(format!(
+                    "density increased from {density} to {}",
+                    minfpi * fsize
+                ));
                 density = minfpi * fsize;
             }
             let origdensity = density;
@@ -461,7 +502,9 @@ fn compute_layout(p: &NewfsParams, fs_bytes: u64) -> Result<Layout> {
             if cgsize_of(fpg, ipg) > bsize {
                 internal_retries += 1;
                 if internal_retries > 4 {
-                    return Err(invalid(format!("no cylinder group size fits in a {bsize}-byte block")));
+                    return Err(invalid(format!(
+                        "no cylinder group size fits in a {bsize}-byte block"
+                    )));
                 }
                 notes.push(format!("cylinder group of {fpg} fragments does not fit in a block; retrying with smaller groups"));
                 maxblkspercg = (fpg >> fragshift) - 1;
@@ -472,7 +515,9 @@ fn compute_layout(p: &NewfsParams, fs_bytes: u64) -> Result<Layout> {
             let cgsize = roundup(cgsize_of(fpg, ipg), fsize);
             let dblkno = iblkno + ipg / inopf;
             let cssize = roundup(ncg * Csum::SIZE as i64, fsize);
-            let sbsize = roundup(SBSIZE_STRUCT as i64, fsize).min(SBLOCKSIZE as i64).max(SECTOR);
+            let sbsize = roundup(SBSIZE_STRUCT as i64, fsize)
+                .min(SBLOCKSIZE as i64)
+                .max(SECTOR);
             let minfree = p.minfree as i64;
             let metaspace = match p.metaspace {
                 Some(0) => 0,
@@ -523,10 +568,16 @@ fn compute_layout(p: &NewfsParams, fs_bytes: u64) -> Result<Layout> {
 /// FreeBSD's superblock validation or its allocator would refuse.
 fn check_layout(l: &Layout) -> Result<()> {
     if l.fpg > i32::MAX as i64 || l.ncg > u32::MAX as i64 || l.ncg < 1 {
-        return Err(invalid(format!("{} cylinder groups of {} fragments cannot be represented", l.ncg, l.fpg)));
+        return Err(invalid(format!(
+            "{} cylinder groups of {} fragments cannot be represented",
+            l.ncg, l.fpg
+        )));
     }
     let inopb = l.bsize / DINODE_SIZE as i64;
-    if l.ipg.checked_mul(l.ncg).is_none_or(|n| n > (1i64 << 32) - inopb) {
+    if l.ipg
+        .checked_mul(l.ncg)
+        .is_none_or(|n| n > (1i64 << 32) - inopb)
+    {
         return Err(invalid(format!(
             "{} cylinder groups of {} inodes exceed the 32-bit inode number space (use a larger -i)",
             l.ncg, l.ipg
@@ -553,14 +604,23 @@ fn check_layout(l: &Layout) -> Result<()> {
     }
     let dsize = l.size - l.sblkno - l.ncg * (l.dblkno - l.sblkno) - csfrags;
     if dsize <= 0 {
-        return Err(invalid(format!("file system of {} fragments has no data space", l.size)));
+        return Err(invalid(format!(
+            "file system of {} fragments has no data space",
+            l.size
+        )));
     }
     Ok(())
 }
 
 /// The superblock for a layout, with `fs_magic` already UFS2 and the counter
 /// totals still zero (filled in once the groups are built).
-fn build_superblock(l: &Layout, p: &NewfsParams, utime: i64, media_bytes: u64, id1: u32) -> Superblock {
+fn build_superblock(
+    l: &Layout,
+    p: &NewfsParams,
+    utime: i64,
+    media_bytes: u64,
+    id1: u32,
+) -> Superblock {
     let mut sb = Superblock::zeroed();
     sb.set_fs_old_flags(FS_FLAGS_UPDATED as u8);
     let mut flags = 0;
@@ -749,7 +809,10 @@ fn build_cg(g: &Geometry, c: u64, utime: i64) -> Cg {
     cg.set_cg_time(utime);
     cg.set_cg_ndblk(ndblk as u32);
     cg.set_cg_initediblk(g.ipg.min(2 * g.inopb) as u32);
-    let mut cs = Csum { cs_nifree: g.ipg as i32, ..Csum::default() };
+    let mut cs = Csum {
+        cs_nifree: g.ipg as i32,
+        ..Csum::default()
+    };
     if c == 0 {
         // Inodes 0 and 1 are never handed out.
         for i in 0..UFS_ROOTINO {
@@ -792,7 +855,9 @@ fn alloc_dir_frag(cg: &mut Cg, g: &Geometry) -> Result<u64> {
         }
         d += g.frag;
     }
-    Err(invalid("the first cylinder group has no free block for the root directory (file system too small)"))
+    Err(invalid(
+        "the first cylinder group has no free block for the root directory (file system too small)",
+    ))
 }
 
 /// What differs between the directories newfs makes.
@@ -835,7 +900,11 @@ fn dir_block(fsize: u64, entries: &[(u32, &[u8])]) -> Vec<u8> {
     let mut off = 0usize;
     for (i, (ino, name)) in entries.iter().enumerate() {
         let sz = ufs_format::dir::dirsiz(name.len());
-        let reclen = if i + 1 == entries.len() { DIRBLKSIZ - off } else { sz };
+        let reclen = if i + 1 == entries.len() {
+            DIRBLKSIZ - off
+        } else {
+            sz
+        };
         ufs_format::dir::write_entry(&mut b, off, *ino, reclen as u16, dt::DT_DIR, name);
         off += reclen;
     }
@@ -859,7 +928,11 @@ fn add_csum(t: &mut CsumTotal, c: Csum, times: i64) {
 }
 
 /// newfs(8)'s printed report.
-fn summary_text(l: &Layout, softupdates: bool, backups_sectors: impl Iterator<Item = u64>) -> String {
+fn summary_text(
+    l: &Layout,
+    softupdates: bool,
+    backups_sectors: impl Iterator<Item = u64>,
+) -> String {
     let mut s = String::new();
     for n in &l.notes {
         let _ = writeln!(s, "{n}");
@@ -939,7 +1012,9 @@ fn validate_new(sb: &Superblock, l: &Layout) -> Result<Geometry> {
 
 fn file_system_bytes(device_size: u64, p: &NewfsParams) -> Result<u64> {
     match p.size {
-        Some(s) if s > device_size => Err(invalid(format!("file system size {s} bytes is larger than the device ({device_size} bytes)"))),
+        Some(s) if s > device_size => Err(invalid(format!(
+            "file system size {s} bytes is larger than the device ({device_size} bytes)"
+        ))),
         Some(s) => Ok(s),
         None => Ok(device_size),
     }
@@ -992,7 +1067,10 @@ pub fn newfs(dev: &dyn BlockDevice, p: &NewfsParams) -> Result<NewfsReport> {
     if totals != expected_totals(&g) {
         return Err(Error::new(
             ErrorKind::Invalid,
-            format!("internal error: counted free space {totals:?} differs from the expected {:?}", expected_totals(&g)),
+            format!(
+                "internal error: counted free space {totals:?} differs from the expected {:?}",
+                expected_totals(&g)
+            ),
         ));
     }
     // Backups carry the totals of the file system before the root exists.
@@ -1001,7 +1079,11 @@ pub fn newfs(dev: &dyn BlockDevice, p: &NewfsParams) -> Result<NewfsReport> {
     // The root directory and .snap, allocated in group 0 in memory.
     let csum0_before = cg0.cg_cs();
     let root_frag = alloc_dir_frag(&mut cg0, &g)?;
-    let snap_frag = if p.no_snap { None } else { Some(alloc_dir_frag(&mut cg0, &g)?) };
+    let snap_frag = if p.no_snap {
+        None
+    } else {
+        Some(alloc_dir_frag(&mut cg0, &g)?)
+    };
     recount_space(&mut cg0, &g);
     let mut cs0 = cg0.cg_cs();
     let ndirs = if p.no_snap { 1 } else { 2 };
@@ -1010,7 +1092,13 @@ pub fn newfs(dev: &dyn BlockDevice, p: &NewfsParams) -> Result<NewfsReport> {
         cs0.cs_nifree -= 1;
     }
     cg0.set_cg_cs(cs0);
-    let root_spec = DirSpec { mode: IFDIR | 0o755, nlink: if p.no_snap { 2 } else { 3 }, gid: 0, frag: root_frag, depth: 0 };
+    let root_spec = DirSpec {
+        mode: IFDIR | 0o755,
+        nlink: if p.no_snap { 2 } else { 3 },
+        gid: 0,
+        frag: root_frag,
+        depth: 0,
+    };
     let root_di = dir_inode(&g, utime, &root_spec, ckhash_ino);
     let root_blk = if p.no_snap {
         dir_block(fsize, &[(2, b"."), (2, b"..")])
@@ -1018,7 +1106,13 @@ pub fn newfs(dev: &dyn BlockDevice, p: &NewfsParams) -> Result<NewfsReport> {
         dir_block(fsize, &[(2, b"."), (2, b".."), (3, b".snap")])
     };
     let snap = snap_frag.map(|f| {
-        let spec = DirSpec { mode: IFDIR | 0o775, nlink: 2, gid: OPERATOR_GID, frag: f, depth: 1 };
+        let spec = DirSpec {
+            mode: IFDIR | 0o775,
+            nlink: 2,
+            gid: OPERATOR_GID,
+            frag: f,
+            depth: 1,
+        };
         let di = dir_inode(&g, utime, &spec, ckhash_ino);
         (f, di, dir_block(fsize, &[(3, b"."), (2, b"..")]))
     });
@@ -1153,8 +1247,15 @@ mod tests {
         ];
         for (bytes, size, ncg, fpg, ipg, dblkno, cgsize, metaspace) in cases {
             let l = plan(bytes, &p);
-            assert_eq!((l.size, l.ncg, l.fpg, l.ipg, l.dblkno, l.cgsize, l.metaspace), (size, ncg, fpg, ipg, dblkno, cgsize, metaspace), "{bytes}");
-            assert_eq!((l.sblkno, l.cblkno, l.iblkno, l.sbsize, l.maxbpg), (24, 32, 40, 4096, 4096));
+            assert_eq!(
+                (l.size, l.ncg, l.fpg, l.ipg, l.dblkno, l.cgsize, l.metaspace),
+                (size, ncg, fpg, ipg, dblkno, cgsize, metaspace),
+                "{bytes}"
+            );
+            assert_eq!(
+                (l.sblkno, l.cblkno, l.iblkno, l.sbsize, l.maxbpg),
+                (24, 32, 40, 4096, 4096)
+            );
             assert_eq!(l.maxfilesize, 2252349704110079);
             assert_eq!((l.maxcontig, l.contigsumsize), (32, 16));
             let sb = build_superblock(&l, &p, 0, bytes, 1);
@@ -1175,9 +1276,24 @@ mod tests {
         let g = sb.validate(SBLOCK_UFS2).unwrap();
         assert_eq!(sb.fs_dsize(), 253831);
         let cg0 = build_cg(&g, 0, 0);
-        assert_eq!((cg0.cg_cs().cs_nbfree, cg0.cg_cs().cs_nffree, cg0.cg_frsum(7)), (7930, 7, 1));
+        assert_eq!(
+            (
+                cg0.cg_cs().cs_nbfree,
+                cg0.cg_cs().cs_nffree,
+                cg0.cg_frsum(7)
+            ),
+            (7930, 7, 1)
+        );
         assert_eq!(cg0.cg_iusedoff(), 168);
-        assert_eq!((cg0.cg_freeoff(), cg0.cg_clustersumoff(), cg0.cg_clusteroff(), cg0.cg_nextfreeoff()), (4280, 12472, 12540, 13565));
+        assert_eq!(
+            (
+                cg0.cg_freeoff(),
+                cg0.cg_clustersumoff(),
+                cg0.cg_clusteroff(),
+                cg0.cg_nextfreeoff()
+            ),
+            (4280, 12472, 12540, 13565)
+        );
         let cg1 = build_cg(&g, 1, 0);
         assert_eq!((cg1.cg_cs().cs_nbfree, cg1.cg_cs().cs_nffree), (7934, 0));
         let cg3 = build_cg(&g, 3, 0);
@@ -1188,21 +1304,46 @@ mod tests {
         assert_eq!(alloc_dir_frag(&mut c, &g).unwrap(), 2104);
         assert_eq!(alloc_dir_frag(&mut c, &g).unwrap(), 2112);
         recount_space(&mut c, &g);
-        assert_eq!((c.cg_cs().cs_nbfree, c.cg_cs().cs_nffree, c.cg_frsum(7), c.cg_cs().cs_ndir), (7928, 21, 3, 2));
+        assert_eq!(
+            (
+                c.cg_cs().cs_nbfree,
+                c.cg_cs().cs_nffree,
+                c.cg_frsum(7),
+                c.cg_cs().cs_ndir
+            ),
+            (7928, 21, 3, 2)
+        );
     }
 
     #[test]
     fn counted_totals_equal_freebsd_formula() {
-        for (bsize, fsize) in [(4096, 512), (4096, 4096), (8192, 1024), (16384, 2048), (32768, 4096), (65536, 8192), (65536, 65536), (32768, 8192)] {
+        for (bsize, fsize) in [
+            (4096, 512),
+            (4096, 4096),
+            (8192, 1024),
+            (16384, 2048),
+            (32768, 4096),
+            (65536, 8192),
+            (65536, 65536),
+            (32768, 8192),
+        ] {
             for mib in [1u64, 2, 3, 5, 17, 64, 100, 333, 1024, 4099] {
                 let bytes = mib << 20;
-                let p = NewfsParams { bsize, fsize, ..Default::default() };
-                let Ok(l) = compute_layout(&p, bytes) else { continue };
+                let p = NewfsParams {
+                    bsize,
+                    fsize,
+                    ..Default::default()
+                };
+                let Ok(l) = compute_layout(&p, bytes) else {
+                    continue;
+                };
                 if check_layout(&l).is_err() {
                     continue;
                 }
                 let sb = build_superblock(&l, &p, 0, bytes, 1);
-                let Ok(g) = sb.validate(SBLOCK_UFS2) else { continue };
+                let Ok(g) = sb.validate(SBLOCK_UFS2) else {
+                    continue;
+                };
                 let mut t = CsumTotal::default();
                 for c in 0..g.ncg {
                     add_csum(&mut t, build_cg(&g, c, 0).cg_cs(), 1);
@@ -1219,7 +1360,10 @@ mod tests {
                 let mut m = [0u8; 5];
                 set_bit_range(&mut m, s, e);
                 for i in 0..40u64 {
-                    assert_eq!(m[(i / 8) as usize] & (1 << (i % 8)) != 0, (s..e).contains(&i));
+                    assert_eq!(
+                        m[(i / 8) as usize] & (1 << (i % 8)) != 0,
+                        (s..e).contains(&i)
+                    );
                 }
             }
         }
@@ -1230,7 +1374,12 @@ mod tests {
         for bytes in [1u64 << 40, 1 << 46, 1 << 50, 1 << 56, 1 << 60, u64::MAX] {
             for (bsize, fsize) in [(32768, 4096), (4096, 512), (65536, 65536)] {
                 for density in [None, Some(4096), Some(i32::MAX as u64)] {
-                    let p = NewfsParams { bsize, fsize, density, ..Default::default() };
+                    let p = NewfsParams {
+                        bsize,
+                        fsize,
+                        density,
+                        ..Default::default()
+                    };
                     match newfs_plan(bytes, &p) {
                         Ok(r) => assert!(r.ncg * r.ipg <= 1 << 32, "{bytes} {bsize}/{fsize}"),
                         Err(e) => assert_eq!(e.kind, ErrorKind::Invalid),
@@ -1243,13 +1392,27 @@ mod tests {
         // and a larger density works.
         let e = newfs_plan(1 << 50, &NewfsParams::default()).unwrap_err();
         assert!(e.msg.contains("-i"), "{e}");
-        let r = newfs_plan(1 << 50, &NewfsParams { density: Some(1 << 20), ..Default::default() }).unwrap();
+        let r = newfs_plan(
+            1 << 50,
+            &NewfsParams {
+                density: Some(1 << 20),
+                ..Default::default()
+            },
+        )
+        .unwrap();
         assert!(r.ncg * r.ipg <= (1 << 32) - 128);
     }
 
     #[test]
     fn defaults_follow_newfs() {
-        let d = |b, f| check_params(&NewfsParams { bsize: b, fsize: f, ..Default::default() }).unwrap();
+        let d = |b, f| {
+            check_params(&NewfsParams {
+                bsize: b,
+                fsize: f,
+                ..Default::default()
+            })
+            .unwrap()
+        };
         assert_eq!(d(0, 0), (32768, 4096));
         assert_eq!(d(65536, 0), (65536, 8192));
         assert_eq!(d(4096, 0), (4096, 4096));

@@ -151,9 +151,16 @@ pub struct Fs {
 }
 
 fn attr_of(ino: u64, di: &Dinode, bsize: u64) -> Result<Attr> {
-    let kind = FileKind::from_mode(di.di_mode())
-        .ok_or_else(|| Error::corrupt(format!("inode {ino}: unknown file type in mode {:o}", di.di_mode())))?;
-    let t = |s: i64, n: i32| Time { sec: s, nsec: n.clamp(0, 999_999_999) as u32 };
+    let kind = FileKind::from_mode(di.di_mode()).ok_or_else(|| {
+        Error::corrupt(format!(
+            "inode {ino}: unknown file type in mode {:o}",
+            di.di_mode()
+        ))
+    })?;
+    let t = |s: i64, n: i32| Time {
+        sec: s,
+        nsec: n.clamp(0, 999_999_999) as u32,
+    };
     Ok(Attr {
         ino,
         size: di.di_size(),
@@ -167,7 +174,11 @@ fn attr_of(ino: u64, di: &Dinode, bsize: u64) -> Result<Attr> {
         nlink: di.nlink(),
         uid: di.di_uid(),
         gid: di.di_gid(),
-        rdev: if matches!(kind, FileKind::CharDev | FileKind::BlockDev) { di.di_rdev() } else { 0 },
+        rdev: if matches!(kind, FileKind::CharDev | FileKind::BlockDev) {
+            di.di_rdev()
+        } else {
+            0
+        },
         flags: di.di_flags(),
         gen: di.di_gen(),
         blksize: bsize as u32,
@@ -186,7 +197,10 @@ fn set_dirdepth(di: &mut Dinode, d: u32) {
 
 fn check_name(name: &[u8]) -> Result<()> {
     if name.len() > MAXNAMLEN {
-        return Err(Error::new(ErrorKind::NameTooLong, format!("name of {} bytes exceeds {MAXNAMLEN}", name.len())));
+        return Err(Error::new(
+            ErrorKind::NameTooLong,
+            format!("name of {} bytes exceeds {MAXNAMLEN}", name.len()),
+        ));
     }
     if name.is_empty() || name.contains(&b'/') || name.contains(&0) {
         return Err(Error::new(ErrorKind::Invalid, "invalid file name"));
@@ -212,14 +226,20 @@ fn touch(di: &mut Dinode, m: bool, c: bool, a: bool) {
 
 impl Fs {
     pub fn open(dev: Box<dyn BlockDevice>, opts: MountOptions) -> Result<Fs> {
-        Ok(Fs { core: Mutex::new(FsCore::open(dev, opts)?) })
+        Ok(Fs {
+            core: Mutex::new(FsCore::open(dev, opts)?),
+        })
     }
 
     /// Opens an image file or device, locking it for the life of the value.
     pub fn open_path(path: &std::path::Path, opts: MountOptions) -> Result<Fs> {
         let mut dev: Box<dyn BlockDevice> = Box::new(FileDevice::open(path, !opts.read_only)?);
         if let Some(spec) = &opts.disk {
-            dev = Box::new(crate::dev::model::ModeledDisk::new(dev, spec.clone(), opts.disk_sleep)?);
+            dev = Box::new(crate::dev::model::ModeledDisk::new(
+                dev,
+                spec.clone(),
+                opts.disk_sleep,
+            )?);
         }
         if opts.readahead > 0 {
             dev = Box::new(crate::dev::ReadAheadDevice::new(dev, opts.readahead));
@@ -264,7 +284,10 @@ impl Fs {
                 let di = live_inode(&mut c, f.ino)?;
                 attr_of(f.ino, &di, c.g.bsize)
             }
-            None => Err(Error::new(ErrorKind::NotFound, format!("{} not found", String::from_utf8_lossy(name)))),
+            None => Err(Error::new(
+                ErrorKind::NotFound,
+                format!("{} not found", String::from_utf8_lossy(name)),
+            )),
         }
     }
 
@@ -293,19 +316,38 @@ impl Fs {
     }
 
     /// Creates a regular file, fifo, socket or device node.
-    pub fn mknod(&self, parent: u64, name: &[u8], mode: u32, rdev: u32, cred: Cred) -> Result<Attr> {
+    pub fn mknod(
+        &self,
+        parent: u64,
+        name: &[u8],
+        mode: u32,
+        rdev: u32,
+        cred: Cred,
+    ) -> Result<Attr> {
         let fmt = (mode as u16) & dinode::IFMT;
         let fmt = if fmt == 0 { dinode::IFREG } else { fmt };
-        if !matches!(fmt, dinode::IFREG | dinode::IFIFO | dinode::IFSOCK | dinode::IFCHR | dinode::IFBLK) {
-            return Err(Error::new(ErrorKind::Invalid, "mknod: unsupported file type"));
+        if !matches!(
+            fmt,
+            dinode::IFREG | dinode::IFIFO | dinode::IFSOCK | dinode::IFCHR | dinode::IFBLK
+        ) {
+            return Err(Error::new(
+                ErrorKind::Invalid,
+                "mknod: unsupported file type",
+            ));
         }
-        self.make_node(parent, name, fmt | (mode as u16 & 0o7777), cred, |c, ino, di| {
-            if matches!(fmt, dinode::IFCHR | dinode::IFBLK) {
-                di.set_di_rdev(rdev);
-            }
-            let _ = (c, ino);
-            Ok(())
-        })
+        self.make_node(
+            parent,
+            name,
+            fmt | (mode as u16 & 0o7777),
+            cred,
+            |c, ino, di| {
+                if matches!(fmt, dinode::IFCHR | dinode::IFBLK) {
+                    di.set_di_rdev(rdev);
+                }
+                let _ = (c, ino);
+                Ok(())
+            },
+        )
     }
 
     pub fn mkdir(&self, parent: u64, name: &[u8], mode: u32, cred: Cred) -> Result<Attr> {
@@ -315,10 +357,19 @@ impl Fs {
         let mut pdi = dir_inode(&mut c, parent)?;
         must_be_absent(&mut c, parent, &pdi, name)?;
         if pdi.nlink() >= UFS_LINK_MAX {
-            return Err(Error::new(ErrorKind::TooManyLinks, "parent directory has too many links"));
+            return Err(Error::new(
+                ErrorKind::TooManyLinks,
+                "parent directory has too many links",
+            ));
         }
         let ino = c.alloc_inode(parent, true)?;
-        let mut di = fresh_inode(&mut c, ino, dinode::IFDIR | (mode as u16 & 0o7777), cred, &pdi)?;
+        let mut di = fresh_inode(
+            &mut c,
+            ino,
+            dinode::IFDIR | (mode as u16 & 0o7777),
+            cred,
+            &pdi,
+        )?;
         di.set_nlink(2);
         set_dirdepth(&mut di, dirdepth(&pdi) + 1);
         let r = c.dir_init(ino, &mut di, parent, cred.reserve());
@@ -340,7 +391,10 @@ impl Fs {
 
     pub fn symlink(&self, parent: u64, name: &[u8], target: &[u8], cred: Cred) -> Result<Attr> {
         if target.is_empty() || target.len() > 1023 {
-            return Err(Error::new(ErrorKind::NameTooLong, "symlink target must be 1 to 1023 bytes"));
+            return Err(Error::new(
+                ErrorKind::NameTooLong,
+                "symlink target must be 1 to 1023 bytes",
+            ));
         }
         self.make_node(parent, name, dinode::IFLNK | 0o777, cred, |c, ino, di| {
             if target.len() < c.sb.fs_maxsymlinklen() as usize {
@@ -411,7 +465,10 @@ impl Fs {
         c.check_writable()?;
         let mut di = live_inode(&mut c, ino)?;
         if di.is_dir() {
-            return Err(Error::new(ErrorKind::Permission, "hard links to directories are not allowed"));
+            return Err(Error::new(
+                ErrorKind::Permission,
+                "hard links to directories are not allowed",
+            ));
         }
         if di.nlink() >= UFS_LINK_MAX {
             return Err(Error::new(ErrorKind::TooManyLinks, "too many links"));
@@ -422,7 +479,14 @@ impl Fs {
         di.set_nlink(di.nlink() + 1);
         touch(&mut di, false, true, false);
         c.write_inode(ino, &di)?;
-        if let Err(e) = c.dir_enter(newparent, &mut pdi, newname, ino, iftodt(di.di_mode()), Reserve::Privileged) {
+        if let Err(e) = c.dir_enter(
+            newparent,
+            &mut pdi,
+            newname,
+            ino,
+            iftodt(di.di_mode()),
+            Reserve::Privileged,
+        ) {
             c.write_inode(newparent, &pdi)?;
             di.set_nlink(di.nlink() - 1);
             c.write_inode(ino, &di)?;
@@ -476,7 +540,14 @@ impl Fs {
         drop_link(&mut c, f.ino, 2)
     }
 
-    pub fn rename(&self, parent: u64, name: &[u8], newparent: u64, newname: &[u8], mode: RenameMode) -> Result<()> {
+    pub fn rename(
+        &self,
+        parent: u64,
+        name: &[u8],
+        newparent: u64,
+        newname: &[u8],
+        mode: RenameMode,
+    ) -> Result<()> {
         check_name(name)?;
         check_name(newname)?;
         if name == b"." || name == b".." || newname == b"." || newname == b".." {
@@ -491,8 +562,15 @@ impl Fs {
         let sdi = live_inode(&mut c, src.ino)?;
         let src_is_dir = sdi.is_dir();
         match (mode, &dst) {
-            (RenameMode::NoReplace, Some(_)) => return Err(Error::new(ErrorKind::Exists, "target exists")),
-            (RenameMode::Exchange, None) => return Err(Error::new(ErrorKind::NotFound, "exchange target does not exist")),
+            (RenameMode::NoReplace, Some(_)) => {
+                return Err(Error::new(ErrorKind::Exists, "target exists"))
+            }
+            (RenameMode::Exchange, None) => {
+                return Err(Error::new(
+                    ErrorKind::NotFound,
+                    "exchange target does not exist",
+                ))
+            }
             _ => {}
         }
         if let Some(d) = &dst {
@@ -502,29 +580,51 @@ impl Fs {
         }
         // A directory may not move into its own subtree.
         if src_is_dir && parent != newparent && is_ancestor(&mut c, src.ino, newparent)? {
-            return Err(Error::new(ErrorKind::Invalid, "cannot move a directory into itself"));
+            return Err(Error::new(
+                ErrorKind::Invalid,
+                "cannot move a directory into itself",
+            ));
         }
         if mode == RenameMode::Exchange {
-            let d = dst.clone().ok_or_else(|| Error::new(ErrorKind::NotFound, "target vanished"))?;
+            let d = dst
+                .clone()
+                .ok_or_else(|| Error::new(ErrorKind::NotFound, "target vanished"))?;
             let ddi = live_inode(&mut c, d.ino)?;
             if ddi.is_dir() && parent != newparent && is_ancestor(&mut c, d.ino, parent)? {
-                return Err(Error::new(ErrorKind::Invalid, "cannot move a directory into itself"));
+                return Err(Error::new(
+                    ErrorKind::Invalid,
+                    "cannot move a directory into itself",
+                ));
             }
-            return exchange(&mut c, parent, name, src.ino, &sdi, newparent, newname, d.ino, &ddi);
+            return exchange(
+                &mut c, parent, name, src.ino, &sdi, newparent, newname, d.ino, &ddi,
+            );
         }
         if let Some(d) = &dst {
             let ddi = live_inode(&mut c, d.ino)?;
             if src_is_dir && !ddi.is_dir() {
-                return Err(Error::new(ErrorKind::NotDir, "cannot replace a non-directory with a directory"));
+                return Err(Error::new(
+                    ErrorKind::NotDir,
+                    "cannot replace a non-directory with a directory",
+                ));
             }
             if !src_is_dir && ddi.is_dir() {
-                return Err(Error::new(ErrorKind::IsDir, "cannot replace a directory with a non-directory"));
+                return Err(Error::new(
+                    ErrorKind::IsDir,
+                    "cannot replace a directory with a non-directory",
+                ));
             }
             if ddi.is_dir() && !c.dir_is_empty(d.ino, &ddi)? {
-                return Err(Error::new(ErrorKind::NotEmpty, "target directory not empty"));
+                return Err(Error::new(
+                    ErrorKind::NotEmpty,
+                    "target directory not empty",
+                ));
             }
         } else if src_is_dir && parent != newparent && npdi.nlink() >= UFS_LINK_MAX {
-            return Err(Error::new(ErrorKind::TooManyLinks, "target directory has too many links"));
+            return Err(Error::new(
+                ErrorKind::TooManyLinks,
+                "target directory has too many links",
+            ));
         }
         // 1. Bump the source's link count (crash leaves it high, not low).
         let mut sdi = sdi;
@@ -537,7 +637,14 @@ impl Fs {
         match &dst {
             Some(_) => c.dir_rewrite(newparent, &npdi, newname, src.ino, dtype)?,
             None => {
-                if let Err(e) = c.dir_enter(newparent, &mut npdi, newname, src.ino, dtype, Reserve::Privileged) {
+                if let Err(e) = c.dir_enter(
+                    newparent,
+                    &mut npdi,
+                    newname,
+                    src.ino,
+                    dtype,
+                    Reserve::Privileged,
+                ) {
                     c.write_inode(newparent, &npdi)?;
                     sdi.set_nlink(sdi.nlink() - 1);
                     c.write_inode(src.ino, &sdi)?;
@@ -593,7 +700,10 @@ impl Fs {
                 return Err(Error::new(ErrorKind::IsDir, "cannot truncate a directory"));
             }
             if !di.is_reg() {
-                return Err(Error::new(ErrorKind::Invalid, "can only truncate regular files"));
+                return Err(Error::new(
+                    ErrorKind::Invalid,
+                    "can only truncate regular files",
+                ));
             }
             let r = c.truncate_data(ino, &mut di, size, cred.reserve());
             touch(&mut di, true, true, false);
@@ -643,7 +753,9 @@ impl Fs {
         let data = c.read_data(ino, &di, off, size)?;
         // relatime: update atime only if it is older than mtime or ctime.
         let at = (di.di_atime(), di.di_atimensec());
-        if !c.read_only && (at < (di.di_mtime(), di.di_mtimensec()) || at < (di.di_ctime(), di.di_ctimensec())) {
+        if !c.read_only
+            && (at < (di.di_mtime(), di.di_mtimensec()) || at < (di.di_ctime(), di.di_ctimensec()))
+        {
             touch(&mut di, false, false, true);
             c.write_inode(ino, &di)?;
         }
@@ -655,7 +767,10 @@ impl Fs {
         c.check_writable()?;
         let mut di = live_inode(&mut c, ino)?;
         if !di.is_reg() {
-            return Err(Error::new(ErrorKind::Invalid, "can only write regular files"));
+            return Err(Error::new(
+                ErrorKind::Invalid,
+                "can only write regular files",
+            ));
         }
         let r = c.write_data(ino, &mut di, off, data, cred.reserve());
         touch(&mut di, true, true, false);
@@ -716,7 +831,11 @@ impl Fs {
             None => None,
             Some(ino) => {
                 let di = dir_inode(&mut c, ino)?;
-                let verified = if verify { Some(c.dir_verify_index(ino, &di)?) } else { None };
+                let verified = if verify {
+                    Some(c.dir_verify_index(ino, &di)?)
+                } else {
+                    None
+                };
                 let described = c.dirhash.describe(ino);
                 Some(DirIndexInfo {
                     ino,
@@ -737,7 +856,10 @@ impl Fs {
             disk_model: c.opts.disk.as_ref().map(|d| d.name.to_string()),
             disk: c.cache.device().disk_stats(),
             inode_order: c.opts.inode_order.name().to_string(),
-            placement: crate::alloc::placement::PlacementStats { directories: c.placement.dirs.len() as u64, ..c.placement.stats },
+            placement: crate::alloc::placement::PlacementStats {
+                directories: c.placement.dirs.len() as u64,
+                ..c.placement.stats
+            },
         })
     }
 
@@ -754,7 +876,12 @@ impl Fs {
             match comp {
                 std::path::Component::Normal(n) => ino = self.lookup(ino, n.as_bytes())?.ino,
                 std::path::Component::CurDir | std::path::Component::RootDir => {}
-                _ => return Err(Error::new(ErrorKind::Invalid, format!("path {} is not plain", path.display()))),
+                _ => {
+                    return Err(Error::new(
+                        ErrorKind::Invalid,
+                        format!("path {} is not plain", path.display()),
+                    ))
+                }
             }
         }
         Ok(ino)
@@ -804,14 +931,21 @@ pub struct DirIndexInfo {
 
 /// The entry `name` of directory `dir`, or `NotFound`.
 fn must_find(c: &mut FsCore, dir: u64, ddi: &Dinode, name: &[u8]) -> Result<crate::dir::Found> {
-    c.dir_lookup(dir, ddi, name)?
-        .ok_or_else(|| Error::new(ErrorKind::NotFound, format!("{} not found", String::from_utf8_lossy(name))))
+    c.dir_lookup(dir, ddi, name)?.ok_or_else(|| {
+        Error::new(
+            ErrorKind::NotFound,
+            format!("{} not found", String::from_utf8_lossy(name)),
+        )
+    })
 }
 
 /// `Exists` unless directory `dir` lacks `name`.
 fn must_be_absent(c: &mut FsCore, dir: u64, ddi: &Dinode, name: &[u8]) -> Result<()> {
     if c.dir_lookup(dir, ddi, name)?.is_some() {
-        return Err(Error::new(ErrorKind::Exists, format!("{} exists", String::from_utf8_lossy(name))));
+        return Err(Error::new(
+            ErrorKind::Exists,
+            format!("{} exists", String::from_utf8_lossy(name)),
+        ));
     }
     Ok(())
 }
@@ -819,7 +953,10 @@ fn must_be_absent(c: &mut FsCore, dir: u64, ddi: &Dinode, name: &[u8]) -> Result
 fn live_inode(c: &mut FsCore, ino: u64) -> Result<Dinode> {
     let di = c.read_inode(ino)?;
     if di.di_mode() == 0 {
-        return Err(Error::new(ErrorKind::NotFound, format!("inode {ino} is not in use")));
+        return Err(Error::new(
+            ErrorKind::NotFound,
+            format!("inode {ino} is not in use"),
+        ));
     }
     Ok(di)
 }
@@ -827,7 +964,10 @@ fn live_inode(c: &mut FsCore, ino: u64) -> Result<Dinode> {
 fn dir_inode(c: &mut FsCore, ino: u64) -> Result<Dinode> {
     let di = live_inode(c, ino)?;
     if !di.is_dir() {
-        return Err(Error::new(ErrorKind::NotDir, format!("inode {ino} is not a directory")));
+        return Err(Error::new(
+            ErrorKind::NotDir,
+            format!("inode {ino} is not a directory"),
+        ));
     }
     Ok(di)
 }
@@ -837,7 +977,9 @@ fn dir_inode(c: &mut FsCore, ino: u64) -> Result<Dinode> {
 fn fresh_inode(c: &mut FsCore, ino: u64, mode: u16, cred: Cred, parent: &Dinode) -> Result<Dinode> {
     let old = c.read_inode(ino)?;
     if old.di_mode() != 0 {
-        return Err(Error::corrupt(format!("inode {ino} allocated while in use (bitmap disagrees with inode table)")));
+        return Err(Error::corrupt(format!(
+            "inode {ino} allocated while in use (bitmap disagrees with inode table)"
+        )));
     }
     let mut di = Dinode::default();
     let mut gen = old.di_gen().wrapping_add(1);
@@ -849,7 +991,11 @@ fn fresh_inode(c: &mut FsCore, ino: u64, mode: u16, cred: Cred, parent: &Dinode)
     di.set_di_uid(cred.uid);
     // Linux semantics: the caller's group, or the parent's under setgid.
     let setgid_parent = parent.di_mode() & 0o2000 != 0;
-    di.set_di_gid(if setgid_parent { parent.di_gid() } else { cred.gid });
+    di.set_di_gid(if setgid_parent {
+        parent.di_gid()
+    } else {
+        cred.gid
+    });
     if setgid_parent && mode & dinode::IFMT == dinode::IFDIR {
         di.set_di_mode(mode | 0o2000);
     }
@@ -939,7 +1085,17 @@ fn set_depths(c: &mut FsCore, ino: u64, depth: u32) -> Result<()> {
 }
 
 #[allow(clippy::too_many_arguments)]
-fn exchange(c: &mut FsCore, p1: u64, n1: &[u8], i1: u64, d1: &Dinode, p2: u64, n2: &[u8], i2: u64, d2: &Dinode) -> Result<()> {
+fn exchange(
+    c: &mut FsCore,
+    p1: u64,
+    n1: &[u8],
+    i1: u64,
+    d1: &Dinode,
+    p2: u64,
+    n2: &[u8],
+    i2: u64,
+    d2: &Dinode,
+) -> Result<()> {
     let pd1 = dir_inode(c, p1)?;
     c.dir_rewrite(p1, &pd1, n1, i2, iftodt(d2.di_mode()))?;
     let pd2 = dir_inode(c, p2)?;

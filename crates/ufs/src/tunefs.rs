@@ -29,23 +29,41 @@ pub fn tunefs(dev: &dyn BlockDevice, p: &TuneParams) -> Result<Vec<String>> {
     let mut changes = Vec::new();
     if let Some(v) = p.avgfilesize {
         if v == 0 {
-            return Err(Error::new(ErrorKind::Invalid, "average file size must be positive"));
+            return Err(Error::new(
+                ErrorKind::Invalid,
+                "average file size must be positive",
+            ));
         }
-        changes.push(format!("average file size changes from {} to {v}", sb.fs_avgfilesize()));
+        changes.push(format!(
+            "average file size changes from {} to {v}",
+            sb.fs_avgfilesize()
+        ));
         sb.set_fs_avgfilesize(v);
     }
     if let Some(v) = p.avgfpdir {
         if v == 0 {
-            return Err(Error::new(ErrorKind::Invalid, "expected files per directory must be positive"));
+            return Err(Error::new(
+                ErrorKind::Invalid,
+                "expected files per directory must be positive",
+            ));
         }
-        changes.push(format!("expected number of files per directory changes from {} to {v}", sb.fs_avgfpdir()));
+        changes.push(format!(
+            "expected number of files per directory changes from {} to {v}",
+            sb.fs_avgfpdir()
+        ));
         sb.set_fs_avgfpdir(v);
     }
     if let Some(v) = p.minfree {
         if v > 99 {
-            return Err(Error::new(ErrorKind::Invalid, "minimum free space must be 0..99 percent"));
+            return Err(Error::new(
+                ErrorKind::Invalid,
+                "minimum free space must be 0..99 percent",
+            ));
         }
-        changes.push(format!("minimum percentage of free space changes from {}% to {v}%", sb.fs_minfree()));
+        changes.push(format!(
+            "minimum percentage of free space changes from {}% to {v}%",
+            sb.fs_minfree()
+        ));
         sb.set_fs_minfree(v as i32);
         if v >= 8 && sb.fs_optim() == FS_OPTSPACE {
             changes.push("should optimize for time with minfree >= 8%".into());
@@ -56,19 +74,36 @@ pub fn tunefs(dev: &dyn BlockDevice, p: &TuneParams) -> Result<Vec<String>> {
     }
     if let Some(o) = p.optim {
         let name = |o: i32| if o == FS_OPTSPACE { "space" } else { "time" };
-        changes.push(format!("optimization preference changes from {} to {}", name(sb.fs_optim()), name(o)));
+        changes.push(format!(
+            "optimization preference changes from {} to {}",
+            name(sb.fs_optim()),
+            name(o)
+        ));
         sb.set_fs_optim(o);
     }
     if let Some(on) = p.softupdates {
         let f = sb.fs_flags();
-        sb.set_fs_flags(if on { f | FS_DOSOFTDEP } else { f & !(FS_DOSOFTDEP | FS_SUJ) });
-        changes.push(format!("soft updates {}", if on { "set" } else { "cleared" }));
+        sb.set_fs_flags(if on {
+            f | FS_DOSOFTDEP
+        } else {
+            f & !(FS_DOSOFTDEP | FS_SUJ)
+        });
+        changes.push(format!(
+            "soft updates {}",
+            if on { "set" } else { "cleared" }
+        ));
     }
     if let Some(n) = &p.volname {
         if n.len() >= MAXVOLLEN {
-            return Err(Error::new(ErrorKind::NameTooLong, format!("volume name longer than {} bytes", MAXVOLLEN - 1)));
+            return Err(Error::new(
+                ErrorKind::NameTooLong,
+                format!("volume name longer than {} bytes", MAXVOLLEN - 1),
+            ));
         }
-        changes.push(format!("volume label changes from '{}' to '{n}'", sb.fs_volname()));
+        changes.push(format!(
+            "volume label changes from '{}' to '{n}'",
+            sb.fs_volname()
+        ));
         sb.set_fs_volname(n);
     }
     if changes.is_empty() {
@@ -108,7 +143,11 @@ pub fn print(dev: &dyn BlockDevice) -> Result<String> {
         sb.fs_avgfilesize(),
         sb.fs_avgfpdir(),
         sb.fs_minfree(),
-        if sb.fs_optim() == FS_OPTSPACE { "space" } else { "time" },
+        if sb.fs_optim() == FS_OPTSPACE {
+            "space"
+        } else {
+            "time"
+        },
         sb.fs_volname(),
         onoff(f & FS_METACKHASH != 0),
     ))

@@ -1,9 +1,9 @@
 //! Randomized directory operations checked against a model: every answer
 //! of lookup, create, unlink and rename must match a map of names, under
 //! each inode order for large directories.
-use testkit::*;
 use proptest::prelude::*;
 use std::collections::BTreeMap;
+use testkit::*;
 use ufs::{Cred, ErrorKind, Fs, MountOptions, RenameMode};
 
 #[derive(Debug, Clone)]

@@ -20,18 +20,39 @@ const R: Cred = Cred::ROOT;
 fn mkfs(bytes: u64) -> Arc<MemDevice> {
     let dev = Arc::new(MemDevice::new(bytes));
     // Plenty of inodes: one per 2 KiB.
-    newfs(&*dev, &NewfsParams { seed: Some(1), time: Some(1_700_000_000), density: Some(2048), ..Default::default() }).unwrap();
+    newfs(
+        &*dev,
+        &NewfsParams {
+            seed: Some(1),
+            time: Some(1_700_000_000),
+            density: Some(2048),
+            ..Default::default()
+        },
+    )
+    .unwrap();
     dev
 }
 
 fn mount(dev: &Arc<MemDevice>, dh: DirhashConfig) -> Fs {
-    Fs::open(Box::new(dev.clone()), MountOptions { seed: Some(3), dirhash: dh, ..Default::default() }).unwrap()
+    Fs::open(
+        Box::new(dev.clone()),
+        MountOptions {
+            seed: Some(3),
+            dirhash: dh,
+            ..Default::default()
+        },
+    )
+    .unwrap()
 }
 
 fn fsck_clean(dev: &Arc<MemDevice>) {
     let snap = MemDevice::from_vec(dev.snapshot());
     let r = fsck(&snap, FsckMode::Check).unwrap();
-    assert!(r.findings.is_empty(), "fsck: {:?}", r.findings.iter().map(|f| &f.message).collect::<Vec<_>>());
+    assert!(
+        r.findings.is_empty(),
+        "fsck: {:?}",
+        r.findings.iter().map(|f| &f.message).collect::<Vec<_>>()
+    );
 }
 
 /// Name `i` of the pool: lengths from 1 to 255 bytes so records of every
@@ -76,7 +97,13 @@ impl Run {
         let fs = mount(dev, dh);
         let a = fs.mkdir(fs.root(), b"a", 0o755, R).unwrap().ino;
         let b = fs.mkdir(fs.root(), b"b", 0o755, R).unwrap().ino;
-        Run { fs, dirs: [a, b], model: [BTreeMap::new(), BTreeMap::new()], next_fresh: 1_000_000, max_entries }
+        Run {
+            fs,
+            dirs: [a, b],
+            model: [BTreeMap::new(), BTreeMap::new()],
+            next_fresh: 1_000_000,
+            max_entries,
+        }
     }
 
     fn create(&mut self, d: usize, n: Vec<u8>) -> Result<(), TestCaseError> {
@@ -84,7 +111,9 @@ impl Run {
         match self.model[d].get(&n) {
             Some(_) => prop_assert_eq!(r.unwrap_err().kind, ErrorKind::Exists),
             None => {
-                let a = r.map_err(|e| TestCaseError::fail(format!("create {:?}: {e}", String::from_utf8_lossy(&n))))?;
+                let a = r.map_err(|e| {
+                    TestCaseError::fail(format!("create {:?}: {e}", String::from_utf8_lossy(&n)))
+                })?;
                 self.model[d].insert(n, a.ino);
             }
         }
@@ -132,24 +161,34 @@ impl Run {
             Op::Lookup(d, i) => {
                 let d = d as usize % 2;
                 // Look up a name that exists when there is one.
-                let n = match self.model[d].keys().nth(i as usize % self.model[d].len().max(1)) {
+                let n = match self.model[d]
+                    .keys()
+                    .nth(i as usize % self.model[d].len().max(1))
+                {
                     Some(n) => n.clone(),
                     None => name(i),
                 };
                 let r = self.fs.lookup(self.dirs[d], &n);
                 match self.model[d].get(&n) {
-                    Some(&ino) => prop_assert_eq!(r.map_err(|e| TestCaseError::fail(e.to_string()))?.ino, ino),
+                    Some(&ino) => {
+                        prop_assert_eq!(r.map_err(|e| TestCaseError::fail(e.to_string()))?.ino, ino)
+                    }
                     None => prop_assert_eq!(r.unwrap_err().kind, ErrorKind::NotFound),
                 }
             }
             Op::Missing(d, i) => {
                 let d = d as usize % 2;
-                let r = self.fs.lookup(self.dirs[d], format!("missing-{i}").as_bytes());
+                let r = self
+                    .fs
+                    .lookup(self.dirs[d], format!("missing-{i}").as_bytes());
                 prop_assert_eq!(r.unwrap_err().kind, ErrorKind::NotFound);
             }
             Op::Remove(d, i) => {
                 let d = d as usize % 2;
-                let n = match self.model[d].keys().nth(i as usize % self.model[d].len().max(1)) {
+                let n = match self.model[d]
+                    .keys()
+                    .nth(i as usize % self.model[d].len().max(1))
+                {
                     Some(n) if i % 5 != 0 => n.clone(),
                     _ => name(i),
                 };
@@ -157,25 +196,42 @@ impl Run {
             }
             Op::Thin(d, pct) => {
                 let d = d as usize % 2;
-                let victims: Vec<Vec<u8>> =
-                    self.model[d].keys().enumerate().filter(|(k, _)| (k * 37 + 11) % 100 < pct as usize).map(|(_, n)| n.clone()).collect();
+                let victims: Vec<Vec<u8>> = self.model[d]
+                    .keys()
+                    .enumerate()
+                    .filter(|(k, _)| (k * 37 + 11) % 100 < pct as usize)
+                    .map(|(_, n)| n.clone())
+                    .collect();
                 for n in victims {
                     self.remove(d, &n)?;
                 }
             }
             Op::Rename(sd, si, dd, di) => {
                 let (sd, dd) = (sd as usize % 2, dd as usize % 2);
-                let src = match self.model[sd].keys().nth(si as usize % self.model[sd].len().max(1)) {
+                let src = match self.model[sd]
+                    .keys()
+                    .nth(si as usize % self.model[sd].len().max(1))
+                {
                     Some(n) => n.clone(),
                     None => name(si),
                 };
                 let dst = if di % 3 == 0 {
                     // Over an existing name.
-                    self.model[dd].keys().nth(di as usize % self.model[dd].len().max(1)).cloned().unwrap_or_else(|| name(di))
+                    self.model[dd]
+                        .keys()
+                        .nth(di as usize % self.model[dd].len().max(1))
+                        .cloned()
+                        .unwrap_or_else(|| name(di))
                 } else {
                     name(di)
                 };
-                let r = self.fs.rename(self.dirs[sd], &src, self.dirs[dd], &dst, RenameMode::Replace);
+                let r = self.fs.rename(
+                    self.dirs[sd],
+                    &src,
+                    self.dirs[dd],
+                    &dst,
+                    RenameMode::Replace,
+                );
                 match self.model[sd].get(&src).copied() {
                     None => prop_assert_eq!(r.unwrap_err().kind, ErrorKind::NotFound),
                     Some(ino) => {
@@ -188,14 +244,19 @@ impl Run {
                 }
             }
         }
-        let (mem, max) = self.fs.with_core(|c| (c.dirhash.mem(), c.dirhash.cfg.maxmem));
+        let (mem, max) = self
+            .fs
+            .with_core(|c| (c.dirhash.mem(), c.dirhash.cfg.maxmem));
         prop_assert!(mem <= max, "dirhash memory {mem} over the budget {max}");
         Ok(())
     }
 
     /// Readdir equals the model; the index agrees with the blocks; the
     /// self-check never fired; fsck is clean after unmount.
-    fn finish(self, dev: &Arc<MemDevice>) -> Result<ufs::dir::dirhash::DirhashStats, TestCaseError> {
+    fn finish(
+        self,
+        dev: &Arc<MemDevice>,
+    ) -> Result<ufs::dir::dirhash::DirhashStats, TestCaseError> {
         for d in 0..2 {
             let mut seen = BTreeMap::new();
             let mut cookie = 0;
@@ -211,7 +272,13 @@ impl Run {
                 }
                 cookie = ents.last().unwrap().next;
             }
-            prop_assert!(seen == self.model[d], "readdir of dir {} differs from the model ({} vs {} names)", d, seen.len(), self.model[d].len());
+            prop_assert!(
+                seen == self.model[d],
+                "readdir of dir {} differs from the model ({} vs {} names)",
+                d,
+                seen.len(),
+                self.model[d].len()
+            );
             let dir = self.dirs[d];
             self.fs
                 .with_core(|c| {
@@ -221,7 +288,12 @@ impl Run {
                 .map_err(|e| TestCaseError::fail(e.to_string()))?;
         }
         let stats = self.fs.with_core(|c| c.dirhash.snapshot());
-        prop_assert_eq!(stats.check_failures, 0, "self-check fired: {:?}", self.fs.with_core(|c| c.dirhash.last_check_failure.clone()));
+        prop_assert_eq!(
+            stats.check_failures,
+            0,
+            "self-check fired: {:?}",
+            self.fs.with_core(|c| c.dirhash.last_check_failure.clone())
+        );
         prop_assert_eq!(stats.dropped_inconsistent, 0);
         self.fs.unmount().unwrap();
         fsck_clean(dev);
@@ -244,9 +316,16 @@ fn op(pool: u32) -> impl Strategy<Value = Op> {
 fn small_config() -> impl Strategy<Value = DirhashConfig> {
     // Tiny budgets force recycling between the two directories; minsize 0
     // hashes even one-chunk directories (the paper's small-range setting).
-    (prop_oneof![Just(0u64), Just(2560)], prop_oneof![Just(3u64 << 10), Just(16u64 << 10), Just(2u64 << 20)]).prop_map(|(minsize, maxmem)| {
-        DirhashConfig { minsize, maxmem, check: true, ..Default::default() }
-    })
+    (
+        prop_oneof![Just(0u64), Just(2560)],
+        prop_oneof![Just(3u64 << 10), Just(16u64 << 10), Just(2u64 << 20)],
+    )
+        .prop_map(|(minsize, maxmem)| DirhashConfig {
+            minsize,
+            maxmem,
+            check: true,
+            ..Default::default()
+        })
 }
 
 proptest! {
@@ -316,12 +395,30 @@ proptest! {
 fn budget_and_lowmem_across_many_directories() {
     let dev = mkfs(256 << 20);
     let maxmem = 64 << 10;
-    let fs = mount(&dev, DirhashConfig { maxmem, reclaimage: Duration::from_secs(5), check: true, ..Default::default() });
+    let fs = mount(
+        &dev,
+        DirhashConfig {
+            maxmem,
+            reclaimage: Duration::from_secs(5),
+            check: true,
+            ..Default::default()
+        },
+    );
     let mut dirs = Vec::new();
     for d in 0..40 {
-        let ino = fs.mkdir(fs.root(), format!("d{d}").as_bytes(), 0o755, R).unwrap().ino;
+        let ino = fs
+            .mkdir(fs.root(), format!("d{d}").as_bytes(), 0o755, R)
+            .unwrap()
+            .ino;
         for f in 0..300 {
-            fs.mknod(ino, format!("file-number-{f:05}").as_bytes(), 0o100644, 0, R).unwrap();
+            fs.mknod(
+                ino,
+                format!("file-number-{f:05}").as_bytes(),
+                0o100644,
+                0,
+                R,
+            )
+            .unwrap();
         }
         dirs.push(ino);
     }
@@ -329,9 +426,13 @@ fn budget_and_lowmem_across_many_directories() {
     for round in 0..3 {
         for &d in &dirs {
             for f in (0..300).step_by(7) {
-                fs.lookup(d, format!("file-number-{f:05}").as_bytes()).unwrap();
+                fs.lookup(d, format!("file-number-{f:05}").as_bytes())
+                    .unwrap();
                 let (mem, hashes) = fs.with_core(|c| (c.dirhash.mem(), c.dirhash.hashes()));
-                assert!(mem <= maxmem, "round {round}: {mem} > {maxmem} with {hashes} hashes");
+                assert!(
+                    mem <= maxmem,
+                    "round {round}: {mem} > {maxmem} with {hashes} hashes"
+                );
             }
         }
     }
@@ -358,12 +459,23 @@ fn budget_and_lowmem_across_many_directories() {
 #[test]
 fn lowmem_frees_oldest_idle_first() {
     let dev = mkfs(128 << 20);
-    let fs = mount(&dev, DirhashConfig { maxmem: 64 << 20, reclaimage: Duration::from_secs(5), ..Default::default() });
+    let fs = mount(
+        &dev,
+        DirhashConfig {
+            maxmem: 64 << 20,
+            reclaimage: Duration::from_secs(5),
+            ..Default::default()
+        },
+    );
     let mut dirs = Vec::new();
     for d in 0..10 {
-        let ino = fs.mkdir(fs.root(), format!("d{d}").as_bytes(), 0o755, R).unwrap().ino;
+        let ino = fs
+            .mkdir(fs.root(), format!("d{d}").as_bytes(), 0o755, R)
+            .unwrap()
+            .ino;
         for f in 0..400 {
-            fs.mknod(ino, format!("m{f:06}").as_bytes(), 0o100644, 0, R).unwrap();
+            fs.mknod(ino, format!("m{f:06}").as_bytes(), 0o100644, 0, R)
+                .unwrap();
         }
         dirs.push(ino);
     }
@@ -377,7 +489,9 @@ fn lowmem_frees_oldest_idle_first() {
         fs.with_core(|c| {
             let di = c.read_inode(d).unwrap();
             // A take/put at `now` marks the directory used.
-            if let ufs::dir::dirhash::Take::Index(ix) = c.dirhash.take(d, di.di_gen(), di.di_size(), now) {
+            if let ufs::dir::dirhash::Take::Index(ix) =
+                c.dirhash.take(d, di.di_gen(), di.di_size(), now)
+            {
                 c.dirhash.put(d, ix);
             }
         });
@@ -387,7 +501,11 @@ fn lowmem_frees_oldest_idle_first() {
     let after = fs.with_core(|c| c.dirhash.mem());
     assert!((before - after) * 10 >= before);
     for (k, &d) in dirs.iter().enumerate() {
-        assert_eq!(fs.with_core(|c| c.dirhash.has_index(d)), k >= 5, "directory {k}");
+        assert_eq!(
+            fs.with_core(|c| c.dirhash.has_index(d)),
+            k >= 5,
+            "directory {k}"
+        );
     }
 }
 
@@ -395,34 +513,57 @@ fn lowmem_frees_oldest_idle_first() {
 #[test]
 fn memory_per_directory_byte() {
     let dev = mkfs(256 << 20);
-    let fs = mount(&dev, DirhashConfig { maxmem: 64 << 20, ..Default::default() });
+    let fs = mount(
+        &dev,
+        DirhashConfig {
+            maxmem: 64 << 20,
+            ..Default::default()
+        },
+    );
     let d = fs.mkdir(fs.root(), b"big", 0o755, R).unwrap().ino;
     for f in 0..20_000 {
-        fs.mknod(d, format!("f{f:08}").as_bytes(), 0o100644, 0, R).unwrap();
+        fs.mknod(d, format!("f{f:08}").as_bytes(), 0o100644, 0, R)
+            .unwrap();
     }
     // Built afresh at its final size (the figure of section 3.4).
     fs.drop_caches().unwrap();
     fs.lookup(d, b"f00000001").unwrap();
     let (mem, bytes, _) = fs.with_core(|c| c.dirhash.describe(d)).expect("hashed");
     let ratio = mem as f64 / bytes as f64;
-    assert!((0.49..0.53).contains(&ratio), "{ratio} bytes of index per directory byte ({mem} for {bytes})");
+    assert!(
+        (0.49..0.53).contains(&ratio),
+        "{ratio} bytes of index per directory byte ({mem} for {bytes})"
+    );
 }
 
 /// dirhash=off, below the threshold, and the sequential shortcut.
 #[test]
 fn switches_and_counters() {
     let dev = mkfs(128 << 20);
-    let fs = mount(&dev, DirhashConfig { enabled: false, ..Default::default() });
+    let fs = mount(
+        &dev,
+        DirhashConfig {
+            enabled: false,
+            ..Default::default()
+        },
+    );
     let d = fs.mkdir(fs.root(), b"d", 0o755, R).unwrap().ino;
     for f in 0..2000 {
-        fs.mknod(d, format!("f{f:06}").as_bytes(), 0o100644, 0, R).unwrap();
+        fs.mknod(d, format!("f{f:06}").as_bytes(), 0o100644, 0, R)
+            .unwrap();
     }
     let s = fs.with_core(|c| c.dirhash.snapshot());
     assert_eq!(s.built, 0);
     assert!(s.lookups_linear >= 2000 && s.lookups_hash == 0);
     fs.unmount().unwrap();
 
-    let fs = mount(&dev, DirhashConfig { maxmem: 8 << 20, ..Default::default() });
+    let fs = mount(
+        &dev,
+        DirhashConfig {
+            maxmem: 8 << 20,
+            ..Default::default()
+        },
+    );
     let root = fs.root();
     let d = fs.lookup(root, b"d").unwrap().ino;
     // The root is one chunk: below 2,560 bytes, it stays linear.
@@ -435,7 +576,10 @@ fn switches_and_counters() {
     }
     let s = fs.with_core(|c| c.dirhash.snapshot());
     assert_eq!(s.built, before.built + 1);
-    assert!(s.lookups_sequential - before.lookups_sequential > 1900, "{s:?}");
+    assert!(
+        s.lookups_sequential - before.lookups_sequential > 1900,
+        "{s:?}"
+    );
     // Random order: answered by the hash chains.
     let mut rng = rand::rngs::StdRng::seed_from_u64(5);
     for _ in 0..500 {

@@ -11,18 +11,36 @@ use ufs::{Cred, Fs, MountOptions, RenameMode, SetAttr};
 
 pub fn mkfs(bytes: u64, p: NewfsParams) -> Arc<MemDevice> {
     let dev = Arc::new(MemDevice::new(bytes));
-    newfs(&*dev, &NewfsParams { seed: Some(1), time: Some(1_700_000_000), ..p }).unwrap();
+    newfs(
+        &*dev,
+        &NewfsParams {
+            seed: Some(1),
+            time: Some(1_700_000_000),
+            ..p
+        },
+    )
+    .unwrap();
     dev
 }
 pub fn mount(dev: &Arc<MemDevice>) -> Fs {
-    Fs::open(Box::new(dev.clone()), MountOptions { seed: Some(7), ..Default::default() }).unwrap()
+    Fs::open(
+        Box::new(dev.clone()),
+        MountOptions {
+            seed: Some(7),
+            ..Default::default()
+        },
+    )
+    .unwrap()
 }
 pub fn check(dev: &Arc<MemDevice>) -> FsckReport {
     let snap = MemDevice::from_vec(dev.snapshot());
     fsck(&snap, FsckMode::Check).unwrap()
 }
 pub fn show(r: &FsckReport) -> String {
-    r.findings.iter().map(|f| format!("  [{}] ino={:?} {}\n", f.pass, f.ino, f.message)).collect()
+    r.findings
+        .iter()
+        .map(|f| format!("  [{}] ino={:?} {}\n", f.pass, f.ino, f.message))
+        .collect()
 }
 const R: Cred = Cred::ROOT;
 
@@ -46,22 +64,41 @@ fn fill_leaving(fs: &Fs, keep: i64) -> u64 {
     // also eat fragments so that only whole blocks matter
     let mut i = 0;
     loop {
-        let a = match fs.mknod(r, format!("s{i}").as_bytes(), 0o100644, 0, R) { Ok(a) => a, Err(_) => break };
-        if fs.write(a.ino, 0, b"x", R).is_err() { break; }
+        let a = match fs.mknod(r, format!("s{i}").as_bytes(), 0o100644, 0, R) {
+            Ok(a) => a,
+            Err(_) => break,
+        };
+        if fs.write(a.ino, 0, b"x", R).is_err() {
+            break;
+        }
         i += 1;
     }
     // free blocks from the filler until `keep` whole blocks are free
     let mut len = fs.getattr(filler).unwrap().size;
     while nbfree(fs) < keep {
         len -= bs;
-        fs.setattr(filler, &SetAttr { size: Some(len), ..Default::default() }, R).unwrap();
+        fs.setattr(
+            filler,
+            &SetAttr {
+                size: Some(len),
+                ..Default::default()
+            },
+            R,
+        )
+        .unwrap();
     }
     filler
 }
 
 #[test]
 fn enospc_after_indirect_allocated() {
-    let dev = mkfs(24 << 20, NewfsParams { no_snap: true, ..Default::default() });
+    let dev = mkfs(
+        24 << 20,
+        NewfsParams {
+            no_snap: true,
+            ..Default::default()
+        },
+    );
     {
         let fs = mount(&dev);
         let r = fs.root();
@@ -90,42 +127,79 @@ fn set_db0(fs: &Fs, ino: u64, v: u64) {
 
 #[test]
 fn wild_dir_pointer_readdir() {
-    let dev = mkfs(24 << 20, NewfsParams { no_snap: true, ..Default::default() });
+    let dev = mkfs(
+        24 << 20,
+        NewfsParams {
+            no_snap: true,
+            ..Default::default()
+        },
+    );
     let fs = mount(&dev);
     let d = fs.mkdir(fs.root(), b"d", 0o755, R).unwrap().ino;
     set_db0(&fs, d, u64::MAX);
-    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| fs.readdir(d, 0, 10).map(|v| v.len())));
-    eprintln!("readdir: {:?}", r.as_ref().map(|x| x.as_ref().map_err(|e| e.to_string())));
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        fs.readdir(d, 0, 10).map(|v| v.len())
+    }));
+    eprintln!(
+        "readdir: {:?}",
+        r.as_ref().map(|x| x.as_ref().map_err(|e| e.to_string()))
+    );
     assert!(r.is_ok(), "readdir panicked");
 }
 
 #[test]
 fn wild_file_pointer_unlink() {
-    let dev = mkfs(24 << 20, NewfsParams { no_snap: true, ..Default::default() });
+    let dev = mkfs(
+        24 << 20,
+        NewfsParams {
+            no_snap: true,
+            ..Default::default()
+        },
+    );
     let fs = mount(&dev);
     let f = fs.mknod(fs.root(), b"f", 0o100644, 0, R).unwrap().ino;
     fs.write(f, 0, b"hello", R).unwrap();
     set_db0(&fs, f, u64::MAX);
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| fs.unlink(fs.root(), b"f")));
-    eprintln!("unlink: {:?}", r.as_ref().map(|x| x.as_ref().map_err(|e| e.to_string())));
+    eprintln!(
+        "unlink: {:?}",
+        r.as_ref().map(|x| x.as_ref().map_err(|e| e.to_string()))
+    );
     assert!(r.is_ok(), "unlink panicked");
 }
 
 #[test]
 fn wild_file_pointer_write() {
-    let dev = mkfs(24 << 20, NewfsParams { no_snap: true, ..Default::default() });
+    let dev = mkfs(
+        24 << 20,
+        NewfsParams {
+            no_snap: true,
+            ..Default::default()
+        },
+    );
     let fs = mount(&dev);
     let f = fs.mknod(fs.root(), b"f", 0o100644, 0, R).unwrap().ino;
     fs.write(f, 0, b"hello", R).unwrap();
     set_db0(&fs, f, u64::MAX);
-    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| fs.write(f, 3, b"xxxxxxx", R)));
-    eprintln!("write: {:?}", r.as_ref().map(|x| x.as_ref().map_err(|e| e.to_string())));
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        fs.write(f, 3, b"xxxxxxx", R)
+    }));
+    eprintln!(
+        "write: {:?}",
+        r.as_ref().map(|x| x.as_ref().map_err(|e| e.to_string()))
+    );
     assert!(r.is_ok(), "write panicked");
 }
 
 #[test]
 fn aliased_dir_pointer_overwrites_other_file() {
-    let dev = mkfs(24 << 20, NewfsParams { no_snap: true, ..Default::default() });
+    let dev = mkfs(
+        24 << 20,
+        NewfsParams {
+            no_snap: true,
+            ..Default::default()
+        },
+    );
     let fs = mount(&dev);
     let f = fs.mknod(fs.root(), b"victim", 0o100644, 0, R).unwrap().ino;
     fs.write(f, 0, &vec![0x55u8; 4096], R).unwrap();
@@ -135,13 +209,23 @@ fn aliased_dir_pointer_overwrites_other_file() {
     let dblk = fs.with_core(|c| c.read_inode(d).unwrap().di_db(0));
     fs.with_core(|c| {
         let fsz = c.g.fsize as usize;
-        let data = c.cache.read(dblk, fsz, ufs::cache::BlockKind::Dir).unwrap().to_vec();
-        c.cache.modify(victim_blk, fsz, ufs::cache::BlockKind::Data).unwrap().copy_from_slice(&data);
+        let data = c
+            .cache
+            .read(dblk, fsz, ufs::cache::BlockKind::Dir)
+            .unwrap()
+            .to_vec();
+        c.cache
+            .modify(victim_blk, fsz, ufs::cache::BlockKind::Data)
+            .unwrap()
+            .copy_from_slice(&data);
         c.cache.write_all().unwrap();
     });
     set_db0(&fs, d, (1u64 << 52) + victim_blk);
     let r = fs.mknod(d, b"newname", 0o100644, 0, R);
-    eprintln!("mknod in aliased dir: {:?}", r.as_ref().map(|a| a.ino).map_err(|e| e.to_string()));
+    eprintln!(
+        "mknod in aliased dir: {:?}",
+        r.as_ref().map(|a| a.ino).map_err(|e| e.to_string())
+    );
     let got = fs.lookup(d, b"newname").is_ok();
     eprintln!("entry visible through aliased pointer: {got}");
     fs.with_core(|c| c.cache.write_all().unwrap());
@@ -157,7 +241,15 @@ fn aliased_dir_pointer_overwrites_other_file() {
 fn random_tree_ops_fsck_clean() {
     use rand::{Rng, SeedableRng};
     for seed in 0..40u64 {
-        let dev = mkfs(32 << 20, NewfsParams { no_snap: true, bsize: 4096, fsize: 512, ..Default::default() });
+        let dev = mkfs(
+            32 << 20,
+            NewfsParams {
+                no_snap: true,
+                bsize: 4096,
+                fsize: 512,
+                ..Default::default()
+            },
+        );
         let mut log = Vec::new();
         {
             let fs = mount(&dev);
@@ -177,29 +269,57 @@ fn random_tree_ops_fsck_clean() {
                     3 => fs.unlink(p, n1),
                     4 => fs.rename(p, n1, q, n2, RenameMode::Replace),
                     5 => fs.rename(p, n1, q, n2, RenameMode::Exchange),
-                    6 => fs.lookup(p, n1).and_then(|a| fs.link(a.ino, q, n2)).map(|_| ()),
+                    6 => fs
+                        .lookup(p, n1)
+                        .and_then(|a| fs.link(a.ino, q, n2))
+                        .map(|_| ()),
                     7 => fs.lookup(p, n1).and_then(|a| {
                         let off = rng.gen_range(0..200_000u64);
-                        fs.write(a.ino, off, &vec![9u8; rng.gen_range(1..70_000)], R).map(|_| ())
+                        fs.write(a.ino, off, &vec![9u8; rng.gen_range(1..70_000)], R)
+                            .map(|_| ())
                     }),
                     _ => fs.lookup(p, n1).and_then(|a| {
-                        fs.setattr(a.ino, &SetAttr { size: Some(rng.gen_range(0..300_000u64)), ..Default::default() }, R).map(|_| ())
+                        fs.setattr(
+                            a.ino,
+                            &SetAttr {
+                                size: Some(rng.gen_range(0..300_000u64)),
+                                ..Default::default()
+                            },
+                            R,
+                        )
+                        .map(|_| ())
                     }),
                 };
-                log.push(format!("op{op} p{p} {} q{q} {} -> {:?}", String::from_utf8_lossy(n1), String::from_utf8_lossy(n2), r.as_ref().map_err(|e| e.kind)));
+                log.push(format!(
+                    "op{op} p{p} {} q{q} {} -> {:?}",
+                    String::from_utf8_lossy(n1),
+                    String::from_utf8_lossy(n2),
+                    r.as_ref().map_err(|e| e.kind)
+                ));
                 // drop dirs that vanished
                 dirs.retain(|&d| fs.getattr(d).is_ok());
             }
             fs.unmount().unwrap();
         }
         let r = check(&dev);
-        assert!(r.findings.is_empty(), "seed {seed} findings:\n{}\nlast ops:\n{}", show(&r), log[log.len().saturating_sub(15)..].join("\n"));
+        assert!(
+            r.findings.is_empty(),
+            "seed {seed} findings:\n{}\nlast ops:\n{}",
+            show(&r),
+            log[log.len().saturating_sub(15)..].join("\n")
+        );
     }
 }
 
 #[test]
 fn enospc_truncate_down_into_hole() {
-    let dev = mkfs(24 << 20, NewfsParams { no_snap: true, ..Default::default() });
+    let dev = mkfs(
+        24 << 20,
+        NewfsParams {
+            no_snap: true,
+            ..Default::default()
+        },
+    );
     {
         let fs = mount(&dev);
         let r = fs.root();
@@ -207,9 +327,23 @@ fn enospc_truncate_down_into_hole() {
         let f = fs.mknod(r, b"sparse", 0o100644, 0, R).unwrap().ino;
         fs.write(f, 10 * bs, b"x", R).unwrap();
         fill_leaving(&fs, 0);
-        eprintln!("nbfree {} nffree {}", nbfree(&fs), fs.with_core(|c| c.sb.fs_cstotal().cs_nffree));
-        let e = fs.setattr(f, &SetAttr { size: Some(6 * bs - 1), ..Default::default() }, R);
-        eprintln!("truncate: {:?}", e.as_ref().map(|a| a.size).map_err(|e| e.kind));
+        eprintln!(
+            "nbfree {} nffree {}",
+            nbfree(&fs),
+            fs.with_core(|c| c.sb.fs_cstotal().cs_nffree)
+        );
+        let e = fs.setattr(
+            f,
+            &SetAttr {
+                size: Some(6 * bs - 1),
+                ..Default::default()
+            },
+            R,
+        );
+        eprintln!(
+            "truncate: {:?}",
+            e.as_ref().map(|a| a.size).map_err(|e| e.kind)
+        );
         let a = fs.getattr(f).unwrap();
         eprintln!("size {} blocks {}", a.size, a.blocks);
         fs.unmount().unwrap();
@@ -220,7 +354,15 @@ fn enospc_truncate_down_into_hole() {
 
 #[test]
 fn enospc_growing_directory_past_12_blocks() {
-    let dev = mkfs(24 << 20, NewfsParams { no_snap: true, bsize: 4096, fsize: 512, ..Default::default() });
+    let dev = mkfs(
+        24 << 20,
+        NewfsParams {
+            no_snap: true,
+            bsize: 4096,
+            fsize: 512,
+            ..Default::default()
+        },
+    );
     {
         let fs = mount(&dev);
         let r = fs.root();
@@ -231,14 +373,29 @@ fn enospc_growing_directory_past_12_blocks() {
             fs.mknod(d, name.as_bytes(), 0o100644, 0, R).unwrap();
             i += 1;
         }
-        fs.mknod(d, format!("{:0>200}", "y").as_bytes(), 0o100644, 0, R).unwrap();
-        eprintln!("dir size {} after {} entries", fs.getattr(d).unwrap().size, i);
+        fs.mknod(d, format!("{:0>200}", "y").as_bytes(), 0o100644, 0, R)
+            .unwrap();
+        eprintln!(
+            "dir size {} after {} entries",
+            fs.getattr(d).unwrap().size,
+            i
+        );
         fill_leaving(&fs, 1);
-        eprintln!("nbfree {} nffree {}", nbfree(&fs), fs.with_core(|c| c.sb.fs_cstotal().cs_nffree));
+        eprintln!(
+            "nbfree {} nffree {}",
+            nbfree(&fs),
+            fs.with_core(|c| c.sb.fs_cstotal().cs_nffree)
+        );
         let e = fs.mknod(d, format!("{:0>200}", "z").as_bytes(), 0o100644, 0, R);
         eprintln!("mknod: {:?}", e.as_ref().map(|a| a.ino).map_err(|e| e.kind));
         let di = fs.with_core(|c| c.read_inode(d).unwrap());
-        eprintln!("dir after: size {} blocks {} ib0 {} nbfree {}", di.di_size(), di.di_blocks(), di.di_ib(0), nbfree(&fs));
+        eprintln!(
+            "dir after: size {} blocks {} ib0 {} nbfree {}",
+            di.di_size(),
+            di.di_blocks(),
+            di.di_ib(0),
+            nbfree(&fs)
+        );
         fs.unmount().unwrap();
     }
     let r = check(&dev);
@@ -247,7 +404,13 @@ fn enospc_growing_directory_past_12_blocks() {
 
 #[test]
 fn unaligned_rotor_from_disk() {
-    let dev = mkfs(64 << 20, NewfsParams { no_snap: true, ..Default::default() });
+    let dev = mkfs(
+        64 << 20,
+        NewfsParams {
+            no_snap: true,
+            ..Default::default()
+        },
+    );
     let fs = mount(&dev);
     let (b, frag) = fs.with_core(|c| {
         let mut cg = c.read_cg(1).unwrap();
@@ -255,8 +418,15 @@ fn unaligned_rotor_from_disk() {
         let before = cg.cg_cs();
         c.commit_cg(1, &mut cg, before).unwrap();
         let ino = c.g.ipg + 5;
-        (c.alloc_block(ino, 0, c.g.bsize, ufs::alloc::Reserve::Privileged).unwrap(), c.g.frag)
+        (
+            c.alloc_block(ino, 0, c.g.bsize, ufs::alloc::Reserve::Privileged)
+                .unwrap(),
+            c.g.frag,
+        )
     });
-    eprintln!("block allocated at {b} (frag {frag}, aligned: {})", b % frag == 0);
+    eprintln!(
+        "block allocated at {b} (frag {frag}, aligned: {})",
+        b % frag == 0
+    );
     assert_eq!(b % frag, 0);
 }

@@ -26,9 +26,23 @@ fn have_makefs() -> bool {
 fn makefs(tree: &Path, opts: &str, extra: &[&str]) -> Vec<u8> {
     let dir = tempfile::tempdir().unwrap();
     let img = dir.path().join("img");
-    let o = if opts.is_empty() { "version=2".to_string() } else { format!("version=2,{opts}") };
-    let out = Command::new(MAKEFS).args(["-t", "ffs", "-o", &o]).args(extra).arg(&img).arg(tree).output().expect("run makefs");
-    assert!(out.status.success(), "makefs failed: {}", String::from_utf8_lossy(&out.stderr));
+    let o = if opts.is_empty() {
+        "version=2".to_string()
+    } else {
+        format!("version=2,{opts}")
+    };
+    let out = Command::new(MAKEFS)
+        .args(["-t", "ffs", "-o", &o])
+        .args(extra)
+        .arg(&img)
+        .arg(tree)
+        .output()
+        .expect("run makefs");
+    assert!(
+        out.status.success(),
+        "makefs failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     std::fs::read(&img).unwrap()
 }
 
@@ -48,16 +62,24 @@ fn rich_tree() -> tempfile::TempDir {
     std::os::unix::fs::symlink("f", r.join("a/short")).unwrap();
     std::os::unix::fs::symlink("x".repeat(200), r.join("a/long")).unwrap();
     std::fs::write(r.join("empty"), "").unwrap();
-    let big: Vec<u8> = (0..300 * 1024u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
+    let big: Vec<u8> = (0..300 * 1024u32)
+        .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+        .collect();
     std::fs::write(r.join("big"), &big).unwrap();
     let f = std::fs::File::create(r.join("sparse")).unwrap();
     f.set_len(5 << 20).unwrap();
     drop(f);
-    let mut s = std::fs::OpenOptions::new().append(true).open(r.join("sparse")).unwrap();
+    let mut s = std::fs::OpenOptions::new()
+        .append(true)
+        .open(r.join("sparse"))
+        .unwrap();
     std::io::Write::write_all(&mut s, b"tail").unwrap();
     let _ = Command::new("mkfifo").arg(r.join("fifo")).status();
     // Device nodes need privileges; tests using one skip it when absent.
-    let _ = Command::new("mknod").arg(r.join("chr")).args(["c", "1", "3"]).output();
+    let _ = Command::new("mknod")
+        .arg(r.join("chr"))
+        .args(["c", "1", "3"])
+        .output();
     std::fs::create_dir(r.join("many")).unwrap();
     for i in 0..3000 {
         std::fs::write(r.join(format!("many/entry_with_a_longish_name_{i}")), "").unwrap();
@@ -66,7 +88,11 @@ fn rich_tree() -> tempfile::TempDir {
 }
 
 fn include_tree() -> PathBuf {
-    for p in ["/usr/include/linux", "/usr/include/x86_64-linux-gnu", "/usr/include"] {
+    for p in [
+        "/usr/include/linux",
+        "/usr/include/x86_64-linux-gnu",
+        "/usr/include",
+    ] {
         if Path::new(p).is_dir() {
             return PathBuf::from(p);
         }
@@ -86,7 +112,11 @@ impl Img {
         for loc in [65536u64, 8192] {
             if let Ok(sb) = Superblock::from_bytes(&data[loc as usize..]) {
                 if let Ok(g) = sb.validate(loc) {
-                    return Img { data, g, sbloc: loc };
+                    return Img {
+                        data,
+                        g,
+                        sbloc: loc,
+                    };
                 }
             }
         }
@@ -135,7 +165,12 @@ impl Img {
     fn lookup(&self, path: &str) -> u64 {
         let mut ino = UFS_ROOTINO;
         for comp in path.split('/').filter(|s| !s.is_empty()) {
-            ino = self.entries(ino).iter().find(|e| e.2 == comp.as_bytes()).unwrap_or_else(|| panic!("{path}: no {comp}")).1 as u64;
+            ino = self
+                .entries(ino)
+                .iter()
+                .find(|e| e.2 == comp.as_bytes())
+                .unwrap_or_else(|| panic!("{path}: no {comp}"))
+                .1 as u64;
         }
         ino
     }
@@ -171,7 +206,11 @@ fn show(r: &FsckReport) -> String {
             format!(
                 "  [{}{}{}] {}\n",
                 f.pass,
-                if f.severity == Severity::Preen { " preen" } else { "" },
+                if f.severity == Severity::Preen {
+                    " preen"
+                } else {
+                    ""
+                },
                 if f.fixed { " fixed" } else { "" },
                 f.message
             )
@@ -181,7 +220,11 @@ fn show(r: &FsckReport) -> String {
 
 fn assert_clean(data: &[u8], what: &str) {
     let (r, after) = run(data, FsckMode::Check);
-    assert!(r.findings.is_empty() && r.clean && r.exit_code() == 0, "{what}: expected clean, got:\n{}", show(&r));
+    assert!(
+        r.findings.is_empty() && r.clean && r.exit_code() == 0,
+        "{what}: expected clean, got:\n{}",
+        show(&r)
+    );
     assert!(after == data, "{what}: check mode wrote to the image");
 }
 
@@ -190,11 +233,19 @@ fn detect_and_repair(data: &[u8], expect: &str, what: &str) -> FsckReport {
     let (r, after) = run(data, FsckMode::Check);
     assert_eq!(r.exit_code(), 8, "{what}: check should fail:\n{}", show(&r));
     assert!(!r.clean);
-    assert!(r.findings.iter().any(|f| f.message.contains(expect)), "{what}: no finding containing {expect:?}:\n{}", show(&r));
+    assert!(
+        r.findings.iter().any(|f| f.message.contains(expect)),
+        "{what}: no finding containing {expect:?}:\n{}",
+        show(&r)
+    );
     assert!(after == data, "{what}: check mode wrote to the image");
     let (y, fixed) = run(data, FsckMode::Yes);
     assert_eq!(y.exit_code(), 0, "{what}: -y left problems:\n{}", show(&y));
-    assert!(y.clean && y.modified, "{what}: -y not clean/modified:\n{}", show(&y));
+    assert!(
+        y.clean && y.modified,
+        "{what}: -y not clean/modified:\n{}",
+        show(&y)
+    );
     assert!(y.findings.iter().all(|f| f.fixed));
     let (again, _) = run(&fixed, FsckMode::Check);
     assert!(
@@ -210,21 +261,40 @@ fn preen_fixes(data: &[u8], what: &str) {
     let (p, fixed) = run(data, FsckMode::Preen);
     assert_eq!(p.exit_code(), 0, "{what}: preen should fix:\n{}", show(&p));
     assert!(p.clean);
-    assert!(p.findings.iter().all(|f| f.severity == Severity::Preen && f.fixed));
+    assert!(p
+        .findings
+        .iter()
+        .all(|f| f.severity == Severity::Preen && f.fixed));
     let (again, _) = run(&fixed, FsckMode::Check);
-    assert!(again.findings.is_empty(), "{what}: check after preen:\n{}", show(&again));
+    assert!(
+        again.findings.is_empty(),
+        "{what}: check after preen:\n{}",
+        show(&again)
+    );
 }
 
 fn preen_refuses(data: &[u8], what: &str) {
     let (p, after) = run(data, FsckMode::Preen);
-    assert_eq!(p.exit_code(), 8, "{what}: preen should refuse:\n{}", show(&p));
+    assert_eq!(
+        p.exit_code(),
+        8,
+        "{what}: preen should refuse:\n{}",
+        show(&p)
+    );
     assert!(!p.clean);
-    assert!(p.findings.iter().any(|f| f.severity == Severity::Inconsistency && !f.fixed));
+    assert!(p
+        .findings
+        .iter()
+        .any(|f| f.severity == Severity::Inconsistency && !f.fixed));
     // A full -y run still repairs what preen left.
     let (y, fixed) = run(&after, FsckMode::Yes);
     assert_eq!(y.exit_code(), 0, "{what}: -y after preen:\n{}", show(&y));
     let (again, _) = run(&fixed, FsckMode::Check);
-    assert!(again.findings.is_empty(), "{what}: check after preen+yes:\n{}", show(&again));
+    assert!(
+        again.findings.is_empty(),
+        "{what}: check after preen+yes:\n{}",
+        show(&again)
+    );
 }
 
 fn rich_image() -> Option<Vec<u8>> {
@@ -252,17 +322,36 @@ fn clean_images_are_clean() {
         let img = makefs(t.path(), opts, extra);
         assert_clean(&img, &format!("rich tree {opts}"));
         let (r, _) = run(&img, FsckMode::Check);
-        assert!(r.files > 3000 && r.dirs >= 7, "{opts}: counts {} {}", r.files, r.dirs);
+        assert!(
+            r.files > 3000 && r.dirs >= 7,
+            "{opts}: counts {} {}",
+            r.files,
+            r.dirs
+        );
         // -y only starts tracking directory depths; afterwards all is clean.
         let (y, fixed) = run(&img, FsckMode::Yes);
-        assert!(y.clean && y.exit_code() == 0, "{opts}: -y on clean image:\n{}", show(&y));
-        assert!(y.findings.iter().all(|f| f.message.contains("TRACK DIRECTORY DEPTH")), "{opts}:\n{}", show(&y));
+        assert!(
+            y.clean && y.exit_code() == 0,
+            "{opts}: -y on clean image:\n{}",
+            show(&y)
+        );
+        assert!(
+            y.findings
+                .iter()
+                .all(|f| f.message.contains("TRACK DIRECTORY DEPTH")),
+            "{opts}:\n{}",
+            show(&y)
+        );
         assert_clean(&fixed, &format!("rich tree {opts} after -y"));
     }
     let inc = makefs(&include_tree(), "", &[]);
     assert_clean(&inc, "include tree");
     // Several cylinder groups.
-    let multi = makefs(t.path(), "bsize=4096,fsize=512,density=2048", &["-s", "64m"]);
+    let multi = makefs(
+        t.path(),
+        "bsize=4096,fsize=512,density=2048",
+        &["-s", "64m"],
+    );
     assert!(Img::new(multi.clone()).g.ncg > 1);
     assert_clean(&multi, "multi-cg image");
 }
@@ -292,16 +381,27 @@ fn bitmap_bit_flip() {
     let freeoff = get_u32(&img.data, cg + 96) as usize;
     let rel = img.g.dtogd(root_blk) as usize;
     img.data[cg + freeoff + rel / 8] ^= 1 << (rel % 8);
-    let y = detect_and_repair(&img.data, "BLK(S) MISSING IN BIT MAPS", "bitmap flip (used marked free)");
+    let y = detect_and_repair(
+        &img.data,
+        "BLK(S) MISSING IN BIT MAPS",
+        "bitmap flip (used marked free)",
+    );
     assert!(y.findings.iter().all(|f| f.severity == Severity::Preen));
     preen_fixes(&img.data, "bitmap flip");
     // A free fragment marked used.
     let mut img2 = Img::new(rich_image().unwrap());
     let cg = img2.cg_off(0);
     let ndblk = get_u32(&img2.data, cg + 20) as usize;
-    let rel = (0..ndblk).rev().find(|&r| img2.data[cg + freeoff + r / 8] & (1 << (r % 8)) != 0).unwrap();
+    let rel = (0..ndblk)
+        .rev()
+        .find(|&r| img2.data[cg + freeoff + r / 8] & (1 << (r % 8)) != 0)
+        .unwrap();
     img2.data[cg + freeoff + rel / 8] ^= 1 << (rel % 8);
-    detect_and_repair(&img2.data, "BLK(S) MISSING IN BIT MAPS", "bitmap flip (free marked used)");
+    detect_and_repair(
+        &img2.data,
+        "BLK(S) MISSING IN BIT MAPS",
+        "bitmap flip (free marked used)",
+    );
     preen_fixes(&img2.data, "bitmap flip 2");
 }
 
@@ -338,7 +438,11 @@ fn bad_reclen() {
         set_u16(&mut img.data, off + 4, bad);
         let y = detect_and_repair(&img.data, "CORRUPTED", &format!("d_reclen {bad}"));
         // The names lost with the salvaged chunk come back in lost+found.
-        assert!(y.findings.iter().any(|f| f.message.contains("UNREF")), "{}", show(&y));
+        assert!(
+            y.findings.iter().any(|f| f.message.contains("UNREF")),
+            "{}",
+            show(&y)
+        );
         preen_refuses(&img.data, "bad reclen");
     }
 }
@@ -364,8 +468,15 @@ fn wrong_cg_counter() {
     let cs = img.frag_off(img.g.csaddr);
     let v = get_u32(&img.data, cs + 4);
     set_u32(&mut img.data, cs + 4, v + 1);
-    let y = detect_and_repair(&img.data, "SUMMARY BLK COUNT(S) WRONG IN SUPERBLK", "fs_cstotal");
-    assert!(y.findings.iter().any(|f| f.message.contains("FREE BLK COUNT(S) WRONG IN SUPERBLK")));
+    let y = detect_and_repair(
+        &img.data,
+        "SUMMARY BLK COUNT(S) WRONG IN SUPERBLK",
+        "fs_cstotal",
+    );
+    assert!(y
+        .findings
+        .iter()
+        .any(|f| f.message.contains("FREE BLK COUNT(S) WRONG IN SUPERBLK")));
     preen_fixes(&img.data, "totals");
 }
 
@@ -379,7 +490,11 @@ fn duplicate_block() {
     dg.set_di_db(0, img.inode(f).di_db(0));
     img.set_inode(g, &dg);
     let y = detect_and_repair(&img.data, "DUP", "duplicate block");
-    assert!(y.findings.iter().any(|f| f.pass == "pass1b"), "{}", show(&y));
+    assert!(
+        y.findings.iter().any(|f| f.pass == "pass1b"),
+        "{}",
+        show(&y)
+    );
     preen_refuses(&img.data, "dup");
 }
 
@@ -415,13 +530,20 @@ fn unreferenced_inode() {
     let r = get_u16(&img.data, prev + 4) + get_u16(&img.data, e[i].0 + 4);
     set_u16(&mut img.data, prev + 4, r);
     let y = detect_and_repair(&img.data, "UNREF FILE", "unreferenced inode");
-    assert!(y.findings.iter().any(|f| f.message.contains("lost+found")), "{}", show(&y));
+    assert!(
+        y.findings.iter().any(|f| f.message.contains("lost+found")),
+        "{}",
+        show(&y)
+    );
     preen_fixes(&img.data, "unref file");
     // The file is now in lost+found.
     let (_, fixed) = run(&img.data, FsckMode::Yes);
     let fixed = Img::new(fixed);
     let lf = fixed.lookup("lost+found");
-    assert!(fixed.entries(lf).iter().any(|x| x.1 as u64 == e[i].1 as u64));
+    assert!(fixed
+        .entries(lf)
+        .iter()
+        .any(|x| x.1 as u64 == e[i].1 as u64));
 }
 
 #[test]
@@ -434,14 +556,23 @@ fn orphan_directory() {
     let (off, _, _) = e.iter().find(|x| x.2 == b"b").unwrap().clone();
     set_u32(&mut img.data, off, 0);
     let y = detect_and_repair(&img.data, "UNREF DIR", "orphan directory");
-    assert!(y.findings.iter().any(|f| f.message.contains("LINK COUNT DIR")), "{}", show(&y));
+    assert!(
+        y.findings
+            .iter()
+            .any(|f| f.message.contains("LINK COUNT DIR")),
+        "{}",
+        show(&y)
+    );
     preen_fixes(&img.data, "orphan dir");
     let (_, fixed) = run(&img.data, FsckMode::Yes);
     let fixed = Img::new(fixed);
     let lf = fixed.lookup("lost+found");
     assert!(fixed.entries(lf).iter().any(|x| x.1 as u64 == b));
     // Its '..' now names lost+found.
-    assert!(fixed.entries(b).iter().any(|x| x.2 == b".." && x.1 as u64 == lf));
+    assert!(fixed
+        .entries(b)
+        .iter()
+        .any(|x| x.2 == b".." && x.1 as u64 == lf));
 }
 
 #[test]
@@ -452,15 +583,31 @@ fn orphaned_directory_loop() {
     // grandchild a/b/c: a -> b -> c -> a, unreachable.
     let a = img.lookup("a");
     let c = img.lookup("a/b/c");
-    let root_a = img.entries(UFS_ROOTINO).iter().find(|e| e.2 == b"a").unwrap().0;
+    let root_a = img
+        .entries(UFS_ROOTINO)
+        .iter()
+        .find(|e| e.2 == b"a")
+        .unwrap()
+        .0;
     set_u32(&mut img.data, root_a, 0);
     let dd = img.entries(c)[1].0;
     let r = get_u16(&img.data, dd + 4);
     assert!(r >= 24);
     set_u16(&mut img.data, dd + 4, 12);
-    dir::write_entry(&mut img.data[dd + 12..dd + r as usize], 0, a as u32, r - 12, 4, b"a");
+    dir::write_entry(
+        &mut img.data[dd + 12..dd + r as usize],
+        0,
+        a as u32,
+        r - 12,
+        4,
+        b"a",
+    );
     let y = detect_and_repair(&img.data, "ORPHANED DIRECTORY LOOP", "directory loop");
-    assert!(y.findings.iter().any(|f| f.message.contains("lost+found")), "{}", show(&y));
+    assert!(
+        y.findings.iter().any(|f| f.message.contains("lost+found")),
+        "{}",
+        show(&y)
+    );
 }
 
 #[test]
@@ -524,7 +671,10 @@ fn bad_superblock_magic() {
     detect_and_repair(&img.data, "USING ALTERNATE", "bad primary magic");
     let (p, after) = run(&img.data, FsckMode::Preen);
     assert_eq!(p.exit_code(), 8);
-    assert!(after == img.data, "preen must not install an alternate superblock");
+    assert!(
+        after == img.data,
+        "preen must not install an alternate superblock"
+    );
     // No usable superblock anywhere: a Corrupt error, never a panic.
     let mut z = data.clone();
     for b in z.iter_mut().take(1 << 20) {
@@ -554,14 +704,32 @@ fn ufs1_and_big_endian_are_incompatible() {
     let t = rich_tree();
     let dir = tempfile::tempdir().unwrap();
     let img = dir.path().join("u1");
-    let ok = Command::new(MAKEFS).args(["-t", "ffs", "-o", "version=1"]).arg(&img).arg(t.path()).output().unwrap();
+    let ok = Command::new(MAKEFS)
+        .args(["-t", "ffs", "-o", "version=1"])
+        .arg(&img)
+        .arg(t.path())
+        .output()
+        .unwrap();
     assert!(ok.status.success());
-    let e = fsck(&MemDevice::from_vec(std::fs::read(&img).unwrap()), FsckMode::Check).unwrap_err();
+    let e = fsck(
+        &MemDevice::from_vec(std::fs::read(&img).unwrap()),
+        FsckMode::Check,
+    )
+    .unwrap_err();
     assert_eq!(e.kind, ErrorKind::Incompatible, "{e}");
     let img = dir.path().join("be");
-    let ok = Command::new(MAKEFS).args(["-B", "be", "-t", "ffs", "-o", "version=2"]).arg(&img).arg(t.path()).output().unwrap();
+    let ok = Command::new(MAKEFS)
+        .args(["-B", "be", "-t", "ffs", "-o", "version=2"])
+        .arg(&img)
+        .arg(t.path())
+        .output()
+        .unwrap();
     assert!(ok.status.success());
-    let e = fsck(&MemDevice::from_vec(std::fs::read(&img).unwrap()), FsckMode::Check).unwrap_err();
+    let e = fsck(
+        &MemDevice::from_vec(std::fs::read(&img).unwrap()),
+        FsckMode::Check,
+    )
+    .unwrap_err();
     assert_eq!(e.kind, ErrorKind::Incompatible, "{e}");
 }
 
@@ -610,7 +778,11 @@ fn inode_shape_problems() {
     let mut di = img.inode(free);
     di.set_di_size(1234);
     img.set_inode(free, &di);
-    detect_and_repair(&img.data, "PARTIALLY ALLOCATED INODE", "partially allocated");
+    detect_and_repair(
+        &img.data,
+        "PARTIALLY ALLOCATED INODE",
+        "partially allocated",
+    );
     // A directory whose size is not a multiple of 512 (preen class).
     let mut img = Img::new(data.clone());
     let d = img.lookup("d/e");
@@ -788,9 +960,16 @@ fn random_metadata_damage_never_panics() {
     std::os::unix::fs::symlink("s", r.join("x/y/s")).unwrap();
     std::fs::hard_link(r.join("x/f1"), r.join("x/y/h")).unwrap();
     let _ = Command::new("mkfifo").arg(r.join("x/y/z/p")).status();
-    let iters = std::env::var("FSCK_FUZZ_ITERS").ok().and_then(|s| s.parse().ok()).unwrap_or(300);
+    let iters = std::env::var("FSCK_FUZZ_ITERS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(300);
     let one = makefs(r, "bsize=4096,fsize=512", &["-s", "2m"]);
-    let multi = makefs(r, "bsize=4096,fsize=512,maxbpcg=1024,density=4096", &["-s", "4m"]);
+    let multi = makefs(
+        r,
+        "bsize=4096,fsize=512,maxbpcg=1024,density=4096",
+        &["-s", "4m"],
+    );
     assert!(Img::new(multi.clone()).g.ncg > 1);
     fuzz(&one, iters, 0x9E3779B97F4A7C15);
     fuzz(&multi, iters, 0xD1B54A32D192ED03);
@@ -810,16 +989,39 @@ fn engine_image() -> Vec<u8> {
     use ufs::newfs::{newfs, NewfsParams};
     use ufs::{Cred, Fs, MountOptions};
     let dev = Arc::new(MemDevice::new(6 << 20));
-    let p =
-        NewfsParams { bsize: 4096, fsize: 512, maxblkspercg: Some(2048), seed: Some(9), time: Some(1_700_000_000), ..Default::default() };
+    let p = NewfsParams {
+        bsize: 4096,
+        fsize: 512,
+        maxblkspercg: Some(2048),
+        seed: Some(9),
+        time: Some(1_700_000_000),
+        ..Default::default()
+    };
     newfs(&*dev, &p).unwrap();
-    let fs = Fs::open(Box::new(dev.clone()), MountOptions { seed: Some(9), ..Default::default() }).unwrap();
+    let fs = Fs::open(
+        Box::new(dev.clone()),
+        MountOptions {
+            seed: Some(9),
+            ..Default::default()
+        },
+    )
+    .unwrap();
     let root = Cred::ROOT;
     let a = fs.mkdir(fs.root(), b"a", 0o755, root).unwrap().ino;
     let b = fs.mkdir(a, b"b", 0o755, root).unwrap().ino;
     for i in 0..30usize {
-        let f = fs.mknod(if i % 3 == 0 { b } else { a }, format!("file{i}").as_bytes(), 0o100644, 0, root).unwrap().ino;
-        fs.write(f, 0, &vec![i as u8; (i * 3331) % 70_000], root).unwrap();
+        let f = fs
+            .mknod(
+                if i % 3 == 0 { b } else { a },
+                format!("file{i}").as_bytes(),
+                0o100644,
+                0,
+                root,
+            )
+            .unwrap()
+            .ino;
+        fs.write(f, 0, &vec![i as u8; (i * 3331) % 70_000], root)
+            .unwrap();
     }
     let f = fs.lookup(a, b"file1").unwrap().ino;
     fs.link(f, b, b"again").unwrap();
@@ -893,13 +1095,20 @@ fn fuzz(base: &[u8], iters: usize, seed: u64) {
             if y.clean && again.findings.is_empty() {
                 repaired_clean += 1;
             } else if std::env::var("FSCK_FUZZ_VERBOSE").is_ok() {
-                eprintln!("iteration {it}: after -y:\n{}second check:\n{}", show(&y), show(&again));
+                eprintln!(
+                    "iteration {it}: after -y:\n{}second check:\n{}",
+                    show(&y),
+                    show(&again)
+                );
             }
         }
     }
     eprintln!("{iters} damaged images ({} groups): {setup_errors} refused at setup, {repaired_clean} clean after one -y", g.ncg);
     // One -y run should almost always leave a consistent file system.
-    assert!(repaired_clean * 100 >= yes_ok * 95, "only {repaired_clean} of {yes_ok} repaired in one run");
+    assert!(
+        repaired_clean * 100 >= yes_ok * 95,
+        "only {repaired_clean} of {yes_ok} repaired in one run"
+    );
 }
 
 /// A sparse 2 TiB file system with more than 20,000 cylinder groups, laid
@@ -919,7 +1128,10 @@ fn huge_sparse_image() {
     let t = std::time::Instant::now();
     let r = fsck(&dev, FsckMode::Check).unwrap();
     let el = t.elapsed();
-    eprintln!("2 TiB check: {el:?}, {} groups, free {}", g.ncg, r.free_frags);
+    eprintln!(
+        "2 TiB check: {el:?}, {} groups, free {}",
+        g.ncg, r.free_frags
+    );
     assert!(r.findings.is_empty() && r.clean, "{}", show(&r));
     assert!(r.free_frags > g.size / 2);
     if let Ok(st) = std::fs::read_to_string("/proc/self/status") {
@@ -985,7 +1197,13 @@ fn make_huge(path: &Path) -> Geometry {
     sb.set_fs_maxfilesize(b * 12 - 1 + b * n + b * n * n + b * n * n * n);
     sb.set_fs_clean(1);
     let g = sb.validate(65536).expect("valid geometry");
-    let f = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(path).unwrap();
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(path)
+        .unwrap();
     f.set_len(g.size * g.fsize).unwrap();
     // Root directory in the first free fragment after the summary area.
     let rootblk = g.csaddr + g.cssize / g.fsize;
@@ -999,7 +1217,8 @@ fn make_huge(path: &Path) -> Geometry {
     root.set_di_size(512);
     root.set_di_blocks(g.fsize / 512);
     root.set_di_db(0, rootblk);
-    f.write_all_at(root.as_bytes(), g.cgimin(0) * g.fsize + 2 * 256).unwrap();
+    f.write_all_at(root.as_bytes(), g.cgimin(0) * g.fsize + 2 * 256)
+        .unwrap();
     for c in 0..g.ncg {
         let mut cg = Cg::new_layout(&g, c);
         cg.set_cg_ndblk(g.cg_nfrags(c) as u32);
@@ -1008,7 +1227,8 @@ fn make_huge(path: &Path) -> Geometry {
     }
     let bytes = sb.to_disk_bytes();
     f.write_all_at(&bytes, 65536).unwrap();
-    f.write_all_at(&bytes, g.cgsblock(g.ncg - 1) * g.fsize).unwrap();
+    f.write_all_at(&bytes, g.cgsblock(g.ncg - 1) * g.fsize)
+        .unwrap();
     g
 }
 
@@ -1027,8 +1247,18 @@ fn newfs_and_engine_images_check_clean() {
     use ufs::newfs::{newfs, NewfsParams};
     use ufs::{Cred, Fs, MountOptions, RenameMode, SetAttr};
     let configs = [
-        NewfsParams { seed: Some(1), time: Some(1_700_000_000), ..Default::default() },
-        NewfsParams { bsize: 4096, fsize: 512, seed: Some(2), time: Some(1_700_000_000), ..Default::default() },
+        NewfsParams {
+            seed: Some(1),
+            time: Some(1_700_000_000),
+            ..Default::default()
+        },
+        NewfsParams {
+            bsize: 4096,
+            fsize: 512,
+            seed: Some(2),
+            time: Some(1_700_000_000),
+            ..Default::default()
+        },
         NewfsParams {
             bsize: 65536,
             fsize: 8192,
@@ -1038,7 +1268,13 @@ fn newfs_and_engine_images_check_clean() {
             time: Some(1_700_000_000),
             ..Default::default()
         },
-        NewfsParams { softupdates: true, maxblkspercg: Some(4096), seed: Some(4), time: Some(1_700_000_000), ..Default::default() },
+        NewfsParams {
+            softupdates: true,
+            maxblkspercg: Some(4096),
+            seed: Some(4),
+            time: Some(1_700_000_000),
+            ..Default::default()
+        },
     ];
     for (k, p) in configs.iter().enumerate() {
         let dev = Arc::new(MemDevice::new(96 << 20));
@@ -1046,18 +1282,41 @@ fn newfs_and_engine_images_check_clean() {
         let fresh = dev.snapshot();
         assert_clean(&fresh, &format!("newfs config {k}"));
         let (r, _) = run(&fresh, FsckMode::Yes);
-        assert!(r.findings.is_empty() && !r.modified, "newfs config {k}: -y changed a fresh image:\n{}", show(&r));
+        assert!(
+            r.findings.is_empty() && !r.modified,
+            "newfs config {k}: -y changed a fresh image:\n{}",
+            show(&r)
+        );
         // A workload through the engine.
         {
-            let fs = Fs::open(Box::new(dev.clone()), MountOptions { seed: Some(7), ..Default::default() }).unwrap();
+            let fs = Fs::open(
+                Box::new(dev.clone()),
+                MountOptions {
+                    seed: Some(7),
+                    ..Default::default()
+                },
+            )
+            .unwrap();
             let root = Cred::ROOT;
             let r = fs.root();
             let a = fs.mkdir(r, b"a", 0o755, root).unwrap().ino;
             let b = fs.mkdir(a, b"b", 0o755, root).unwrap().ino;
             let c = fs.mkdir(b, b"c", 0o755, root).unwrap().ino;
             let d = fs.mkdir(r, b"d", 0o755, root).unwrap().ino;
-            for (i, len) in [0usize, 3, 700, 5000, 40_000, 200_000, 1_500_000].iter().enumerate() {
-                let f = fs.mknod(if i % 2 == 0 { a } else { c }, format!("f{i}").as_bytes(), 0o100644, 0, root).unwrap().ino;
+            for (i, len) in [0usize, 3, 700, 5000, 40_000, 200_000, 1_500_000]
+                .iter()
+                .enumerate()
+            {
+                let f = fs
+                    .mknod(
+                        if i % 2 == 0 { a } else { c },
+                        format!("f{i}").as_bytes(),
+                        0o100644,
+                        0,
+                        root,
+                    )
+                    .unwrap()
+                    .ino;
                 let data: Vec<u8> = (0..*len).map(|x| (x * 31 + i) as u8).collect();
                 fs.write(f, 0, &data, root).unwrap();
             }
@@ -1069,12 +1328,28 @@ fn newfs_and_engine_images_check_clean() {
             let s = fs.mknod(r, b"sparse", 0o100600, 0, root).unwrap().ino;
             fs.write(s, 3 << 20, b"tail", root).unwrap();
             let t = fs.lookup(c, b"f5").unwrap().ino;
-            fs.setattr(t, &SetAttr { size: Some(10_000), ..Default::default() }, root).unwrap();
+            fs.setattr(
+                t,
+                &SetAttr {
+                    size: Some(10_000),
+                    ..Default::default()
+                },
+                root,
+            )
+            .unwrap();
             for i in 0..600 {
-                fs.mknod(d, format!("entry_{i:04}_padding_name").as_bytes(), 0o100644, 0, root).unwrap();
+                fs.mknod(
+                    d,
+                    format!("entry_{i:04}_padding_name").as_bytes(),
+                    0o100644,
+                    0,
+                    root,
+                )
+                .unwrap();
             }
             for i in (0..600).step_by(3) {
-                fs.unlink(d, format!("entry_{i:04}_padding_name").as_bytes()).unwrap();
+                fs.unlink(d, format!("entry_{i:04}_padding_name").as_bytes())
+                    .unwrap();
             }
             // Move a subtree up a level (depths change below it).
             fs.rename(a, b"b", d, b"b2", RenameMode::NoReplace).unwrap();

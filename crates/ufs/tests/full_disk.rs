@@ -9,11 +9,28 @@ fn enospc_respects_minfree_and_leaves_counters_consistent() {
         return;
     }
     let t = tempfile::tempdir().unwrap();
-    let img = makefs_empty(t.path(), "full.img", "version=2,minfree=10", "32m", &["-f", "2000"]);
+    let img = makefs_empty(
+        t.path(),
+        "full.img",
+        "version=2,minfree=10",
+        "32m",
+        &["-f", "2000"],
+    );
     let fs = Fs::open_path(&img, MountOptions::default()).unwrap();
-    let user = Cred { uid: 1000, gid: 1000 };
+    let user = Cred {
+        uid: 1000,
+        gid: 1000,
+    };
     let root = fs.root();
-    fs.setattr(root, &ufs::SetAttr { mode: Some(0o777), ..Default::default() }, Cred::ROOT).unwrap();
+    fs.setattr(
+        root,
+        &ufs::SetAttr {
+            mode: Some(0o777),
+            ..Default::default()
+        },
+        Cred::ROOT,
+    )
+    .unwrap();
     let buf = vec![0xabu8; 1 << 20];
     let f = fs.mknod(root, b"user-file", 0o100644, 0, user).unwrap();
     let mut off = 0u64;
@@ -30,7 +47,9 @@ fn enospc_respects_minfree_and_leaves_counters_consistent() {
     assert!(st.bfree > 0, "the reserve is still free for root");
     let user_bytes = off;
     // Root may use the reserve.
-    let r = fs.mknod(root, b"root-file", 0o100644, 0, Cred::ROOT).unwrap();
+    let r = fs
+        .mknod(root, b"root-file", 0o100644, 0, Cred::ROOT)
+        .unwrap();
     let mut roff = 0u64;
     let err = loop {
         match fs.write(r.ino, roff, &buf, Cred::ROOT) {

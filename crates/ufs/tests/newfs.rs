@@ -13,7 +13,12 @@ use ufs_format::*;
 const T: i64 = 1_700_000_000;
 
 fn params(size: Option<u64>) -> NewfsParams {
-    NewfsParams { size, time: Some(T), seed: Some(7), ..Default::default() }
+    NewfsParams {
+        size,
+        time: Some(T),
+        seed: Some(7),
+        ..Default::default()
+    }
 }
 
 fn read(dev: &dyn BlockDevice, off: u64, len: usize) -> Vec<u8> {
@@ -39,7 +44,10 @@ fn check_image(dev: &dyn BlockDevice, p: &NewfsParams, r: &NewfsReport) -> Check
     assert_eq!(sb.fs_magic(), FS_UFS2_MAGIC);
     assert_eq!(sb.fs_sblockactualloc(), SBLOCK_UFS2 as i64);
     assert_eq!(sb.fs_sblockloc(), SBLOCK_UFS2 as i64);
-    assert_eq!((sb.fs_clean(), sb.fs_fmod(), sb.fs_ronly(), sb.fs_state()), (1, 0, 0, 0));
+    assert_eq!(
+        (sb.fs_clean(), sb.fs_fmod(), sb.fs_ronly(), sb.fs_state()),
+        (1, 0, 0, 0)
+    );
     assert_eq!(sb.fs_old_flags(), FS_FLAGS_UPDATED as u8);
     assert_eq!(sb.fs_flags() & FS_DOSOFTDEP != 0, p.softupdates);
     assert_eq!(sb.fs_flags() & !(FS_DOSOFTDEP | FS_METACKHASH), 0);
@@ -51,7 +59,10 @@ fn check_image(dev: &dyn BlockDevice, p: &NewfsParams, r: &NewfsReport) -> Check
         assert_eq!((sb.fs_flags() & FS_METACKHASH, sb.fs_metackhash()), (0, 0));
     }
     assert_eq!(sb.fs_volname(), p.volname);
-    assert_eq!((r.ncg, r.fpg, r.ipg, r.size_frags, r.bsize, r.fsize), (g.ncg, g.fpg, g.ipg, g.size, g.bsize, g.fsize));
+    assert_eq!(
+        (r.ncg, r.fpg, r.ipg, r.size_frags, r.bsize, r.fsize),
+        (g.ncg, g.fpg, g.ipg, g.size, g.bsize, g.fsize)
+    );
     assert_eq!(sb.fs_old_cgmask(), 0);
     assert_eq!(sb.fs_maxbsize() as u64, g.bsize);
     assert_eq!(sb.fs_avgfilesize(), p.avgfilesize);
@@ -62,11 +73,18 @@ fn check_image(dev: &dyn BlockDevice, p: &NewfsParams, r: &NewfsReport) -> Check
     assert_eq!(sb.fs_providersize() as u64, dev.size() / g.fsize);
     assert_eq!(sb.fs_maxcontig() as u64, (1_048_576 / g.bsize).max(1));
     assert_eq!(sb.fs_cstotal().cs_numclusters, 0);
-    assert_eq!(sb.as_bytes()[728..856].iter().filter(|&&b| b != 0).count(), 0, "fs_ocsp/fs_si must be zero");
+    assert_eq!(
+        sb.as_bytes()[728..856].iter().filter(|&&b| b != 0).count(),
+        0,
+        "fs_ocsp/fs_si must be zero"
+    );
     // Geometry rules FreeBSD's validate_sblock has that ours may not.
     let csfrags = g.numfrags(g.cssize);
     assert_eq!(g.csaddr, g.dblkno);
-    assert!(g.dtog(g.csaddr + csfrags) == 0, "summary area must end inside group 0");
+    assert!(
+        g.dtog(g.csaddr + csfrags) == 0,
+        "summary area must end inside group 0"
+    );
     assert!(g.metaspace <= g.fpg / 2);
     assert_eq!(g.maxfilesize, {
         let n = g.nindir;
@@ -78,8 +96,24 @@ fn check_image(dev: &dyn BlockDevice, p: &NewfsParams, r: &NewfsReport) -> Check
     let root = read_inode(dev, &g, 2);
     assert_eq!(root.di_mode(), IFDIR | 0o755);
     assert_eq!(root.nlink(), if snap { 3 } else { 2 });
-    assert_eq!((root.di_uid(), root.di_gid(), root.di_size(), root.di_blocks()), (0, 0, 512, g.fsize / 512));
-    assert_eq!((root.di_mtime(), root.di_ctime(), root.di_atime(), root.di_birthtime()), (T, T, T, T));
+    assert_eq!(
+        (
+            root.di_uid(),
+            root.di_gid(),
+            root.di_size(),
+            root.di_blocks()
+        ),
+        (0, 0, 512, g.fsize / 512)
+    );
+    assert_eq!(
+        (
+            root.di_mtime(),
+            root.di_ctime(),
+            root.di_atime(),
+            root.di_birthtime()
+        ),
+        (T, T, T, T)
+    );
     assert_eq!(root.di_freelink(), 0, "root dirdepth");
     if p.ckhash {
         assert!(root.ckhash_ok());
@@ -87,31 +121,56 @@ fn check_image(dev: &dyn BlockDevice, p: &NewfsParams, r: &NewfsReport) -> Check
     let mut dirfrags = vec![root.di_db(0)];
     let chunk = read(dev, root.di_db(0) * g.fsize, g.fsize as usize);
     let e = ufs_format::dir::parse_chunk(&chunk[..512], &|| "root".into()).unwrap();
-    let names: Vec<(u32, Vec<u8>, u8)> = e.iter().map(|e| (e.ino, e.name.clone(), e.dtype)).collect();
-    let mut want = vec![(2, b".".to_vec(), dt::DT_DIR), (2, b"..".to_vec(), dt::DT_DIR)];
+    let names: Vec<(u32, Vec<u8>, u8)> =
+        e.iter().map(|e| (e.ino, e.name.clone(), e.dtype)).collect();
+    let mut want = vec![
+        (2, b".".to_vec(), dt::DT_DIR),
+        (2, b"..".to_vec(), dt::DT_DIR),
+    ];
     if snap {
         want.push((3, b".snap".to_vec(), dt::DT_DIR));
     }
     assert_eq!(names, want);
-    assert_eq!((e[0].reclen, e[1].reclen), (12, if snap { 12 } else { 500 }));
+    assert_eq!(
+        (e[0].reclen, e[1].reclen),
+        (12, if snap { 12 } else { 500 })
+    );
     assert!(chunk[512..].iter().all(|&b| b == 0));
     if snap {
         let s = read_inode(dev, &g, 3);
         assert_eq!(s.di_mode(), IFDIR | 0o775);
-        assert_eq!((s.nlink(), s.di_uid(), s.di_gid(), s.di_size(), s.di_blocks()), (2, 0, 5, 512, g.fsize / 512));
+        assert_eq!(
+            (
+                s.nlink(),
+                s.di_uid(),
+                s.di_gid(),
+                s.di_size(),
+                s.di_blocks()
+            ),
+            (2, 0, 5, 512, g.fsize / 512)
+        );
         assert_eq!(s.di_freelink(), 1, ".snap dirdepth");
         if p.ckhash {
             assert!(s.ckhash_ok());
         }
         let chunk = read(dev, s.di_db(0) * g.fsize, 512);
         let e = ufs_format::dir::parse_chunk(&chunk, &|| "snap".into()).unwrap();
-        let names: Vec<(u32, Vec<u8>, u16)> = e.iter().map(|e| (e.ino, e.name.clone(), e.reclen)).collect();
-        assert_eq!(names, vec![(3, b".".to_vec(), 12), (2, b"..".to_vec(), 500)]);
+        let names: Vec<(u32, Vec<u8>, u16)> = e
+            .iter()
+            .map(|e| (e.ino, e.name.clone(), e.reclen))
+            .collect();
+        assert_eq!(
+            names,
+            vec![(3, b".".to_vec(), 12), (2, b"..".to_vec(), 500)]
+        );
         dirfrags.push(s.di_db(0));
         assert!(g.dtog(s.di_db(0)) == 0);
     }
     for &f in &dirfrags {
-        assert!(f >= g.csaddr + csfrags && f < g.fpg, "directory fragment {f} in group 0's data area");
+        assert!(
+            f >= g.csaddr + csfrags && f < g.fpg,
+            "directory fragment {f} in group 0's data area"
+        );
     }
     let dirfrags: BTreeSet<u64> = dirfrags.into_iter().collect();
 
@@ -146,7 +205,11 @@ fn check_image(dev: &dyn BlockDevice, p: &NewfsParams, r: &NewfsReport) -> Check
             if let Some(r) = &reference {
                 assert!(without_id(&b) == *r, "cg {c} differs from cg 1");
                 let cs = cg.cg_cs();
-                assert_eq!(Csum::read(&sum, c as usize * 16), cs, "cg {c} summary entry");
+                assert_eq!(
+                    Csum::read(&sum, c as usize * 16),
+                    cs,
+                    "cg {c} summary entry"
+                );
                 tot.cs_ndir += cs.cs_ndir as i64;
                 tot.cs_nbfree += cs.cs_nbfree as i64;
                 tot.cs_nifree += cs.cs_nifree as i64;
@@ -160,9 +223,21 @@ fn check_image(dev: &dyn BlockDevice, p: &NewfsParams, r: &NewfsReport) -> Check
         let base = g.cgbase(c);
         let ndblk = g.cg_nfrags(c);
         assert_eq!(cg.cg_ndblk() as u64, ndblk);
-        assert_eq!((cg.cg_niblk() as u64, cg.cg_initediblk() as u64), (g.ipg, initediblk));
+        assert_eq!(
+            (cg.cg_niblk() as u64, cg.cg_initediblk() as u64),
+            (g.ipg, initediblk)
+        );
         assert_eq!(cg.cg_time(), T);
-        assert_eq!((cg.cg_rotor(), cg.cg_frotor(), cg.cg_irotor(), cg.cg_old_btotoff(), cg.cg_old_boff()), (0, 0, 0, 0, 0));
+        assert_eq!(
+            (
+                cg.cg_rotor(),
+                cg.cg_frotor(),
+                cg.cg_irotor(),
+                cg.cg_old_btotoff(),
+                cg.cg_old_boff()
+            ),
+            (0, 0, 0, 0, 0)
+        );
         assert_eq!(cg.cg_iusedoff(), 168);
         // The header layout fsck_ffs pass 5 builds.
         let freeoff = 168 + g.ipg.div_ceil(8);
@@ -176,7 +251,10 @@ fn check_image(dev: &dyn BlockDevice, p: &NewfsParams, r: &NewfsReport) -> Check
             assert_eq!(cg.cg_nclusterblks() as u64, ndblk / g.frag);
         }
         assert_eq!(cg.cg_nextfreeoff() as u64, next);
-        assert!(b[next as usize..].iter().all(|&x| x == 0), "cg {c}: bytes after the maps");
+        assert!(
+            b[next as usize..].iter().all(|&x| x == 0),
+            "cg {c}: bytes after the maps"
+        );
         // Fragment map and free counts.
         let used = |f: u64| -> bool {
             if c == 0 {
@@ -218,10 +296,17 @@ fn check_image(dev: &dyn BlockDevice, p: &NewfsParams, r: &NewfsReport) -> Check
             }
         }
         for f in ndblk..g.fpg {
-            assert!(!cg.frag_free(f), "cg {c}: frag {f} past cg_ndblk marked free");
+            assert!(
+                !cg.frag_free(f),
+                "cg {c}: frag {f} past cg_ndblk marked free"
+            );
         }
         let cs = cg.cg_cs();
-        assert_eq!((cs.cs_nbfree as i64, cs.cs_nffree as i64), (nbfree, nffree), "cg {c} counts");
+        assert_eq!(
+            (cs.cs_nbfree as i64, cs.cs_nffree as i64),
+            (nbfree, nffree),
+            "cg {c} counts"
+        );
         for (i, v) in frsum.iter().enumerate() {
             assert_eq!(cg.cg_frsum(i), *v, "cg {c} frsum[{i}]");
         }
@@ -248,13 +333,25 @@ fn check_image(dev: &dyn BlockDevice, p: &NewfsParams, r: &NewfsReport) -> Check
             }
         }
         // Inode map.
-        let nused: u64 = if c == 0 { 2 + if snap { 2 } else { 1 } } else { 0 };
+        let nused: u64 = if c == 0 {
+            2 + if snap { 2 } else { 1 }
+        } else {
+            0
+        };
         for i in 0..g.ipg {
             assert_eq!(cg.inode_used(i), i < nused, "cg {c} inode {i}");
         }
         let ndir = if c == 0 { nused as i32 - 2 } else { 0 };
-        assert_eq!((cs.cs_nifree, cs.cs_ndir), ((g.ipg - nused) as i32, ndir), "cg {c} inode counts");
-        assert_eq!(Csum::read(&sum, c as usize * 16), cs, "cg {c} summary entry");
+        assert_eq!(
+            (cs.cs_nifree, cs.cs_ndir),
+            ((g.ipg - nused) as i32, ndir),
+            "cg {c} inode counts"
+        );
+        assert_eq!(
+            Csum::read(&sum, c as usize * 16),
+            cs,
+            "cg {c} summary entry"
+        );
         tot.cs_ndir += cs.cs_ndir as i64;
         tot.cs_nbfree += cs.cs_nbfree as i64;
         tot.cs_nifree += cs.cs_nifree as i64;
@@ -279,7 +376,11 @@ fn check_image(dev: &dyn BlockDevice, p: &NewfsParams, r: &NewfsReport) -> Check
             assert_eq!(bt.cs_nifree, ft.cs_nifree + ndirs);
             assert_eq!(bt.cs_nbfree, ft.cs_nbfree + ndirs);
             assert_eq!(bt.cs_nffree, ft.cs_nffree - ndirs * (g.frag as i64 - 1));
-            let ib = read(dev, g.cgimin(c) * g.fsize, initediblk as usize * DINODE_SIZE);
+            let ib = read(
+                dev,
+                g.cgimin(c) * g.fsize,
+                initediblk as usize * DINODE_SIZE,
+            );
             for (i, d) in ib.chunks(DINODE_SIZE).enumerate() {
                 let di = Dinode::from_bytes(d);
                 if c == 0 && (i as u64) >= 2 && (i as u64) < nused {
@@ -296,13 +397,25 @@ fn check_image(dev: &dyn BlockDevice, p: &NewfsParams, r: &NewfsReport) -> Check
     }
     assert!(sample_inodes > 0);
     let t = sb.fs_cstotal();
-    assert_eq!((t.cs_ndir, t.cs_nbfree, t.cs_nifree, t.cs_nffree), (tot.cs_ndir, tot.cs_nbfree, tot.cs_nifree, tot.cs_nffree));
+    assert_eq!(
+        (t.cs_ndir, t.cs_nbfree, t.cs_nifree, t.cs_nffree),
+        (tot.cs_ndir, tot.cs_nbfree, tot.cs_nifree, tot.cs_nffree)
+    );
     assert_eq!(t.cs_ndir, if snap { 2 } else { 1 });
 
     // The recovery record before the primary superblock.
     let rec = read(dev, SBLOCK_UFS2 - 20, 20);
     let w = |i: usize| u32::from_le_bytes(rec[i * 4..i * 4 + 4].try_into().unwrap());
-    assert_eq!((w(0), w(1), w(2), w(3), w(4)), (FS_UFS2_MAGIC, g.fshift - 9, g.sblkno as u32, g.fpg as u32, g.ncg as u32));
+    assert_eq!(
+        (w(0), w(1), w(2), w(3), w(4)),
+        (
+            FS_UFS2_MAGIC,
+            g.fshift - 9,
+            g.sblkno as u32,
+            g.fpg as u32,
+            g.ncg as u32
+        )
+    );
 
     // The summary text lists every backup in sectors.
     let list: Vec<u64> = r
@@ -314,7 +427,9 @@ fn check_image(dev: &dyn BlockDevice, p: &NewfsParams, r: &NewfsReport) -> Check
         .filter(|s| !s.is_empty())
         .map(|s| s.parse().unwrap())
         .collect();
-    let want: Vec<u64> = (0..g.ncg).map(|c| g.cgsblock(c) * (g.fsize / 512)).collect();
+    let want: Vec<u64> = (0..g.ncg)
+        .map(|c| g.cgsblock(c) * (g.fsize / 512))
+        .collect();
     assert_eq!(list, want);
     assert!(r.summary.lines().all(|l| l.len() < 80));
     Checked { sb, g }
@@ -322,17 +437,32 @@ fn check_image(dev: &dyn BlockDevice, p: &NewfsParams, r: &NewfsReport) -> Check
 
 fn mem_newfs(bytes: u64, p: &NewfsParams) -> (MemDevice, NewfsReport) {
     let dev = MemDevice::new(bytes);
-    let r = newfs(&dev, p).unwrap_or_else(|e| panic!("newfs {bytes} bytes {}/{}: {e}", p.bsize, p.fsize));
+    let r = newfs(&dev, p)
+        .unwrap_or_else(|e| panic!("newfs {bytes} bytes {}/{}: {e}", p.bsize, p.fsize));
     (dev, r)
 }
 
 #[test]
 fn many_geometries_check_clean() {
-    let sizes = [(32768, 4096), (4096, 512), (4096, 4096), (8192, 1024), (16384, 2048), (65536, 8192), (65536, 65536), (16384, 16384), (32768, 8192)];
+    let sizes = [
+        (32768, 4096),
+        (4096, 512),
+        (4096, 4096),
+        (8192, 1024),
+        (16384, 2048),
+        (65536, 8192),
+        (65536, 65536),
+        (16384, 16384),
+        (32768, 8192),
+    ];
     for (bsize, fsize) in sizes {
         for mib in [1u64, 2, 5, 17, 64, 130] {
             let bytes = mib << 20;
-            let p = NewfsParams { bsize, fsize, ..params(None) };
+            let p = NewfsParams {
+                bsize,
+                fsize,
+                ..params(None)
+            };
             match newfs_plan(bytes, &p) {
                 Ok(_) => {}
                 Err(e) => {
@@ -358,7 +488,11 @@ fn one_mib_default_works() {
 
 #[test]
 fn options_no_snap_softdep_no_ckhash_label() {
-    for (no_snap, su, ck) in [(true, false, true), (false, true, false), (true, true, false)] {
+    for (no_snap, su, ck) in [
+        (true, false, true),
+        (false, true, false),
+        (true, true, false),
+    ] {
         let p = NewfsParams {
             no_snap,
             softupdates: su,
@@ -373,13 +507,20 @@ fn options_no_snap_softdep_no_ckhash_label() {
         };
         let (dev, r) = mem_newfs(48 << 20, &p);
         let c = check_image(&dev, &p, &r);
-        assert_eq!(c.sb.fs_optim(), FS_OPTSPACE, "minfree < 8 switches to space");
+        assert_eq!(
+            c.sb.fs_optim(),
+            FS_OPTSPACE,
+            "minfree < 8 switches to space"
+        );
         assert_eq!(c.sb.fs_minfree(), 5);
         assert_eq!(c.sb.fs_maxbpg(), 1000);
         assert_eq!(c.sb.fs_metaspace(), 96);
         assert_eq!(r.summary.contains("with soft updates"), su);
     }
-    let p = NewfsParams { metaspace: Some(0), ..params(None) };
+    let p = NewfsParams {
+        metaspace: Some(0),
+        ..params(None)
+    };
     let (dev, _) = mem_newfs(48 << 20, &p);
     assert_eq!(ufs::fs::read_superblock(&dev).unwrap().0.fs_metaspace(), 0);
 }
@@ -391,15 +532,28 @@ fn freebsd_vectors_on_disk() {
     let (dev, r) = mem_newfs(32 << 20, &p);
     let c = check_image(&dev, &p, &r);
     let t = c.sb.fs_cstotal();
-    assert_eq!((t.cs_nbfree, t.cs_nffree, t.cs_nifree, t.cs_ndir), (974, 21, 4604, 2));
+    assert_eq!(
+        (t.cs_nbfree, t.cs_nffree, t.cs_nifree, t.cs_ndir),
+        (974, 21, 4604, 2)
+    );
     assert_eq!(c.sb.fs_dsize(), 7815);
-    assert!(r.summary.contains("using 4 cylinder groups of 8.03MB, 257 blks, 1152 inodes."), "{}", r.summary);
-    assert!(r.summary.contains("32.0MB (65536 sectors) block size 32768, fragment size 4096"));
+    assert!(
+        r.summary
+            .contains("using 4 cylinder groups of 8.03MB, 257 blks, 1152 inodes."),
+        "{}",
+        r.summary
+    );
+    assert!(r
+        .summary
+        .contains("32.0MB (65536 sectors) block size 32768, fragment size 4096"));
 
     // 1 GiB on a sparse file.
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("img");
-    std::fs::File::create(&path).unwrap().set_len(1 << 30).unwrap();
+    std::fs::File::create(&path)
+        .unwrap()
+        .set_len(1 << 30)
+        .unwrap();
     let dev = FileDevice::open(&path, true).unwrap();
     let r = newfs(&dev, &p).unwrap();
     let c = check_image(&dev, &p, &r);
@@ -407,8 +561,16 @@ fn freebsd_vectors_on_disk() {
     assert_eq!((t.cs_nbfree, t.cs_nffree, t.cs_nifree), (31726, 21, 131580));
     assert_eq!(c.g.metaspace, 2616);
     assert_eq!(r.backups, vec![24, 65568, 131112, 196656]);
-    assert!(r.summary.contains("using 4 cylinder groups of 256.03MB, 8193 blks, 32896 inodes."));
-    assert!(r.summary.ends_with("super-block backups (for fsck_ffs -b #) at:\n 192, 524544, 1048896, 1573248\n"), "{}", r.summary);
+    assert!(r
+        .summary
+        .contains("using 4 cylinder groups of 256.03MB, 8193 blks, 32896 inodes."));
+    assert!(
+        r.summary.ends_with(
+            "super-block backups (for fsck_ffs -b #) at:\n 192, 524544, 1048896, 1573248\n"
+        ),
+        "{}",
+        r.summary
+    );
     // Root at 2104, .snap at 2112, as FreeBSD.
     assert_eq!(read_inode(&dev, &c.g, 2).di_db(0), 2104);
     assert_eq!(read_inode(&dev, &c.g, 3).di_db(0), 2112);
@@ -420,7 +582,13 @@ fn reproducible_with_seed_and_time() {
     let (a, _) = mem_newfs(20 << 20, &p);
     let (b, _) = mem_newfs(20 << 20, &p);
     assert!(a.snapshot() == b.snapshot());
-    let (c, _) = mem_newfs(20 << 20, &NewfsParams { seed: Some(8), ..p.clone() });
+    let (c, _) = mem_newfs(
+        20 << 20,
+        &NewfsParams {
+            seed: Some(8),
+            ..p.clone()
+        },
+    );
     assert!(a.snapshot() != c.snapshot());
 }
 
@@ -444,13 +612,29 @@ fn works_over_old_contents() {
 fn engine_mounts_the_result() {
     let p = params(None);
     let (dev, _) = mem_newfs(40 << 20, &p);
-    let opts = ufs::MountOptions { read_only: true, ..Default::default() };
+    let opts = ufs::MountOptions {
+        read_only: true,
+        ..Default::default()
+    };
     let mut core = ufs::fs::FsCore::open(Box::new(dev), opts).unwrap();
     let root = core.read_inode(2).unwrap();
-    let names: Vec<Vec<u8>> = core.dir_read(2, &root, 0, 100).unwrap().into_iter().map(|e| e.name).collect();
-    assert_eq!(names, vec![b".".to_vec(), b"..".to_vec(), b".snap".to_vec()]);
+    let names: Vec<Vec<u8>> = core
+        .dir_read(2, &root, 0, 100)
+        .unwrap()
+        .into_iter()
+        .map(|e| e.name)
+        .collect();
+    assert_eq!(
+        names,
+        vec![b".".to_vec(), b"..".to_vec(), b".snap".to_vec()]
+    );
     let snap = core.read_inode(3).unwrap();
-    let names: Vec<(Vec<u8>, u64)> = core.dir_read(3, &snap, 0, 100).unwrap().into_iter().map(|e| (e.name, e.ino)).collect();
+    let names: Vec<(Vec<u8>, u64)> = core
+        .dir_read(3, &snap, 0, 100)
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.name, e.ino))
+        .collect();
     assert_eq!(names, vec![(b".".to_vec(), 3), (b"..".to_vec(), 2)]);
     for c in 0..core.g.ncg {
         core.read_cg(c).unwrap();
@@ -466,34 +650,108 @@ fn bad_parameters_are_invalid() {
         e.msg
     };
     let d = params(None);
-    bad(NewfsParams { bsize: 3000, ..d.clone() });
-    bad(NewfsParams { bsize: 2048, fsize: 512, ..d.clone() });
-    bad(NewfsParams { bsize: 131072, fsize: 16384, ..d.clone() });
-    bad(NewfsParams { fsize: 3000, ..d.clone() });
-    bad(NewfsParams { fsize: 256, bsize: 4096, ..d.clone() });
-    bad(NewfsParams { bsize: 8192, fsize: 16384, ..d.clone() });
-    assert!(bad(NewfsParams { bsize: 65536, fsize: 4096, ..d.clone() }).contains("fragments"));
-    assert!(bad(NewfsParams { size: Some(9 << 20), ..d.clone() }).contains("larger than the device"));
-    bad(NewfsParams { size: Some(100 << 10), ..d.clone() });
-    bad(NewfsParams { size: Some(0), ..d.clone() });
-    bad(NewfsParams { size: Some(511), ..d.clone() });
-    bad(NewfsParams { minfree: 100, ..d.clone() });
-    bad(NewfsParams { optim: 2, ..d.clone() });
-    bad(NewfsParams { density: Some(0), ..d.clone() });
-    bad(NewfsParams { density: Some(1 << 40), ..d.clone() });
-    bad(NewfsParams { maxbpg: Some(0), ..d.clone() });
-    bad(NewfsParams { maxblkspercg: Some(0), ..d.clone() });
-    bad(NewfsParams { avgfilesize: 0, ..d.clone() });
-    bad(NewfsParams { avgfpdir: 0, ..d.clone() });
-    bad(NewfsParams { volname: "bad label".into(), ..d.clone() });
-    bad(NewfsParams { volname: "x".repeat(32), ..d.clone() });
+    bad(NewfsParams {
+        bsize: 3000,
+        ..d.clone()
+    });
+    bad(NewfsParams {
+        bsize: 2048,
+        fsize: 512,
+        ..d.clone()
+    });
+    bad(NewfsParams {
+        bsize: 131072,
+        fsize: 16384,
+        ..d.clone()
+    });
+    bad(NewfsParams {
+        fsize: 3000,
+        ..d.clone()
+    });
+    bad(NewfsParams {
+        fsize: 256,
+        bsize: 4096,
+        ..d.clone()
+    });
+    bad(NewfsParams {
+        bsize: 8192,
+        fsize: 16384,
+        ..d.clone()
+    });
+    assert!(bad(NewfsParams {
+        bsize: 65536,
+        fsize: 4096,
+        ..d.clone()
+    })
+    .contains("fragments"));
+    assert!(bad(NewfsParams {
+        size: Some(9 << 20),
+        ..d.clone()
+    })
+    .contains("larger than the device"));
+    bad(NewfsParams {
+        size: Some(100 << 10),
+        ..d.clone()
+    });
+    bad(NewfsParams {
+        size: Some(0),
+        ..d.clone()
+    });
+    bad(NewfsParams {
+        size: Some(511),
+        ..d.clone()
+    });
+    bad(NewfsParams {
+        minfree: 100,
+        ..d.clone()
+    });
+    bad(NewfsParams {
+        optim: 2,
+        ..d.clone()
+    });
+    bad(NewfsParams {
+        density: Some(0),
+        ..d.clone()
+    });
+    bad(NewfsParams {
+        density: Some(1 << 40),
+        ..d.clone()
+    });
+    bad(NewfsParams {
+        maxbpg: Some(0),
+        ..d.clone()
+    });
+    bad(NewfsParams {
+        maxblkspercg: Some(0),
+        ..d.clone()
+    });
+    bad(NewfsParams {
+        avgfilesize: 0,
+        ..d.clone()
+    });
+    bad(NewfsParams {
+        avgfpdir: 0,
+        ..d.clone()
+    });
+    bad(NewfsParams {
+        volname: "bad label".into(),
+        ..d.clone()
+    });
+    bad(NewfsParams {
+        volname: "x".repeat(32),
+        ..d.clone()
+    });
     // Nothing was written by any of them.
     assert!(dev.snapshot().iter().all(|&b| b == 0));
     // The smallest sizes around the limit never panic.
     for kib in (64..2048).step_by(4) {
         let dev = MemDevice::new(kib << 10);
         for (b, f) in [(32768, 4096), (4096, 512), (65536, 65536), (65536, 8192)] {
-            let p = NewfsParams { bsize: b, fsize: f, ..params(None) };
+            let p = NewfsParams {
+                bsize: b,
+                fsize: f,
+                ..params(None)
+            };
             if let Ok(r) = newfs(&dev, &p) {
                 check_image(&dev, &p, &r);
             }
@@ -504,11 +762,17 @@ fn bad_parameters_are_invalid() {
 #[test]
 fn density_and_group_size_options() {
     // A large -i lowers the inode count; a small -c gives many small groups.
-    let p = NewfsParams { density: Some(1 << 20), ..params(None) };
+    let p = NewfsParams {
+        density: Some(1 << 20),
+        ..params(None)
+    };
     let (dev, r) = mem_newfs(64 << 20, &p);
     check_image(&dev, &p, &r);
     assert_eq!(r.ipg, 128);
-    let p = NewfsParams { maxblkspercg: Some(4096), ..params(None) };
+    let p = NewfsParams {
+        maxblkspercg: Some(4096),
+        ..params(None)
+    };
     let (dev, r) = mem_newfs(256 << 20, &p);
     check_image(&dev, &p, &r);
     assert!(r.fpg <= 4096 + 8, "{}", r.fpg);
@@ -518,7 +782,10 @@ fn density_and_group_size_options() {
 
 fn sparse_device(dir: &tempfile::TempDir, bytes: u64) -> FileDevice {
     let path = dir.path().join("img");
-    std::fs::File::create(&path).unwrap().set_len(bytes).unwrap();
+    std::fs::File::create(&path)
+        .unwrap()
+        .set_len(bytes)
+        .unwrap();
     FileDevice::open(&path, true).unwrap()
 }
 
@@ -556,13 +823,19 @@ fn two_tib_sparse_image() {
     let r = newfs(&dev, &p).unwrap();
     let made = t0.elapsed();
     assert_eq!((r.ncg, r.fpg, r.ipg), (3355, 160056, 80128));
-    assert!(r.summary.contains("using 3355 cylinder groups of 625.22MB, 20007 blks, 80128 inodes."));
+    assert!(r
+        .summary
+        .contains("using 3355 cylinder groups of 625.22MB, 20007 blks, 80128 inodes."));
     let c = check_image(&dev, &p, &r);
     assert!(c.g.cssize > c.g.bsize, "multi-block summary area");
     // Only metadata was written: per group a superblock, a cg block and two
     // inode blocks.
     let per_cg = 4096 + c.g.cgsize + 2 * c.g.bsize;
-    assert!(allocated_bytes(&dir) < r.ncg * per_cg + (8 << 20), "{} bytes allocated", allocated_bytes(&dir));
+    assert!(
+        allocated_bytes(&dir) < r.ncg * per_cg + (8 << 20),
+        "{} bytes allocated",
+        allocated_bytes(&dir)
+    );
     eprintln!("2 TiB newfs took {made:?}, check {:?}", t0.elapsed() - made);
 }
 
@@ -570,15 +843,26 @@ fn two_tib_sparse_image() {
 fn more_than_20000_groups() {
     let dir = tempfile::tempdir().unwrap();
     let dev = NoSync(sparse_device(&dir, 200 << 30));
-    let p = NewfsParams { bsize: 4096, fsize: 512, ..params(None) };
+    let p = NewfsParams {
+        bsize: 4096,
+        fsize: 512,
+        ..params(None)
+    };
     let t0 = Instant::now();
     let r = newfs(&dev, &p).unwrap();
     let made = t0.elapsed();
     assert!(r.ncg > 20000, "{}", r.ncg);
     assert!(r.summary.contains("Reduced frags per cylinder group"));
     let c = check_image(&dev, &p, &r);
-    assert!(c.g.cssize / c.g.bsize >= 80, "summary area spans many blocks");
-    eprintln!("{} groups: newfs took {made:?}, check {:?}", r.ncg, t0.elapsed() - made);
+    assert!(
+        c.g.cssize / c.g.bsize >= 80,
+        "summary area spans many blocks"
+    );
+    eprintln!(
+        "{} groups: newfs took {made:?}, check {:?}",
+        r.ncg,
+        t0.elapsed() - made
+    );
 }
 
 /// Pass-5 style consistency of any image: every group's counters and
@@ -599,7 +883,9 @@ fn check_counters(dev: &dyn BlockDevice) {
         let mut run_sums = vec![0i32; g.contigsumsize as usize + 1];
         let mut crun = 0u64;
         for blk in 0..ndblk.div_ceil(g.frag) {
-            let free: Vec<bool> = (0..g.frag).map(|i| blk * g.frag + i < ndblk && cg.frag_free(blk * g.frag + i)).collect();
+            let free: Vec<bool> = (0..g.frag)
+                .map(|i| blk * g.frag + i < ndblk && cg.frag_free(blk * g.frag + i))
+                .collect();
             let all = free.iter().all(|&x| x);
             if g.contigsumsize > 0 && blk < cg.cg_nclusterblks() as u64 {
                 assert_eq!(cg.cluster_free(blk), all, "cg {c} cluster {blk}");
@@ -628,7 +914,11 @@ fn check_counters(dev: &dyn BlockDevice) {
             assert_eq!(cg.cg_frsum(i), *v, "cg {c} frsum[{i}]");
         }
         for i in 1..=g.contigsumsize {
-            assert_eq!(cg.clustersum(i), run_sums[i as usize], "cg {c} clustersum[{i}]");
+            assert_eq!(
+                cg.clustersum(i),
+                run_sums[i as usize],
+                "cg {c} clustersum[{i}]"
+            );
         }
         let used = (0..g.ipg).filter(|&i| cg.inode_used(i)).count() as i32;
         assert_eq!(cs.cs_nifree, g.ipg as i32 - used, "cg {c} nifree");
@@ -639,7 +929,10 @@ fn check_counters(dev: &dyn BlockDevice) {
         tot.cs_nffree += cs.cs_nffree as i64;
     }
     let t = sb.fs_cstotal();
-    assert_eq!((t.cs_ndir, t.cs_nbfree, t.cs_nifree, t.cs_nffree), (tot.cs_ndir, tot.cs_nbfree, tot.cs_nifree, tot.cs_nffree));
+    assert_eq!(
+        (t.cs_ndir, t.cs_nbfree, t.cs_nifree, t.cs_nffree),
+        (tot.cs_ndir, tot.cs_nbfree, tot.cs_nifree, tot.cs_nffree)
+    );
 }
 
 #[test]
@@ -654,10 +947,20 @@ fn engine_writes_into_the_result() {
     {
         let fs = ufs::Fs::open_path(&img, ufs::MountOptions::default()).unwrap();
         let r = fs.root();
-        let names: Vec<Vec<u8>> = fs.readdir(r, 0, 100).unwrap().into_iter().map(|e| e.name).collect();
-        assert_eq!(names, vec![b".".to_vec(), b"..".to_vec(), b".snap".to_vec()]);
+        let names: Vec<Vec<u8>> = fs
+            .readdir(r, 0, 100)
+            .unwrap()
+            .into_iter()
+            .map(|e| e.name)
+            .collect();
+        assert_eq!(
+            names,
+            vec![b".".to_vec(), b"..".to_vec(), b".snap".to_vec()]
+        );
         for d in 0..20u32 {
-            let dd = fs.mkdir(r, format!("d{d}").as_bytes(), 0o755, root).unwrap();
+            let dd = fs
+                .mkdir(r, format!("d{d}").as_bytes(), 0o755, root)
+                .unwrap();
             let f = fs.mknod(dd.ino, b"f", 0o100644, 0, root).unwrap();
             let data: Vec<u8> = (0..(d * 37_000)).map(|i| i as u8).collect();
             fs.write(f.ino, 0, &data, root).unwrap();
@@ -670,16 +973,30 @@ fn engine_writes_into_the_result() {
     assert_eq!(sb.fs_cstotal().cs_ndir, 22);
     assert_eq!(sb.fs_clean(), 1);
     drop(dev);
-    let fs = ufs::Fs::open_path(&img, ufs::MountOptions { read_only: true, ..Default::default() }).unwrap();
+    let fs = ufs::Fs::open_path(
+        &img,
+        ufs::MountOptions {
+            read_only: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     let d7 = fs.lookup(fs.root(), b"d7").unwrap();
     let f = fs.lookup(d7.ino, b"f").unwrap();
-    assert_eq!(fs.read(f.ino, 0, 7 * 37_000).unwrap(), (0..7 * 37_000u32).map(|i| i as u8).collect::<Vec<u8>>());
+    assert_eq!(
+        fs.read(f.ino, 0, 7 * 37_000).unwrap(),
+        (0..7 * 37_000u32).map(|i| i as u8).collect::<Vec<u8>>()
+    );
 }
 
 #[test]
 fn fresh_images_pass_the_generic_counter_check() {
     for (b, f) in [(32768, 4096), (4096, 512), (65536, 65536)] {
-        let p = NewfsParams { bsize: b, fsize: f, ..params(None) };
+        let p = NewfsParams {
+            bsize: b,
+            fsize: f,
+            ..params(None)
+        };
         let (dev, _) = mem_newfs(64 << 20, &p);
         check_counters(&dev);
     }

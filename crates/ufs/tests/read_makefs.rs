@@ -12,7 +12,14 @@ fn reads_makefs_image_of_usr_include() {
     let img = t.path().join("inc.img");
     let src = std::path::Path::new("/usr/include");
     makefs(src, &img, "400m");
-    let fs = Fs::open_path(&img, MountOptions { read_only: true, ..Default::default() }).unwrap();
+    let fs = Fs::open_path(
+        &img,
+        MountOptions {
+            read_only: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     let want = walk_host(src);
     let got = walk_fs(&fs);
     assert_eq!(want.len(), got.len());
@@ -31,7 +38,14 @@ fn reads_makefs_image_of_hostile_tree() {
     hostile_tree(&src, 20_000, false);
     let img = t.path().join("h.img");
     makefs(&src, &img, "200m");
-    let fs = Fs::open_path(&img, MountOptions { read_only: true, ..Default::default() }).unwrap();
+    let fs = Fs::open_path(
+        &img,
+        MountOptions {
+            read_only: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     let want = walk_host(&src);
     let got = walk_fs(&fs);
     assert_eq!(want.len(), got.len());

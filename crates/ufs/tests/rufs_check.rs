@@ -1,10 +1,10 @@
 //! Images ufskit writes read back identically with an independent UFS2
 //! reader (the `rufs` crate), after copying trees in and then renaming,
 //! deleting, truncating and appending.
-use testkit::*;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
+use testkit::*;
 use ufs::{Cred, Fs, MountOptions, RenameMode, SetAttr};
 
 #[test]
@@ -15,7 +15,12 @@ fn rufs_reads_what_ufskit_wrote() {
     // A slice of a real tree.
     let inc = Path::new("/usr/include/linux");
     if inc.exists() {
-        let st = std::process::Command::new("cp").arg("-a").arg(inc).arg(host.join("linux")).status().unwrap();
+        let st = std::process::Command::new("cp")
+            .arg("-a")
+            .arg(inc)
+            .arg(host.join("linux"))
+            .status()
+            .unwrap();
         assert!(st.success());
     }
     let img = t.path().join("u.img");
@@ -23,16 +28,31 @@ fn rufs_reads_what_ufskit_wrote() {
     f.set_len(1 << 30).unwrap();
     drop(f);
     let dev = ufs::dev::FileDevice::open(&img, true).unwrap();
-    ufs::newfs::newfs(&dev, &ufs::newfs::NewfsParams { seed: Some(1), ..Default::default() }).unwrap();
+    ufs::newfs::newfs(
+        &dev,
+        &ufs::newfs::NewfsParams {
+            seed: Some(1),
+            ..Default::default()
+        },
+    )
+    .unwrap();
     drop(dev);
-    let fs = Fs::open_path(&img, MountOptions { seed: Some(1), ..Default::default() }).unwrap();
+    let fs = Fs::open_path(
+        &img,
+        MountOptions {
+            seed: Some(1),
+            ..Default::default()
+        },
+    )
+    .unwrap();
     copy_in(&fs, &host, fs.root());
     // Now change things, on both sides.
     let root = fs.root();
     let hostile = fs.lookup(root, b"hostile").unwrap().ino;
     // rename across directories
     let linux = fs.lookup(root, b"linux").ok().map(|a| a.ino);
-    fs.rename(hostile, b"data", root, b"data-moved", RenameMode::Replace).unwrap();
+    fs.rename(hostile, b"data", root, b"data-moved", RenameMode::Replace)
+        .unwrap();
     std::fs::rename(host.join("hostile/data"), host.join("data-moved")).unwrap();
     // delete some entries of the big directory
     let big = fs.lookup(hostile, b"big").unwrap().ino;
@@ -43,7 +63,15 @@ fn rufs_reads_what_ufskit_wrote() {
     }
     // truncate and append
     let dm = fs.lookup(root, b"data-moved").unwrap().ino;
-    fs.setattr(dm, &SetAttr { size: Some(70_001), ..Default::default() }, Cred::ROOT).unwrap();
+    fs.setattr(
+        dm,
+        &SetAttr {
+            size: Some(70_001),
+            ..Default::default()
+        },
+        Cred::ROOT,
+    )
+    .unwrap();
     let sz = fs.getattr(dm).unwrap().size;
     fs.write(dm, sz, b"appended bytes", Cred::ROOT).unwrap();
     let mut d = std::fs::read(host.join("data-moved")).unwrap();
@@ -51,8 +79,12 @@ fn rufs_reads_what_ufskit_wrote() {
     d.extend_from_slice(b"appended bytes");
     std::fs::write(host.join("data-moved"), &d).unwrap();
     // a file over 4 GiB, sparse
-    let huge = fs.mknod(root, b"huge", 0o100644, 0, Cred::ROOT).unwrap().ino;
-    fs.write(huge, (4 << 30) + 100, b"beyond 4 GiB", Cred::ROOT).unwrap();
+    let huge = fs
+        .mknod(root, b"huge", 0o100644, 0, Cred::ROOT)
+        .unwrap()
+        .ino;
+    fs.write(huge, (4 << 30) + 100, b"beyond 4 GiB", Cred::ROOT)
+        .unwrap();
     let hf = std::fs::File::create(host.join("huge")).unwrap();
     use std::os::unix::fs::FileExt;
     hf.write_all_at(b"beyond 4 GiB", (4 << 30) + 100).unwrap();
@@ -61,7 +93,10 @@ fn rufs_reads_what_ufskit_wrote() {
         fn rm_rf(fs: &Fs, dir: u64) {
             loop {
                 let ents = fs.readdir(dir, 0, 1000).unwrap();
-                let ents: Vec<_> = ents.into_iter().filter(|e| e.name != b"." && e.name != b"..").collect();
+                let ents: Vec<_> = ents
+                    .into_iter()
+                    .filter(|e| e.name != b"." && e.name != b"..")
+                    .collect();
                 if ents.is_empty() {
                     break;
                 }
@@ -87,9 +122,20 @@ fn rufs_reads_what_ufskit_wrote() {
     assert_fsck_clean(&img);
     let want = walk_host(&host);
     let got = walk_rufs(&img);
-    let missing: Vec<_> = want.keys().filter(|k| !got.contains_key(*k)).take(5).collect();
-    let extra: Vec<_> = got.keys().filter(|k| !want.contains_key(*k)).take(5).collect();
-    assert!(missing.is_empty() && extra.is_empty(), "missing {missing:?} extra {extra:?}");
+    let missing: Vec<_> = want
+        .keys()
+        .filter(|k| !got.contains_key(*k))
+        .take(5)
+        .collect();
+    let extra: Vec<_> = got
+        .keys()
+        .filter(|k| !want.contains_key(*k))
+        .take(5)
+        .collect();
+    assert!(
+        missing.is_empty() && extra.is_empty(),
+        "missing {missing:?} extra {extra:?}"
+    );
     for (k, v) in &want {
         assert_eq!(Some(v), got.get(k), "{}", k.display());
     }

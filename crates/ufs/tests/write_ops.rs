@@ -4,7 +4,13 @@ use testkit::*;
 use ufs::{Cred, ErrorKind, FileKind, Fs, MountOptions, RenameMode, SetAttr};
 
 fn empty_image(dir: &std::path::Path, size: &str) -> std::path::PathBuf {
-    makefs_empty(dir, "w.img", "version=2", size, &["-f", "20000", "-b", "20%"])
+    makefs_empty(
+        dir,
+        "w.img",
+        "version=2",
+        size,
+        &["-f", "20000", "-b", "20%"],
+    )
 }
 
 #[test]
@@ -23,7 +29,9 @@ fn files_dirs_links_renames_survive_reopen() {
         // Small, then growing through fragments, direct, indirect blocks.
         let mut model = Vec::new();
         for step in 0..40u32 {
-            let chunk: Vec<u8> = (0..(step * 7919) % 70000).map(|i| (i as u32 ^ step) as u8).collect();
+            let chunk: Vec<u8> = (0..(step * 7919) % 70000)
+                .map(|i| (i as u32 ^ step) as u8)
+                .collect();
             let off = model.len() as u64;
             assert_eq!(fs.write(f.ino, off, &chunk, root).unwrap(), chunk.len());
             model.extend_from_slice(&chunk);
@@ -37,9 +45,25 @@ fn files_dirs_links_renames_survive_reopen() {
         assert_eq!(fs.getattr(s.ino).unwrap().size, (5 << 30) + 4);
         assert_eq!(fs.read(s.ino, 1 << 30, 8).unwrap(), vec![0u8; 8]);
         // Truncate down into the direct area and back up.
-        fs.setattr(f.ino, &SetAttr { size: Some(5000), ..Default::default() }, root).unwrap();
+        fs.setattr(
+            f.ino,
+            &SetAttr {
+                size: Some(5000),
+                ..Default::default()
+            },
+            root,
+        )
+        .unwrap();
         model.truncate(5000);
-        fs.setattr(f.ino, &SetAttr { size: Some(9000), ..Default::default() }, root).unwrap();
+        fs.setattr(
+            f.ino,
+            &SetAttr {
+                size: Some(9000),
+                ..Default::default()
+            },
+            root,
+        )
+        .unwrap();
         model.resize(9000, 0);
         assert_eq!(fs.read(f.ino, 0, 20000).unwrap(), model);
         // Links, symlinks, fifo.
@@ -51,11 +75,15 @@ fn files_dirs_links_renames_survive_reopen() {
         fs.mknod(r, b"fifo", 0o010644, 0, root).unwrap();
         // Renames.
         fs.mkdir(r, b"other", 0o755, root).unwrap();
-        fs.rename(r, b"dir", r, b"moved", RenameMode::Replace).unwrap();
+        fs.rename(r, b"dir", r, b"moved", RenameMode::Replace)
+            .unwrap();
         let moved = fs.lookup(r, b"moved").unwrap();
         let other = fs.lookup(r, b"other").unwrap();
-        fs.rename(r, b"moved", other.ino, b"inner", RenameMode::Replace).unwrap();
-        let err = fs.rename(r, b"other", other.ino, b"x", RenameMode::Replace).unwrap_err();
+        fs.rename(r, b"moved", other.ino, b"inner", RenameMode::Replace)
+            .unwrap();
+        let err = fs
+            .rename(r, b"other", other.ino, b"x", RenameMode::Replace)
+            .unwrap_err();
         assert_eq!(err.kind, ErrorKind::Invalid);
         assert_eq!(fs.getattr(other.ino).unwrap().nlink, 3);
         assert_eq!(fs.getattr(r).unwrap().nlink, 3); // 2 + the subdirectory 'other'
@@ -64,28 +92,59 @@ fn files_dirs_links_renames_survive_reopen() {
         fs.mkdir(r, b"e1", 0o755, root).unwrap();
         fs.mkdir(r, b"e2", 0o755, root).unwrap();
         fs.rename(r, b"e1", r, b"e2", RenameMode::Replace).unwrap();
-        assert_eq!(fs.rename(r, b"e2", r, b"other", RenameMode::Replace).unwrap_err().kind, ErrorKind::NotEmpty);
+        assert_eq!(
+            fs.rename(r, b"e2", r, b"other", RenameMode::Replace)
+                .unwrap_err()
+                .kind,
+            ErrorKind::NotEmpty
+        );
         // Many entries in one directory, then remove half.
         let big = fs.mkdir(r, b"big", 0o755, root).unwrap();
         for i in 0..3000 {
-            fs.mknod(big.ino, format!("entry-{i:05}").as_bytes(), 0o100644, 0, root).unwrap();
+            fs.mknod(
+                big.ino,
+                format!("entry-{i:05}").as_bytes(),
+                0o100644,
+                0,
+                root,
+            )
+            .unwrap();
         }
         for i in (0..3000).step_by(2) {
-            fs.unlink(big.ino, format!("entry-{i:05}").as_bytes()).unwrap();
+            fs.unlink(big.ino, format!("entry-{i:05}").as_bytes())
+                .unwrap();
         }
-        assert_eq!(fs.lookup(big.ino, b"entry-00002").unwrap_err().kind, ErrorKind::NotFound);
-        assert_eq!(fs.lookup(big.ino, b"entry-00003").unwrap().kind, FileKind::File);
+        assert_eq!(
+            fs.lookup(big.ino, b"entry-00002").unwrap_err().kind,
+            ErrorKind::NotFound
+        );
+        assert_eq!(
+            fs.lookup(big.ino, b"entry-00003").unwrap().kind,
+            FileKind::File
+        );
         let name256 = vec![b'n'; 256];
-        assert_eq!(fs.mknod(r, &name256, 0o100644, 0, root).unwrap_err().kind, ErrorKind::NameTooLong);
+        assert_eq!(
+            fs.mknod(r, &name256, 0o100644, 0, root).unwrap_err().kind,
+            ErrorKind::NameTooLong
+        );
         fs.unmount().unwrap();
     }
     let fs = Fs::open_path(&img, MountOptions::default()).unwrap();
     assert!(fs.was_clean());
     let tree = walk_fs(&fs);
     assert!(tree.contains_key(std::path::Path::new("other/inner/file")));
-    assert_eq!(tree[std::path::Path::new("short")], Node::Symlink(b"dir/file".to_vec()));
-    assert_eq!(tree[std::path::Path::new("long")], Node::Symlink(vec![b'x'; 300]));
-    let n = tree.keys().filter(|k| k.parent() == Some(std::path::Path::new("big"))).count();
+    assert_eq!(
+        tree[std::path::Path::new("short")],
+        Node::Symlink(b"dir/file".to_vec())
+    );
+    assert_eq!(
+        tree[std::path::Path::new("long")],
+        Node::Symlink(vec![b'x'; 300])
+    );
+    let n = tree
+        .keys()
+        .filter(|k| k.parent() == Some(std::path::Path::new("big")))
+        .count();
     assert_eq!(n, 1500);
     // Counters: the three copies agree with each other.
     fs.with_core(|c| {
@@ -100,7 +159,15 @@ fn files_dirs_links_renames_survive_reopen() {
             sum.cs_nffree += cs.cs_nffree;
         }
         let t = c.sb.fs_cstotal();
-        assert_eq!((t.cs_ndir, t.cs_nbfree, t.cs_nifree, t.cs_nffree), (sum.cs_ndir as i64, sum.cs_nbfree as i64, sum.cs_nifree as i64, sum.cs_nffree as i64));
+        assert_eq!(
+            (t.cs_ndir, t.cs_nbfree, t.cs_nifree, t.cs_nffree),
+            (
+                sum.cs_ndir as i64,
+                sum.cs_nbfree as i64,
+                sum.cs_nifree as i64,
+                sum.cs_nffree as i64
+            )
+        );
     });
     fs.unmount().unwrap();
     drop(fs);

@@ -49,7 +49,11 @@ enum Which {
     /// under each inode order for large directories, on a modeled disk.
     Largedir {
         /// Directory sizes (comma-separated).
-        #[arg(long, value_delimiter = ',', default_value = "10000,32000,100000,320000,1000000")]
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "10000,32000,100000,320000,1000000"
+        )]
         sizes: Vec<u64>,
         /// Inode orders to compare (off, offset, name, hash).
         #[arg(long, value_delimiter = ',', default_value = "off,offset,name,hash")]
@@ -62,7 +66,11 @@ enum Which {
 
 fn bar(total: u64) -> indicatif::ProgressBar {
     let b = indicatif::ProgressBar::new(total.max(1));
-    b.set_style(indicatif::ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}").expect("template").progress_chars("=> "));
+    b.set_style(
+        indicatif::ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}")
+            .expect("template")
+            .progress_chars("=> "),
+    );
     if std::env::var_os("CI").is_some() {
         b.set_draw_target(indicatif::ProgressDrawTarget::hidden());
     }
@@ -82,9 +90,18 @@ fn analysis_dir() -> PathBuf {
 
 fn plot(script: &str, json: &Path, out: &Path) {
     let s = analysis_dir().join(script);
-    match std::process::Command::new("python3").arg(&s).arg(json).arg(out).output() {
+    match std::process::Command::new("python3")
+        .arg(&s)
+        .arg(json)
+        .arg(out)
+        .output()
+    {
         Ok(o) if o.status.success() => print!("{}", String::from_utf8_lossy(&o.stdout)),
-        Ok(o) => eprintln!("ufskit: plots not drawn ({}): {}", s.display(), String::from_utf8_lossy(&o.stderr).trim()),
+        Ok(o) => eprintln!(
+            "ufskit: plots not drawn ({}): {}",
+            s.display(),
+            String::from_utf8_lossy(&o.stderr).trim()
+        ),
         Err(e) => eprintln!("ufskit: plots not drawn: python3: {e}"),
     }
 }
@@ -98,7 +115,11 @@ pub fn cmd_bench(a: BenchArgs) -> Result<(), String> {
     std::fs::create_dir_all(&a.out).map_err(|e| format!("{}: {e}", a.out.display()))?;
     match a.which {
         Which::Dirhash { quick } => {
-            let cfg = if quick { dirhash_ops::OpsConfig::quick() } else { dirhash_ops::OpsConfig::full() };
+            let cfg = if quick {
+                dirhash_ops::OpsConfig::quick()
+            } else {
+                dirhash_ops::OpsConfig::full()
+            };
             let total = (cfg.large_sizes.len() + cfg.small_bytes.len()) as u64;
             let b = bar(total);
             let r = dirhash_ops::run(&cfg, &mut |done, _, msg| {
@@ -134,7 +155,11 @@ pub fn cmd_bench(a: BenchArgs) -> Result<(), String> {
                     "{:<24} {:>8.2} s   dirhash peak {:>10} bytes, end {:>10} bytes, fsck {}",
                     name,
                     r.total_seconds,
-                    r.phases.iter().map(|p| p.dirhash.mem_peak).max().unwrap_or(0),
+                    r.phases
+                        .iter()
+                        .map(|p| p.dirhash.mem_peak)
+                        .max()
+                        .unwrap_or(0),
                     r.phases.last().map(|p| p.dirhash.mem_in_use).unwrap_or(0),
                     if r.fsck_clean { "clean" } else { "NOT CLEAN" }
                 );
@@ -155,15 +180,26 @@ pub fn cmd_bench(a: BenchArgs) -> Result<(), String> {
         }
         Which::Dirpref { tree: host, quick } => {
             let (mut t, name) = match &host {
-                Some(p) => (tree::host_tree(p).map_err(|e| format!("{}: {e}", p.display()))?, p.display().to_string()),
-                None => (tree::ports_tree(1), "ports (generated, seed 000 shape)".to_string()),
+                Some(p) => (
+                    tree::host_tree(p).map_err(|e| format!("{}: {e}", p.display()))?,
+                    p.display().to_string(),
+                ),
+                None => (
+                    tree::ports_tree(1),
+                    "ports (generated, seed 000 shape)".to_string(),
+                ),
             };
             let mut systems = dirpref::systems();
             if quick {
                 systems.truncate(1);
                 t.entries.truncate(4000);
             }
-            println!("tree: {name}: {} directories, {} files, {:.1} MB", t.dirs(), t.files(), t.bytes() as f64 / 1e6);
+            println!(
+                "tree: {name}: {} directories, {} files, {:.1} MB",
+                t.dirs(),
+                t.files(),
+                t.bytes() as f64 / 1e6
+            );
             let b = bar(systems.len() as u64 * 2);
             let runs = dirpref::run_all(&systems, &t, &name, 1, &mut |done, _, msg| {
                 b.set_position(done);
@@ -178,14 +214,20 @@ pub fn cmd_bench(a: BenchArgs) -> Result<(), String> {
             for sys in &systems {
                 for v in &variants {
                     b.set_message(format!("tree first: {} / {}", sys.name, v.name));
-                    fills.push(dirpref::fill_run(sys, v, &t, 1).map_err(|e| format!("bench dirpref (tree first): {e}"))?);
+                    fills.push(
+                        dirpref::fill_run(sys, v, &t, 1)
+                            .map_err(|e| format!("bench dirpref (tree first): {e}"))?,
+                    );
                     b.inc(1);
                 }
             }
             b.finish_and_clear();
             print_fill_table(&fills);
             let json = a.out.join("dirpref.json");
-            write_json(&json, &serde_json::json!({ "tree": name, "systems": systems, "runs": runs, "tree_first": fills }))?;
+            write_json(
+                &json,
+                &serde_json::json!({ "tree": name, "systems": systems, "runs": runs, "tree_first": fills }),
+            )?;
             println!("results: {}", json.display());
             if runs.iter().any(|r| !r.fsck_clean) || fills.iter().any(|r| !r.fsck_clean) {
                 return Err("an image was not fsck clean after the benchmark".into());
@@ -194,11 +236,26 @@ pub fn cmd_bench(a: BenchArgs) -> Result<(), String> {
                 plot("plot_dirpref.py", &json, &a.out);
             }
         }
-        Which::Largedir { sizes, orders, quick } => {
-            let (sizes, orders) = if quick { (vec![10_000, 30_000], vec!["off".to_string(), "offset".to_string()]) } else { (sizes, orders) };
+        Which::Largedir {
+            sizes,
+            orders,
+            quick,
+        } => {
+            let (sizes, orders) = if quick {
+                (
+                    vec![10_000, 30_000],
+                    vec!["off".to_string(), "offset".to_string()],
+                )
+            } else {
+                (sizes, orders)
+            };
             let orders: Vec<InodeOrder> = orders
                 .iter()
-                .map(|o| InodeOrder::parse(o).ok_or_else(|| format!("unknown inode order '{o}' (known: off, offset, name, hash)")))
+                .map(|o| {
+                    InodeOrder::parse(o).ok_or_else(|| {
+                        format!("unknown inode order '{o}' (known: off, offset, name, hash)")
+                    })
+                })
                 .collect::<Result<_, _>>()?;
             if sizes.is_empty() || sizes.iter().any(|n| !(2..=10_000_000).contains(n)) {
                 return Err("sizes must be between 2 and 10,000,000 files".into());
@@ -211,15 +268,25 @@ pub fn cmd_bench(a: BenchArgs) -> Result<(), String> {
                 machine.dirhash_maxmem >> 20
             );
             let b = bar((sizes.len() * orders.len() * 2) as u64);
-            let runs = largedir::run_all(&machine, &sizes, &orders, &[false, true], 1, &mut |done, _, msg| {
-                b.set_position(done);
-                b.set_message(msg.to_string());
-            })
+            let runs = largedir::run_all(
+                &machine,
+                &sizes,
+                &orders,
+                &[false, true],
+                1,
+                &mut |done, _, msg| {
+                    b.set_position(done);
+                    b.set_message(msg.to_string());
+                },
+            )
             .map_err(|e| format!("bench largedir: {e}"))?;
             b.finish_and_clear();
             print_largedir_table(&runs);
             let json = a.out.join("largedir.json");
-            write_json(&json, &serde_json::json!({ "machine": machine, "runs": runs }))?;
+            write_json(
+                &json,
+                &serde_json::json!({ "machine": machine, "runs": runs }),
+            )?;
             println!("results: {}", json.display());
             if runs.iter().any(|r| !r.fsck_clean) {
                 return Err("an image was not fsck clean after the benchmark".into());
@@ -239,16 +306,27 @@ fn print_largedir_table(runs: &[largedir::Run]) {
     for s in steps {
         print!(" {s:>8}");
     }
-    println!(" {:>8} {:>8} {:>8} {:>9} {:>9}", "readdir", "name", "data", "wall cp", "wall rm");
+    println!(
+        " {:>8} {:>8} {:>8} {:>9} {:>9}",
+        "readdir", "name", "data", "wall cp", "wall rm"
+    );
     for r in runs {
-        print!("{:>9} {:<7} {:<7}", r.files, r.order, if r.churned { "churned" } else { "fresh" });
+        print!(
+            "{:>9} {:<7} {:<7}",
+            r.files,
+            r.order,
+            if r.churned { "churned" } else { "fresh" }
+        );
         for s in steps {
             match r.step(s) {
                 Some(x) => print!(" {:>8.1}", x.modeled_us_per_file),
                 None => print!(" {:>8}", "-"),
             }
         }
-        let wall = |s: &str| r.step(s).map_or(0.0, |x| x.wall_ms * 1e3 / r.files.max(1) as f64);
+        let wall = |s: &str| {
+            r.step(s)
+                .map_or(0.0, |x| x.wall_ms * 1e3 / r.files.max(1) as f64)
+        };
         println!(
             " {:>8.4} {:>8.4} {:>8.4} {:>9.1} {:>9.1}",
             r.layout.readdir_locality,
@@ -258,7 +336,9 @@ fn print_largedir_table(runs: &[largedir::Run]) {
             wall("rm -rf")
         );
     }
-    println!("(modeled µs per file for each step, and wall µs per file in-process for cp -a and rm -rf;");
+    println!(
+        "(modeled µs per file for each step, and wall µs per file in-process for cp -a and rm -rf;"
+    );
     println!(" locality: share of adjacent pairs in increasing inode / data order)");
 }
 
@@ -267,7 +347,15 @@ fn print_fill_table(fills: &[dirpref::FillRun]) {
     println!("\ntree created first, filled later (modeled seconds; interleaved = the usual archive order)");
     println!(
         "{:<44} {:>7} {:>7} {:>7} {:>11} {:>7} {:>6} {:>8} {:>9}",
-        "system / variant", "mkdirs", "fill", "total", "interleaved", "rm -rf", "groups", "max/grp", "with dir"
+        "system / variant",
+        "mkdirs",
+        "fill",
+        "total",
+        "interleaved",
+        "rm -rf",
+        "groups",
+        "max/grp",
+        "with dir"
     );
     let mut last = "";
     for r in fills {
@@ -293,11 +381,19 @@ fn print_fill_table(fills: &[dirpref::FillRun]) {
 /// The seed's table: old and new dirpref, modeled seconds, and speed-up.
 fn print_dirpref_table(systems: &[dirpref::System], runs: &[dirpref::Run]) {
     println!("modeled seconds, cold cache, delayed writes synced at the end of each step");
-    println!("{:<44} {:>9} {:>9} {:>8}   {:>9} {:>9} {:>8}", "", "tar -x", "", "", "rm -rf", "", "");
-    println!("{:<44} {:>9} {:>9} {:>8}   {:>9} {:>9} {:>8}", "system", "old", "new", "speedup", "old", "new", "speedup");
+    println!(
+        "{:<44} {:>9} {:>9} {:>8}   {:>9} {:>9} {:>8}",
+        "", "tar -x", "", "", "rm -rf", "", ""
+    );
+    println!(
+        "{:<44} {:>9} {:>9} {:>8}   {:>9} {:>9} {:>8}",
+        "system", "old", "new", "speedup", "old", "new", "speedup"
+    );
     for sys in systems {
         let get = |p: &str| runs.iter().find(|r| r.system == sys.name && r.policy == p);
-        let (Some(o), Some(n)) = (get("traditional"), get("orlov")) else { continue };
+        let (Some(o), Some(n)) = (get("traditional"), get("orlov")) else {
+            continue;
+        };
         println!(
             "{:<44} {:>9.2} {:>9.2} {:>8.2}   {:>9.2} {:>9.2} {:>8.2}",
             sys.name,
@@ -334,10 +430,24 @@ fn print_dirpref_table(systems: &[dirpref::System], runs: &[dirpref::Run]) {
 }
 
 fn print_dirhash_summary(r: &dirhash_ops::OpsReport) {
-    let Some(&largest) = r.config.large_sizes.iter().max() else { return };
-    let smallest = r.config.large_sizes.iter().copied().min().unwrap_or(largest);
+    let Some(&largest) = r.config.large_sizes.iter().max() else {
+        return;
+    };
+    let smallest = r
+        .config
+        .large_sizes
+        .iter()
+        .copied()
+        .min()
+        .unwrap_or(largest);
     println!("microseconds per operation, in-process (dirhash / linear):");
-    println!("{:<14} {:>22} {:>22} {:>9}", "operation", format!("{smallest} entries"), format!("{largest} entries"), "speed-up");
+    println!(
+        "{:<14} {:>22} {:>22} {:>9}",
+        "operation",
+        format!("{smallest} entries"),
+        format!("{largest} entries"),
+        "speed-up"
+    );
     for op in dirhash_ops::OPS {
         let c = |m: &str, n: u64| r.cost(m, "large", n, op).unwrap_or(f64::NAN);
         println!(

@@ -30,11 +30,19 @@ pub fn spawn_background(options: &[String], cfg: &ufs_fuse::MountConfig) -> Resu
         cmd.arg("-o").arg(o);
     }
     cmd.arg(&cfg.image).arg(&cfg.mountpoint);
-    cmd.env("UFSKIT_DAEMON", "1").stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
-    let mut child = cmd.spawn().map_err(|e| format!("cannot start the mount daemon: {e}"))?;
+    cmd.env("UFSKIT_DAEMON", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot start the mount daemon: {e}"))?;
     let stdout = child.stdout.take().ok_or("no daemon stdout")?;
     let mut line = String::new();
-    BufReader::new(stdout).read_line(&mut line).map_err(|e| e.to_string())?;
+    BufReader::new(stdout)
+        .read_line(&mut line)
+        .map_err(|e| e.to_string())?;
     if line.trim() == READY {
         return Ok(());
     }
@@ -44,7 +52,11 @@ pub fn spawn_background(options: &[String], cfg: &ufs_fuse::MountConfig) -> Resu
     }
     let _ = child.wait();
     let msg = err.trim().trim_start_matches("ufskit: ").to_string();
-    Err(if msg.is_empty() { "mount daemon exited before the mount was live".into() } else { msg })
+    Err(if msg.is_empty() {
+        "mount daemon exited before the mount was live".into()
+    } else {
+        msg
+    })
 }
 
 /// Points stdout and stderr at /dev/null.

@@ -15,7 +15,11 @@ mod daemon;
 mod stats;
 
 #[derive(Parser)]
-#[command(name = "ufskit", version, about = "Read, write, check and mount FreeBSD UFS2 file systems from Linux")]
+#[command(
+    name = "ufskit",
+    version,
+    about = "Read, write, check and mount FreeBSD UFS2 file systems from Linux"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -220,21 +224,28 @@ fn parse_size(s: &str) -> Result<u64, String> {
                 'g' => 1 << 30,
                 't' => 1 << 40,
                 'p' => 1 << 50,
-                _ => return Err(format!("bad size '{s}': unknown unit '{c}' (use k, M, G, T)")),
+                _ => {
+                    return Err(format!(
+                        "bad size '{s}': unknown unit '{c}' (use k, M, G, T)"
+                    ))
+                }
             };
             (&s[..s.len() - 1], m)
         }
         _ => (s, 1),
     };
     let n: u64 = num.parse().map_err(|_| format!("bad size '{s}'"))?;
-    n.checked_mul(mult).ok_or_else(|| format!("size '{s}' is too large"))
+    n.checked_mul(mult)
+        .ok_or_else(|| format!("size '{s}' is too large"))
 }
 
 fn parse_optim(s: &str) -> Result<i32, String> {
     match s {
         "time" => Ok(ufs_format::FS_OPTTIME),
         "space" => Ok(ufs_format::FS_OPTSPACE),
-        _ => Err(format!("bad optimisation preference '{s}': use time or space")),
+        _ => Err(format!(
+            "bad optimisation preference '{s}': use time or space"
+        )),
     }
 }
 
@@ -281,15 +292,24 @@ fn cmd_newfs(a: NewfsArgs) -> Result<(), String> {
     p.size = size;
     if !a.target.exists() {
         let Some(sz) = size else {
-            return Err(format!("{} does not exist; give its size with -s (for example -s 512M)", a.target.display()));
+            return Err(format!(
+                "{} does not exist; give its size with -s (for example -s 512M)",
+                a.target.display()
+            ));
         };
-        let f = std::fs::File::create(&a.target).map_err(|e| format!("cannot create {}: {e}", a.target.display()))?;
-        f.set_len(sz).map_err(|e| format!("cannot size {}: {e}", a.target.display()))?;
+        let f = std::fs::File::create(&a.target)
+            .map_err(|e| format!("cannot create {}: {e}", a.target.display()))?;
+        f.set_len(sz)
+            .map_err(|e| format!("cannot size {}: {e}", a.target.display()))?;
     } else if let Some(sz) = size {
         let meta = std::fs::metadata(&a.target).map_err(|e| e.to_string())?;
         if meta.is_file() && meta.len() < sz {
-            let f = std::fs::OpenOptions::new().write(true).open(&a.target).map_err(|e| e.to_string())?;
-            f.set_len(sz).map_err(|e| format!("cannot grow {}: {e}", a.target.display()))?;
+            let f = std::fs::OpenOptions::new()
+                .write(true)
+                .open(&a.target)
+                .map_err(|e| e.to_string())?;
+            f.set_len(sz)
+                .map_err(|e| format!("cannot grow {}: {e}", a.target.display()))?;
         }
     }
     let dev = open_dev(&a.target, true)?;
@@ -321,7 +341,11 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
         "off" | "0" | "no" => Ok(false),
         _ => Err(format!("option {k} takes on or off, not '{v}'")),
     };
-    for item in list.iter().flat_map(|s| s.split(',')).filter(|s| !s.is_empty()) {
+    for item in list
+        .iter()
+        .flat_map(|s| s.split(','))
+        .filter(|s| !s.is_empty())
+    {
         let (k, v) = match item.split_once('=') {
             Some((k, v)) => (k, Some(v)),
             None => (item, None),
@@ -370,18 +394,40 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
         }
     }
     // FreeBSD's default budget follows the buffer cache unless set.
-    o.dirhash.maxmem = maxmem.unwrap_or_else(|| ufs::dir::dirhash::DirhashConfig::default_maxmem(o.cache_bytes));
-    Ok((o, FuseOpts { sync_interval, lowmem_watch, allow_other, threads, writeback, follow_clients }))
+    o.dirhash.maxmem =
+        maxmem.unwrap_or_else(|| ufs::dir::dirhash::DirhashConfig::default_maxmem(o.cache_bytes));
+    Ok((
+        o,
+        FuseOpts {
+            sync_interval,
+            lowmem_watch,
+            allow_other,
+            threads,
+            writeback,
+            follow_clients,
+        },
+    ))
 }
 
 fn cmd_mount(a: MountArgs) -> Result<(), String> {
     let (opts, f) = parse_mount_options(&a.options)?;
-    let image = std::fs::canonicalize(&a.image).map_err(|e| format!("{}: {e}", a.image.display()))?;
+    let image =
+        std::fs::canonicalize(&a.image).map_err(|e| format!("{}: {e}", a.image.display()))?;
     let dir = std::fs::canonicalize(&a.dir).map_err(|e| format!("{}: {e}", a.dir.display()))?;
     if !dir.is_dir() {
         return Err(format!("{} is not a directory", dir.display()));
     }
-    let cfg = ufs_fuse::MountConfig { image, mountpoint: dir, opts, allow_other: f.allow_other, threads: f.threads, writeback: f.writeback, sync_interval: f.sync_interval, lowmem_watch: f.lowmem_watch, follow_clients: f.follow_clients };
+    let cfg = ufs_fuse::MountConfig {
+        image,
+        mountpoint: dir,
+        opts,
+        allow_other: f.allow_other,
+        threads: f.threads,
+        writeback: f.writeback,
+        sync_interval: f.sync_interval,
+        lowmem_watch: f.lowmem_watch,
+        follow_clients: f.follow_clients,
+    };
     if a.foreground {
         daemon::serve_foreground(&cfg)
     } else {
@@ -400,9 +446,13 @@ fn cmd_fsck(a: FsckArgs) -> Result<ExitCode, String> {
     };
     let _ = a.no;
     let dev = open_dev(&a.image, mode != FsckMode::Check)?;
-    let rep = ufs::fsck::fsck(&dev, mode).map_err(|e| format!("fsck: {}: {e}", a.image.display()))?;
+    let rep =
+        ufs::fsck::fsck(&dev, mode).map_err(|e| format!("fsck: {}: {e}", a.image.display()))?;
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&rep).map_err(|e| e.to_string())?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&rep).map_err(|e| e.to_string())?
+        );
     } else {
         for f in &rep.findings {
             let fixed = if f.fixed { " (FIXED)" } else { "" };
@@ -415,13 +465,26 @@ fn cmd_fsck(a: FsckArgs) -> Result<ExitCode, String> {
         if rep.modified {
             println!("***** FILE SYSTEM WAS MODIFIED *****");
         }
-        println!("{}", if rep.clean { "FILE SYSTEM IS CLEAN" } else { "FILE SYSTEM HAS ERRORS" });
+        println!(
+            "{}",
+            if rep.clean {
+                "FILE SYSTEM IS CLEAN"
+            } else {
+                "FILE SYSTEM HAS ERRORS"
+            }
+        );
     }
     Ok(ExitCode::from(rep.exit_code() as u8))
 }
 
 fn cmd_tunefs(a: TunefsArgs) -> Result<(), String> {
-    let writable = !a.print || a.avgfilesize.is_some() || a.avgfpdir.is_some() || a.minfree.is_some() || a.optim.is_some() || a.softupdates.is_some() || a.volname.is_some();
+    let writable = !a.print
+        || a.avgfilesize.is_some()
+        || a.avgfpdir.is_some()
+        || a.minfree.is_some()
+        || a.optim.is_some()
+        || a.softupdates.is_some()
+        || a.volname.is_some();
     let dev = open_dev(&a.image, writable)?;
     if a.print {
         print!("{}", ufs::tunefs::print(&dev).map_err(|e| e.to_string())?);
@@ -458,7 +521,11 @@ fn run() -> Result<ExitCode, String> {
         Cmd::Mount(a) => cmd_mount(a)?,
         Cmd::Umount { dir } => ufs_fuse::umount(&dir)?,
         Cmd::Fsck(a) => return cmd_fsck(a),
-        Cmd::Dumpfs { newfs_cmd, super_only, image } => {
+        Cmd::Dumpfs {
+            newfs_cmd,
+            super_only,
+            image,
+        } => {
             let dev = open_dev(&image, false)?;
             let out = if newfs_cmd {
                 ufs::dumpfs::newfs_command(&dev, &image.display().to_string())
@@ -471,7 +538,12 @@ fn run() -> Result<ExitCode, String> {
         }
         Cmd::Tunefs(a) => cmd_tunefs(a)?,
         Cmd::Layout { json, image, path } => cmd_layout(&image, &path, json)?,
-        Cmd::Stats { json, verify, lowmem, dir } => stats::cmd_stats(&dir, json, verify, lowmem)?,
+        Cmd::Stats {
+            json,
+            verify,
+            lowmem,
+            dir,
+        } => stats::cmd_stats(&dir, json, verify, lowmem)?,
         Cmd::Bench(a) => bench::cmd_bench(a)?,
     }
     Ok(ExitCode::SUCCESS)
@@ -507,9 +579,15 @@ fn layout_of_dir(dir: &Path, json: bool) -> Result<(), String> {
     let readdir: Vec<u64> = ents.iter().map(|e| e.1).collect();
     ents.sort();
     let by_name: Vec<u64> = ents.iter().map(|e| e.1).collect();
-    let (r, n) = (ufs::layout::ascending(&readdir), ufs::layout::ascending(&by_name));
+    let (r, n) = (
+        ufs::layout::ascending(&readdir),
+        ufs::layout::ascending(&by_name),
+    );
     if json {
-        println!("{}", serde_json::json!({ "dir": dir.display().to_string(), "entries": readdir.len(), "readdir_locality": r, "name_locality": n }));
+        println!(
+            "{}",
+            serde_json::json!({ "dir": dir.display().to_string(), "entries": readdir.len(), "readdir_locality": r, "name_locality": n })
+        );
     } else {
         println!("{}: {} entries", dir.display(), readdir.len());
         println!("  readdir-order locality:  {r:.4}  (adjacent entries with increasing inode numbers; 0.5 random, 1.0 inode order)");
@@ -521,22 +599,43 @@ fn layout_of_dir(dir: &Path, json: bool) -> Result<(), String> {
 fn cmd_layout(image: &Path, path: &Path, json: bool) -> Result<(), String> {
     if image.is_dir() {
         if path != Path::new("/") {
-            return Err(format!("{} is a directory: give no PATH after it", image.display()));
+            return Err(format!(
+                "{} is a directory: give no PATH after it",
+                image.display()
+            ));
         }
         return layout_of_dir(image, json);
     }
-    let opts = MountOptions { read_only: true, force: true, ..Default::default() };
+    let opts = MountOptions {
+        read_only: true,
+        force: true,
+        ..Default::default()
+    };
     let fs = ufs::Fs::open_path(image, opts).map_err(|e| format!("{}: {e}", image.display()))?;
-    let ino = fs.resolve(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let ino = fs
+        .resolve(path)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
     let r = ufs::layout::measure(&fs, ino).map_err(|e| format!("{}: {e}", path.display()))?;
     if json {
-        println!("{}", serde_json::to_string_pretty(&r).map_err(|e| e.to_string())?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&r).map_err(|e| e.to_string())?
+        );
     } else {
-        println!("{} (inode {}): {} entries, inodes in {} cylinder groups", path.display(), r.dir_ino, r.entries, r.inode_groups);
+        println!(
+            "{} (inode {}): {} entries, inodes in {} cylinder groups",
+            path.display(),
+            r.dir_ino,
+            r.entries,
+            r.inode_groups
+        );
         println!("  readdir-order locality:  {:.4}  (adjacent entries with increasing inode numbers; 0.5 random, 1.0 inode order)", r.readdir_locality);
         println!("  sorted-name locality:    {:.4}", r.name_locality);
         println!("  data locality:           {:.4}  (files in inode order whose first data blocks increase; {} with data)", r.data_locality, r.files_with_data);
-        println!("  data in the inode's group: {:.1}%", r.same_group_data * 100.0);
+        println!(
+            "  data in the inode's group: {:.1}%",
+            r.same_group_data * 100.0
+        );
     }
     Ok(())
 }

@@ -8,15 +8,27 @@ pub fn cmd_stats(dir: &Path, json: bool, verify: bool, lowmem: bool) -> Result<(
         let v = query(dir, &Request::Lowmem)?;
         let freed = v.get("freed_bytes").and_then(|f| f.as_u64()).unwrap_or(0);
         if json {
-            println!("{}", serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?);
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?
+            );
         } else {
             println!("low-memory event: dirhash freed {freed} bytes");
         }
         return Ok(());
     }
-    let v = query(dir, &Request::Stats { path: dir.to_path_buf(), verify })?;
+    let v = query(
+        dir,
+        &Request::Stats {
+            path: dir.to_path_buf(),
+            verify,
+        },
+    )?;
     if json {
-        println!("{}", serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?
+        );
         return Ok(());
     }
     let d = &v["dirhash"];
@@ -24,15 +36,45 @@ pub fn cmd_stats(dir: &Path, json: bool, verify: bool, lowmem: bool) -> Result<(
     let cfg = &v["dirhash_config"];
     println!(
         "dirhash: {} (budget {} bytes, minimum directory {} bytes)",
-        if cfg["enabled"].as_bool().unwrap_or(false) { "on" } else { "off" },
+        if cfg["enabled"].as_bool().unwrap_or(false) {
+            "on"
+        } else {
+            "off"
+        },
         n("maxmem"),
         cfg["minsize"].as_u64().unwrap_or(0)
     );
-    println!("  indexes:        {} in memory, {} bytes (peak {}), covering {} directory bytes", n("hashes"), n("mem_in_use"), n("mem_peak"), n("dir_bytes_hashed"));
-    println!("  built:          {}   refused (budget): {}   recycled: {}   dropped (rebuild): {}", n("built"), n("build_refused"), n("recycled"), n("dropped"));
-    println!("  low memory:     {} events, {} indexes / {} bytes freed", n("lowmem_events"), n("lowmem_freed"), n("lowmem_freed_bytes"));
-    println!("  lookups:        {} by hash, {} by sequential shortcut, {} linear", n("lookups_hash"), n("lookups_sequential"), n("lookups_linear"));
-    println!("  free slots by summary: {}   entries scanned linearly: {}", n("findfree_hash"), n("entries_scanned"));
+    println!(
+        "  indexes:        {} in memory, {} bytes (peak {}), covering {} directory bytes",
+        n("hashes"),
+        n("mem_in_use"),
+        n("mem_peak"),
+        n("dir_bytes_hashed")
+    );
+    println!(
+        "  built:          {}   refused (budget): {}   recycled: {}   dropped (rebuild): {}",
+        n("built"),
+        n("build_refused"),
+        n("recycled"),
+        n("dropped")
+    );
+    println!(
+        "  low memory:     {} events, {} indexes / {} bytes freed",
+        n("lowmem_events"),
+        n("lowmem_freed"),
+        n("lowmem_freed_bytes")
+    );
+    println!(
+        "  lookups:        {} by hash, {} by sequential shortcut, {} linear",
+        n("lookups_hash"),
+        n("lookups_sequential"),
+        n("lookups_linear")
+    );
+    println!(
+        "  free slots by summary: {}   entries scanned linearly: {}",
+        n("findfree_hash"),
+        n("entries_scanned")
+    );
     println!("  self-check failures: {}", n("check_failures"));
     if let Some(f) = v["last_check_failure"].as_str() {
         println!("  last failure: {f}");
@@ -57,11 +99,20 @@ pub fn cmd_stats(dir: &Path, json: bool, verify: bool, lowmem: bool) -> Result<(
     let di = &v["dir"];
     if di.is_object() {
         let hashed = di["hashed"].as_bool().unwrap_or(false);
-        print!("{}: inode {}, {} bytes, ", dir.display(), di["ino"], di["dir_bytes"]);
+        print!(
+            "{}: inode {}, {} bytes, ",
+            dir.display(),
+            di["ino"],
+            di["dir_bytes"]
+        );
         if hashed {
             let ib = di["index_bytes"].as_u64().unwrap_or(0);
             let db = di["dir_bytes"].as_u64().unwrap_or(1).max(1);
-            print!("hashed ({ib} bytes, {:.3} bytes per directory byte, score {})", ib as f64 / db as f64, di["score"]);
+            print!(
+                "hashed ({ib} bytes, {:.3} bytes per directory byte, score {})",
+                ib as f64 / db as f64,
+                di["score"]
+            );
         } else {
             print!("not hashed");
         }

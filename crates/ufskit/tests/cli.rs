@@ -26,7 +26,9 @@ fn fuse_available() -> bool {
 }
 
 fn nix_is_root() -> bool {
-    std::fs::metadata("/proc/self").map(|m| m.uid() == 0).unwrap_or(false)
+    std::fs::metadata("/proc/self")
+        .map(|m| m.uid() == 0)
+        .unwrap_or(false)
 }
 
 /// True (after saying so) when the machine cannot run FUSE tests.
@@ -60,7 +62,10 @@ impl Mounted {
             c.arg("-o").arg(o);
         }
         run(c.arg(img).arg(dir));
-        Mounted { dir: dir.to_path_buf(), live: true }
+        Mounted {
+            dir: dir.to_path_buf(),
+            live: true,
+        }
     }
     fn umount(mut self) {
         run(ufskit().arg("umount").arg(&self.dir));
@@ -100,8 +105,17 @@ enum Mtime {
 /// mode, mtime, link count and symlink target.
 fn compare_trees(a: &Path, b: &Path, mt: Mtime) {
     // diff cannot compare fifos (the stat walk below does); newfs makes .snap.
-    let out = Command::new("diff").args(["-r", "--no-dereference", "-x", "fifo", "-x", ".snap"]).arg(a).arg(b).output().unwrap();
-    assert!(out.status.success(), "diff -r differs:\n{}", String::from_utf8_lossy(&out.stdout));
+    let out = Command::new("diff")
+        .args(["-r", "--no-dereference", "-x", "fifo", "-x", ".snap"])
+        .arg(a)
+        .arg(b)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "diff -r differs:\n{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     let mut stack = vec![PathBuf::new()];
     let mut n = 0;
     while let Some(rel) = stack.pop() {
@@ -109,19 +123,30 @@ fn compare_trees(a: &Path, b: &Path, mt: Mtime) {
             let e = e.unwrap();
             let r = rel.join(e.file_name());
             let ma = std::fs::symlink_metadata(a.join(&r)).unwrap();
-            let mb = std::fs::symlink_metadata(b.join(&r)).unwrap_or_else(|_| panic!("{} missing", r.display()));
+            let mb = std::fs::symlink_metadata(b.join(&r))
+                .unwrap_or_else(|_| panic!("{} missing", r.display()));
             assert_eq!(ma.mode(), mb.mode(), "mode of {}", r.display());
             assert_eq!(ma.nlink(), mb.nlink(), "nlink of {}", r.display());
             if !ma.is_dir() {
                 assert_eq!(ma.size(), mb.size(), "size of {}", r.display());
                 match mt {
-                    Mtime::Exact => assert_eq!((ma.mtime(), ma.mtime_nsec()), (mb.mtime(), mb.mtime_nsec()), "mtime of {}", r.display()),
-                    Mtime::Seconds => assert_eq!(ma.mtime(), mb.mtime(), "mtime of {}", r.display()),
+                    Mtime::Exact => assert_eq!(
+                        (ma.mtime(), ma.mtime_nsec()),
+                        (mb.mtime(), mb.mtime_nsec()),
+                        "mtime of {}",
+                        r.display()
+                    ),
+                    Mtime::Seconds => {
+                        assert_eq!(ma.mtime(), mb.mtime(), "mtime of {}", r.display())
+                    }
                     Mtime::Skip => {}
                 }
             }
             if ma.file_type().is_symlink() {
-                assert_eq!(std::fs::read_link(a.join(&r)).unwrap(), std::fs::read_link(b.join(&r)).unwrap());
+                assert_eq!(
+                    std::fs::read_link(a.join(&r)).unwrap(),
+                    std::fs::read_link(b.join(&r)).unwrap()
+                );
             }
             if ma.is_dir() {
                 stack.push(r);
@@ -143,26 +168,56 @@ fn newfs_dumpfs_tunefs_roundtrip() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("super-block backups"), "{text}");
     assert_eq!(std::fs::metadata(&img).unwrap().len(), 1 << 30);
-    assert!(std::fs::metadata(&img).unwrap().blocks() * 512 < 16 << 20, "image is sparse");
+    assert!(
+        std::fs::metadata(&img).unwrap().blocks() * 512 < 16 << 20,
+        "image is sparse"
+    );
     fsck_clean(&img);
     let d = String::from_utf8(run(ufskit().args(["dumpfs", "-s"]).arg(&img)).stdout).unwrap();
-    assert!(d.contains("bsize\t32768") && d.contains("fsize\t4096"), "{d}");
+    assert!(
+        d.contains("bsize\t32768") && d.contains("fsize\t4096"),
+        "{d}"
+    );
     assert!(d.contains("volname\ttest"));
     // dumpfs -m gives a newfs command that recreates the same geometry.
     let m = String::from_utf8(run(ufskit().args(["dumpfs", "-m"]).arg(&img)).stdout).unwrap();
     let cmdline = m.lines().find(|l| l.starts_with("ufskit newfs")).unwrap();
     let img2 = t.path().join("b.img");
-    let mut args: Vec<String> = cmdline.split_whitespace().skip(1).map(String::from).collect();
+    let mut args: Vec<String> = cmdline
+        .split_whitespace()
+        .skip(1)
+        .map(String::from)
+        .collect();
     *args.last_mut().unwrap() = img2.display().to_string();
     run(ufskit().args(&args));
     let d2 = String::from_utf8(run(ufskit().args(["dumpfs", "-s"]).arg(&img2)).stdout).unwrap();
-    let geom = |s: &str| s.lines().filter(|l| l.starts_with("bsize") || l.starts_with("fsize") || l.starts_with("bpg") || l.starts_with("sblkno")).map(String::from).collect::<Vec<_>>();
+    let geom = |s: &str| {
+        s.lines()
+            .filter(|l| {
+                l.starts_with("bsize")
+                    || l.starts_with("fsize")
+                    || l.starts_with("bpg")
+                    || l.starts_with("sblkno")
+            })
+            .map(String::from)
+            .collect::<Vec<_>>()
+    };
     assert_eq!(geom(&d), geom(&d2));
     // tunefs changes what it is asked to, and fsck stays clean.
-    run(ufskit().args(["tunefs", "-f", "32768", "-s", "32", "-m", "5", "-o", "space", "-n", "enable"]).arg(&img));
+    run(ufskit()
+        .args([
+            "tunefs", "-f", "32768", "-s", "32", "-m", "5", "-o", "space", "-n", "enable",
+        ])
+        .arg(&img));
     let p = String::from_utf8(run(ufskit().args(["tunefs", "-p"]).arg(&img)).stdout).unwrap();
-    assert!(p.contains("average file size: (-f)                          32768"), "{p}");
-    assert!(p.contains("soft updates: (-n)                          enabled"), "{p}");
+    assert!(
+        p.contains("average file size: (-f)                          32768"),
+        "{p}"
+    );
+    assert!(
+        p.contains("soft updates: (-n)                          enabled"),
+        "{p}"
+    );
     fsck_clean(&img);
 }
 
@@ -196,7 +251,10 @@ fn mount_reads_makefs_images_exactly() {
     let t = tempfile::tempdir().unwrap();
     let src = t.path().join("src");
     std::fs::create_dir_all(&src).unwrap();
-    run(Command::new("cp").arg("-a").arg("/usr/include").arg(src.join("include")));
+    run(Command::new("cp")
+        .arg("-a")
+        .arg("/usr/include")
+        .arg(src.join("include")));
     hostile_tree(&src.join("hostile"), 20_000, false);
     let img = t.path().join("m.img");
     makefs(&src, &img, "600m");
@@ -219,23 +277,53 @@ fn tools_through_the_mount_then_rufs_and_fsck_agree() {
     let host = t.path().join("host");
     std::fs::create_dir_all(&host).unwrap();
     let tarball = t.path().join("inc.tar");
-    run(Command::new("tar").arg("-C").arg("/usr").arg("-cf").arg(&tarball).arg("include"));
-    run(Command::new("tar").arg("-C").arg(&host).arg("-xf").arg(&tarball));
+    run(Command::new("tar")
+        .arg("-C")
+        .arg("/usr")
+        .arg("-cf")
+        .arg(&tarball)
+        .arg("include"));
+    run(Command::new("tar")
+        .arg("-C")
+        .arg(&host)
+        .arg("-xf")
+        .arg(&tarball));
     hostile_tree(&host.join("hostile"), 20_000, true);
     let mnt = t.path().join("mnt");
     let m = Mounted::new(&img, &mnt, &[]);
-    run(Command::new("tar").arg("-C").arg(&mnt).arg("-xf").arg(&tarball));
-    run(Command::new("cp").arg("-a").arg(host.join("hostile")).arg(&mnt));
+    run(Command::new("tar")
+        .arg("-C")
+        .arg(&mnt)
+        .arg("-xf")
+        .arg(&tarball));
+    run(Command::new("cp")
+        .arg("-a")
+        .arg(host.join("hostile"))
+        .arg(&mnt));
     compare_trees(&host, &mnt, Mtime::Exact);
     // Change both sides the same way with ordinary tools.
     for root in [&host, &mnt] {
-        run(Command::new("mv").arg(root.join("include/linux")).arg(root.join("hostile/linux-moved")));
-        run(Command::new("rm").arg("-rf").arg(root.join("include/asm-generic")));
-        run(Command::new("truncate").args(["-s", "1000"]).arg(root.join("include/stdio.h")));
-        run(Command::new("sh").arg("-c").arg(format!("echo appended >> {}", root.join("include/stdlib.h").display())));
-        run(Command::new("sh").arg("-c").arg(format!("find {} -name 'f0000*' -delete", root.join("hostile/big").display())));
+        run(Command::new("mv")
+            .arg(root.join("include/linux"))
+            .arg(root.join("hostile/linux-moved")));
+        run(Command::new("rm")
+            .arg("-rf")
+            .arg(root.join("include/asm-generic")));
+        run(Command::new("truncate")
+            .args(["-s", "1000"])
+            .arg(root.join("include/stdio.h")));
+        run(Command::new("sh").arg("-c").arg(format!(
+            "echo appended >> {}",
+            root.join("include/stdlib.h").display()
+        )));
+        run(Command::new("sh").arg("-c").arg(format!(
+            "find {} -name 'f0000*' -delete",
+            root.join("hostile/big").display()
+        )));
         run(Command::new("mkdir").arg(root.join("include/newdir")));
-        run(Command::new("mv").arg(root.join("include/newdir")).arg(root.join("hostile/deep/newdir")));
+        run(Command::new("mv")
+            .arg(root.join("include/newdir"))
+            .arg(root.join("hostile/deep/newdir")));
     }
     compare_trees(&host, &mnt, Mtime::Skip);
     m.umount();
@@ -275,7 +363,11 @@ fn stress_ng_through_the_mount_leaves_fsck_clean() {
             .arg(&mnt)
             .output()
             .unwrap();
-        assert!(out.status.success(), "stress-ng {g:?}:\n{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "stress-ng {g:?}:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     m.umount();
     fsck_clean(&img);
@@ -308,8 +400,15 @@ fn locking_dirty_state_and_signals() {
     // SIGTERM to the daemon unmounts cleanly.
     let m = Mounted::new(&img, &mnt, &[]);
     std::fs::write(mnt.join("g"), b"world").unwrap();
-    let pids = run(Command::new("pgrep").arg("-f").arg(format!("ufskit mount -f.*{}", mnt.display())));
-    let pid = String::from_utf8_lossy(&pids.stdout).lines().next().unwrap().trim().to_string();
+    let pids = run(Command::new("pgrep")
+        .arg("-f")
+        .arg(format!("ufskit mount -f.*{}", mnt.display())));
+    let pid = String::from_utf8_lossy(&pids.stdout)
+        .lines()
+        .next()
+        .unwrap()
+        .trim()
+        .to_string();
     run(Command::new("kill").arg("-TERM").arg(&pid));
     for _ in 0..100 {
         if !Path::new(&format!("/proc/{pid}")).exists() {
@@ -317,7 +416,10 @@ fn locking_dirty_state_and_signals() {
         }
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
-    assert!(!Path::new(&format!("/proc/{pid}")).exists(), "daemon exited on SIGTERM");
+    assert!(
+        !Path::new(&format!("/proc/{pid}")).exists(),
+        "daemon exited on SIGTERM"
+    );
     std::mem::forget(m);
     fsck_clean(&img);
     // A file system left dirty mounts read-only unless forced.
@@ -361,8 +463,15 @@ fn killed_daemon_keeps_fsynced_and_synced_data() {
     std::fs::create_dir(mnt.join("later")).unwrap();
     std::fs::write(mnt.join("later/file"), b"written before the syncer ran").unwrap();
     std::thread::sleep(std::time::Duration::from_millis(2500));
-    let pids = run(Command::new("pgrep").arg("-f").arg(format!("ufskit mount -f.*{}", mnt.display())));
-    let pid = String::from_utf8_lossy(&pids.stdout).lines().next().unwrap().trim().to_string();
+    let pids = run(Command::new("pgrep")
+        .arg("-f")
+        .arg(format!("ufskit mount -f.*{}", mnt.display())));
+    let pid = String::from_utf8_lossy(&pids.stdout)
+        .lines()
+        .next()
+        .unwrap()
+        .trim()
+        .to_string();
     run(Command::new("kill").arg("-KILL").arg(&pid));
     for _ in 0..50 {
         if !Path::new(&format!("/proc/{pid}")).exists() {
@@ -376,8 +485,14 @@ fn killed_daemon_keeps_fsynced_and_synced_data() {
     let _ = ufskit().args(["fsck", "-y"]).arg(&img).output().unwrap();
     fsck_clean(&img);
     let m = Mounted::new(&img, &mnt, &[]);
-    assert_eq!(std::fs::read(mnt.join("fsynced")).unwrap(), vec![7u8; 300_000]);
-    assert_eq!(std::fs::read(mnt.join("later/file")).unwrap(), b"written before the syncer ran");
+    assert_eq!(
+        std::fs::read(mnt.join("fsynced")).unwrap(),
+        vec![7u8; 300_000]
+    );
+    assert_eq!(
+        std::fs::read(mnt.join("later/file")).unwrap(),
+        b"written before the syncer ran"
+    );
     m.umount();
 }
 
@@ -391,7 +506,11 @@ fn dirhash_options_and_stats_through_the_mount() {
     let t = tempfile::tempdir().unwrap();
     let img = new_image(t.path(), "img", "256m");
     let mnt = t.path().join("m");
-    let m = Mounted::new(&img, &mnt, &["dirhash_check=on,dirhash_maxmem=1m,dirhash_reclaimage=0.5"]);
+    let m = Mounted::new(
+        &img,
+        &mnt,
+        &["dirhash_check=on,dirhash_maxmem=1m,dirhash_reclaimage=0.5"],
+    );
     let d = mnt.join("big");
     std::fs::create_dir(&d).unwrap();
     for i in 0..3000 {
@@ -416,7 +535,10 @@ fn dirhash_options_and_stats_through_the_mount() {
     assert_eq!(s["dir"]["hashed"].as_bool(), Some(true), "{s}");
     assert_eq!(s["dir"]["verified"].as_bool(), Some(true), "{s}");
     let text = String::from_utf8(run(ufskit().arg("stats").arg(&d)).stdout).unwrap();
-    assert!(text.contains("hashed") && text.contains("self-check failures: 0"), "{text}");
+    assert!(
+        text.contains("hashed") && text.contains("self-check failures: 0"),
+        "{text}"
+    );
     let l = json(&["--lowmem"]);
     assert!(l["freed_bytes"].as_u64().unwrap() > 0, "{l}");
     // A path outside any ufskit mount gets a clear error.
@@ -433,7 +555,12 @@ fn dirhash_options_and_stats_through_the_mount() {
     assert_eq!(s["dirhash"]["built"].as_u64(), Some(0));
     assert!(s["dirhash"]["lookups_linear"].as_u64().unwrap() >= 1);
     m.umount();
-    let out = ufskit().args(["mount", "-o", "dirhash=maybe"]).arg(&img).arg(&mnt).output().unwrap();
+    let out = ufskit()
+        .args(["mount", "-o", "dirhash=maybe"])
+        .arg(&img)
+        .arg(&mnt)
+        .output()
+        .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("dirhash takes on or off"));
     fsck_clean(&img);
@@ -450,9 +577,15 @@ fn daemon_thread_cpus(img: &Path, name: &str) -> Option<String> {
             continue;
         }
         for t in std::fs::read_dir(p.path().join("task")).ok()?.flatten() {
-            if std::fs::read_to_string(t.path().join("comm")).unwrap_or_default().trim() == name {
+            if std::fs::read_to_string(t.path().join("comm"))
+                .unwrap_or_default()
+                .trim()
+                == name
+            {
                 let status = std::fs::read_to_string(t.path().join("status")).ok()?;
-                let line = status.lines().find(|l| l.starts_with("Cpus_allowed_list:"))?;
+                let line = status
+                    .lines()
+                    .find(|l| l.starts_with("Cpus_allowed_list:"))?;
                 return Some(line.split_once(':')?.1.trim().to_string());
             }
         }
@@ -465,8 +598,14 @@ fn request_threads_follow_a_pinned_client() {
     if skip_without_fuse() {
         return;
     }
-    if std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1) < 2
-        || !Command::new("taskset").args(["-c", "1", "true"]).status().is_ok_and(|s| s.success())
+    if std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        < 2
+        || !Command::new("taskset")
+            .args(["-c", "1", "true"])
+            .status()
+            .is_ok_and(|s| s.success())
     {
         eprintln!("skipping: needs two CPUs and taskset");
         return;
@@ -478,23 +617,41 @@ fn request_threads_follow_a_pinned_client() {
     // is a request the daemon serves; 30 of them span several resample
     // periods (10 ms).
     let probe = |cpu: &str| {
-        let script = format!("for i in $(seq 30); do test -e '{}/missing-$i'; sleep 0.005; done", mnt.display());
+        let script = format!(
+            "for i in $(seq 30); do test -e '{}/missing-$i'; sleep 0.005; done",
+            mnt.display()
+        );
         run(Command::new("taskset").args(["-c", cpu, "sh", "-c", &script]));
     };
     let m = Mounted::new(&img, &mnt, &[]);
     for cpu in ["1", "0", "1"] {
         probe(cpu);
-        assert_eq!(daemon_thread_cpus(&img, "fuser-0").as_deref(), Some(cpu), "request thread did not follow a client on CPU {cpu}");
+        assert_eq!(
+            daemon_thread_cpus(&img, "fuser-0").as_deref(),
+            Some(cpu),
+            "request thread did not follow a client on CPU {cpu}"
+        );
     }
     m.umount();
     let m = Mounted::new(&img, &mnt, &["affinity=off"]);
     let before = daemon_thread_cpus(&img, "fuser-0").expect("daemon request thread");
     probe("1");
-    assert_eq!(daemon_thread_cpus(&img, "fuser-0"), Some(before), "affinity=off must leave placement alone");
+    assert_eq!(
+        daemon_thread_cpus(&img, "fuser-0"),
+        Some(before),
+        "affinity=off must leave placement alone"
+    );
     m.umount();
-    let out = ufskit().args(["mount", "-o", "affinity=sometimes"]).arg(&img).arg(&mnt).output().unwrap();
+    let out = ufskit()
+        .args(["mount", "-o", "affinity=sometimes"])
+        .arg(&img)
+        .arg(&mnt)
+        .output()
+        .unwrap();
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown mount option 'affinity=sometimes'"));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("unknown mount option 'affinity=sometimes'")
+    );
     fsck_clean(&img);
 }
 
@@ -506,9 +663,15 @@ fn modeled_disk_through_the_mount() {
     let t = tempfile::tempdir().unwrap();
     let img = new_image(t.path(), "img", "256m");
     let mnt = t.path().join("m");
-    let out = ufskit().args(["mount", "-o", "disk=floppy"]).arg(&img).arg(&mnt).output().unwrap();
+    let out = ufskit()
+        .args(["mount", "-o", "disk=floppy"])
+        .arg(&img)
+        .arg(&mnt)
+        .output()
+        .unwrap();
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown disk model 'floppy' (known: dtla-307045"));
+    assert!(String::from_utf8_lossy(&out.stderr)
+        .contains("unknown disk model 'floppy' (known: dtla-307045"));
     let m = Mounted::new(&img, &mnt, &["disk=hp97560,readahead=0"]);
     for i in 0..50 {
         std::fs::write(mnt.join(format!("f{i}")), vec![7u8; 3000]).unwrap();
@@ -525,16 +688,34 @@ fn modeled_disk_through_the_mount() {
     // them back, which costs modeled time again and returns the same bytes.
     let m = Mounted::new(&img, &mnt, &["disk=hp97560,readahead=0"]);
     for i in 0..50 {
-        assert_eq!(std::fs::read(mnt.join(format!("f{i}"))).unwrap(), vec![7u8; 3000]);
+        assert_eq!(
+            std::fs::read(mnt.join(format!("f{i}"))).unwrap(),
+            vec![7u8; 3000]
+        );
     }
-    assert!(fig("reads") > 0.0 && fig("busy_ms") > 0.0, "reads were not modeled");
-    assert!(before > 0.0, "mounting reads the superblock and root through the model");
+    assert!(
+        fig("reads") > 0.0 && fig("busy_ms") > 0.0,
+        "reads were not modeled"
+    );
+    assert!(
+        before > 0.0,
+        "mounting reads the superblock and root through the model"
+    );
     m.umount();
     // A 2 GB image does not fit the 1.3 GB HP 97560.
     let big = new_image(t.path(), "big", "2g");
-    let out = ufskit().args(["mount", "-o", "disk=hp97560"]).arg(&big).arg(&mnt).output().unwrap();
+    let out = ufskit()
+        .args(["mount", "-o", "disk=hp97560"])
+        .arg(&big)
+        .arg(&mnt)
+        .output()
+        .unwrap();
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("does not fit on the modeled disk hp97560"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("does not fit on the modeled disk hp97560"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     fsck_clean(&img);
 }
 
@@ -546,13 +727,22 @@ fn inode_order_through_the_mount_survives_churn_and_remount() {
     let t = tempfile::tempdir().unwrap();
     let img = new_image(t.path(), "img", "256m");
     let mnt = t.path().join("m");
-    let out = ufskit().args(["mount", "-o", "inodeorder=random"]).arg(&img).arg(&mnt).output().unwrap();
+    let out = ufskit()
+        .args(["mount", "-o", "inodeorder=random"])
+        .arg(&img)
+        .arg(&mnt)
+        .output()
+        .unwrap();
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown inode order 'random' (known: offset, name, hash, off)"));
+    assert!(String::from_utf8_lossy(&out.stderr)
+        .contains("unknown inode order 'random' (known: offset, name, hash, off)"));
     let opts = ["inodeorder=offset,inodeorder_min=8k"];
     let m = Mounted::new(&img, &mnt, &opts);
     std::fs::create_dir(mnt.join("big")).unwrap();
-    let name = |i: u64| mnt.join("big").join(format!("{:016x}", i.wrapping_mul(0x9E37_79B9_7F4A_7C15)));
+    let name = |i: u64| {
+        mnt.join("big")
+            .join(format!("{:016x}", i.wrapping_mul(0x9E37_79B9_7F4A_7C15)))
+    };
     for i in 0..3000 {
         std::fs::write(name(i), b"x").unwrap();
     }
@@ -602,7 +792,11 @@ fn exec_while_pages_are_dirty_does_not_deadlock_the_daemon() {
     std::thread::spawn(move || {
         use std::io::Write;
         for i in 0..200u32 {
-            let mut f = std::fs::OpenOptions::new().create(true).write(true).open(&p).unwrap();
+            let mut f = std::fs::OpenOptions::new()
+                .create(true)
+                .write(true)
+                .open(&p)
+                .unwrap();
             f.write_all(&vec![i as u8; 256 << 10]).unwrap();
             // The child inherits nothing (O_CLOEXEC), but exec closes the
             // inherited descriptors, which flushes the dirty file.
@@ -612,7 +806,8 @@ fn exec_while_pages_are_dirty_does_not_deadlock_the_daemon() {
         }
         tx.send(()).unwrap();
     });
-    rx.recv_timeout(std::time::Duration::from_secs(120)).expect("exec with dirty pages on the mount hung");
+    rx.recv_timeout(std::time::Duration::from_secs(120))
+        .expect("exec with dirty pages on the mount hung");
     assert_eq!(std::fs::read(&path).unwrap(), vec![199u8; 256 << 10]);
     m.umount();
     fsck_clean(&img);

@@ -99,7 +99,9 @@ fn free_runs(cg: &Cg, bstart: u64, frag: u64) -> impl Iterator<Item = (u64, u64)
 /// `ffs_fragacct`: adds `cnt` to `cg_frsum[len]` for every partial free run
 /// of the block starting at cg-relative fragment `bstart`.
 fn fragacct(cg: &mut Cg, bstart: u64, frag: u64, cnt: i32) {
-    let runs: Vec<(u64, u64)> = free_runs(cg, bstart, frag).filter(|&(_, l)| l < frag).collect();
+    let runs: Vec<(u64, u64)> = free_runs(cg, bstart, frag)
+        .filter(|&(_, l)| l < frag)
+        .collect();
     for (_, len) in runs {
         let v = cg.cg_frsum(len as usize) as i64 + cnt as i64;
         cg.set_cg_frsum(len as usize, v.max(0) as u32);
@@ -182,11 +184,18 @@ impl FsCore {
     }
 
     fn nospace(&self, what: &str) -> Error {
-        Error::new(ErrorKind::NoSpace, format!("file system full: no {what} available"))
+        Error::new(
+            ErrorKind::NoSpace,
+            format!("file system full: no {what} available"),
+        )
     }
 
     /// `ffs_hashalloc`: try `start`, then quadratic rehash, then brute force.
-    fn hashalloc(&mut self, start: u64, mut f: impl FnMut(&mut FsCore, u64, bool) -> Result<Option<u64>>) -> Result<Option<u64>> {
+    fn hashalloc(
+        &mut self,
+        start: u64,
+        mut f: impl FnMut(&mut FsCore, u64, bool) -> Result<Option<u64>>,
+    ) -> Result<Option<u64>> {
         let ncg = self.g.ncg;
         if let Some(r) = f(self, start, true)? {
             return Ok(Some(r));
@@ -226,7 +235,11 @@ impl FsCore {
             return Err(self.nospace("blocks (the rest is reserved for root)"));
         }
         let bpref = if bpref >= self.g.size { 0 } else { bpref };
-        let cg = if bpref == 0 { self.g.ino_to_cg(ino) } else { self.g.dtog(bpref) };
+        let cg = if bpref == 0 {
+            self.g.ino_to_cg(ino)
+        } else {
+            self.g.dtog(bpref)
+        };
         if bpref != 0 && self.placement.exact_pref.take() == Some(bpref) && size < self.g.bsize {
             if let Some(b) = self.alloc_frags_at(bpref, size)? {
                 return Ok(b);
@@ -248,7 +261,10 @@ impl FsCore {
         let c = g.dtog(bno);
         let rel = g.dtogd(bno);
         let bstart = rel - rel % g.frag;
-        if rel % g.frag + frags > g.frag || self.cs[c as usize].cs_nffree + (self.cs[c as usize].cs_nbfree * g.frag as i32) < frags as i32 {
+        if rel % g.frag + frags > g.frag
+            || self.cs[c as usize].cs_nffree + (self.cs[c as usize].cs_nbfree * g.frag as i32)
+                < frags as i32
+        {
             return Ok(None);
         }
         let mut cg = self.read_cg(c)?;
@@ -286,7 +302,9 @@ impl FsCore {
         if self.cs[c as usize].cs_nbfree == 0 && size == g.bsize {
             return Ok(None);
         }
-        if self.cs[c as usize].cs_nbfree == 0 && self.cs[c as usize].cs_nffree < g.numfrags(size) as i32 {
+        if self.cs[c as usize].cs_nbfree == 0
+            && self.cs[c as usize].cs_nffree < g.numfrags(size) as i32
+        {
             return Ok(None);
         }
         let mut cg = self.read_cg(c)?;
@@ -311,7 +329,9 @@ impl FsCore {
             if before.cs_nbfree == 0 {
                 return Ok(None);
             }
-            let Some(bno) = self.alloccgblk(&mut cg, c, bpref) else { return Ok(None) };
+            let Some(bno) = self.alloccgblk(&mut cg, c, bpref) else {
+                return Ok(None);
+            };
             let rel = g.dtogd(bno);
             for i in frags..g.frag {
                 cg.set_frag_free(rel + i, true);
@@ -325,7 +345,9 @@ impl FsCore {
             return Ok(Some(bno));
         }
         let Some(rel) = mapsearch(&g, &mut cg, c, bpref, allocsiz) else {
-            return Err(Error::corrupt(format!("cylinder group {c}: cg_frsum promises a free run of {allocsiz} that the map lacks")));
+            return Err(Error::corrupt(format!(
+                "cylinder group {c}: cg_frsum promises a free run of {allocsiz} that the map lacks"
+            )));
         };
         for i in 0..frags {
             cg.set_frag_free(rel + i, false);
@@ -333,7 +355,10 @@ impl FsCore {
         let mut cs = cg.cg_cs();
         cs.cs_nffree -= frags as i32;
         cg.set_cg_cs(cs);
-        cg.set_cg_frsum(allocsiz as usize, cg.cg_frsum(allocsiz as usize).saturating_sub(1));
+        cg.set_cg_frsum(
+            allocsiz as usize,
+            cg.cg_frsum(allocsiz as usize).saturating_sub(1),
+        );
         if frags != allocsiz {
             let r = (allocsiz - frags) as usize;
             cg.set_cg_frsum(r, cg.cg_frsum(r) + 1);
@@ -423,8 +448,15 @@ impl FsCore {
     pub fn free_blocks(&mut self, bno: u64, size: u64) -> Result<()> {
         let g = self.g;
         let nfr = g.numfrags(size);
-        if bno < g.sblkno || bno.checked_add(nfr).is_none_or(|e| e > g.size) || nfr == 0 || nfr > g.frag || (bno % g.frag) + nfr > g.frag {
-            return Err(Error::corrupt(format!("freeing bad block {bno} ({size} bytes)")));
+        if bno < g.sblkno
+            || bno.checked_add(nfr).is_none_or(|e| e > g.size)
+            || nfr == 0
+            || nfr > g.frag
+            || (bno % g.frag) + nfr > g.frag
+        {
+            return Err(Error::corrupt(format!(
+                "freeing bad block {bno} ({size} bytes)"
+            )));
         }
         self.cache.discard(bno, nfr);
         let c = g.dtog(bno);
@@ -490,14 +522,21 @@ impl FsCore {
         if before.cs_nifree == 0 {
             return Ok(None);
         }
-        let mut rel = if ipref != 0 && g.ino_to_cg(ipref) == c { ipref % g.ipg } else { cg.cg_irotor() as u64 % g.ipg };
+        let mut rel = if ipref != 0 && g.ino_to_cg(ipref) == c {
+            ipref % g.ipg
+        } else {
+            cg.cg_irotor() as u64 % g.ipg
+        };
         if cg.inode_used(rel) {
             let start = cg.cg_irotor() as u64 % g.ipg;
             let found = (start..g.ipg).chain(0..start).find(|&i| !cg.inode_used(i));
             match found {
                 Some(i) => rel = i,
                 None => {
-                    return Err(Error::corrupt(format!("cylinder group {c}: counts {} free inodes but its map has none", before.cs_nifree)))
+                    return Err(Error::corrupt(format!(
+                        "cylinder group {c}: counts {} free inodes but its map has none",
+                        before.cs_nifree
+                    )))
                 }
             }
         }
@@ -507,20 +546,31 @@ impl FsCore {
     /// Takes free inode `rel` of group `c` (whose copy is `cg`, counters
     /// `before`): initialises its inode block if needed, marks it and moves
     /// the counters.
-    fn claim_inode(&mut self, c: u64, mut cg: Cg, before: Csum, rel: u64, is_dir: bool) -> Result<u64> {
+    fn claim_inode(
+        &mut self,
+        c: u64,
+        mut cg: Cg,
+        before: Csum,
+        rel: u64,
+        is_dir: bool,
+    ) -> Result<u64> {
         let g = self.g;
         cg.set_cg_irotor(rel as u32);
         let ino = c * g.ipg + rel;
         if ino < UFS_ROOTINO {
             // Inodes 0 and 1 are never handed out; mark and retry elsewhere.
-            return Err(Error::corrupt(format!("cylinder group {c}: reserved inode {ino} is marked free")));
+            return Err(Error::corrupt(format!(
+                "cylinder group {c}: reserved inode {ino} is marked free"
+            )));
         }
         // Lazy initialisation: make sure the inode's block has been written.
         while rel + g.inopb > cg.cg_initediblk() as u64 && (cg.cg_initediblk() as u64) < g.ipg {
             let first = c * g.ipg + cg.cg_initediblk() as u64;
             let addr = g.ino_to_fsba(first);
             let gens: Vec<u32> = (0..g.inopb).map(|_| self.random_gen()).collect();
-            let b = self.cache.create(addr, g.bsize as usize, BlockKind::Inode)?;
+            let b = self
+                .cache
+                .create(addr, g.bsize as usize, BlockKind::Inode)?;
             for (i, gen) in gens.into_iter().enumerate() {
                 let off = i * DINODE_SIZE + 80;
                 b[off..off + 4].copy_from_slice(&gen.to_le_bytes());
@@ -583,7 +633,10 @@ impl FsCore {
             if self.cs[c as usize].cs_nifree > 0 {
                 let cg = self.read_cg(c)?;
                 let before = cg.cg_cs();
-                if let Some(rel) = (start - c * g.ipg..end - c * g.ipg).rev().find(|&i| !cg.inode_used(i)) {
+                if let Some(rel) = (start - c * g.ipg..end - c * g.ipg)
+                    .rev()
+                    .find(|&i| !cg.inode_used(i))
+                {
                     return self.claim_inode(c, cg, before, rel, false).map(Some);
                 }
             }
@@ -606,7 +659,9 @@ impl FsCore {
                 n += free;
             } else if free > 0 {
                 let cg = self.read_cg(c)?;
-                n += (at % g.ipg..end - c * g.ipg).filter(|&i| !cg.inode_used(i)).count() as u64;
+                n += (at % g.ipg..end - c * g.ipg)
+                    .filter(|&i| !cg.inode_used(i))
+                    .count() as u64;
             }
             at = end;
         }
@@ -677,7 +732,10 @@ impl FsCore {
             let mut minndir = g.ipg as i64;
             for c in (prefcg..ncg).chain(0..prefcg) {
                 let cs = self.cs[c as usize];
-                if (cs.cs_ndir as i64) < minndir && cs.cs_nifree as i64 >= avgifree && cs.cs_nbfree as i64 >= avgbfree {
+                if (cs.cs_ndir as i64) < minndir
+                    && cs.cs_nifree as i64 >= avgifree
+                    && cs.cs_nbfree as i64 >= avgbfree
+                {
                     mincg = c;
                     minndir = cs.cs_ndir as i64;
                 }
@@ -689,11 +747,19 @@ impl FsCore {
         let minbfree = (avgbfree - avgbfree / 4).max(1);
         let cgsize = (g.fsize * g.fpg) as i64;
         let mut dirsize = self.sb.fs_avgfilesize() as i64 * self.sb.fs_avgfpdir() as i64;
-        let curdirsize = if avgndir != 0 { (cgsize - avgbfree * g.bsize as i64) / avgndir } else { 0 };
+        let curdirsize = if avgndir != 0 {
+            (cgsize - avgbfree * g.bsize as i64) / avgndir
+        } else {
+            0
+        };
         if dirsize < curdirsize {
             dirsize = curdirsize;
         }
-        let mut maxcontigdirs = if dirsize <= 0 { 0 } else { ((avgbfree * g.bsize as i64) / dirsize).min(255) };
+        let mut maxcontigdirs = if dirsize <= 0 {
+            0
+        } else {
+            ((avgbfree * g.bsize as i64) / dirsize).min(255)
+        };
         if self.sb.fs_avgfpdir() > 0 {
             maxcontigdirs = maxcontigdirs.min(g.ipg as i64 / self.sb.fs_avgfpdir() as i64);
         }
@@ -724,7 +790,15 @@ impl FsCore {
     /// inode `ino` should go; `indx` is its slot in the pointer array, `prev`
     /// the pointer of the slot before it (0 if none) and `ib0` the inode's
     /// first indirect pointer.
-    pub fn blkpref(&mut self, ino: u64, is_dir: bool, lbn: u64, indx: u64, prev: u64, ib0: u64) -> u64 {
+    pub fn blkpref(
+        &mut self,
+        ino: u64,
+        is_dir: bool,
+        lbn: u64,
+        indx: u64,
+        prev: u64,
+        ib0: u64,
+    ) -> u64 {
         let g = self.g;
         // A file placed in a large directory: its data follows the data of
         // the inode before it (placement.rs).
@@ -737,7 +811,11 @@ impl FsCore {
         let inocg = g.ino_to_cg(ino);
         // The first block under the first indirect follows that indirect
         // block when it sits in the data zone of the inode's group.
-        if lbn == UFS_NDADDR as u64 && ib0 != 0 && ib0 >= g.cgdmin(inocg) + g.metaspace && ib0 < g.cgbase(inocg + 1) {
+        if lbn == UFS_NDADDR as u64
+            && ib0 != 0
+            && ib0 >= g.cgdmin(inocg) + g.metaspace
+            && ib0 < g.cgbase(inocg + 1)
+        {
             return ib0 + g.frag;
         }
         let prev = if prev >= g.size { 0 } else { prev };
@@ -751,7 +829,11 @@ impl FsCore {
                 return g.cgdmin(inocg) + g.metaspace;
             }
             // Start a new section in a group with more than average free blocks.
-            let startcg = if indx == 0 || prev == 0 { inocg + lbn / g.maxbpg } else { g.dtog(prev) + 1 } % g.ncg;
+            let startcg = if indx == 0 || prev == 0 {
+                inocg + lbn / g.maxbpg
+            } else {
+                g.dtog(prev) + 1
+            } % g.ncg;
             let avgbfree = self.sb.fs_cstotal().cs_nbfree / g.ncg as i64;
             for c in (startcg..g.ncg).chain(0..=startcg) {
                 if self.cs[c as usize].cs_nbfree as i64 >= avgbfree {
@@ -788,11 +870,22 @@ fn find_free_block(g: &Geometry, cg: &Cg, c: u64, from: u64) -> Option<u64> {
     if g.frag == 8 {
         // One map byte per block: a plain byte search.
         let map = cg.frag_map(nblk * 8);
-        let hit = map[start as usize..].iter().position(|&b| b == 0xff).map(|i| start + i as u64);
-        let hit = hit.or_else(|| map[..start as usize].iter().position(|&b| b == 0xff).map(|i| i as u64));
+        let hit = map[start as usize..]
+            .iter()
+            .position(|&b| b == 0xff)
+            .map(|i| start + i as u64);
+        let hit = hit.or_else(|| {
+            map[..start as usize]
+                .iter()
+                .position(|&b| b == 0xff)
+                .map(|i| i as u64)
+        });
         return hit.map(|b| b * g.frag);
     }
-    (start..nblk).chain(0..start).find(|&b| cg.block_bits(b, g.frag) == full).map(|b| b * g.frag)
+    (start..nblk)
+        .chain(0..start)
+        .find(|&b| cg.block_bits(b, g.frag) == full)
+        .map(|b| b * g.frag)
 }
 
 /// `ffs_mapsearch` for fragments: the first block (from `bpref`, or the
@@ -803,7 +896,11 @@ fn mapsearch(g: &Geometry, cg: &mut Cg, c: u64, bpref: u64, allocsiz: u64) -> Op
     if nblk == 0 {
         return None;
     }
-    let start = if bpref != 0 && g.dtog(bpref) == c { g.dtogd(bpref) } else { cg.cg_frotor() as u64 } / g.frag;
+    let start = if bpref != 0 && g.dtog(bpref) == c {
+        g.dtogd(bpref)
+    } else {
+        cg.cg_frotor() as u64
+    } / g.frag;
     let start = start.min(nblk - 1);
     let want = 1u16 << allocsiz;
     if g.frag == 8 {
@@ -811,8 +908,16 @@ fn mapsearch(g: &Geometry, cg: &mut Cg, c: u64, bpref: u64, allocsiz: u64) -> Op
         let map = cg.frag_map(nblk * 8);
         let table = &RUNS[3];
         let fits = |x: &u8| *x != 0 && table[*x as usize] & want != 0;
-        let hit = map[start as usize..].iter().position(fits).map(|i| start + i as u64);
-        let hit = hit.or_else(|| map[..start as usize].iter().position(fits).map(|i| i as u64));
+        let hit = map[start as usize..]
+            .iter()
+            .position(fits)
+            .map(|i| start + i as u64);
+        let hit = hit.or_else(|| {
+            map[..start as usize]
+                .iter()
+                .position(fits)
+                .map(|i| i as u64)
+        });
         let b = hit?;
         let s = run_start(map[b as usize], 8, allocsiz)?;
         cg.set_cg_frotor((b * 8) as u32);

@@ -70,7 +70,12 @@ impl InodeOrder {
             InodeOrder::Hash => "hash",
         }
     }
-    pub const ALL: [InodeOrder; 4] = [InodeOrder::Off, InodeOrder::Offset, InodeOrder::Name, InodeOrder::Hash];
+    pub const ALL: [InodeOrder; 4] = [
+        InodeOrder::Off,
+        InodeOrder::Offset,
+        InodeOrder::Name,
+        InodeOrder::Hash,
+    ];
 }
 
 /// Running mean distance (in inodes) between goal and allocated inode past
@@ -176,7 +181,12 @@ fn hash_fraction(name: &[u8]) -> f64 {
 
 impl DirPlacement {
     fn note_name(&mut self, name: &[u8]) {
-        let common = self.prefix.iter().zip(name).take_while(|(a, b)| a == b).count();
+        let common = self
+            .prefix
+            .iter()
+            .zip(name)
+            .take_while(|(a, b)| a == b)
+            .count();
         if common < self.prefix.len() {
             // The prefix shrank: the old extent was measured after a longer
             // prefix; restart it from the bytes now significant.
@@ -203,7 +213,8 @@ impl FsCore {
     /// Whether the inode order applies to directory `ddi`: a key is chosen
     /// and the directory has passed `inodeorder_min` bytes.
     pub fn is_large_dir(&self, ddi: &Dinode) -> bool {
-        self.opts.inode_order != InodeOrder::Off && ddi.di_size() >= self.opts.inode_order_min.max(DIRBLKSIZ as u64)
+        self.opts.inode_order != InodeOrder::Off
+            && ddi.di_size() >= self.opts.inode_order_min.max(DIRBLKSIZ as u64)
     }
 
     /// The goal inode for a new non-directory entry `name` of directory
@@ -213,11 +224,20 @@ impl FsCore {
         if !self.is_large_dir(ddi) {
             return Ok(None);
         }
-        if self.placement.dirs.get(&dir).is_none_or(|p| p.gen != ddi.di_gen()) {
+        if self
+            .placement
+            .dirs
+            .get(&dir)
+            .is_none_or(|p| p.gen != ddi.di_gen())
+        {
             self.placement_recover(dir, ddi)?;
         }
         let size = ddi.di_size();
-        let (slot, chunk) = if order == InodeOrder::Offset { self.dir_slot_for(dir, ddi, name.len())? } else { (0, None) };
+        let (slot, chunk) = if order == InodeOrder::Offset {
+            self.dir_slot_for(dir, ddi, name.len())?
+        } else {
+            (0, None)
+        };
         let mut p = self.placement.dirs.remove(&dir).expect("recovered above");
         let r = self.goal_in(dir, &mut p, order, size, slot, chunk, name);
         self.placement.dirs.insert(dir, p);
@@ -249,19 +269,46 @@ impl FsCore {
             let (min, max) = (live[0] as u64, live[live.len() - 1] as u64);
             let near = 4 * self.g.inopb;
             let holds = |r: &Range, x: u64| x >= r.lo && x < r.lo + r.len;
-            if let Some(i) = p.ranges.iter().rposition(|r| holds(r, min) || holds(r, max)) {
+            if let Some(i) = p
+                .ranges
+                .iter()
+                .rposition(|r| holds(r, min) || holds(r, max))
+            {
                 let r = &p.ranges[i];
-                let lo = ctx.prev_max.map(u64::from).filter(|&q| q < min).map_or(min.saturating_sub(near).max(r.lo), |q| q + 1);
-                let hi = ctx.next_min.map(u64::from).filter(|&q| q > max).unwrap_or((max + 1 + near).min(r.lo + r.len));
-                let gap = live.windows(2).find(|w| w[1] > w[0] + 1).map(|w| w[0] as u64 + 1);
-                let between = Between { inside: gap.map(|_| (min + 1, max)), before: (lo, min), after: (max + 1, hi) };
-                return Ok(Some(Goal { ino: gap.unwrap_or(max + 1), range: i, between: Some(between) }));
+                let lo = ctx
+                    .prev_max
+                    .map(u64::from)
+                    .filter(|&q| q < min)
+                    .map_or(min.saturating_sub(near).max(r.lo), |q| q + 1);
+                let hi = ctx
+                    .next_min
+                    .map(u64::from)
+                    .filter(|&q| q > max)
+                    .unwrap_or((max + 1 + near).min(r.lo + r.len));
+                let gap = live
+                    .windows(2)
+                    .find(|w| w[1] > w[0] + 1)
+                    .map(|w| w[0] as u64 + 1);
+                let between = Between {
+                    inside: gap.map(|_| (min + 1, max)),
+                    before: (lo, min),
+                    after: (max + 1, hi),
+                };
+                return Ok(Some(Goal {
+                    ino: gap.unwrap_or(max + 1),
+                    range: i,
+                    between: Some(between),
+                }));
             }
         }
         let pick = match order {
             InodeOrder::Offset => {
                 // The range covering the slot; past the last, a new one.
-                match p.ranges.iter().rposition(|r| slot >= r.off_lo && slot < r.off_hi) {
+                match p
+                    .ranges
+                    .iter()
+                    .rposition(|r| slot >= r.off_lo && slot < r.off_hi)
+                {
                     Some(i) => Some(i),
                     None if p.ranges.last().is_some_and(|r| slot < r.off_hi) => {
                         // Before every range: entries from before the
@@ -286,29 +333,54 @@ impl FsCore {
         };
         let r = &p.ranges[i];
         let frac = match order {
-            InodeOrder::Offset => (slot.saturating_sub(r.off_lo)) as f64 / (r.off_hi - r.off_lo).max(1) as f64,
+            InodeOrder::Offset => {
+                (slot.saturating_sub(r.off_lo)) as f64 / (r.off_hi - r.off_lo).max(1) as f64
+            }
             InodeOrder::Name => p.name_fraction(name),
             InodeOrder::Hash => hash_fraction(name),
             InodeOrder::Off => unreachable!(),
         };
         let off = ((frac * r.len as f64) as u64).min(r.len - 1);
-        Ok(Some(Goal { ino: r.lo + off, range: i, between: None }))
+        Ok(Some(Goal {
+            ino: r.lo + off,
+            range: i,
+            between: None,
+        }))
     }
 
     /// Opens the next range for directory `dir` of `size` bytes: twice its
     /// entries, after the last range (or at the directory's own group),
     /// mostly free and clear of other directories' open ranges.
-    fn open_range(&mut self, dir: u64, p: &mut DirPlacement, size: u64, slot: u64) -> Result<Option<usize>> {
+    fn open_range(
+        &mut self,
+        dir: u64,
+        p: &mut DirPlacement,
+        size: u64,
+        slot: u64,
+    ) -> Result<Option<usize>> {
         let g = self.g;
         let entries = (size as f64 / p.bytes_per_entry.max(8.0)) as u64;
-        let len = (2 * entries).max(MIN_RANGE).min(g.ninodes() / 2).max(g.inopb);
-        let start = p.ranges.iter().map(|r| r.lo + r.len).max().unwrap_or(g.ino_to_cg(dir) * g.ipg);
+        let len = (2 * entries)
+            .max(MIN_RANGE)
+            .min(g.ninodes() / 2)
+            .max(g.inopb);
+        let start = p
+            .ranges
+            .iter()
+            .map(|r| r.lo + r.len)
+            .max()
+            .unwrap_or(g.ino_to_cg(dir) * g.ipg);
         let taken: Vec<(u64, u64)> = self
             .placement
             .dirs
             .iter()
             .filter(|(&d, _)| d != dir)
-            .flat_map(|(_, q)| q.ranges.iter().filter(|r| !r.full).map(|r| (r.lo, r.lo + r.len)))
+            .flat_map(|(_, q)| {
+                q.ranges
+                    .iter()
+                    .filter(|r| !r.full)
+                    .map(|r| (r.lo, r.lo + r.len))
+            })
             .collect();
         let step = (len / 4).max(g.inopb);
         let n = g.ninodes();
@@ -337,10 +409,25 @@ impl FsCore {
         }
         // Less than half free: the inodes are too fragmented (or nearly
         // gone) for a range to help; the ordinary policy takes over.
-        let Some((lo, _)) = best.filter(|&(_, f)| 2 * f >= len) else { return Ok(None) };
-        let off_lo = p.ranges.iter().map(|r| r.off_hi).max().unwrap_or(0).min(slot);
+        let Some((lo, _)) = best.filter(|&(_, f)| 2 * f >= len) else {
+            return Ok(None);
+        };
+        let off_lo = p
+            .ranges
+            .iter()
+            .map(|r| r.off_hi)
+            .max()
+            .unwrap_or(0)
+            .min(slot);
         let off_hi = off_lo + (len as f64 * p.bytes_per_entry) as u64;
-        p.ranges.push(Range { lo, len, off_lo, off_hi: off_hi.max(off_lo + DIRBLKSIZ as u64), mean_dist: 0.0, full: false });
+        p.ranges.push(Range {
+            lo,
+            len,
+            off_lo,
+            off_hi: off_hi.max(off_lo + DIRBLKSIZ as u64),
+            mean_dist: 0.0,
+            full: false,
+        });
         self.placement.stats.ranges += 1;
         Ok(Some(p.ranges.len() - 1))
     }
@@ -369,13 +456,17 @@ impl FsCore {
         let g = self.g;
         for back in 1..=8u64 {
             let prev = ino.checked_sub(back).filter(|&p| p > UFS_ROOTINO)?;
-            let Ok(di) = self.read_inode(prev) else { continue };
+            let Ok(di) = self.read_inode(prev) else {
+                continue;
+            };
             if !di.is_reg() || di.di_db(0) == 0 || di.nlink() == 0 {
                 continue;
             }
             // Inodes skipped on the way (freed, not yet reused) are taken
             // to have had files of the same size: leave their room.
-            let frags = g.numfrags(di.di_size().min(g.bsize).next_multiple_of(g.fsize)).max(1);
+            let frags = g
+                .numfrags(di.di_size().min(g.bsize).next_multiple_of(g.fsize))
+                .max(1);
             let pref = di.di_db(0) + back * frags;
             return (pref < g.size).then_some(pref);
         }
@@ -394,7 +485,12 @@ impl FsCore {
     }
 
     fn alloc_placed_at(&mut self, dir: u64, goal: Goal) -> Result<u64> {
-        let (lo, hi) = match self.placement.dirs.get(&dir).and_then(|p| p.ranges.get(goal.range)) {
+        let (lo, hi) = match self
+            .placement
+            .dirs
+            .get(&dir)
+            .and_then(|p| p.ranges.get(goal.range))
+        {
             Some(r) => (r.lo, r.lo + r.len),
             None => return self.alloc_inode(dir, false),
         };
@@ -428,7 +524,12 @@ impl FsCore {
             got = self.alloc_inode_in(lo, goal.ino)?;
         }
         self.placement.stats.placed += 1;
-        let Some(r) = self.placement.dirs.get_mut(&dir).and_then(|p| p.ranges.get_mut(goal.range)) else {
+        let Some(r) = self
+            .placement
+            .dirs
+            .get_mut(&dir)
+            .and_then(|p| p.ranges.get_mut(goal.range))
+        else {
             return self.alloc_inode(dir, false);
         };
         match got {
@@ -461,7 +562,15 @@ impl FsCore {
     /// mount stopped.
     pub fn placement_recover(&mut self, dir: u64, ddi: &Dinode) -> Result<()> {
         let mut ents: Vec<(u64, u64)> = Vec::new(); // (ino, offset)
-        let mut p = DirPlacement { gen: ddi.di_gen(), ranges: Vec::new(), bytes_per_entry: 32.0, prefix: Vec::new(), name_lo: u64::MAX, name_hi: 0, retry_at: 0 };
+        let mut p = DirPlacement {
+            gen: ddi.di_gen(),
+            ranges: Vec::new(),
+            bytes_per_entry: 32.0,
+            prefix: Vec::new(),
+            name_lo: u64::MAX,
+            name_hi: 0,
+            retry_at: 0,
+        };
         let mut first = true;
         self.dir_scan(dir, ddi, 0, |coff, e| {
             if e.ino != 0 && e.name != b"." && e.name != b".." {
@@ -495,7 +604,14 @@ impl FsCore {
             let off_lo = run.iter().map(|e| e.1).min().unwrap_or(0);
             let off_hi = run.iter().map(|e| e.1).max().unwrap_or(0) + 1;
             let fill = run.len() as f64 / len as f64;
-            p.ranges.push(Range { lo, len, off_lo, off_hi, mean_dist: 0.0, full: fill > 0.95 });
+            p.ranges.push(Range {
+                lo,
+                len,
+                off_lo,
+                off_hi,
+                mean_dist: 0.0,
+                full: fill > 0.95,
+            });
         }
         p.ranges.sort_by_key(|r| (r.off_lo, r.lo));
         self.placement.stats.recovered += 1;
@@ -522,7 +638,12 @@ mod tests {
     use std::sync::Arc;
 
     fn opts(order: InodeOrder) -> MountOptions {
-        MountOptions { seed: Some(7), inode_order: order, inode_order_min: 8 << 10, ..Default::default() }
+        MountOptions {
+            seed: Some(7),
+            inode_order: order,
+            inode_order_min: 8 << 10,
+            ..Default::default()
+        }
     }
 
     fn name(i: u64) -> Vec<u8> {
@@ -535,7 +656,10 @@ mod tests {
     /// after churn.
     fn fresh_and_churned(dev: &Arc<SparseDevice>, order: InodeOrder, n: u64) -> (f64, f64, u64) {
         let fs = Fs::open(Box::new(dev.clone()), opts(order)).unwrap();
-        let d = fs.mkdir(fs.root(), order.name().as_bytes(), 0o755, Cred::ROOT).unwrap().ino;
+        let d = fs
+            .mkdir(fs.root(), order.name().as_bytes(), 0o755, Cred::ROOT)
+            .unwrap()
+            .ino;
         for i in 0..n {
             fs.mknod(d, &name(i), 0o100644, 0, Cred::ROOT).unwrap();
         }
@@ -558,7 +682,15 @@ mod tests {
     #[test]
     fn offset_order_keeps_readdir_order_in_inode_order_through_churn() {
         let dev = Arc::new(SparseDevice::new(1 << 30));
-        newfs(&*dev, &NewfsParams { seed: Some(1), time: Some(1), ..Default::default() }).unwrap();
+        newfs(
+            &*dev,
+            &NewfsParams {
+                seed: Some(1),
+                time: Some(1),
+                ..Default::default()
+            },
+        )
+        .unwrap();
         let mut got = Vec::new();
         for order in InodeOrder::ALL {
             got.push((order, fresh_and_churned(&dev, order, 6000)));
@@ -575,13 +707,25 @@ mod tests {
         let (_, h_churn, _) = of(InodeOrder::Hash);
         assert!(h_churn < o_churn);
         let report = crate::fsck::fsck(&*dev, crate::fsck::FsckMode::Check).unwrap();
-        assert!(report.clean && report.findings.is_empty(), "{:?}", report.findings);
+        assert!(
+            report.clean && report.findings.is_empty(),
+            "{:?}",
+            report.findings
+        );
     }
 
     #[test]
     fn a_remount_recovers_the_ranges_and_churn_keeps_the_order() {
         let dev = Arc::new(SparseDevice::new(1 << 30));
-        newfs(&*dev, &NewfsParams { seed: Some(2), time: Some(1), ..Default::default() }).unwrap();
+        newfs(
+            &*dev,
+            &NewfsParams {
+                seed: Some(2),
+                time: Some(1),
+                ..Default::default()
+            },
+        )
+        .unwrap();
         let n = 5000u64;
         let d = {
             let fs = Fs::open(Box::new(dev.clone()), opts(InodeOrder::Offset)).unwrap();
@@ -606,22 +750,45 @@ mod tests {
         assert_eq!(st.recovered, 1, "{st:?}");
         let r = measure(&fs, d).unwrap();
         assert_eq!(r.entries, n + 500);
-        assert!(r.readdir_locality >= 0.99, "after remount and churn: {r:?} {st:?}");
+        assert!(
+            r.readdir_locality >= 0.99,
+            "after remount and churn: {r:?} {st:?}"
+        );
         fs.unmount().unwrap();
         let report = crate::fsck::fsck(&*dev, crate::fsck::FsckMode::Check).unwrap();
-        assert!(report.clean && report.findings.is_empty(), "{:?}", report.findings);
+        assert!(
+            report.clean && report.findings.is_empty(),
+            "{:?}",
+            report.findings
+        );
     }
 
     #[test]
     fn small_directories_and_directories_keep_the_ordinary_policy() {
         let dev = Arc::new(SparseDevice::new(256 << 20));
-        newfs(&*dev, &NewfsParams { seed: Some(3), time: Some(1), ..Default::default() }).unwrap();
+        newfs(
+            &*dev,
+            &NewfsParams {
+                seed: Some(3),
+                time: Some(1),
+                ..Default::default()
+            },
+        )
+        .unwrap();
         let fs = Fs::open(Box::new(dev.clone()), opts(InodeOrder::Offset)).unwrap();
-        let d = fs.mkdir(fs.root(), b"small", 0o755, Cred::ROOT).unwrap().ino;
+        let d = fs
+            .mkdir(fs.root(), b"small", 0o755, Cred::ROOT)
+            .unwrap()
+            .ino;
         for i in 0..100 {
             fs.mknod(d, &name(i), 0o100644, 0, Cred::ROOT).unwrap();
-            fs.mkdir(d, format!("sub{i}").as_bytes(), 0o755, Cred::ROOT).unwrap();
+            fs.mkdir(d, format!("sub{i}").as_bytes(), 0o755, Cred::ROOT)
+                .unwrap();
         }
-        assert_eq!(fs.with_core(|c| c.placement.stats.placed), 0, "below inodeorder_min nothing is placed");
+        assert_eq!(
+            fs.with_core(|c| c.placement.stats.placed),
+            0,
+            "below inodeorder_min nothing is placed"
+        );
     }
 }

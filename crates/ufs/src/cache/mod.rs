@@ -32,8 +32,15 @@ pub enum BlockKind {
 }
 
 impl BlockKind {
-    pub const ALL: [BlockKind; 7] =
-        [BlockKind::Super, BlockKind::Cg, BlockKind::Inode, BlockKind::Dir, BlockKind::Indir, BlockKind::Data, BlockKind::Summary];
+    pub const ALL: [BlockKind; 7] = [
+        BlockKind::Super,
+        BlockKind::Cg,
+        BlockKind::Inode,
+        BlockKind::Dir,
+        BlockKind::Indir,
+        BlockKind::Data,
+        BlockKind::Summary,
+    ];
     fn idx(self) -> usize {
         self as usize
     }
@@ -177,7 +184,9 @@ impl BufferCache {
 
     fn make_room(&mut self, need: u64) -> Result<()> {
         while self.bytes + need > self.limit {
-            let Some((_, &addr)) = self.lru.iter().next() else { break };
+            let Some((_, &addr)) = self.lru.iter().next() else {
+                break;
+            };
             if self.bufs.get(&addr).is_some_and(|b| b.dirty) {
                 self.write_behind()?;
             }
@@ -193,7 +202,13 @@ impl BufferCache {
     /// buffer per eviction between the reads that caused it.
     fn write_behind(&mut self) -> Result<()> {
         let half = self.lru.len().div_ceil(2);
-        let mut old: Vec<u64> = self.lru.values().take(half).copied().filter(|a| self.bufs.get(a).is_some_and(|b| b.dirty)).collect();
+        let mut old: Vec<u64> = self
+            .lru
+            .values()
+            .take(half)
+            .copied()
+            .filter(|a| self.bufs.get(a).is_some_and(|b| b.dirty))
+            .collect();
         old.sort_unstable();
         for a in old {
             self.write_buf(a)?;
@@ -206,7 +221,15 @@ impl BufferCache {
         self.clock += 1;
         self.bytes += data.len() as u64;
         self.lru.insert(self.clock, addr);
-        self.bufs.insert(addr, Buf { data, kind, dirty, stamp: self.clock });
+        self.bufs.insert(
+            addr,
+            Buf {
+                data,
+                kind,
+                dirty,
+                stamp: self.clock,
+            },
+        );
         Ok(())
     }
 
@@ -223,12 +246,21 @@ impl BufferCache {
         let n = self.nfrags(len);
         self.clear_overlaps(addr, n, None)?;
         let mut data = vec![0u8; len];
-        let off = addr.checked_mul(1 << self.fshift).ok_or_else(|| crate::error::Error::corrupt(format!("block address {addr} overflows")))?;
+        let off = addr.checked_mul(1 << self.fshift).ok_or_else(|| {
+            crate::error::Error::corrupt(format!("block address {addr} overflows"))
+        })?;
         self.dev.read_at(off, &mut data)?;
         if let (BlockKind::Cg, Some(n)) = (kind, self.cg_ckhash) {
             if n <= data.len() {
-                let stored = u32::from_le_bytes(data[ufs_format::cg::CG_CKHASH_OFF..ufs_format::cg::CG_CKHASH_OFF + 4].try_into().unwrap_or([0; 4]));
-                let computed = ufs_format::ckhash::ckhash_with_zeroed_field(&data[..n], ufs_format::cg::CG_CKHASH_OFF);
+                let stored = u32::from_le_bytes(
+                    data[ufs_format::cg::CG_CKHASH_OFF..ufs_format::cg::CG_CKHASH_OFF + 4]
+                        .try_into()
+                        .unwrap_or([0; 4]),
+                );
+                let computed = ufs_format::ckhash::ckhash_with_zeroed_field(
+                    &data[..n],
+                    ufs_format::cg::CG_CKHASH_OFF,
+                );
                 if stored != computed {
                     return Err(crate::error::Error::corrupt(format!(
                         "cylinder group at fragment {addr}: check-hash mismatch (stored {stored:#x}, computed {computed:#x})"
@@ -245,7 +277,11 @@ impl BufferCache {
     /// The `len` bytes at fragment `addr`, read from the device on a miss.
     pub fn read(&mut self, addr: u64, len: usize, kind: BlockKind) -> Result<&[u8]> {
         self.ensure(addr, len, kind)?;
-        Ok(&self.bufs.get(&addr).map(|b| &b.data).expect("buffer just ensured")[..])
+        Ok(&self
+            .bufs
+            .get(&addr)
+            .map(|b| &b.data)
+            .expect("buffer just ensured")[..])
     }
 
     /// Like [`read`](Self::read), for changing the bytes; marks the buffer dirty.
@@ -275,7 +311,14 @@ impl BufferCache {
 
     /// Moves a cached buffer's contents to a new, larger location (a
     /// fragment run that was reallocated elsewhere), zero-extending it.
-    pub fn relocate(&mut self, from: u64, from_len: usize, to: u64, to_len: usize, kind: BlockKind) -> Result<()> {
+    pub fn relocate(
+        &mut self,
+        from: u64,
+        from_len: usize,
+        to: u64,
+        to_len: usize,
+        kind: BlockKind,
+    ) -> Result<()> {
         let old = self.read(from, from_len, kind)?.to_vec();
         self.discard(from, self.nfrags(from_len));
         let b = self.create(to, to_len, kind)?;
@@ -285,7 +328,13 @@ impl BufferCache {
 
     /// Resizes the buffer at `addr` in place (fragment run grown or shrunk
     /// without moving), keeping its contents.
-    pub fn resize(&mut self, addr: u64, old_len: usize, new_len: usize, kind: BlockKind) -> Result<()> {
+    pub fn resize(
+        &mut self,
+        addr: u64,
+        old_len: usize,
+        new_len: usize,
+        kind: BlockKind,
+    ) -> Result<()> {
         let mut old = self.read(addr, old_len, kind)?.to_vec();
         self.discard(addr, self.nfrags(old_len));
         old.resize(new_len, 0);
@@ -303,7 +352,11 @@ impl BufferCache {
                 victims.push(a);
             }
         }
-        victims.extend(self.bufs.range(addr..addr.saturating_add(nfrags)).map(|(&a, _)| a));
+        victims.extend(
+            self.bufs
+                .range(addr..addr.saturating_add(nfrags))
+                .map(|(&a, _)| a),
+        );
         for a in victims {
             let _ = self.evict(a, false);
         }
@@ -312,17 +365,25 @@ impl BufferCache {
     /// Writes one buffer to the device if dirty. The single write path.
     pub fn write_buf(&mut self, addr: u64) -> Result<()> {
         let fshift = self.fshift;
-        let Some(b) = self.bufs.get_mut(&addr) else { return Ok(()) };
+        let Some(b) = self.bufs.get_mut(&addr) else {
+            return Ok(());
+        };
         if !b.dirty {
             return Ok(());
         }
         if let (BlockKind::Cg, Some(n)) = (b.kind, self.cg_ckhash) {
             if n <= b.data.len() {
-                let h = ufs_format::ckhash::ckhash_with_zeroed_field(&b.data[..n], ufs_format::cg::CG_CKHASH_OFF);
-                b.data[ufs_format::cg::CG_CKHASH_OFF..ufs_format::cg::CG_CKHASH_OFF + 4].copy_from_slice(&h.to_le_bytes());
+                let h = ufs_format::ckhash::ckhash_with_zeroed_field(
+                    &b.data[..n],
+                    ufs_format::cg::CG_CKHASH_OFF,
+                );
+                b.data[ufs_format::cg::CG_CKHASH_OFF..ufs_format::cg::CG_CKHASH_OFF + 4]
+                    .copy_from_slice(&h.to_le_bytes());
             }
         }
-        let off = addr.checked_mul(1 << fshift).ok_or_else(|| crate::error::Error::corrupt(format!("block address {addr} overflows")))?;
+        let off = addr.checked_mul(1 << fshift).ok_or_else(|| {
+            crate::error::Error::corrupt(format!("block address {addr} overflows"))
+        })?;
         self.dev.write_at(off, &b.data)?;
         b.dirty = false;
         let st = &mut self.stats.by_kind[b.kind.idx()];
@@ -333,7 +394,12 @@ impl BufferCache {
 
     /// Writes every dirty buffer in address order.
     pub fn write_all(&mut self) -> Result<()> {
-        let dirty: Vec<u64> = self.bufs.iter().filter(|(_, b)| b.dirty).map(|(&a, _)| a).collect();
+        let dirty: Vec<u64> = self
+            .bufs
+            .iter()
+            .filter(|(_, b)| b.dirty)
+            .map(|(&a, _)| a)
+            .collect();
         for a in dirty {
             self.write_buf(a)?;
         }
@@ -342,7 +408,12 @@ impl BufferCache {
 
     /// Writes every dirty buffer of one kind selection in address order.
     pub fn write_matching(&mut self, pred: impl Fn(u64, BlockKind) -> bool) -> Result<()> {
-        let dirty: Vec<u64> = self.bufs.iter().filter(|(&a, b)| b.dirty && pred(a, b.kind)).map(|(&a, _)| a).collect();
+        let dirty: Vec<u64> = self
+            .bufs
+            .iter()
+            .filter(|(&a, b)| b.dirty && pred(a, b.kind))
+            .map(|(&a, _)| a)
+            .collect();
         for a in dirty {
             self.write_buf(a)?;
         }
@@ -377,7 +448,12 @@ impl BufferCache {
 
     /// Drops every clean buffer (a cold cache for measurements).
     pub fn drop_clean(&mut self) {
-        let clean: Vec<u64> = self.bufs.iter().filter(|(_, b)| !b.dirty).map(|(&a, _)| a).collect();
+        let clean: Vec<u64> = self
+            .bufs
+            .iter()
+            .filter(|(_, b)| !b.dirty)
+            .map(|(&a, _)| a)
+            .collect();
         for a in clean {
             let _ = self.evict(a, false);
         }

@@ -51,7 +51,11 @@ impl<D: BlockDevice> RecordingDevice<D> {
         }
         let mut base = vec![0u8; size as usize];
         inner.read_at(0, &mut base)?;
-        Ok(RecordingDevice { inner, base, log: Mutex::new(Vec::new()) })
+        Ok(RecordingDevice {
+            inner,
+            base,
+            log: Mutex::new(Vec::new()),
+        })
     }
 
     pub fn inner(&self) -> &D {
@@ -99,10 +103,17 @@ impl<D: BlockDevice> RecordingDevice<D> {
         let n = self.writes().len();
         let durable = self.durable_before();
         let mut out = Vec::new();
-        let step = if max_prefix == 0 { usize::MAX } else { n.div_ceil(max_prefix.max(1)).max(1) };
+        let step = if max_prefix == 0 {
+            usize::MAX
+        } else {
+            n.div_ceil(max_prefix.max(1)).max(1)
+        };
         let mut k = 0;
         while k <= n && max_prefix > 0 {
-            out.push(CrashState { writes: (0..k).collect(), kind: "prefix" });
+            out.push(CrashState {
+                writes: (0..k).collect(),
+                kind: "prefix",
+            });
             if k == n {
                 break;
             }
@@ -118,7 +129,10 @@ impl<D: BlockDevice> RecordingDevice<D> {
             pending.truncate(rng.gen_range(0..=pending.len()));
             let mut writes: Vec<usize> = (0..safe).chain(pending).collect();
             writes.sort_unstable();
-            out.push(CrashState { writes, kind: "reordered" });
+            out.push(CrashState {
+                writes,
+                kind: "reordered",
+            });
         }
         out
     }
@@ -129,7 +143,12 @@ impl<D: BlockDevice> RecordingDevice<D> {
         let writes = self.writes();
         let mut img = self.base.clone();
         for &i in &state.writes {
-            let (off, data) = writes.get(i).ok_or_else(|| Error::new(ErrorKind::Invalid, format!("crash state names write {i} of {}", writes.len())))?;
+            let (off, data) = writes.get(i).ok_or_else(|| {
+                Error::new(
+                    ErrorKind::Invalid,
+                    format!("crash state names write {i} of {}", writes.len()),
+                )
+            })?;
             img[*off as usize..*off as usize + data.len()].copy_from_slice(data);
         }
         Ok(MemDevice::from_vec(img))
@@ -138,7 +157,10 @@ impl<D: BlockDevice> RecordingDevice<D> {
     /// Writes and flushes logged so far.
     pub fn counts(&self) -> (usize, usize) {
         let log = self.log.lock().unwrap_or_else(|p| p.into_inner());
-        let w = log.iter().filter(|l| matches!(l, Logged::Write { .. })).count();
+        let w = log
+            .iter()
+            .filter(|l| matches!(l, Logged::Write { .. }))
+            .count();
         (w, log.len() - w)
     }
 }
@@ -149,12 +171,21 @@ impl<D: BlockDevice> BlockDevice for RecordingDevice<D> {
     }
     fn write_at(&self, off: u64, buf: &[u8]) -> Result<()> {
         self.inner.write_at(off, buf)?;
-        self.log.lock().unwrap_or_else(|p| p.into_inner()).push(Logged::Write { off, data: buf.to_vec() });
+        self.log
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(Logged::Write {
+                off,
+                data: buf.to_vec(),
+            });
         Ok(())
     }
     fn flush(&self) -> Result<()> {
         self.inner.flush()?;
-        self.log.lock().unwrap_or_else(|p| p.into_inner()).push(Logged::Flush);
+        self.log
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(Logged::Flush);
         Ok(())
     }
     fn size(&self) -> u64 {
@@ -212,9 +243,17 @@ mod tests {
                 assert!(s.writes.starts_with(&[0, 1]), "{s:?}");
             }
         }
-        assert!(re.iter().any(|s| s.writes == vec![0, 1, 3]), "a later write without an earlier unflushed one");
+        assert!(
+            re.iter().any(|s| s.writes == vec![0, 1, 3]),
+            "a later write without an earlier unflushed one"
+        );
         assert_eq!(re, r.states(0, 200, 7));
-        assert!(r.image(&CrashState { writes: vec![9], kind: "prefix" }).is_err());
+        assert!(r
+            .image(&CrashState {
+                writes: vec![9],
+                kind: "prefix"
+            })
+            .is_err());
     }
 
     #[test]

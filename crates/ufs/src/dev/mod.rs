@@ -32,7 +32,10 @@ pub mod model;
 fn check_range(off: u64, len: usize, size: u64) -> Result<()> {
     match off.checked_add(len as u64) {
         Some(end) if end <= size => Ok(()),
-        _ => Err(Error::new(ErrorKind::Io, format!("request at byte {off} of {len} bytes is past the device end ({size})"))),
+        _ => Err(Error::new(
+            ErrorKind::Io,
+            format!("request at byte {off} of {len} bytes is past the device end ({size})"),
+        )),
     }
 }
 
@@ -48,18 +51,36 @@ impl FileDevice {
     /// Opens `path`; takes an exclusive lock (shared for read-only opens
     /// unless `exclusive`). Fails with `Busy` if another process holds it.
     pub fn open(path: &Path, writable: bool) -> Result<Self> {
-        let file = OpenOptions::new().read(true).write(writable).open(path).map_err(|e| {
-            Error::new(ErrorKind::from_io(&e), format!("cannot open {}: {e}", path.display()))
-        })?;
-        let op = if writable { libc::LOCK_EX } else { libc::LOCK_SH };
+        let file = OpenOptions::new()
+            .read(true)
+            .write(writable)
+            .open(path)
+            .map_err(|e| {
+                Error::new(
+                    ErrorKind::from_io(&e),
+                    format!("cannot open {}: {e}", path.display()),
+                )
+            })?;
+        let op = if writable {
+            libc::LOCK_EX
+        } else {
+            libc::LOCK_SH
+        };
         if !lock_file(&file, op | libc::LOCK_NB) {
             return Err(Error::new(
                 ErrorKind::Busy,
-                format!("{} is in use (mounted or being checked by another ufskit process)", path.display()),
+                format!(
+                    "{} is in use (mounted or being checked by another ufskit process)",
+                    path.display()
+                ),
             ));
         }
         let size = device_size(&file)?;
-        Ok(FileDevice { file, size, read_only: !writable })
+        Ok(FileDevice {
+            file,
+            size,
+            read_only: !writable,
+        })
     }
     pub fn is_read_only(&self) -> bool {
         self.read_only
@@ -122,10 +143,14 @@ pub struct MemDevice {
 
 impl MemDevice {
     pub fn new(size: u64) -> Self {
-        MemDevice { data: Mutex::new(vec![0; size as usize]) }
+        MemDevice {
+            data: Mutex::new(vec![0; size as usize]),
+        }
     }
     pub fn from_vec(v: Vec<u8>) -> Self {
-        MemDevice { data: Mutex::new(v) }
+        MemDevice {
+            data: Mutex::new(v),
+        }
     }
     pub fn snapshot(&self) -> Vec<u8> {
         self.data.lock().unwrap_or_else(|p| p.into_inner()).clone()
@@ -166,7 +191,10 @@ const SPARSE_PAGE: usize = 4096;
 
 impl SparseDevice {
     pub fn new(size: u64) -> Self {
-        SparseDevice { size, pages: Mutex::new(std::collections::HashMap::new()) }
+        SparseDevice {
+            size,
+            pages: Mutex::new(std::collections::HashMap::new()),
+        }
     }
     /// Bytes of memory held by written pages.
     pub fn resident(&self) -> u64 {
@@ -181,7 +209,10 @@ impl SparseDevice {
         let mut done = 0;
         while done < len {
             let pos = off + done as u64;
-            let (page, o) = (pos / SPARSE_PAGE as u64, (pos % SPARSE_PAGE as u64) as usize);
+            let (page, o) = (
+                pos / SPARSE_PAGE as u64,
+                (pos % SPARSE_PAGE as u64) as usize,
+            );
             let n = (SPARSE_PAGE - o).min(len - done);
             f(page, o, done..done + n);
             done += n;
@@ -206,11 +237,20 @@ impl BlockDevice for SparseDevice {
             let zero = buf[r.clone()].iter().all(|&b| b == 0);
             match pages.get_mut(&page) {
                 None if zero => {}
-                Some(p) if zero && (o == 0 && r.len() == SPARSE_PAGE || p.iter().enumerate().all(|(i, &b)| b == 0 || (i >= o && i < o + r.len()))) => {
+                Some(p)
+                    if zero
+                        && (o == 0 && r.len() == SPARSE_PAGE
+                            || p.iter()
+                                .enumerate()
+                                .all(|(i, &b)| b == 0 || (i >= o && i < o + r.len()))) =>
+                {
                     // A page that becomes all zeros takes no memory again.
                     pages.remove(&page);
                 }
-                _ => pages.entry(page).or_insert_with(|| Box::new([0u8; SPARSE_PAGE]))[o..o + r.len()].copy_from_slice(&buf[r]),
+                _ => pages
+                    .entry(page)
+                    .or_insert_with(|| Box::new([0u8; SPARSE_PAGE]))[o..o + r.len()]
+                    .copy_from_slice(&buf[r]),
             }
         });
         Ok(())
@@ -275,20 +315,23 @@ impl<D: BlockDevice> CountingDevice<D> {
     }
     fn seek(&self, off: u64, len: usize) {
         let prev = self.head.swap(off + len as u64, Ordering::Relaxed);
-        self.seek_bytes.fetch_add(prev.abs_diff(off), Ordering::Relaxed);
+        self.seek_bytes
+            .fetch_add(prev.abs_diff(off), Ordering::Relaxed);
     }
 }
 
 impl<D: BlockDevice> BlockDevice for CountingDevice<D> {
     fn read_at(&self, off: u64, buf: &mut [u8]) -> Result<()> {
         self.reads.fetch_add(1, Ordering::Relaxed);
-        self.read_bytes.fetch_add(buf.len() as u64, Ordering::Relaxed);
+        self.read_bytes
+            .fetch_add(buf.len() as u64, Ordering::Relaxed);
         self.seek(off, buf.len());
         self.inner.read_at(off, buf)
     }
     fn write_at(&self, off: u64, buf: &[u8]) -> Result<()> {
         self.writes.fetch_add(1, Ordering::Relaxed);
-        self.write_bytes.fetch_add(buf.len() as u64, Ordering::Relaxed);
+        self.write_bytes
+            .fetch_add(buf.len() as u64, Ordering::Relaxed);
         self.seek(off, buf.len());
         self.inner.write_at(off, buf)
     }
@@ -361,7 +404,11 @@ pub struct ReadAheadDevice<D: BlockDevice> {
 impl<D: BlockDevice> ReadAheadDevice<D> {
     /// `window` bytes per read-ahead (a power of two).
     pub fn new(inner: D, window: u64) -> Self {
-        ReadAheadDevice { inner, window: window.next_power_of_two(), buf: Mutex::new(None) }
+        ReadAheadDevice {
+            inner,
+            window: window.next_power_of_two(),
+            buf: Mutex::new(None),
+        }
     }
 }
 
@@ -397,7 +444,8 @@ impl<D: BlockDevice> BlockDevice for ReadAheadDevice<D> {
             if ws < e && we > s {
                 let a = ws.max(s);
                 let b = we.min(e);
-                buf[(a - s) as usize..(b - s) as usize].copy_from_slice(&data[(a - ws) as usize..(b - ws) as usize]);
+                buf[(a - s) as usize..(b - s) as usize]
+                    .copy_from_slice(&data[(a - ws) as usize..(b - ws) as usize]);
             }
         }
         Ok(())

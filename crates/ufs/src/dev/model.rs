@@ -172,7 +172,11 @@ impl Geometry {
         let spts: Vec<u64> = (0..nz)
             .map(|z| {
                 let (o, i) = (s.spt_outer as f64, s.spt_inner as f64);
-                let f = if nz == 1 { 0.0 } else { z as f64 / (nz - 1) as f64 };
+                let f = if nz == 1 {
+                    0.0
+                } else {
+                    z as f64 / (nz - 1) as f64
+                };
                 (o + (i - o) * f).round() as u64
             })
             .collect();
@@ -190,11 +194,19 @@ impl Geometry {
     }
 
     fn locate(&self, lba: u64) -> Chs {
-        let z = self.zones.partition_point(|&(first, ..)| first <= lba).saturating_sub(1);
+        let z = self
+            .zones
+            .partition_point(|&(first, ..)| first <= lba)
+            .saturating_sub(1);
         let (first, cyl0, _, spt) = self.zones[z];
         let rel = lba - first;
         let per_cyl = spt * self.heads;
-        Chs { cyl: cyl0 + rel / per_cyl, head: (rel % per_cyl) / spt, sector: rel % spt, spt }
+        Chs {
+            cyl: cyl0 + rel / per_cyl,
+            head: (rel % per_cyl) / spt,
+            sector: rel % spt,
+            spt,
+        }
     }
 }
 
@@ -294,8 +306,22 @@ impl<D: BlockDevice> ModeledDisk<D> {
         }
         let geom = Geometry::new(&spec);
         let rev_ms = 60_000.0 / spec.rpm as f64;
-        let state = State { now: 0.0, cyl: 0, head: 0, last_end: None, ra: None, stats: DiskStats::default() };
-        Ok(ModeledDisk { inner, spec, geom, rev_ms, sleep, state: Mutex::new(state) })
+        let state = State {
+            now: 0.0,
+            cyl: 0,
+            head: 0,
+            last_end: None,
+            ra: None,
+            stats: DiskStats::default(),
+        };
+        Ok(ModeledDisk {
+            inner,
+            spec,
+            geom,
+            rev_ms,
+            sleep,
+            state: Mutex::new(state),
+        })
     }
 
     pub fn spec(&self) -> &DiskSpec {
@@ -332,7 +358,11 @@ impl<D: BlockDevice> ModeledDisk<D> {
             if let Some(ra) = st.ra {
                 if start >= ra.start && end <= ra.end {
                     // In the buffer once the drive has read its last sector.
-                    let ready = if end > ra.from { ra.at + (end - ra.from) as f64 * ra.per_sector } else { st.now };
+                    let ready = if end > ra.from {
+                        ra.at + (end - ra.from) as f64 * ra.per_sector
+                    } else {
+                        st.now
+                    };
                     let wait = (ready - st.now).max(0.0);
                     let bus = len as f64 / (self.spec.bus_mb_s * 1000.0);
                     st.stats.buffer_hits += 1;
@@ -386,7 +416,11 @@ impl<D: BlockDevice> ModeledDisk<D> {
                 break;
             }
             let next = self.geom.locate(lba);
-            xfer += if next.cyl != pos.cyl { self.spec.cylinder_switch_ms } else { self.spec.head_switch_ms };
+            xfer += if next.cyl != pos.cyl {
+                self.spec.cylinder_switch_ms
+            } else {
+                self.spec.head_switch_ms
+            };
             pos = next;
         }
         st.stats.transfer_ms += xfer;
@@ -398,7 +432,13 @@ impl<D: BlockDevice> ModeledDisk<D> {
         if !write {
             let ra_end = (end + self.spec.readahead_bytes / SECTOR).min(self.spec.capacity_sectors);
             let per = self.rev_ms / last.spt as f64;
-            st.ra = Some(ReadAhead { start, end: ra_end, from: end, at: st.now, per_sector: per });
+            st.ra = Some(ReadAhead {
+                start,
+                end: ra_end,
+                from: end,
+                at: st.now,
+                per_sector: per,
+            });
         }
         self.finish(st, t0)
     }
@@ -454,7 +494,11 @@ mod tests {
         for s in presets() {
             let g = Geometry::new(&s);
             let (first, cyl0, n, spt) = *g.zones.last().unwrap();
-            assert!(first + n * g.heads * spt >= s.capacity_sectors, "{} too small", s.name);
+            assert!(
+                first + n * g.heads * spt >= s.capacity_sectors,
+                "{} too small",
+                s.name
+            );
             assert!(cyl0 + n > 0);
             // Continuity of the seek curve at its boundary (within 3%).
             let b = s.seek.boundary as u64;
@@ -510,7 +554,12 @@ mod tests {
             far.read_at((i % 2) * (1000 << 20), &mut buf).unwrap();
         }
         let (n, f) = (near.disk_stats(), far.disk_stats());
-        assert!(f.seek_ms > 2.0 * n.seek_ms, "far {} near {}", f.seek_ms, n.seek_ms);
+        assert!(
+            f.seek_ms > 2.0 * n.seek_ms,
+            "far {} near {}",
+            f.seek_ms,
+            n.seek_ms
+        );
         assert_eq!(n.seeks, 99);
     }
 
@@ -526,7 +575,11 @@ mod tests {
         assert_eq!(d.disk_stats().buffer_hits, 1);
         d.drop_caches();
         d.read_at((1 << 20) + 65536 + 8192, &mut buf).unwrap();
-        assert_eq!(d.disk_stats().buffer_hits, 1, "a dropped buffer serves nothing");
+        assert_eq!(
+            d.disk_stats().buffer_hits,
+            1,
+            "a dropped buffer serves nothing"
+        );
     }
 
     #[test]
@@ -536,7 +589,9 @@ mod tests {
         let mut b = [0u8; 5];
         d.read_at(4096, &mut b).unwrap();
         assert_eq!(&b, b"hello");
-        let e = ModeledDisk::new(MemDevice::new(2 << 30), preset("hp97560").unwrap(), false).err().unwrap();
+        let e = ModeledDisk::new(MemDevice::new(2 << 30), preset("hp97560").unwrap(), false)
+            .err()
+            .unwrap();
         assert!(e.to_string().contains("does not fit"), "{e}");
     }
 }

@@ -74,16 +74,44 @@ pub fn live_inodes(c: &[u8]) -> Result<Vec<u32>> {
 /// `inodeorder=offset`, so that readdir order inside a chunk is inode
 /// order. Valid UFS either way (the format puts no order on a chunk's
 /// entries). Returns the new entry's offset and the entries moved.
-pub fn insert_sorted(c: &mut [u8], ino: u32, dtype: u8, name: &[u8]) -> Result<(usize, Vec<Moved>)> {
+pub fn insert_sorted(
+    c: &mut [u8],
+    ino: u32,
+    dtype: u8,
+    name: &[u8],
+) -> Result<(usize, Vec<Moved>)> {
     let entries = parse_chunk(c, &|| "directory chunk".to_string())?;
-    let mut live: Vec<(bool, DirEntry)> = entries.into_iter().filter(|e| e.ino != 0).map(|e| (false, e)).collect();
+    let mut live: Vec<(bool, DirEntry)> = entries
+        .into_iter()
+        .filter(|e| e.ino != 0)
+        .map(|e| (false, e))
+        .collect();
     let needed = dirsiz(name.len());
     let packed: usize = live.iter().map(|e| e.1.size()).sum();
     if packed + needed > DIRBLKSIZ {
-        return Err(Error::corrupt("directory chunk has less room than computed"));
+        return Err(Error::corrupt(
+            "directory chunk has less room than computed",
+        ));
     }
-    live.push((true, DirEntry { off: usize::MAX, ino, reclen: needed as u16, dtype, name: name.to_vec() }));
-    let dot = |e: &DirEntry| if e.name == b"." { 0 } else if e.name == b".." { 1 } else { 2 };
+    live.push((
+        true,
+        DirEntry {
+            off: usize::MAX,
+            ino,
+            reclen: needed as u16,
+            dtype,
+            name: name.to_vec(),
+        },
+    ));
+    let dot = |e: &DirEntry| {
+        if e.name == b"." {
+            0
+        } else if e.name == b".." {
+            1
+        } else {
+            2
+        }
+    };
     live.sort_by_key(|(_, e)| (dot(e), e.ino));
     let mut moved = Vec::new();
     let mut w = 0;
@@ -95,7 +123,11 @@ pub fn insert_sorted(c: &mut [u8], ino: u32, dtype: u8, name: &[u8]) -> Result<(
         if *new {
             at = w;
         } else if w != e.off {
-            moved.push(Moved { name: e.name.clone(), from: e.off, to: w });
+            moved.push(Moved {
+                name: e.name.clone(),
+                from: e.off,
+                to: w,
+            });
         }
         w += e.size();
     }
@@ -105,9 +137,19 @@ pub fn insert_sorted(c: &mut [u8], ino: u32, dtype: u8, name: &[u8]) -> Result<(
 /// `ufs_direnter`'s compaction: packs the live entries of the span
 /// `[start, start+len)` to its front and writes the new entry in the room
 /// left at its end. Returns the new entry's offset and the entries moved.
-pub fn insert(c: &mut [u8], start: usize, len: usize, ino: u32, dtype: u8, name: &[u8]) -> Result<(usize, Vec<Moved>)> {
+pub fn insert(
+    c: &mut [u8],
+    start: usize,
+    len: usize,
+    ino: u32,
+    dtype: u8,
+    name: &[u8],
+) -> Result<(usize, Vec<Moved>)> {
     let entries = parse_chunk(c, &|| "directory chunk".to_string())?;
-    let live: Vec<DirEntry> = entries.into_iter().filter(|e| e.off >= start && e.off < start + len && e.ino != 0).collect();
+    let live: Vec<DirEntry> = entries
+        .into_iter()
+        .filter(|e| e.off >= start && e.off < start + len && e.ino != 0)
+        .collect();
     let needed = dirsiz(name.len());
     let packed: usize = live.iter().map(|e| e.size()).sum();
     if start + packed + needed > start + len {
@@ -119,7 +161,11 @@ pub fn insert(c: &mut [u8], start: usize, len: usize, ino: u32, dtype: u8, name:
         let sz = e.size();
         write_entry(c, w, e.ino, sz as u16, e.dtype, &e.name);
         if w != e.off {
-            moved.push(Moved { name: e.name.clone(), from: e.off, to: w });
+            moved.push(Moved {
+                name: e.name.clone(),
+                from: e.off,
+                to: w,
+            });
         }
         w += sz;
     }
@@ -172,7 +218,11 @@ pub fn remove(c: &mut [u8], off: usize) -> Result<Removed> {
         None => match next {
             Some((noff, nino, nrec, ndtype, nname)) if nino != 0 => {
                 write_entry(c, 0, nino, reclen + nrec, ndtype, &nname);
-                moved = Some(Moved { name: nname, from: noff, to: 0 });
+                moved = Some(Moved {
+                    name: nname,
+                    from: noff,
+                    to: 0,
+                });
             }
             _ => ufs_format::dir::set_ino(c, 0, 0),
         },
@@ -190,7 +240,11 @@ mod tests {
         let mut off = 0;
         for (i, n) in names.iter().enumerate() {
             let sz = dirsiz(n.len());
-            let rec = if i + 1 == names.len() { DIRBLKSIZ - off } else { sz };
+            let rec = if i + 1 == names.len() {
+                DIRBLKSIZ - off
+            } else {
+                sz
+            };
             write_entry(&mut c, off, 10 + i as u32, rec as u16, 8, n.as_bytes());
             off += sz;
         }
@@ -203,7 +257,14 @@ mod tests {
         assert_eq!(free_bytes(&c).unwrap(), 512 - 4 * 16);
         remove(&mut c, 16).unwrap(); // bbbb: merged into aaaa
         let r = remove(&mut c, 0).unwrap(); // aaaa: cccc moves to front
-        assert_eq!(r.moved, Some(Moved { name: b"cccc".to_vec(), from: 32, to: 0 }));
+        assert_eq!(
+            r.moved,
+            Some(Moved {
+                name: b"cccc".to_vec(),
+                from: 32,
+                to: 0
+            })
+        );
         assert_eq!(free_bytes(&c).unwrap(), 512 - 2 * 16);
         // A name that needs the slack of cccc (now at 0, record 48) fits
         // there without compaction.
@@ -219,11 +280,12 @@ mod tests {
     fn compaction_moves_entries_down() {
         let mut c = chunk_with(&["a1", "b2", "c3", "d4"]);
         remove(&mut c, 12).unwrap(); // b2
-        // Ask for more than any single record's slack so the span covers
-        // several records and c3 must move.
+                                     // Ask for more than any single record's slack so the span covers
+                                     // several records and c3 must move.
         let need = 400;
         let (start, len) = find_span(&c, need).unwrap().unwrap();
-        let (_, moved) = insert(&mut c, start, len, 5, 8, &[b'z'; 200]).unwrap_or_else(|e| panic!("{e}"));
+        let (_, moved) =
+            insert(&mut c, start, len, 5, 8, &[b'z'; 200]).unwrap_or_else(|e| panic!("{e}"));
         assert!(moved.iter().any(|m| m.name == b"c3" && m.to < m.from));
         assert!(parse_chunk(&c, &|| String::new()).is_ok());
     }
@@ -232,7 +294,12 @@ mod tests {
     fn sorted_insert_keeps_dots_first_and_inodes_in_order() {
         // ".", "..", then inodes 12 and 13 after deleting 11: room for one.
         let mut c = chunk_with(&[".", "..", "aaaa", "bbbb", "cccc"]);
-        let dot_ino = |c: &[u8]| iter_chunk(c).map(|e| e.unwrap()).map(|e| (e.name.to_vec(), e.ino)).collect::<Vec<_>>();
+        let dot_ino = |c: &[u8]| {
+            iter_chunk(c)
+                .map(|e| e.unwrap())
+                .map(|e| (e.name.to_vec(), e.ino))
+                .collect::<Vec<_>>()
+        };
         remove(&mut c, 24).unwrap(); // aaaa (inode 12)
         let free = free_bytes(&c).unwrap();
         assert_eq!(live_inodes(&c).unwrap(), vec![13, 14]);
@@ -243,7 +310,11 @@ mod tests {
         assert_eq!(got[1], (b"..".to_vec(), 11));
         assert_eq!(got[2], (b"new".to_vec(), 5));
         assert_eq!(at, 24);
-        assert_eq!(moved.len(), 2, "bbbb and cccc move down one slot: {moved:?}");
+        assert_eq!(
+            moved.len(),
+            2,
+            "bbbb and cccc move down one slot: {moved:?}"
+        );
         assert_eq!(free_bytes(&c).unwrap(), free - dirsiz(3));
         assert_eq!(live_inodes(&c).unwrap(), vec![5, 13, 14]);
         // A larger inode lands between the others; the last record keeps

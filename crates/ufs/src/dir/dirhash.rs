@@ -139,8 +139,19 @@ pub struct Dirhash {
 
 impl Dirhash {
     pub fn new(cfg: DirhashConfig) -> Dirhash {
-        let stats = DirhashStats { maxmem: cfg.maxmem, ..Default::default() };
-        Dirhash { cfg, stats, map: HashMap::new(), head: None, tail: None, mem: 0, last_check_failure: None }
+        let stats = DirhashStats {
+            maxmem: cfg.maxmem,
+            ..Default::default()
+        };
+        Dirhash {
+            cfg,
+            stats,
+            map: HashMap::new(),
+            head: None,
+            tail: None,
+            mem: 0,
+            last_check_failure: None,
+        }
     }
 
     pub fn mem(&self) -> u64 {
@@ -205,16 +216,27 @@ impl Dirhash {
     /// Takes the index of directory `ino` (generation `gen`, `size` bytes)
     /// out of the set for one operation, promoting it in the list.
     pub fn take(&mut self, ino: u64, gen: u32, size: u64, now: Instant) -> Take {
-        let hashable = self.cfg.enabled && size >= self.cfg.minsize && size <= i32::MAX as u64 && self.cfg.maxmem > 0;
+        let hashable = self.cfg.enabled
+            && size >= self.cfg.minsize
+            && size <= i32::MAX as u64
+            && self.cfg.maxmem > 0;
         let Some(slot) = self.map.get(&ino) else {
-            return if hashable { Take::Absent } else { Take::NotHashed };
+            return if hashable {
+                Take::Absent
+            } else {
+                Take::NotHashed
+            };
         };
         if slot.gen != gen || !hashable {
             let bad_gen = slot.gen != gen;
             self.free(ino);
             if bad_gen {
                 self.stats.freed_with_dir += 1;
-                return if hashable { Take::Absent } else { Take::NotHashed };
+                return if hashable {
+                    Take::Absent
+                } else {
+                    Take::NotHashed
+                };
             }
             self.stats.dropped += 1;
             return Take::NotHashed;
@@ -287,7 +309,19 @@ impl Dirhash {
             self.stats.recycled += 1;
             cur = next;
         }
-        self.map.insert(ino, Slot { index: None, gen, mem: bytes, dir_bytes: 0, score: SCORE_INIT, last_used: now, prev: None, next: None });
+        self.map.insert(
+            ino,
+            Slot {
+                index: None,
+                gen,
+                mem: bytes,
+                dir_bytes: 0,
+                score: SCORE_INIT,
+                last_used: now,
+                prev: None,
+                next: None,
+            },
+        );
         let tail = self.tail;
         self.link_after(ino, tail);
         self.mem += bytes;
@@ -336,7 +370,8 @@ impl Dirhash {
         while let Some(ino) = cur {
             let s = &self.map[&ino];
             cur = s.next;
-            if s.index.is_some() && now.saturating_duration_since(s.last_used) > self.cfg.reclaimage {
+            if s.index.is_some() && now.saturating_duration_since(s.last_used) > self.cfg.reclaimage
+            {
                 freed += self.free(ino);
                 self.stats.lowmem_freed += 1;
             }
@@ -382,7 +417,11 @@ mod tests {
     use super::*;
 
     fn cfg(maxmem: u64) -> DirhashConfig {
-        DirhashConfig { maxmem, minsize: 0, ..Default::default() }
+        DirhashConfig {
+            maxmem,
+            minsize: 0,
+            ..Default::default()
+        }
     }
 
     fn build(d: &mut Dirhash, ino: u64, bytes: u64, now: Instant) -> bool {
@@ -417,10 +456,18 @@ mod tests {
         for ino in 1..=3 {
             assert!(build(&mut d, ino, 100, now));
         }
-        assert_eq!(d.order(now).iter().map(|o| o.0).collect::<Vec<_>>(), vec![1, 2, 3]);
-        let Take::Index(ix) = d.take(1, 1, 4096, now) else { panic!() };
+        assert_eq!(
+            d.order(now).iter().map(|o| o.0).collect::<Vec<_>>(),
+            vec![1, 2, 3]
+        );
+        let Take::Index(ix) = d.take(1, 1, 4096, now) else {
+            panic!()
+        };
         d.put(1, ix);
-        assert_eq!(d.order(now).iter().map(|o| o.0).collect::<Vec<_>>(), vec![2, 1, 3]);
+        assert_eq!(
+            d.order(now).iter().map(|o| o.0).collect::<Vec<_>>(),
+            vec![2, 1, 3]
+        );
         assert_eq!(d.describe(1).unwrap().2, SCORE_INIT + 1);
     }
 
@@ -434,7 +481,9 @@ mod tests {
         let later = t0 + Duration::from_secs(3);
         // Use 11..=20 at t0+3s; 1..=10 stay idle since t0.
         for ino in 11..=20 {
-            let Take::Index(ix) = d.take(ino, 1, 4096, later) else { panic!() };
+            let Take::Index(ix) = d.take(ino, 1, 4096, later) else {
+                panic!()
+            };
             d.put(ino, ix);
         }
         let at = t0 + Duration::from_secs(6);

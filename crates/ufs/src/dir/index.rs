@@ -104,7 +104,9 @@ impl DirIndex {
     pub fn with_capacity(dir_size: u64, salt: u64) -> DirIndex {
         let (narrays, nblk) = Self::shape(dir_size);
         DirIndex {
-            arrays: (0..narrays).map(|_| Box::new([EMPTY; SLOTS_PER_ARRAY])).collect(),
+            arrays: (0..narrays)
+                .map(|_| Box::new([EMPTY; SLOTS_PER_ARRAY]))
+                .collect(),
             hlen: narrays * SLOTS_PER_ARRAY,
             hused: 0,
             live: 0,
@@ -169,7 +171,11 @@ impl DirIndex {
     /// The offsets on `name`'s probe chain, in probe order: candidates the
     /// caller checks against the directory. Ends at the first `EMPTY` slot.
     pub fn candidates(&self, name: &[u8]) -> Chain<'_> {
-        Chain { idx: self, slot: self.home(name), left: self.hlen }
+        Chain {
+            idx: self,
+            slot: self.home(name),
+            left: self.hlen,
+        }
     }
 
     /// Whether `off` is on `name`'s probe chain (the sequential shortcut
@@ -201,7 +207,10 @@ impl DirIndex {
                 _ => slot = self.next(slot),
             }
         }
-        Err(Stale::Inconsistent(format!("offset {off} of {:?} not in its hash chain", String::from_utf8_lossy(name))))
+        Err(Stale::Inconsistent(format!(
+            "offset {off} of {:?} not in its hash chain",
+            String::from_utf8_lossy(name)
+        )))
     }
 
     /// Adds `name` at `off` and takes its size from its chunk's free space.
@@ -210,7 +219,9 @@ impl DirIndex {
             return Err(Stale::Full);
         }
         if off >= self.dir_size() || off > i32::MAX as u64 {
-            return Err(Stale::Inconsistent(format!("entry offset {off} beyond the directory")));
+            return Err(Stale::Inconsistent(format!(
+                "entry offset {off} beyond the directory"
+            )));
         }
         let mut slot = self.home(name);
         while self.get(slot) >= 0 {
@@ -245,7 +256,9 @@ impl DirIndex {
     /// chunk (compaction); free space is unchanged.
     pub fn relocate(&mut self, name: &[u8], old: u64, new: u64) -> IndexResult<()> {
         if old / DIRBLKSIZ as u64 != new / DIRBLKSIZ as u64 {
-            return Err(Stale::Inconsistent(format!("entry moved across chunks ({old} -> {new})")));
+            return Err(Stale::Inconsistent(format!(
+                "entry moved across chunks ({old} -> {new})"
+            )));
         }
         let slot = self.find_slot(name, old)?;
         self.set(slot, new as i32);
@@ -262,7 +275,10 @@ impl DirIndex {
             return Err(Stale::Grew);
         }
         if block != self.dirblks || off % DIRBLKSIZ as u64 != 0 {
-            return Err(Stale::Inconsistent(format!("new chunk at {off}, index ends at {}", self.dir_size())));
+            return Err(Stale::Inconsistent(format!(
+                "new chunk at {off}, index ends at {}",
+                self.dir_size()
+            )));
         }
         self.dirblks += 1;
         self.blkfree[block] = CHUNK_UNITS;
@@ -277,13 +293,18 @@ impl DirIndex {
     pub fn truncate(&mut self, new_size: u64) -> IndexResult<()> {
         let block = (new_size / DIRBLKSIZ as u64) as usize;
         if block > self.dirblks {
-            return Err(Stale::Inconsistent(format!("truncated to {new_size}, index ends at {}", self.dir_size())));
+            return Err(Stale::Inconsistent(format!(
+                "truncated to {new_size}, index ends at {}",
+                self.dir_size()
+            )));
         }
         if block < self.blkfree.len() / 8 && self.arrays.len() > 1 {
             return Err(Stale::Shrank);
         }
         if let Some(b) = (block..self.dirblks).find(|&b| self.blkfree[b] != CHUNK_UNITS) {
-            return Err(Stale::Inconsistent(format!("chunk {b} cut off while it holds entries")));
+            return Err(Stale::Inconsistent(format!(
+                "chunk {b} cut off while it holds entries"
+            )));
         }
         self.dirblks = block;
         for f in self.firstfree.iter_mut() {
@@ -299,7 +320,10 @@ impl DirIndex {
     /// choice: keeps chunks full rather than avoiding compaction.
     pub fn find_free(&self, needed: usize) -> Option<u64> {
         let from = needed.div_ceil(DIRALIGN);
-        (from..=NFSTATS).map(|i| self.firstfree[i]).find(|&b| b >= 0).map(|b| b as u64 * DIRBLKSIZ as u64)
+        (from..=NFSTATS)
+            .map(|i| self.firstfree[i])
+            .find(|&b| b >= 0)
+            .map(|b| b as u64 * DIRBLKSIZ as u64)
     }
 
     /// Free bytes of the chunk at `off` as the index believes.
@@ -324,12 +348,17 @@ impl DirIndex {
     fn adjust_free(&mut self, off: u64, delta: i64) -> IndexResult<()> {
         let block = (off / DIRBLKSIZ as u64) as usize;
         if block >= self.dirblks {
-            return Err(Stale::Inconsistent(format!("offset {off} beyond the indexed chunks")));
+            return Err(Stale::Inconsistent(format!(
+                "offset {off} beyond the indexed chunks"
+            )));
         }
         let old = self.blkfree[block];
         let new = old as i64 + delta / DIRALIGN as i64;
         if !(0..=CHUNK_UNITS as i64).contains(&new) {
-            return Err(Stale::Inconsistent(format!("chunk {block} free space would become {} bytes", new * DIRALIGN as i64)));
+            return Err(Stale::Inconsistent(format!(
+                "chunk {block} free space would become {} bytes",
+                new * DIRALIGN as i64
+            )));
         }
         let new = new as u8;
         self.blkfree[block] = new;
@@ -348,9 +377,16 @@ impl DirIndex {
 
     /// Checks every invariant against the directory's live entries
     /// `(name, offset)`, listed in directory order; returns what is wrong.
-    pub fn verify<'a>(&self, dir_size: u64, entries: impl IntoIterator<Item = (&'a [u8], u64)>) -> std::result::Result<(), String> {
+    pub fn verify<'a>(
+        &self,
+        dir_size: u64,
+        entries: impl IntoIterator<Item = (&'a [u8], u64)>,
+    ) -> std::result::Result<(), String> {
         if self.dir_size() != dir_size {
-            return Err(format!("index describes {} bytes, directory has {dir_size}", self.dir_size()));
+            return Err(format!(
+                "index describes {} bytes, directory has {dir_size}",
+                self.dir_size()
+            ));
         }
         let mut free = vec![DIRBLKSIZ; self.dirblks];
         let mut n = 0usize;
@@ -362,7 +398,10 @@ impl DirIndex {
             }
             free[b] -= dirsiz(name.len());
             if self.find_slot(name, off).is_err() {
-                return Err(format!("{:?} at offset {off} is not in the hash", String::from_utf8_lossy(name)));
+                return Err(format!(
+                    "{:?} at offset {off} is not in the hash",
+                    String::from_utf8_lossy(name)
+                ));
             }
         }
         if n != self.live {
@@ -378,13 +417,21 @@ impl DirIndex {
         }
         for (b, &f) in free.iter().enumerate() {
             if self.blkfree[b] as usize * DIRALIGN != f {
-                return Err(format!("chunk {b}: index says {} free bytes, directory {f}", self.blkfree[b] as usize * DIRALIGN));
+                return Err(format!(
+                    "chunk {b}: index says {} free bytes, directory {f}",
+                    self.blkfree[b] as usize * DIRALIGN
+                ));
             }
         }
         for c in 0..=NFSTATS {
-            let want = (0..self.dirblks).find(|&b| Self::class(self.blkfree[b]) == c).map_or(-1, |b| b as i32);
+            let want = (0..self.dirblks)
+                .find(|&b| Self::class(self.blkfree[b]) == c)
+                .map_or(-1, |b| b as i32);
             if self.firstfree[c] != want {
-                return Err(format!("firstfree[{c}] = {}, should be {want}", self.firstfree[c]));
+                return Err(format!(
+                    "firstfree[{c}] = {}, should be {want}",
+                    self.firstfree[c]
+                ));
             }
         }
         Ok(())
@@ -449,16 +496,19 @@ mod tests {
                 entries.push((n, off));
             }
         }
-        ix.verify(size, entries.iter().map(|(n, o)| (n.as_slice(), *o))).unwrap();
+        ix.verify(size, entries.iter().map(|(n, o)| (n.as_slice(), *o)))
+            .unwrap();
         for (n, o) in &entries {
             assert!(ix.candidates(n).any(|x| x == *o));
         }
         // Remove every other entry; the chains stay intact.
-        let (gone, kept): (Vec<_>, Vec<_>) = entries.iter().enumerate().partition(|(i, _)| i % 2 == 0);
+        let (gone, kept): (Vec<_>, Vec<_>) =
+            entries.iter().enumerate().partition(|(i, _)| i % 2 == 0);
         for (_, (n, o)) in &gone {
             ix.remove(n, *o).unwrap();
         }
-        ix.verify(size, kept.iter().map(|(_, (n, o))| (n.as_slice(), *o))).unwrap();
+        ix.verify(size, kept.iter().map(|(_, (n, o))| (n.as_slice(), *o)))
+            .unwrap();
         for (_, (n, o)) in &kept {
             assert!(ix.candidates(n).any(|x| x == *o));
         }

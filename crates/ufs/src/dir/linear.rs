@@ -26,13 +26,27 @@ impl FsCore {
     /// Linear lookup, starting where the last successful lookup in this
     /// directory ended (FreeBSD's `i_diroff`) and wrapping around: lookups
     /// in directory order cost one chunk each.
-    pub(super) fn linear_lookup(&mut self, ino: u64, di: &Dinode, name: &[u8]) -> Result<Option<Found>> {
+    pub(super) fn linear_lookup(
+        &mut self,
+        ino: u64,
+        di: &Dinode,
+        name: &[u8],
+    ) -> Result<Option<Found>> {
         self.dirhash.stats.lookups_linear += 1;
         let size = di.di_size();
-        let start = self.dir_hints.get(&ino).copied().filter(|&h| h < size).unwrap_or(0);
+        let start = self
+            .dir_hints
+            .get(&ino)
+            .copied()
+            .filter(|&h| h < size)
+            .unwrap_or(0);
         let matcher = |coff: u64, e: ufs_format::dir::EntryRef<'_>| {
             if e.ino != 0 && e.name == name {
-                ControlFlow::Break(Found { ino: e.ino as u64, dtype: e.dtype, off: coff + e.off as u64 })
+                ControlFlow::Break(Found {
+                    ino: e.ino as u64,
+                    dtype: e.dtype,
+                    off: coff + e.off as u64,
+                })
             } else {
                 ControlFlow::Continue(())
             }
@@ -40,11 +54,18 @@ impl FsCore {
         let mut found = self.dir_scan(ino, di, start, matcher)?;
         if found.is_none() && start > 0 {
             found = self
-                .dir_scan(ino, di, 0, |coff, e| if coff >= start { ControlFlow::Break(None) } else { matcher(coff, e).map_break(Some) })?
+                .dir_scan(ino, di, 0, |coff, e| {
+                    if coff >= start {
+                        ControlFlow::Break(None)
+                    } else {
+                        matcher(coff, e).map_break(Some)
+                    }
+                })?
                 .flatten();
         }
         if let Some(f) = &found {
-            self.dir_hints.insert(ino, f.off / DIRBLKSIZ as u64 * DIRBLKSIZ as u64);
+            self.dir_hints
+                .insert(ino, f.off / DIRBLKSIZ as u64 * DIRBLKSIZ as u64);
         }
         Ok(found)
     }
@@ -86,14 +107,26 @@ impl FsCore {
             }
             ControlFlow::Continue(())
         })?;
-        Ok(Slot { span: found.or(compact), end_useful })
+        Ok(Slot {
+            span: found.or(compact),
+            end_useful,
+        })
     }
 
     /// Finds the live entry `name` for removal.
-    pub(super) fn linear_find(&mut self, ino: u64, di: &Dinode, name: &[u8]) -> Result<Option<Found>> {
+    pub(super) fn linear_find(
+        &mut self,
+        ino: u64,
+        di: &Dinode,
+        name: &[u8],
+    ) -> Result<Option<Found>> {
         self.dir_scan(ino, di, 0, |coff, e| {
             if e.ino != 0 && e.name == name {
-                ControlFlow::Break(Found { ino: e.ino as u64, dtype: e.dtype, off: coff + e.off as u64 })
+                ControlFlow::Break(Found {
+                    ino: e.ino as u64,
+                    dtype: e.dtype,
+                    off: coff + e.off as u64,
+                })
             } else {
                 ControlFlow::Continue(())
             }

@@ -84,7 +84,10 @@ fn chunk_of(off: u64) -> u64 {
 impl FsCore {
     fn check_dir_size(&self, ino: u64, di: &Dinode) -> Result<()> {
         if di.di_size() % DIRBLKSIZ as u64 != 0 {
-            return Err(Error::corrupt(format!("directory {ino}: size {} is not a multiple of {DIRBLKSIZ}", di.di_size())));
+            return Err(Error::corrupt(format!(
+                "directory {ino}: size {} is not a multiple of {DIRBLKSIZ}",
+                di.di_size()
+            )));
         }
         Ok(())
     }
@@ -96,25 +99,41 @@ impl FsCore {
         let lbn = g.lblkno(off);
         let addr = self.bmap(ino, di, lbn)?;
         if addr == 0 {
-            return Err(Error::corrupt(format!("directory {ino}: hole at offset {off}")));
+            return Err(Error::corrupt(format!(
+                "directory {ino}: hole at offset {off}"
+            )));
         }
         let bsz = g.blksize(di.di_size(), lbn) as usize;
         let o = g.blkoff(off) as usize;
         if o + DIRBLKSIZ > bsz {
-            return Err(Error::corrupt(format!("directory {ino}: offset {off} beyond its block")));
+            return Err(Error::corrupt(format!(
+                "directory {ino}: offset {off} beyond its block"
+            )));
         }
         Ok((addr, bsz, o))
     }
 
     /// Runs `f` on the mutable bytes of the chunk at `off`.
-    fn dir_chunk_mut<T>(&mut self, ino: u64, di: &Dinode, off: u64, f: impl FnOnce(&mut [u8]) -> T) -> Result<T> {
+    fn dir_chunk_mut<T>(
+        &mut self,
+        ino: u64,
+        di: &Dinode,
+        off: u64,
+        f: impl FnOnce(&mut [u8]) -> T,
+    ) -> Result<T> {
         let (addr, bsz, o) = self.chunk_place(ino, di, off)?;
         let b = self.cache.modify(addr, bsz, BlockKind::Dir)?;
         Ok(f(&mut b[o..o + DIRBLKSIZ]))
     }
 
     /// Runs `f` on the bytes of the chunk at `off`.
-    fn dir_chunk<T>(&mut self, ino: u64, di: &Dinode, off: u64, f: impl FnOnce(&[u8]) -> T) -> Result<T> {
+    fn dir_chunk<T>(
+        &mut self,
+        ino: u64,
+        di: &Dinode,
+        off: u64,
+        f: impl FnOnce(&[u8]) -> T,
+    ) -> Result<T> {
         let (addr, bsz, o) = self.chunk_place(ino, di, off)?;
         let b = self.cache.read(addr, bsz, BlockKind::Dir)?;
         Ok(f(&b[o..o + DIRBLKSIZ]))
@@ -140,7 +159,9 @@ impl FsCore {
             let lbn = g.lblkno(off);
             let addr = self.bmap(ino, di, lbn)?;
             if addr == 0 {
-                return Err(Error::corrupt(format!("directory {ino}: hole at offset {off}")));
+                return Err(Error::corrupt(format!(
+                    "directory {ino}: hole at offset {off}"
+                )));
             }
             let bsz = g.blksize(size, lbn) as usize;
             let block_start = lbn * g.bsize;
@@ -158,14 +179,19 @@ impl FsCore {
                             }
                         }
                         Err((eo, why)) => {
-                            return Err(Error::corrupt(format!("directory {ino} at offset {}: {why}", coff + eo as u64)));
+                            return Err(Error::corrupt(format!(
+                                "directory {ino} at offset {}: {why}",
+                                coff + eo as u64
+                            )));
                         }
                     }
                 }
                 o += DIRBLKSIZ;
             }
             if (o as u64) < g.bsize && block_start + (o as u64) < size {
-                return Err(Error::corrupt(format!("directory {ino}: block {lbn} shorter than the directory size implies")));
+                return Err(Error::corrupt(format!(
+                    "directory {ino}: block {lbn} shorter than the directory size implies"
+                )));
             }
             off = block_start + g.bsize;
         }
@@ -178,17 +204,30 @@ impl FsCore {
     /// the index is wrong: `Corrupt`.
     fn dir_entry_at(&mut self, ino: u64, di: &Dinode, off: u64, name: &[u8]) -> Result<AtOffset> {
         if off >= di.di_size() || off % 4 != 0 {
-            return Err(Error::corrupt(format!("directory {ino}: index points at offset {off}")));
+            return Err(Error::corrupt(format!(
+                "directory {ino}: index points at offset {off}"
+            )));
         }
         let o = (off - chunk_of(off)) as usize;
         self.dir_chunk(ino, di, chunk_of(off), |c| {
             let dino = u32::from_le_bytes(c[o..o + 4].try_into().unwrap_or_default());
             let reclen = u16::from_le_bytes([c[o + 4], c[o + 5]]);
             let namlen = c[o + 7] as usize;
-            if dino == 0 || reclen < 8 || o + reclen as usize > DIRBLKSIZ || dirsiz(namlen) > reclen as usize {
-                return Err(Error::corrupt(format!("directory {ino}: index points at offset {off}, which holds no entry")));
+            if dino == 0
+                || reclen < 8
+                || o + reclen as usize > DIRBLKSIZ
+                || dirsiz(namlen) > reclen as usize
+            {
+                return Err(Error::corrupt(format!(
+                    "directory {ino}: index points at offset {off}, which holds no entry"
+                )));
             }
-            Ok(AtOffset { ino: dino, dtype: c[o + 6], reclen, matches: &c[o + 8..o + 8 + namlen] == name })
+            Ok(AtOffset {
+                ino: dino,
+                dtype: c[o + 6],
+                reclen,
+                matches: &c[o + 8..o + 8 + namlen] == name,
+            })
         })?
     }
 
@@ -217,7 +256,10 @@ impl FsCore {
     fn dh_build(&mut self, ino: u64, di: &Dinode, now: Instant) -> Result<Option<Box<DirIndex>>> {
         self.check_dir_size(ino, di)?;
         let size = di.di_size();
-        if !self.dirhash.reserve(ino, di.di_gen(), DirIndex::memory_for(size) as u64, now) {
+        if !self
+            .dirhash
+            .reserve(ino, di.di_gen(), DirIndex::memory_for(size) as u64, now)
+        {
             return Ok(None);
         }
         let salt: u64 = self.rng.gen();
@@ -273,14 +315,24 @@ impl FsCore {
         self.dirhash.drop_stale(ino, true);
     }
 
-    fn hashed_lookup(&mut self, ino: u64, di: &Dinode, ix: &mut DirIndex, name: &[u8]) -> Result<Option<Found>> {
+    fn hashed_lookup(
+        &mut self,
+        ino: u64,
+        di: &Dinode,
+        ix: &mut DirIndex,
+        name: &[u8],
+    ) -> Result<Option<Found>> {
         if let Some(guess) = ix.sequential_guess() {
             if guess < di.di_size() && ix.chain_holds(name, guess) {
                 let at = self.dir_entry_at(ino, di, guess, name)?;
                 if at.matches {
                     ix.note_hit(guess, at.reclen);
                     self.dirhash.stats.lookups_sequential += 1;
-                    return Ok(Some(Found { ino: at.ino as u64, dtype: at.dtype, off: guess }));
+                    return Ok(Some(Found {
+                        ino: at.ino as u64,
+                        dtype: at.dtype,
+                        off: guess,
+                    }));
                 }
             }
         }
@@ -295,7 +347,11 @@ impl FsCore {
         }
         Ok(hit.map(|(off, at)| {
             ix.note_hit(off, at.reclen);
-            Found { ino: at.ino as u64, dtype: at.dtype, off }
+            Found {
+                ino: at.ino as u64,
+                dtype: at.dtype,
+                off,
+            }
         }))
     }
 
@@ -309,7 +365,13 @@ impl FsCore {
                     if self.dirhash.cfg.check {
                         let truth = self.linear_find(ino, di, name)?;
                         if truth != found {
-                            self.dh_check_failed(ino, format!("lookup of {:?}: index {found:?}, blocks {truth:?}", String::from_utf8_lossy(name)));
+                            self.dh_check_failed(
+                                ino,
+                                format!(
+                                    "lookup of {:?}: index {found:?}, blocks {truth:?}",
+                                    String::from_utf8_lossy(name)
+                                ),
+                            );
                             return Ok(truth);
                         }
                     }
@@ -330,10 +392,21 @@ impl FsCore {
 
     /// Adds `name -> child` to directory `dino`. The caller has checked that
     /// the name is absent. Updates `ddi` (size, blocks) without storing it.
-    pub fn dir_enter(&mut self, dino: u64, ddi: &mut Dinode, name: &[u8], child: u64, dtype: u8, who: Reserve) -> Result<()> {
+    pub fn dir_enter(
+        &mut self,
+        dino: u64,
+        ddi: &mut Dinode,
+        name: &[u8],
+        child: u64,
+        dtype: u8,
+        who: Reserve,
+    ) -> Result<()> {
         self.check_dir_size(dino, ddi)?;
         if name.is_empty() || name.len() > MAXNAMLEN {
-            return Err(Error::new(ErrorKind::NameTooLong, format!("name of {} bytes", name.len())));
+            return Err(Error::new(
+                ErrorKind::NameTooLong,
+                format!("name of {} bytes", name.len()),
+            ));
         }
         if let Some(mut ix) = self.dh_take(dino, ddi)? {
             match self.hashed_enter(dino, ddi, &mut ix, name, child, dtype, who) {
@@ -356,33 +429,70 @@ impl FsCore {
     /// placement needs of it and its neighbours, or the directory's size
     /// and None when it would append. Reads only; the large-directory
     /// placement chooses the slot before the inode (`inodeorder=offset`).
-    pub fn dir_slot_for(&mut self, dino: u64, ddi: &Dinode, namelen: usize) -> Result<(u64, Option<SlotContext>)> {
+    pub fn dir_slot_for(
+        &mut self,
+        dino: u64,
+        ddi: &Dinode,
+        namelen: usize,
+    ) -> Result<(u64, Option<SlotContext>)> {
         let needed = dirsiz(namelen);
         let coff = if let Some(ix) = self.dh_take(dino, ddi)? {
             let coff = ix.find_free(needed);
             self.dirhash.put(dino, ix);
             coff
         } else {
-            self.linear_slot(dino, ddi, needed)?.span.map(|(coff, _, _)| coff)
+            self.linear_slot(dino, ddi, needed)?
+                .span
+                .map(|(coff, _, _)| coff)
         };
-        let Some(coff) = coff else { return Ok((ddi.di_size(), None)) };
+        let Some(coff) = coff else {
+            return Ok((ddi.di_size(), None));
+        };
         let live = self.dir_chunk(dino, ddi, coff, chunk::live_inodes)??;
         let step = DIRBLKSIZ as u64;
-        let prev_max = if coff >= step { self.dir_chunk(dino, ddi, coff - step, chunk::live_inodes)??.last().copied() } else { None };
-        let next_min =
-            if coff + step < ddi.di_size() { self.dir_chunk(dino, ddi, coff + step, chunk::live_inodes)??.first().copied() } else { None };
-        Ok((coff, Some(SlotContext { live, prev_max, next_min })))
+        let prev_max = if coff >= step {
+            self.dir_chunk(dino, ddi, coff - step, chunk::live_inodes)??
+                .last()
+                .copied()
+        } else {
+            None
+        };
+        let next_min = if coff + step < ddi.di_size() {
+            self.dir_chunk(dino, ddi, coff + step, chunk::live_inodes)??
+                .first()
+                .copied()
+        } else {
+            None
+        };
+        Ok((
+            coff,
+            Some(SlotContext {
+                live,
+                prev_max,
+                next_min,
+            }),
+        ))
     }
 
     /// Whether a new entry in `ddi` is packed into its chunk in inode
     /// order (large directories under `inodeorder=offset`).
     fn sorted_insert(&self, ddi: &Dinode) -> bool {
-        self.opts.inode_order == crate::alloc::placement::InodeOrder::Offset && self.is_large_dir(ddi)
+        self.opts.inode_order == crate::alloc::placement::InodeOrder::Offset
+            && self.is_large_dir(ddi)
     }
 
     /// The hashed insertion: the free-space summary picks the chunk.
     #[allow(clippy::too_many_arguments)]
-    fn hashed_enter(&mut self, dino: u64, ddi: &mut Dinode, ix: &mut DirIndex, name: &[u8], child: u64, dtype: u8, who: Reserve) -> Result<Entered> {
+    fn hashed_enter(
+        &mut self,
+        dino: u64,
+        ddi: &mut Dinode,
+        ix: &mut DirIndex,
+        name: &[u8],
+        child: u64,
+        dtype: u8,
+        who: Reserve,
+    ) -> Result<Entered> {
         let needed = dirsiz(name.len());
         let size = ddi.di_size();
         let Some(coff) = ix.find_free(needed) else {
@@ -395,19 +505,28 @@ impl FsCore {
         self.dirhash.stats.findfree_hash += 1;
         let believed = ix.chunk_free(coff);
         let sorted = self.sorted_insert(ddi);
-        let r = self.dir_chunk_mut(dino, ddi, coff, |c| -> Result<std::result::Result<(usize, Vec<chunk::Moved>), String>> {
-            let actual = chunk::free_bytes(c)?;
-            if actual != believed {
-                return Ok(Err(format!("chunk at {coff} has {actual} free bytes, index says {believed}")));
-            }
-            if sorted {
-                return Ok(Ok(chunk::insert_sorted(c, child as u32, dtype, name)?));
-            }
-            let Some((start, len)) = chunk::find_span(c, needed)? else {
-                return Ok(Err(format!("chunk at {coff} has no span of {needed} bytes")));
-            };
-            Ok(Ok(chunk::insert(c, start, len, child as u32, dtype, name)?))
-        })??;
+        let r = self.dir_chunk_mut(
+            dino,
+            ddi,
+            coff,
+            |c| -> Result<std::result::Result<(usize, Vec<chunk::Moved>), String>> {
+                let actual = chunk::free_bytes(c)?;
+                if actual != believed {
+                    return Ok(Err(format!(
+                        "chunk at {coff} has {actual} free bytes, index says {believed}"
+                    )));
+                }
+                if sorted {
+                    return Ok(Ok(chunk::insert_sorted(c, child as u32, dtype, name)?));
+                }
+                let Some((start, len)) = chunk::find_span(c, needed)? else {
+                    return Ok(Err(format!(
+                        "chunk at {coff} has no span of {needed} bytes"
+                    )));
+                };
+                Ok(Ok(chunk::insert(c, start, len, child as u32, dtype, name)?))
+            },
+        )??;
         let (at, moved) = match r {
             Ok(x) => x,
             Err(why) => return Ok(Entered::NotWritten(why)),
@@ -431,21 +550,36 @@ impl FsCore {
         if self.dirhash.cfg.check {
             let actual = self.dir_chunk(dino, ddi, coff, chunk::free_bytes)??;
             if actual != ix.chunk_free(coff) {
-                return Ok(Entered::Done(Some(Stale::Inconsistent(format!("after insert: chunk at {coff} has {actual} free bytes, index says {}", ix.chunk_free(coff))))));
+                return Ok(Entered::Done(Some(Stale::Inconsistent(format!(
+                    "after insert: chunk at {coff} has {actual} free bytes, index says {}",
+                    ix.chunk_free(coff)
+                )))));
             }
         }
         Ok(Entered::Done(None))
     }
 
-    fn linear_enter(&mut self, dino: u64, ddi: &mut Dinode, name: &[u8], child: u64, dtype: u8, who: Reserve) -> Result<()> {
+    fn linear_enter(
+        &mut self,
+        dino: u64,
+        ddi: &mut Dinode,
+        name: &[u8],
+        child: u64,
+        dtype: u8,
+        who: Reserve,
+    ) -> Result<()> {
         let size = ddi.di_size();
         let slot = self.linear_slot(dino, ddi, dirsiz(name.len()))?;
         match slot.span {
             Some((coff, start, len)) => {
                 if self.sorted_insert(ddi) {
-                    self.dir_chunk_mut(dino, ddi, coff, |c| chunk::insert_sorted(c, child as u32, dtype, name))??;
+                    self.dir_chunk_mut(dino, ddi, coff, |c| {
+                        chunk::insert_sorted(c, child as u32, dtype, name)
+                    })??;
                 } else {
-                    self.dir_chunk_mut(dino, ddi, coff, |c| chunk::insert(c, start, len, child as u32, dtype, name))??;
+                    self.dir_chunk_mut(dino, ddi, coff, |c| {
+                        chunk::insert(c, start, len, child as u32, dtype, name)
+                    })??;
                 }
                 let end = slot.end_useful.max(coff + DIRBLKSIZ as u64);
                 if end < size {
@@ -458,7 +592,15 @@ impl FsCore {
     }
 
     /// Appends a chunk holding only the new entry.
-    fn dir_append(&mut self, dino: u64, ddi: &mut Dinode, name: &[u8], child: u64, dtype: u8, who: Reserve) -> Result<()> {
+    fn dir_append(
+        &mut self,
+        dino: u64,
+        ddi: &mut Dinode,
+        name: &[u8],
+        child: u64,
+        dtype: u8,
+        who: Reserve,
+    ) -> Result<()> {
         let size = ddi.di_size();
         let mut c = ufs_format::dir::empty_chunk();
         ufs_format::dir::write_entry(&mut c, 0, child as u32, DIRBLKSIZ as u16, dtype, name);
@@ -466,15 +608,29 @@ impl FsCore {
         if n != c.len() {
             // Could not grow the directory by a whole chunk: undo.
             self.truncate_data(dino, ddi, size, who)?;
-            return Err(Error::new(ErrorKind::NoSpace, "file system full: cannot grow directory"));
+            return Err(Error::new(
+                ErrorKind::NoSpace,
+                "file system full: cannot grow directory",
+            ));
         }
         Ok(())
     }
 
     /// Removes `name` from directory `dino`; returns what it pointed to.
-    pub fn dir_remove(&mut self, dino: u64, ddi: &mut Dinode, name: &[u8], who: Reserve) -> Result<Found> {
+    pub fn dir_remove(
+        &mut self,
+        dino: u64,
+        ddi: &mut Dinode,
+        name: &[u8],
+        who: Reserve,
+    ) -> Result<Found> {
         self.check_dir_size(dino, ddi)?;
-        let not_found = || Error::new(ErrorKind::NotFound, format!("{} not found", String::from_utf8_lossy(name)));
+        let not_found = || {
+            Error::new(
+                ErrorKind::NotFound,
+                format!("{} not found", String::from_utf8_lossy(name)),
+            )
+        };
         if let Some(mut ix) = self.dh_take(dino, ddi)? {
             match self.hashed_lookup(dino, ddi, &mut ix, name) {
                 Ok(Some(f)) => {
@@ -504,7 +660,9 @@ impl FsCore {
         }
         let f = self.linear_find(dino, ddi, name)?.ok_or_else(not_found)?;
         let coff = chunk_of(f.off);
-        self.dir_chunk_mut(dino, ddi, coff, |c| chunk::remove(c, (f.off - coff) as usize))??;
+        self.dir_chunk_mut(dino, ddi, coff, |c| {
+            chunk::remove(c, (f.off - coff) as usize)
+        })??;
         if coff + DIRBLKSIZ as u64 == ddi.di_size() {
             let end = self.linear_end_useful(dino, ddi)?;
             if end < ddi.di_size() {
@@ -514,10 +672,20 @@ impl FsCore {
         Ok(f)
     }
 
-    fn hashed_remove(&mut self, dino: u64, ddi: &mut Dinode, ix: &mut DirIndex, name: &[u8], f: &Found, who: Reserve) -> Result<Option<Stale>> {
+    fn hashed_remove(
+        &mut self,
+        dino: u64,
+        ddi: &mut Dinode,
+        ix: &mut DirIndex,
+        name: &[u8],
+        f: &Found,
+        who: Reserve,
+    ) -> Result<Option<Stale>> {
         let size = ddi.di_size();
         let coff = chunk_of(f.off);
-        let removed = self.dir_chunk_mut(dino, ddi, coff, |c| chunk::remove(c, (f.off - coff) as usize))??;
+        let removed = self.dir_chunk_mut(dino, ddi, coff, |c| {
+            chunk::remove(c, (f.off - coff) as usize)
+        })??;
         if let Err(s) = ix.remove(name, f.off) {
             return Ok(Some(s));
         }
@@ -538,7 +706,10 @@ impl FsCore {
         if self.dirhash.cfg.check && ddi.di_size() > coff {
             let actual = self.dir_chunk(dino, ddi, coff, chunk::free_bytes)??;
             if actual != ix.chunk_free(coff) {
-                return Ok(Some(Stale::Inconsistent(format!("after remove: chunk at {coff} has {actual} free bytes, index says {}", ix.chunk_free(coff)))));
+                return Ok(Some(Stale::Inconsistent(format!(
+                    "after remove: chunk at {coff} has {actual} free bytes, index says {}",
+                    ix.chunk_free(coff)
+                ))));
             }
         }
         Ok(None)
@@ -546,9 +717,19 @@ impl FsCore {
 
     /// Points the existing entry `name` at `ino` (rename over an entry, or
     /// fixing `..`).
-    pub fn dir_rewrite(&mut self, dino: u64, ddi: &Dinode, name: &[u8], ino: u64, dtype: u8) -> Result<()> {
+    pub fn dir_rewrite(
+        &mut self,
+        dino: u64,
+        ddi: &Dinode,
+        name: &[u8],
+        ino: u64,
+        dtype: u8,
+    ) -> Result<()> {
         let Some(f) = self.dir_lookup(dino, ddi, name)? else {
-            return Err(Error::new(ErrorKind::NotFound, format!("{} not found", String::from_utf8_lossy(name))));
+            return Err(Error::new(
+                ErrorKind::NotFound,
+                format!("{} not found", String::from_utf8_lossy(name)),
+            ));
         };
         let coff = chunk_of(f.off);
         let eoff = (f.off - coff) as usize;
@@ -571,12 +752,23 @@ impl FsCore {
     }
 
     /// Entries starting at byte `cookie`, up to `max` of them.
-    pub fn dir_read(&mut self, dino: u64, ddi: &Dinode, cookie: u64, max: usize) -> Result<Vec<ReadDirEntry>> {
+    pub fn dir_read(
+        &mut self,
+        dino: u64,
+        ddi: &Dinode,
+        cookie: u64,
+        max: usize,
+    ) -> Result<Vec<ReadDirEntry>> {
         let mut out = Vec::new();
         self.dir_scan(dino, ddi, cookie, |coff, e| {
             let abs = coff + e.off as u64;
             if abs >= cookie && e.ino != 0 {
-                out.push(ReadDirEntry { next: abs + e.reclen as u64, ino: e.ino as u64, dtype: e.dtype, name: e.name.to_vec() });
+                out.push(ReadDirEntry {
+                    next: abs + e.reclen as u64,
+                    ino: e.ino as u64,
+                    dtype: e.dtype,
+                    name: e.name.to_vec(),
+                });
                 if out.len() >= max {
                     return ControlFlow::Break(());
                 }
@@ -590,11 +782,28 @@ impl FsCore {
     pub fn dir_init(&mut self, ino: u64, di: &mut Dinode, parent: u64, who: Reserve) -> Result<()> {
         self.dirhash.forget_dir(ino);
         let mut chunk = ufs_format::dir::empty_chunk();
-        ufs_format::dir::write_entry(&mut chunk, 0, ino as u32, 12, ufs_format::dinode::dt::DT_DIR, b".");
-        ufs_format::dir::write_entry(&mut chunk, 12, parent as u32, (DIRBLKSIZ - 12) as u16, ufs_format::dinode::dt::DT_DIR, b"..");
+        ufs_format::dir::write_entry(
+            &mut chunk,
+            0,
+            ino as u32,
+            12,
+            ufs_format::dinode::dt::DT_DIR,
+            b".",
+        );
+        ufs_format::dir::write_entry(
+            &mut chunk,
+            12,
+            parent as u32,
+            (DIRBLKSIZ - 12) as u16,
+            ufs_format::dinode::dt::DT_DIR,
+            b"..",
+        );
         let n = self.write_data(ino, di, 0, &chunk, who)?;
         if n != chunk.len() {
-            return Err(Error::new(ErrorKind::NoSpace, "file system full: cannot create directory block"));
+            return Err(Error::new(
+                ErrorKind::NoSpace,
+                "file system full: cannot create directory block",
+            ));
         }
         Ok(())
     }
@@ -603,7 +812,10 @@ impl FsCore {
     /// entry, every chunk's free space, the free-space classes. `Ok(false)`
     /// if the directory has no index. For tests and `ufskit stats --verify`.
     pub fn dir_verify_index(&mut self, ino: u64, di: &Dinode) -> Result<bool> {
-        let Some(ix) = (match self.dirhash.take(ino, di.di_gen(), di.di_size(), Instant::now()) {
+        let Some(ix) = (match self
+            .dirhash
+            .take(ino, di.di_gen(), di.di_size(), Instant::now())
+        {
             Take::Index(ix) => Some(ix),
             _ => None,
         }) else {
@@ -620,13 +832,18 @@ impl FsCore {
             self.dirhash.put(ino, ix);
             return Err(e);
         }
-        let verdict = ix.verify(di.di_size(), entries.iter().map(|(n, o)| (n.as_slice(), *o)));
+        let verdict = ix.verify(
+            di.di_size(),
+            entries.iter().map(|(n, o)| (n.as_slice(), *o)),
+        );
         self.dirhash.put(ino, ix);
         match verdict {
             Ok(()) => Ok(true),
             Err(why) => {
                 self.dh_check_failed(ino, why.clone());
-                Err(Error::corrupt(format!("directory {ino}: dirhash index wrong: {why}")))
+                Err(Error::corrupt(format!(
+                    "directory {ino}: dirhash index wrong: {why}"
+                )))
             }
         }
     }

@@ -9,7 +9,10 @@ pub(crate) struct Bitmap {
 
 impl Bitmap {
     pub fn new(nbits: u64) -> Bitmap {
-        Bitmap { words: vec![0; nbits.div_ceil(64) as usize], nbits }
+        Bitmap {
+            words: vec![0; nbits.div_ceil(64) as usize],
+            nbits,
+        }
     }
 
     #[inline]

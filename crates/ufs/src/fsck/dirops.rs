@@ -33,7 +33,11 @@ pub(crate) fn chunk_entries(chunk: &[u8]) -> Vec<(usize, u32, usize, u8, Vec<u8>
             break;
         }
         let namlen = chunk[off + 7] as usize;
-        let name = if off + 8 + namlen <= off + reclen { chunk[off + 8..off + 8 + namlen].to_vec() } else { Vec::new() };
+        let name = if off + 8 + namlen <= off + reclen {
+            chunk[off + 8..off + 8 + namlen].to_vec()
+        } else {
+            Vec::new()
+        };
         out.push((off, get_u32(chunk, off), reclen, chunk[off + 6], name));
         off += reclen;
     }
@@ -42,7 +46,11 @@ pub(crate) fn chunk_entries(chunk: &[u8]) -> Vec<(usize, u32, usize, u8, Vec<u8>
 
 /// Finds the first entry of directory `dir` matching `pred(index, ino,
 /// name)`.
-pub(crate) fn find_entry(ctx: &mut Ctx, dir: u64, pred: &dyn Fn(u64, u32, &[u8]) -> bool) -> R<Option<EntryLoc>> {
+pub(crate) fn find_entry(
+    ctx: &mut Ctx,
+    dir: u64,
+    pred: &dyn Fn(u64, u32, &[u8]) -> bool,
+) -> R<Option<EntryLoc>> {
     let di = ctx.read_inode(dir)?;
     if !di.is_dir() {
         return Ok(None);
@@ -60,7 +68,12 @@ pub(crate) fn find_entry(ctx: &mut Ctx, dir: u64, pred: &dyn Fn(u64, u32, &[u8])
         while c + DIRBLKSIZ <= len {
             for (off, ino, _, _, name) in chunk_entries(&buf[c..c + DIRBLKSIZ]) {
                 if pred(index, ino, &name) {
-                    return Ok(Some(EntryLoc { blk, len: buf.len(), off: c + off, ino }));
+                    return Ok(Some(EntryLoc {
+                        blk,
+                        len: buf.len(),
+                        off: c + off,
+                        ino,
+                    }));
                 }
                 index += 1;
             }
@@ -95,7 +108,10 @@ pub(crate) fn clear_entry(ctx: &mut Ctx, dir: u64, target: u64) -> R<Option<Vec<
     };
     let mut buf = ctx.read_frags(e.blk, (e.len as u64) / ctx.g.fsize)?;
     let namlen = buf[e.off + 7] as usize;
-    let name = buf.get(e.off + 8..e.off + 8 + namlen).map(|s| s.to_vec()).unwrap_or_default();
+    let name = buf
+        .get(e.off + 8..e.off + 8 + namlen)
+        .map(|s| s.to_vec())
+        .unwrap_or_default();
     set_u32(&mut buf, e.off, 0);
     ctx.write_frags(e.blk, &buf)?;
     Ok(Some(name))
@@ -314,7 +330,11 @@ pub(crate) fn alloc_ino(ctx: &mut Ctx, request: u64) -> R<Option<u64>> {
             let off = ctx.ino_offset(first);
             ctx.write_bytes(off, &zero)?;
             ctx.cgs[c as usize].initediblk = (n + g.inopb) as u32;
-            let ino = if first <= UFS_ROOTINO { UFS_ROOTINO + 1 } else { first };
+            let ino = if first <= UFS_ROOTINO {
+                UFS_ROOTINO + 1
+            } else {
+                first
+            };
             ctx.toggled_inos.insert(ino);
             return Ok(Some(ino));
         }
@@ -342,9 +362,20 @@ pub(crate) fn allocdir(ctx: &mut Ctx, parent: u64, request: u64, perm: u16) -> R
     let mut buf = vec![0u8; g.fsize as usize];
     empty_chunks(&mut buf, 0);
     write_entry(&mut buf[..DIRBLKSIZ], 0, ino as u32, 12, dt::DT_DIR, b".");
-    write_entry(&mut buf[..DIRBLKSIZ], 12, parent as u32, (DIRBLKSIZ - 12) as u16, dt::DT_DIR, b"..");
+    write_entry(
+        &mut buf[..DIRBLKSIZ],
+        12,
+        parent as u32,
+        (DIRBLKSIZ - 12) as u16,
+        dt::DT_DIR,
+        b"..",
+    );
     ctx.write_frags(blk, &buf)?;
-    let depth = if is_root { 0 } else { ctx.dir(parent).map_or(0, |d| d.depth).saturating_add(1) };
+    let depth = if is_root {
+        0
+    } else {
+        ctx.dir(parent).map_or(0, |d| d.depth).saturating_add(1)
+    };
     let (t, ns) = crate::fs::now();
     let mut di = Dinode::default();
     di.set_di_mode(IFDIR | perm);
@@ -363,7 +394,11 @@ pub(crate) fn allocdir(ctx: &mut Ctx, parent: u64, request: u64, perm: u16) -> R
     di.set_di_birthnsec(ns);
     ctx.write_inode(ino, &mut di)?;
     if let Some(x) = ctx.info_mut(ino) {
-        *x = InoInfo { state: if is_root { DSTATE } else { DFOUND }, dtype: dt::DT_DIR, linkcnt: if is_root { 2 } else { 1 } };
+        *x = InoInfo {
+            state: if is_root { DSTATE } else { DFOUND },
+            dtype: dt::DT_DIR,
+            linkcnt: if is_root { 2 } else { 1 },
+        };
     }
     ctx.add_dir(DirInfo {
         ino,
@@ -424,13 +459,22 @@ fn lost_and_found(ctx: &mut Ctx, pass: &str) -> R<u64> {
                 if makeentry(ctx, UFS_ROOTINO, lf, b"lost+found")? {
                     ctx.dec_link(lf);
                     ctx.lfdir = lf;
-                    ctx.ask(pass, Severity::Preen, Some(lf), format!("NO lost+found DIRECTORY; CREATED (I={lf})"))?;
+                    ctx.ask(
+                        pass,
+                        Severity::Preen,
+                        Some(lf),
+                        format!("NO lost+found DIRECTORY; CREATED (I={lf})"),
+                    )?;
                 } else {
                     freedir(ctx, lf, UFS_ROOTINO)?;
                 }
             }
             if ctx.lfdir == 0 {
-                ctx.linkup_fail(pass, None, "NO lost+found DIRECTORY AND NONE CAN BE CREATED (no free inode or block)")?;
+                ctx.linkup_fail(
+                    pass,
+                    None,
+                    "NO lost+found DIRECTORY AND NONE CAN BE CREATED (no free inode or block)",
+                )?;
                 return Ok(0);
             }
         }
@@ -438,7 +482,12 @@ fn lost_and_found(ctx: &mut Ctx, pass: &str) -> R<u64> {
     let lf = ctx.lfdir;
     if !is_dir_state(ctx.state(lf)) {
         let idx = ctx.findings.len();
-        if !ctx.ask(pass, Severity::Inconsistency, Some(lf), format!("lost+found (I={lf}) IS NOT A DIRECTORY; REALLOCATE"))? {
+        if !ctx.ask(
+            pass,
+            Severity::Inconsistency,
+            Some(lf),
+            format!("lost+found (I={lf}) IS NOT A DIRECTORY; REALLOCATE"),
+        )? {
             ctx.lfdir = 0;
             ctx.linkup_fail(pass, Some(lf), "lost+found IS NOT A DIRECTORY")?;
             return Ok(0);
@@ -470,7 +519,13 @@ fn lost_and_found(ctx: &mut Ctx, pass: &str) -> R<u64> {
 
 /// Enters `orphan` in lost+found (`linkup`); the caller has already asked
 /// to reconnect. `dotdot` is what the orphan directory's `..` says.
-pub(crate) fn linkup(ctx: &mut Ctx, pass: &str, orphan: u64, dotdot: u64, name: Option<Vec<u8>>) -> R<bool> {
+pub(crate) fn linkup(
+    ctx: &mut Ctx,
+    pass: &str,
+    orphan: u64,
+    dotdot: u64,
+    name: Option<Vec<u8>>,
+) -> R<bool> {
     let lostdir = is_dir_state(ctx.state(orphan));
     let lf = lost_and_found(ctx, pass)?;
     if lf == 0 {
@@ -590,6 +645,10 @@ impl Visitor for TruncFree {
             Release::all().visit(ctx, r)?;
             self.freed += r.nfrags;
         }
-        Ok(if ctx.chkrange(r.blk, r.nfrags) { Step::Skip } else { Step::Continue })
+        Ok(if ctx.chkrange(r.blk, r.nfrags) {
+            Step::Skip
+        } else {
+            Step::Continue
+        })
     }
 }

@@ -340,14 +340,33 @@ impl<'a> Ctx<'a> {
 
     // ----- findings --------------------------------------------------
 
-    fn push(&mut self, pass: &str, sev: Severity, ino: Option<u64>, msg: String, fixed: bool) -> usize {
-        self.findings.push(Finding { pass: pass.to_string(), severity: sev, ino, message: msg, fixed });
+    fn push(
+        &mut self,
+        pass: &str,
+        sev: Severity,
+        ino: Option<u64>,
+        msg: String,
+        fixed: bool,
+    ) -> usize {
+        self.findings.push(Finding {
+            pass: pass.to_string(),
+            severity: sev,
+            ino,
+            message: msg,
+            fixed,
+        });
         self.findings.len() - 1
     }
 
     /// Reports a problem and answers whether to repair it (`reply`).
     /// Under preen an inconsistency stops the run.
-    pub(crate) fn ask(&mut self, pass: &str, sev: Severity, ino: Option<u64>, msg: impl Into<String>) -> R<bool> {
+    pub(crate) fn ask(
+        &mut self,
+        pass: &str,
+        sev: Severity,
+        ino: Option<u64>,
+        msg: impl Into<String>,
+    ) -> R<bool> {
         let msg = msg.into();
         match self.mode {
             FsckMode::Check => {
@@ -371,7 +390,13 @@ impl<'a> Ctx<'a> {
     }
 
     /// Reports a problem fsck cannot repair.
-    pub(crate) fn note(&mut self, pass: &str, sev: Severity, ino: Option<u64>, msg: impl Into<String>) -> R<()> {
+    pub(crate) fn note(
+        &mut self,
+        pass: &str,
+        sev: Severity,
+        ino: Option<u64>,
+        msg: impl Into<String>,
+    ) -> R<()> {
         self.push(pass, sev, ino, msg.into(), false);
         if self.mode == FsckMode::Preen && sev == Severity::Inconsistency {
             return Err(Halt::Stop);
@@ -392,7 +417,10 @@ impl<'a> Ctx<'a> {
 
     /// Finding `i` asked for a reconnection that failed.
     pub(crate) fn reconnect_failed(&mut self, i: usize) {
-        let why = self.linkup_error.take().unwrap_or_else(|| "RECONNECT FAILED".into());
+        let why = self
+            .linkup_error
+            .take()
+            .unwrap_or_else(|| "RECONNECT FAILED".into());
         if let Some(f) = self.findings.get_mut(i) {
             f.fixed = false;
             f.message = format!("{} -- {why}", f.message);
@@ -433,14 +461,20 @@ impl<'a> Ctx<'a> {
         let mut buf = vec![0u8; len];
         match off.checked_add(len as u64) {
             Some(end) if end <= self.dev.size() => {}
-            _ => return Err(Halt::Err(Error::corrupt(format!("read of {len} bytes at byte {off} is past the end of the device")))),
+            _ => {
+                return Err(Halt::Err(Error::corrupt(format!(
+                    "read of {len} bytes at byte {off} is past the end of the device"
+                ))))
+            }
         }
         self.dev.read_at(off, &mut buf)?;
         Ok(buf)
     }
 
     pub(crate) fn read_frags(&self, frag: u64, nfrags: u64) -> R<Vec<u8>> {
-        let off = frag.checked_mul(self.g.fsize).ok_or_else(|| Error::corrupt("fragment address overflows"))?;
+        let off = frag
+            .checked_mul(self.g.fsize)
+            .ok_or_else(|| Error::corrupt("fragment address overflows"))?;
         self.read_bytes(off, (nfrags * self.g.fsize) as usize)
     }
 
@@ -453,7 +487,10 @@ impl<'a> Ctx<'a> {
 
     fn write_raw(&mut self, off: u64, buf: &[u8]) -> R<()> {
         if self.mode == FsckMode::Check {
-            return Err(Halt::Err(Error::new(ErrorKind::ReadOnly, "internal error: fsck tried to write in check mode")));
+            return Err(Halt::Err(Error::new(
+                ErrorKind::ReadOnly,
+                "internal error: fsck tried to write in check mode",
+            )));
         }
         self.dev.write_at(off, buf)?;
         Ok(())
@@ -495,7 +532,11 @@ impl<'a> Ctx<'a> {
         }
         let c = (ino / self.g.ipg) as usize;
         let i = (ino % self.g.ipg) as usize;
-        self.cgs.get(c).and_then(|cg| cg.inos.get(i)).copied().unwrap_or_default()
+        self.cgs
+            .get(c)
+            .and_then(|cg| cg.inos.get(i))
+            .copied()
+            .unwrap_or_default()
     }
 
     pub(crate) fn state(&self, ino: u64) -> u8 {
@@ -614,7 +655,11 @@ impl<'a> Ctx<'a> {
 
     fn finish(mut self) -> R<FsckReport> {
         let dirty_idx = self.dirty_finding;
-        let unfixed = self.findings.iter().enumerate().any(|(i, f)| !f.fixed && Some(i) != dirty_idx);
+        let unfixed = self
+            .findings
+            .iter()
+            .enumerate()
+            .any(|(i, f)| !f.fixed && Some(i) != dirty_idx);
         let clean = !self.halted && !unfixed && !self.needs_rerun;
         if self.can_write() && !self.hands_off {
             if !self.halted {
@@ -640,7 +685,8 @@ impl<'a> Ctx<'a> {
                 }
                 self.sb.set_fs_clean(want_clean);
                 if clean {
-                    self.sb.set_fs_flags(self.sb.fs_flags() & !(FS_UNCLEAN | FS_NEEDSFSCK));
+                    self.sb
+                        .set_fs_flags(self.sb.fs_flags() & !(FS_UNCLEAN | FS_NEEDSFSCK));
                     self.sb.set_fs_pendingblocks(0);
                     self.sb.set_fs_pendinginodes(0);
                 }
@@ -668,7 +714,9 @@ impl<'a> Ctx<'a> {
             }
         }
         let t = self.totals.unwrap_or_else(|| self.sb.fs_cstotal());
-        let free = (t.cs_nbfree.max(0) as u64).saturating_mul(self.g.frag).saturating_add(t.cs_nffree.max(0) as u64);
+        let free = (t.cs_nbfree.max(0) as u64)
+            .saturating_mul(self.g.frag)
+            .saturating_add(t.cs_nffree.max(0) as u64);
         Ok(FsckReport {
             findings: self.findings,
             files,

@@ -42,7 +42,11 @@ pub(super) fn cg_header_problem(ctx: &Ctx, c: u64, b: &[u8], proto: &Cg) -> Opti
     if f(120) as u64 > g.ipg {
         return Some(format!("cg_initediblk {} exceeds fs_ipg {}", f(120), g.ipg));
     }
-    for (name, o) in [("cg_iusedoff", 92), ("cg_freeoff", 96), ("cg_nextfreeoff", 100)] {
+    for (name, o) in [
+        ("cg_iusedoff", 92),
+        ("cg_freeoff", 96),
+        ("cg_nextfreeoff", 100),
+    ] {
         if f(o) != p(o) {
             return Some(format!("{name} {} should be {}", f(o), p(o)));
         }
@@ -68,7 +72,8 @@ pub(super) fn pass1(ctx: &mut Ctx) -> R<()> {
         let start = if c == 0 { 0 } else { g.cgsblock(c) };
         ctx.used.set_range(start, g.cgdmin(c));
     }
-    ctx.used.set_range(g.csaddr, g.csaddr + g.cssize.div_ceil(g.fsize));
+    ctx.used
+        .set_range(g.csaddr, g.csaddr + g.cssize.div_ceil(g.fsize));
     ctx.used.set_range(g.size, g.size.div_ceil(g.frag) * g.frag);
 
     let proto = Cg::new_layout(&g, 0);
@@ -78,13 +83,16 @@ pub(super) fn pass1(ctx: &mut Ctx) -> R<()> {
         let b = &b[..g.cgsize as usize];
         let problem = cg_header_problem(ctx, c, b, &proto);
         let disk_inited = get_u32(b, 120) as u64;
-        let trusted = get_u32(b, 4) == CG_MAGIC && get_u32(b, 12) as u64 == c && disk_inited <= g.ipg;
+        let trusted =
+            get_u32(b, 4) == CG_MAGIC && get_u32(b, 12) as u64 == c && disk_inited <= g.ipg;
         if let Some(why) = problem {
             let fix = ctx.ask(
                 P1,
                 Severity::Inconsistency,
                 None,
-                format!("CYLINDER GROUP {c}: INTEGRITY CHECK FAILED ({why}); REBUILD CYLINDER GROUP"),
+                format!(
+                    "CYLINDER GROUP {c}: INTEGRITY CHECK FAILED ({why}); REBUILD CYLINDER GROUP"
+                ),
             )?;
             ctx.cgs[c as usize].corrupt = true;
             ctx.cgs[c as usize].rebuild = fix;
@@ -98,7 +106,11 @@ pub(super) fn pass1(ctx: &mut Ctx) -> R<()> {
         scan_group(ctx, c, inosused)?;
         let ci = &mut ctx.cgs[c as usize];
         // Trim the table to the last allocated inode.
-        let last = ci.inos.iter().rposition(|x| x.state != USTATE).map_or(0, |i| i + 1);
+        let last = ci
+            .inos
+            .iter()
+            .rposition(|x| x.state != USTATE)
+            .map_or(0, |i| i + 1);
         ci.inos.truncate(last);
         ci.inos.shrink_to_fit();
         if !trusted {
@@ -146,7 +158,11 @@ fn check_inode(ctx: &mut Ctx, ino: u64, mut di: Dinode) -> R<()> {
             P1,
             Severity::Preen,
             Some(ino),
-            format!("INODE {ino}: CHECK-HASH FAILED (stored {:#x}, computed {:#x}); FIX", di.di_ckhash(), di.compute_ckhash()),
+            format!(
+                "INODE {ino}: CHECK-HASH FAILED (stored {:#x}, computed {:#x}); FIX",
+                di.di_ckhash(),
+                di.compute_ckhash()
+            ),
         )?
     {
         dirty = true;
@@ -160,9 +176,15 @@ fn check_inode(ctx: &mut Ctx, ino: u64, mut di: Dinode) -> R<()> {
     let mode = di.file_type();
     let size = di.di_size();
     if mode == 0 {
-        let ptrs = (0..UFS_NDADDR).any(|i| di.di_db(i) != 0) || (0..UFS_NIADDR).any(|i| di.di_ib(i) != 0);
+        let ptrs =
+            (0..UFS_NDADDR).any(|i| di.di_db(i) != 0) || (0..UFS_NIADDR).any(|i| di.di_ib(i) != 0);
         if (di.di_mode() != 0 || size != 0 || ptrs)
-            && ctx.ask(P1, Severity::Inconsistency, Some(ino), format!("PARTIALLY ALLOCATED INODE I={ino}; CLEAR"))?
+            && ctx.ask(
+                P1,
+                Severity::Inconsistency,
+                Some(ino),
+                format!("PARTIALLY ALLOCATED INODE I={ino}; CLEAR"),
+            )?
         {
             let gen = di.di_gen();
             di = Dinode::default();
@@ -210,7 +232,10 @@ fn check_inode(ctx: &mut Ctx, ino: u64, mut di: Dinode) -> R<()> {
                 P1,
                 Severity::Inconsistency,
                 Some(ino),
-                format!("INVALID DIRECT BLOCK {} IN SLOT {j} OF I={ino} (SIZE {size}); CLEAR", di.di_db(j)),
+                format!(
+                    "INVALID DIRECT BLOCK {} IN SLOT {j} OF I={ino} (SIZE {size}); CLEAR",
+                    di.di_db(j)
+                ),
             )?
         {
             di.set_di_db(j, 0);
@@ -229,7 +254,11 @@ fn check_inode(ctx: &mut Ctx, ino: u64, mut di: Dinode) -> R<()> {
                 P1,
                 Severity::Inconsistency,
                 Some(ino),
-                format!("INVALID INDIRECT BLOCK {} AT LEVEL {} OF I={ino} (SIZE {size}); CLEAR", di.di_ib(j), j + 1),
+                format!(
+                    "INVALID INDIRECT BLOCK {} AT LEVEL {} OF I={ino} (SIZE {size}); CLEAR",
+                    di.di_ib(j),
+                    j + 1
+                ),
             )?
         {
             di.set_di_ib(j, 0);
@@ -255,7 +284,11 @@ fn check_inode(ctx: &mut Ctx, ino: u64, mut di: Dinode) -> R<()> {
         FSTATE
     };
     if let Some(x) = ctx.info_mut(ino) {
-        *x = InoInfo { state, dtype: iftodt(di.di_mode()), linkcnt: nlink as i32 };
+        *x = InoInfo {
+            state,
+            dtype: iftodt(di.di_mode()),
+            linkcnt: nlink as i32,
+        };
     }
     if mode == IFDIR {
         ctx.add_dir(DirInfo {
@@ -270,7 +303,17 @@ fn check_inode(ctx: &mut Ctx, ino: u64, mut di: Dinode) -> R<()> {
         });
     }
     // Claim the blocks.
-    let mut v = Claim { ino, runs: 0, bad: 0, dup: 0, tally: 0, lballoc: -1, lbns: Vec::new(), is_dir: mode == IFDIR, trunc_asked: false };
+    let mut v = Claim {
+        ino,
+        runs: 0,
+        bad: 0,
+        dup: 0,
+        tally: 0,
+        lballoc: -1,
+        lbns: Vec::new(),
+        is_dir: mode == IFDIR,
+        trunc_asked: false,
+    };
     walk::walk(ctx, &di, size, &mut v)?;
     let doomed = matches!(ctx.state(ino), FCLEAR | DCLEAR) && state != DCLEAR;
     if !doomed {
@@ -280,7 +323,10 @@ fn check_inode(ctx: &mut Ctx, ino: u64, mut di: Dinode) -> R<()> {
                 P1,
                 Severity::Preen,
                 Some(ino),
-                format!("INCORRECT BLOCK COUNT I={ino} ({} should be {want}); CORRECT", di.di_blocks()),
+                format!(
+                    "INCORRECT BLOCK COUNT I={ino} ({} should be {want}); CORRECT",
+                    di.di_blocks()
+                ),
             )?
         {
             di.set_di_blocks(want);
@@ -289,7 +335,11 @@ fn check_inode(ctx: &mut Ctx, ino: u64, mut di: Dinode) -> R<()> {
         let short_link = mode == IFLNK && size < MAXSYMLINKLEN_UFS2 as u64;
         if mode != IFDIR && !short_link && size > 0 && v.lballoc < g.lblkno(size - 1) as i64 {
             let fixsize = ((v.lballoc + 1) as u64) * g.bsize;
-            let sev = if size > UFS_NDADDR as u64 * g.bsize { Severity::Preen } else { Severity::Inconsistency };
+            let sev = if size > UFS_NDADDR as u64 * g.bsize {
+                Severity::Preen
+            } else {
+                Severity::Inconsistency
+            };
             if ctx.ask(
                 P1,
                 sev,
@@ -306,7 +356,12 @@ fn check_inode(ctx: &mut Ctx, ino: u64, mut di: Dinode) -> R<()> {
             v.lbns.dedup();
             let have = v.lbns.iter().filter(|&&l| l < ndb).count() as u64;
             if have < ndb {
-                let hole = v.lbns.iter().enumerate().find(|&(i, &l)| l != i as u64).map_or(have, |(i, _)| i as u64);
+                let hole = v
+                    .lbns
+                    .iter()
+                    .enumerate()
+                    .find(|&(i, &l)| l != i as u64)
+                    .map_or(have, |(i, _)| i as u64);
                 if ctx.ask(
                     P1,
                     Severity::Inconsistency,
@@ -338,7 +393,12 @@ fn check_inode(ctx: &mut Ctx, ino: u64, mut di: Dinode) -> R<()> {
 
 fn clear_unknown(ctx: &mut Ctx, ino: u64, mut di: Dinode, why: &str) -> R<()> {
     ctx.set_state(ino, USTATE);
-    if ctx.ask(P1, Severity::Inconsistency, Some(ino), format!("{why} I={ino}; CLEAR"))? {
+    if ctx.ask(
+        P1,
+        Severity::Inconsistency,
+        Some(ino),
+        format!("{why} I={ino}; CLEAR"),
+    )? {
         let gen = di.di_gen();
         di = Dinode::default();
         di.set_di_gen(gen);
@@ -378,11 +438,21 @@ impl Visitor for Claim {
         let ino = self.ino;
         let anyout = ctx.chkrange(r.blk, r.nfrags);
         if anyout {
-            ctx.ask(P1, Severity::Inconsistency, Some(ino), format!("{} BAD I={ino} (block out of range); CLEAR INODE", r.blk))?;
+            ctx.ask(
+                P1,
+                Severity::Inconsistency,
+                Some(ino),
+                format!("{} BAD I={ino} (block out of range); CLEAR INODE", r.blk),
+            )?;
             blkerror(ctx, ino);
             self.bad += 1;
             if self.bad > MAXBAD {
-                ctx.ask(P1, Severity::Inconsistency, Some(ino), format!("EXCESSIVE BAD BLKS I={ino}; SKIPPING REST OF INODE"))?;
+                ctx.ask(
+                    P1,
+                    Severity::Inconsistency,
+                    Some(ino),
+                    format!("EXCESSIVE BAD BLKS I={ino}; SKIPPING REST OF INODE"),
+                )?;
                 ctx.claim_limit.insert(ino, (self.runs, 0));
                 return Ok(Step::Stop);
             }
@@ -397,7 +467,12 @@ impl Visitor for Claim {
                 ctx.used.set(f);
             } else {
                 if !dup_reported {
-                    ctx.ask(P1, Severity::Inconsistency, Some(ino), format!("{f} DUP I={ino} (fragment already in use); CLEAR INODES"))?;
+                    ctx.ask(
+                        P1,
+                        Severity::Inconsistency,
+                        Some(ino),
+                        format!("{f} DUP I={ino} (fragment already in use); CLEAR INODES"),
+                    )?;
                     dup_reported = true;
                 }
                 blkerror(ctx, ino);
@@ -405,7 +480,12 @@ impl Visitor for Claim {
                 self.dup += 1;
                 if self.dup > MAXBAD {
                     self.tally += 1;
-                    ctx.ask(P1, Severity::Inconsistency, Some(ino), format!("EXCESSIVE DUP BLKS I={ino}; SKIPPING REST OF INODE"))?;
+                    ctx.ask(
+                        P1,
+                        Severity::Inconsistency,
+                        Some(ino),
+                        format!("EXCESSIVE DUP BLKS I={ino}; SKIPPING REST OF INODE"),
+                    )?;
                     ctx.claim_limit.insert(ino, (self.runs - 1, f - r.blk + 1));
                     return Ok(Step::Stop);
                 }

@@ -29,7 +29,9 @@ pub(super) fn pass2(ctx: &mut Ctx) -> R<()> {
     }
     // Now that every parent is known, check each `..`.
     for &ino in &order {
-        let Some(d) = ctx.dir(ino).cloned() else { continue };
+        let Some(d) = ctx.dir(ino).cloned() else {
+            continue;
+        };
         if d.parent == 0 || d.size == 0 || !is_dir_state(ctx.state(ino)) {
             continue;
         }
@@ -66,7 +68,12 @@ pub(super) fn pass2(ctx: &mut Ctx) -> R<()> {
     }
     // Reachability.
     ctx.children.clear();
-    let pairs: Vec<(u64, u64)> = ctx.dirs.iter().filter(|d| d.parent != 0 && d.ino != UFS_ROOTINO).map(|d| (d.parent, d.ino)).collect();
+    let pairs: Vec<(u64, u64)> = ctx
+        .dirs
+        .iter()
+        .filter(|d| d.parent != 0 && d.ino != UFS_ROOTINO)
+        .map(|d| (d.parent, d.ino))
+        .collect();
     for (p, c) in pairs {
         ctx.children.entry(p).or_default().push(c);
     }
@@ -112,7 +119,12 @@ fn check_root(ctx: &mut Ctx) -> R<()> {
     }
     if dirops::allocdir(ctx, root, root, 0o755)? != root {
         ctx.unfix_last();
-        ctx.note(P2, Severity::Inconsistency, Some(root), "CANNOT ALLOCATE ROOT INODE")?;
+        ctx.note(
+            P2,
+            Severity::Inconsistency,
+            Some(root),
+            "CANNOT ALLOCATE ROOT INODE",
+        )?;
         return Err(Halt::Stop);
     }
     Ok(())
@@ -132,21 +144,32 @@ struct Scan {
 
 fn scan_dir(ctx: &mut Ctx, ino: u64) -> R<()> {
     let g = ctx.g;
-    let Some(d) = ctx.dir(ino).cloned() else { return Ok(()) };
+    let Some(d) = ctx.dir(ino).cloned() else {
+        return Ok(());
+    };
     let state = ctx.state(ino);
     if d.size == 0 || !matches!(state, DSTATE | DFOUND | DZLINK) {
         return Ok(());
     }
     let mut isize = d.size;
     if isize < MINDIRSIZE {
-        let fix = ctx.ask(P2, Severity::Inconsistency, Some(ino), format!("DIRECTORY I={ino} TOO SHORT (SIZE {isize}); FIX"))?;
+        let fix = ctx.ask(
+            P2,
+            Severity::Inconsistency,
+            Some(ino),
+            format!("DIRECTORY I={ino} TOO SHORT (SIZE {isize}); FIX"),
+        )?;
         isize = DIRBLKSIZ as u64;
         if fix {
             set_size(ctx, ino, isize)?;
         }
     } else if isize % DIRBLKSIZ as u64 != 0 {
-        let fix =
-            ctx.ask(P2, Severity::Preen, Some(ino), format!("DIRECTORY I={ino}: LENGTH {isize} NOT MULTIPLE OF {DIRBLKSIZ}; ADJUST"))?;
+        let fix = ctx.ask(
+            P2,
+            Severity::Preen,
+            Some(ino),
+            format!("DIRECTORY I={ino}: LENGTH {isize} NOT MULTIPLE OF {DIRBLKSIZ}; ADJUST"),
+        )?;
         isize = isize.div_ceil(DIRBLKSIZ as u64) * DIRBLKSIZ as u64;
         if fix {
             set_size(ctx, ino, isize)?;
@@ -157,7 +180,13 @@ fn scan_dir(ctx: &mut Ctx, ino: u64) -> R<()> {
     }
     let di = ctx.read_inode(ino)?;
     let blocks = walk::data_blocks(ctx, &di, isize)?;
-    let mut st = Scan { dir: ino, entryno: 0, filesize: isize as i64, loc: 0, write: false };
+    let mut st = Scan {
+        dir: ino,
+        entryno: 0,
+        filesize: isize as i64,
+        loc: 0,
+        write: false,
+    };
     for (i, &(lbn, blk, nfrags)) in blocks.iter().enumerate() {
         if lbn != i as u64 || lbn.saturating_mul(g.bsize) >= isize || st.filesize <= 0 {
             break;
@@ -198,7 +227,12 @@ fn dircheck(buf: &[u8], off: usize, filesize: i64) -> bool {
     let dtype = buf[off + 6];
     let namlen = buf[off + 7] as usize;
     let size = dirsiz(namlen);
-    if reclen == 0 || reclen > spaceleft || reclen < size || filesize < size as i64 || reclen % 4 != 0 {
+    if reclen == 0
+        || reclen > spaceleft
+        || reclen < size
+        || filesize < size as i64
+        || reclen % 4 != 0
+    {
         return false;
     }
     if off + reclen > buf.len() {
@@ -254,7 +288,10 @@ fn next_entry(ctx: &mut Ctx, buf: &mut [u8], st: &mut Scan) -> R<Option<usize>> 
         P2,
         Severity::Inconsistency,
         Some(st.dir),
-        format!("DIRECTORY I={} CORRUPTED (bad entry at block offset {at}); SALVAGE", st.dir),
+        format!(
+            "DIRECTORY I={} CORRUPTED (bad entry at block offset {at}); SALVAGE",
+            st.dir
+        ),
     )? {
         st.write = true;
     }
@@ -287,13 +324,23 @@ fn check_entry(ctx: &mut Ctx, buf: &mut [u8], off: usize, st: &mut Scan) -> R<bo
     if st.entryno == 0 {
         if e_ino(buf, dp) != 0 && e_name(buf, dp) == b"." {
             if e_ino(buf, dp) != dir
-                && ctx.ask(P2, Severity::Inconsistency, Some(dir), format!("BAD INODE NUMBER FOR '.' IN DIR I={dir}; FIX"))?
+                && ctx.ask(
+                    P2,
+                    Severity::Inconsistency,
+                    Some(dir),
+                    format!("BAD INODE NUMBER FOR '.' IN DIR I={dir}; FIX"),
+                )?
             {
                 set_u32(buf, dp, dir as u32);
                 altered = true;
             }
             if buf[dp + 6] != dt::DT_DIR
-                && ctx.ask(P2, Severity::Inconsistency, Some(dir), format!("BAD TYPE VALUE FOR '.' IN DIR I={dir}; FIX"))?
+                && ctx.ask(
+                    P2,
+                    Severity::Inconsistency,
+                    Some(dir),
+                    format!("BAD TYPE VALUE FOR '.' IN DIR I={dir}; FIX"),
+                )?
             {
                 buf[dp + 6] = dt::DT_DIR;
                 altered = true;
@@ -302,15 +349,35 @@ fn check_entry(ctx: &mut Ctx, buf: &mut [u8], off: usize, st: &mut Scan) -> R<bo
             let reclen = e_reclen(buf, dp);
             if reclen < 12 + e_size(buf, dp) {
                 let what = if e_ino(buf, dp) != 0 {
-                    format!("FIRST ENTRY CONTAINS {}; REPLACE WITH '.'", String::from_utf8_lossy(e_name(buf, dp)))
+                    format!(
+                        "FIRST ENTRY CONTAINS {}; REPLACE WITH '.'",
+                        String::from_utf8_lossy(e_name(buf, dp))
+                    )
                 } else {
                     "ADD '.' ENTRY".to_string()
                 };
-                if ctx.ask(P2, Severity::Inconsistency, Some(dir), format!("MISSING '.' IN DIR I={dir}; {what}"))? {
-                    write_entry(&mut buf[dp..end], 0, dir as u32, reclen as u16, dt::DT_DIR, b".");
+                if ctx.ask(
+                    P2,
+                    Severity::Inconsistency,
+                    Some(dir),
+                    format!("MISSING '.' IN DIR I={dir}; {what}"),
+                )? {
+                    write_entry(
+                        &mut buf[dp..end],
+                        0,
+                        dir as u32,
+                        reclen as u16,
+                        dt::DT_DIR,
+                        b".",
+                    );
                     altered = true;
                 }
-            } else if ctx.ask(P2, Severity::Inconsistency, Some(dir), format!("MISSING '.' IN DIR I={dir}; ADD '.' ENTRY"))? {
+            } else if ctx.ask(
+                P2,
+                Severity::Inconsistency,
+                Some(dir),
+                format!("MISSING '.' IN DIR I={dir}; ADD '.' ENTRY"),
+            )? {
                 let r = reclen - 12;
                 set_u16(buf, dp + 4, r as u16);
                 buf.copy_within(dp..dp + r, dp + 12);
@@ -345,8 +412,17 @@ fn check_entry(ctx: &mut Ctx, buf: &mut [u8], off: usize, st: &mut Scan) -> R<bo
         }
         if e_ino(buf, dp) != 0 && e_name(buf, dp) == b".." {
             if e_ino(buf, dp) >= ctx.maxino() {
-                let fix = ctx.ask(P2, Severity::Inconsistency, Some(dir), format!("BAD INODE NUMBER FOR '..' IN DIR I={dir}; FIX"))?;
-                set_u32(buf, dp, if parent != 0 { parent } else { UFS_ROOTINO } as u32);
+                let fix = ctx.ask(
+                    P2,
+                    Severity::Inconsistency,
+                    Some(dir),
+                    format!("BAD INODE NUMBER FOR '..' IN DIR I={dir}; FIX"),
+                )?;
+                set_u32(
+                    buf,
+                    dp,
+                    if parent != 0 { parent } else { UFS_ROOTINO } as u32,
+                );
                 altered |= fix;
             }
             let dd = e_ino(buf, dp);
@@ -354,7 +430,12 @@ fn check_entry(ctx: &mut Ctx, buf: &mut [u8], off: usize, st: &mut Scan) -> R<bo
                 x.dotdot = dd;
             }
             if buf[dp + 6] != dt::DT_DIR {
-                let fix = ctx.ask(P2, Severity::Inconsistency, Some(dir), format!("BAD TYPE VALUE FOR '..' IN DIR I={dir}; FIX"))?;
+                let fix = ctx.ask(
+                    P2,
+                    Severity::Inconsistency,
+                    Some(dir),
+                    format!("BAD TYPE VALUE FOR '..' IN DIR I={dir}; FIX"),
+                )?;
                 buf[dp + 6] = dt::DT_DIR;
                 altered |= fix;
             }
@@ -364,11 +445,19 @@ fn check_entry(ctx: &mut Ctx, buf: &mut [u8], off: usize, st: &mut Scan) -> R<bo
         let occupied = e_ino(buf, dp) != 0;
         let replace = reclen < 12 + e_size(buf, dp);
         let what = if replace && occupied {
-            format!("SECOND ENTRY CONTAINS {}; REPLACE WITH '..'", String::from_utf8_lossy(e_name(buf, dp)))
+            format!(
+                "SECOND ENTRY CONTAINS {}; REPLACE WITH '..'",
+                String::from_utf8_lossy(e_name(buf, dp))
+            )
         } else {
             "ADD '..' ENTRY".to_string()
         };
-        if !ctx.ask(P2, Severity::Inconsistency, Some(dir), format!("MISSING '..' IN DIR I={dir}; {what}"))? {
+        if !ctx.ask(
+            P2,
+            Severity::Inconsistency,
+            Some(dir),
+            format!("MISSING '..' IN DIR I={dir}; {what}"),
+        )? {
             if let Some(x) = ctx.dir_mut(dir) {
                 x.dotdot = NO_DOTDOT;
             }
@@ -382,7 +471,14 @@ fn check_entry(ctx: &mut Ctx, buf: &mut [u8], off: usize, st: &mut Scan) -> R<bo
             x.dotdot = parent;
         }
         if replace || !occupied {
-            write_entry(&mut buf[dp..end], 0, parent as u32, reclen as u16, dt::DT_DIR, b"..");
+            write_entry(
+                &mut buf[dp..end],
+                0,
+                parent as u32,
+                reclen as u16,
+                dt::DT_DIR,
+                b"..",
+            );
         } else {
             let r = reclen - 12;
             set_u16(buf, dp + 4, r as u16);
@@ -410,7 +506,10 @@ fn check_entry(ctx: &mut Ctx, buf: &mut [u8], off: usize, st: &mut Scan) -> R<bo
             P2,
             Severity::Inconsistency,
             Some(dir),
-            format!("EXTRA '{}' ENTRY IN DIR I={dir}; FIX", String::from_utf8_lossy(&name)),
+            format!(
+                "EXTRA '{}' ENTRY IN DIR I={dir}; FIX",
+                String::from_utf8_lossy(&name)
+            ),
         )?;
         set_u32(buf, dp, 0);
         return Ok(altered | fix);
@@ -421,11 +520,19 @@ fn check_entry(ctx: &mut Ctx, buf: &mut [u8], off: usize, st: &mut Scan) -> R<bo
     let shown = String::from_utf8_lossy(&name).into_owned();
     let mut remove = false;
     if target >= ctx.maxino() {
-        remove =
-            ctx.ask(P2, Severity::Inconsistency, Some(dir), format!("I OUT OF RANGE I={target} NAME={shown} IN DIR I={dir}; REMOVE"))?;
+        remove = ctx.ask(
+            P2,
+            Severity::Inconsistency,
+            Some(dir),
+            format!("I OUT OF RANGE I={target} NAME={shown} IN DIR I={dir}; REMOVE"),
+        )?;
     } else if (target == UFS_WINO) != (dtype == dt::DT_WHT) {
-        let fix =
-            ctx.ask(P2, Severity::Inconsistency, Some(dir), format!("BAD WHITEOUT ENTRY I={target} NAME={shown} IN DIR I={dir}; FIX"))?;
+        let fix = ctx.ask(
+            P2,
+            Severity::Inconsistency,
+            Some(dir),
+            format!("BAD WHITEOUT ENTRY I={target} NAME={shown} IN DIR I={dir}; FIX"),
+        )?;
         set_u32(buf, dp, UFS_WINO as u32);
         buf[dp + 6] = dt::DT_WHT;
         altered |= fix;
@@ -470,7 +577,11 @@ fn check_entry(ctx: &mut Ctx, buf: &mut [u8], off: usize, st: &mut Scan) -> R<bo
                     }
                     // Kept: treat it as an ordinary inode from now on.
                     let di = ctx.read_inode(target)?;
-                    let ns = if di.file_type() == IFDIR { DSTATE } else { FSTATE };
+                    let ns = if di.file_type() == IFDIR {
+                        DSTATE
+                    } else {
+                        FSTATE
+                    };
                     if let Some(x) = ctx.info_mut(target) {
                         x.state = ns;
                         x.linkcnt = di.nlink() as i32;
@@ -510,7 +621,15 @@ fn check_entry(ctx: &mut Ctx, buf: &mut [u8], off: usize, st: &mut Scan) -> R<bo
     Ok(altered)
 }
 
-fn check_type(ctx: &mut Ctx, buf: &mut [u8], dp: usize, dir: u64, target: u64, shown: &str, altered: &mut bool) -> R<()> {
+fn check_type(
+    ctx: &mut Ctx,
+    buf: &mut [u8],
+    dp: usize,
+    dir: u64,
+    target: u64,
+    shown: &str,
+    altered: &mut bool,
+) -> R<()> {
     let want = ctx.info(target).dtype;
     if buf[dp + 6] != want {
         let fix = ctx.ask(
@@ -539,18 +658,27 @@ fn count_ref(ctx: &mut Ctx, dir: u64, target: u64, entryno: u32) {
 /// A second name for directory `child` found in `dir` (`fix_extraneous`).
 /// Returns true to remove the new name.
 fn fix_extraneous(ctx: &mut Ctx, child: u64, dir: u64, name: &str) -> R<bool> {
-    let Some(cd) = ctx.dir(child).cloned() else { return Ok(false) };
+    let Some(cd) = ctx.dir(child).cloned() else {
+        return Ok(false);
+    };
     let mut dotdot = cd.dotdot;
     if dotdot == 0 {
         // Ask the directory itself who its parent is.
-        if let Some(e) = dirops::find_entry(ctx, child, &|i, ino, n| i == 1 && ino != 0 && n == b"..")? {
+        if let Some(e) =
+            dirops::find_entry(ctx, child, &|i, ino, n| i == 1 && ino != 0 && n == b"..")?
+        {
             dotdot = e.ino as u64;
             if let Some(x) = ctx.dir_mut(child) {
                 x.dotdot = dotdot;
             }
         }
     }
-    if dotdot == 0 || dotdot == NO_DOTDOT || dir == cd.parent || dotdot != dir || dotdot == cd.parent {
+    if dotdot == 0
+        || dotdot == NO_DOTDOT
+        || dir == cd.parent
+        || dotdot != dir
+        || dotdot == cd.parent
+    {
         return ctx.ask(
             P2,
             Severity::Preen,
@@ -563,7 +691,10 @@ fn fix_extraneous(ctx: &mut Ctx, child: u64, dir: u64, name: &str) -> R<bool> {
         P2,
         Severity::Preen,
         Some(child),
-        format!("NAME OF DIRECTORY I={child} IN DIR I={} IS AN EXTRANEOUS HARD LINK; REMOVE", cd.parent),
+        format!(
+            "NAME OF DIRECTORY I={child} IN DIR I={} IS AN EXTRANEOUS HARD LINK; REMOVE",
+            cd.parent
+        ),
     )? {
         if dirops::clear_entry(ctx, cd.parent, child)?.is_some() {
             ctx.inc_link(child);

@@ -35,7 +35,12 @@ pub(super) fn pass3(ctx: &mut Ctx) -> R<()> {
         if count <= ndirs {
             let dotdot = ctx.dir(orphan).map_or(0, |d| d.dotdot);
             let idx = ctx.findings.len();
-            if ctx.ask(P3, Severity::Preen, Some(orphan), format!("UNREF DIR I={orphan}; RECONNECT"))? {
+            if ctx.ask(
+                P3,
+                Severity::Preen,
+                Some(orphan),
+                format!("UNREF DIR I={orphan}; RECONNECT"),
+            )? {
                 if dirops::linkup(ctx, P3, orphan, dotdot, None)? {
                     ctx.set_state(orphan, DFOUND);
                     propagate(ctx, orphan);
@@ -46,7 +51,12 @@ pub(super) fn pass3(ctx: &mut Ctx) -> R<()> {
             continue;
         }
         let idx = ctx.findings.len();
-        if !ctx.ask(P3, Severity::Inconsistency, Some(orphan), format!("ORPHANED DIRECTORY LOOP DETECTED I={orphan}; RECONNECT"))? {
+        if !ctx.ask(
+            P3,
+            Severity::Inconsistency,
+            Some(orphan),
+            format!("ORPHANED DIRECTORY LOOP DETECTED I={orphan}; RECONNECT"),
+        )? {
             continue;
         }
         let parent = ctx.dir(orphan).map_or(0, |d| d.parent);
@@ -90,9 +100,14 @@ fn fix_depths(ctx: &mut Ctx) -> R<()> {
         }
     }
     want.sort_unstable();
-    let untracked = want.iter().any(|&(d, _)| d != UFS_ROOTINO && ctx.dir(d).is_some_and(|x| !x.created && x.depth == 0));
-    let wrong: Vec<(u64, u32, u32)> =
-        want.iter().filter_map(|&(d, w)| ctx.dir(d).map(|x| (d, x.depth, w))).filter(|&(_, have, w)| have != w).collect();
+    let untracked = want
+        .iter()
+        .any(|&(d, _)| d != UFS_ROOTINO && ctx.dir(d).is_some_and(|x| !x.created && x.depth == 0));
+    let wrong: Vec<(u64, u32, u32)> = want
+        .iter()
+        .filter_map(|&(d, w)| ctx.dir(d).map(|x| (d, x.depth, w)))
+        .filter(|&(_, have, w)| have != w)
+        .collect();
     if wrong.is_empty() {
         return Ok(());
     }
@@ -100,7 +115,10 @@ fn fix_depths(ctx: &mut Ctx) -> R<()> {
         if ctx.mode == FsckMode::Check {
             return Ok(());
         }
-        let msg = format!("UPDATING FILESYSTEM TO TRACK DIRECTORY DEPTH ({} directories)", wrong.len());
+        let msg = format!(
+            "UPDATING FILESYSTEM TO TRACK DIRECTORY DEPTH ({} directories)",
+            wrong.len()
+        );
         if !ctx.ask(P3, Severity::Preen, None, msg)? {
             return Ok(());
         }
@@ -110,7 +128,12 @@ fn fix_depths(ctx: &mut Ctx) -> R<()> {
         return Ok(());
     }
     for (d, have, w) in wrong {
-        if ctx.ask(P3, Severity::Preen, Some(d), format!("DIRECTORY I={d} DEPTH {have} SHOULD BE {w}; ADJUST"))? {
+        if ctx.ask(
+            P3,
+            Severity::Preen,
+            Some(d),
+            format!("DIRECTORY I={d} DEPTH {have} SHOULD BE {w}; ADJUST"),
+        )? {
             set_depth(ctx, d, w)?;
         }
     }
@@ -206,7 +229,9 @@ fn clear_now(ctx: &mut Ctx, ino: u64) -> R<()> {
 
 /// The entries of a directory about to be cleared stop being references.
 fn release_dir_refs(ctx: &mut Ctx, dir: u64) -> R<()> {
-    let Some(d) = ctx.dir(dir).cloned() else { return Ok(()) };
+    let Some(d) = ctx.dir(dir).cloned() else {
+        return Ok(());
+    };
     if d.size == 0 {
         return Ok(());
     }
@@ -236,7 +261,8 @@ fn release_dir_refs(ctx: &mut Ctx, dir: u64) -> R<()> {
         }
     }
     for t in targets {
-        if t >= UFS_ROOTINO && t < ctx.maxino() && !matches!(ctx.state(t), USTATE | FCLEAR | DCLEAR) {
+        if t >= UFS_ROOTINO && t < ctx.maxino() && !matches!(ctx.state(t), USTATE | FCLEAR | DCLEAR)
+        {
             ctx.inc_link(t);
             if ctx.dir(t).is_some_and(|x| x.parent == dir) {
                 if let Some(x) = ctx.dir_mut(t) {
@@ -259,7 +285,12 @@ fn adjust(ctx: &mut Ctx, ino: u64, mut lcnt: i32) -> R<()> {
             return clri(ctx, ino, "UNREF", Severity::Preen);
         }
         let idx = ctx.findings.len();
-        if !ctx.ask(P4, Severity::Preen, Some(ino), format!("UNREF {kind} I={ino}; RECONNECT"))? {
+        if !ctx.ask(
+            P4,
+            Severity::Preen,
+            Some(ino),
+            format!("UNREF {kind} I={ino}; RECONNECT"),
+        )? {
             return Ok(());
         }
         let dotdot = ctx.dir(ino).map_or(0, |d| d.dotdot);
@@ -273,8 +304,17 @@ fn adjust(ctx: &mut Ctx, ino: u64, mut lcnt: i32) -> R<()> {
     if lcnt != 0 {
         let name = if ino == ctx.lfdir { "lost+found" } else { kind };
         let want = (nlink as i64 - lcnt as i64).clamp(0, u16::MAX as i64);
-        let sev = if lcnt < 0 { Severity::Inconsistency } else { Severity::Preen };
-        if ctx.ask(P4, sev, Some(ino), format!("LINK COUNT {name} I={ino} COUNT {nlink} SHOULD BE {want}; ADJUST"))? {
+        let sev = if lcnt < 0 {
+            Severity::Inconsistency
+        } else {
+            Severity::Preen
+        };
+        if ctx.ask(
+            P4,
+            sev,
+            Some(ino),
+            format!("LINK COUNT {name} I={ino} COUNT {nlink} SHOULD BE {want}; ADJUST"),
+        )? {
             di.set_nlink(want as u32);
             ctx.write_inode(ino, &mut di)?;
             if let Some(x) = ctx.info_mut(ino) {

@@ -46,7 +46,11 @@ pub(super) fn pass5(ctx: &mut Ctx) -> R<()> {
     let mapsize = lay.nextfreeoff - lay.iusedoff;
     let mut overlays: HashMap<u64, Overlay> = HashMap::new();
     for &f in &ctx.toggled_frags {
-        overlays.entry(g.dtog(f)).or_default().frags.push(g.dtogd(f));
+        overlays
+            .entry(g.dtog(f))
+            .or_default()
+            .frags
+            .push(g.dtogd(f));
     }
     for &i in &ctx.toggled_inos {
         overlays.entry(g.ino_to_cg(i)).or_default().inos.insert(i);
@@ -66,7 +70,17 @@ pub(super) fn pass5(ctx: &mut Ctx) -> R<()> {
         let mut old = ctx.read_frags(g.cgtod(c), nf)?;
         old.truncate(g.cgsize as usize);
         let new = build(ctx, c, &old, &lay, None);
-        let base = if changed_here { build(ctx, c, &old, &lay, Some(overlay.unwrap_or(&Overlay::default()))) } else { new.clone() };
+        let base = if changed_here {
+            build(
+                ctx,
+                c,
+                &old,
+                &lay,
+                Some(overlay.unwrap_or(&Overlay::default())),
+            )
+        } else {
+            new.clone()
+        };
         let new_cs = Csum::read(&new, CG_CS_OFF);
         let base_cs = Csum::read(&base, CG_CS_OFF);
         let (corrupt, rebuild) = (ctx.cgs[c as usize].corrupt, ctx.cgs[c as usize].rebuild);
@@ -120,7 +134,12 @@ pub(super) fn pass5(ctx: &mut Ctx) -> R<()> {
     // 4. The totals in the superblock.
     let disk = ctx.sb.as_bytes()[sb::FS_CSTOTAL_OFF..sb::FS_CSTOTAL_OFF + 64].to_vec();
     if disk != cstotal_bytes(&base_total) {
-        if ctx.ask(P5, Severity::Preen, None, "SUMMARY BLK COUNT(S) WRONG IN SUPERBLK; SALVAGE")? {
+        if ctx.ask(
+            P5,
+            Severity::Preen,
+            None,
+            "SUMMARY BLK COUNT(S) WRONG IN SUPERBLK; SALVAGE",
+        )? {
             set_cstotal(ctx, &total)?;
         }
     } else if any_overlay && ctx.can_write() && disk != cstotal_bytes(&total) {
@@ -169,7 +188,12 @@ fn kind(ctx: &mut Ctx, k: usize, c: u64, msg: &str) -> R<bool> {
         return Ok(ctx.findings.get(i).is_some_and(|f| f.fixed));
     }
     let i = ctx.findings.len();
-    let fix = ctx.ask(P5, Severity::Preen, None, format!("{msg} (CYLINDER GROUP {c}); SALVAGE"))?;
+    let fix = ctx.ask(
+        P5,
+        Severity::Preen,
+        None,
+        format!("{msg} (CYLINDER GROUP {c}); SALVAGE"),
+    )?;
     match k {
         0 => ctx.p5.csum = Some(i),
         1 => ctx.p5.header = Some(i),
@@ -180,7 +204,11 @@ fn kind(ctx: &mut Ctx, k: usize, c: u64, msg: &str) -> R<bool> {
 
 /// Says in each pass-5 finding how many groups it covered.
 fn finish_kinds(ctx: &mut Ctx) {
-    for (slot, n) in [(ctx.p5.csum, ctx.p5.csum_n), (ctx.p5.header, ctx.p5.header_n), (ctx.p5.maps, ctx.p5.maps_n)] {
+    for (slot, n) in [
+        (ctx.p5.csum, ctx.p5.csum_n),
+        (ctx.p5.header, ctx.p5.header_n),
+        (ctx.p5.maps, ctx.p5.maps_n),
+    ] {
         if let (Some(i), true) = (slot, n > 1) {
             if let Some(f) = ctx.findings.get_mut(i) {
                 f.message = format!("{} [{n} cylinder groups affected]", f.message);
@@ -232,7 +260,8 @@ fn build(ctx: &Ctx, c: u64, old: &[u8], lay: &Layout, overlay: Option<&Overlay>)
     let mut ndir = 0i32;
     for (i, x) in ci.inos.iter().enumerate() {
         let ino = c * g.ipg + i as u64;
-        if x.state == USTATE || ino < UFS_ROOTINO || overlay.is_some_and(|o| o.inos.contains(&ino)) {
+        if x.state == USTATE || ino < UFS_ROOTINO || overlay.is_some_and(|o| o.inos.contains(&ino))
+        {
             continue;
         }
         b[lay.iusedoff + i / 8] |= 1 << (i % 8);
@@ -353,6 +382,12 @@ fn build(ctx: &Ctx, c: u64, old: &[u8], lay: &Layout, overlay: Option<&Overlay>)
     for (i, v) in frsum.iter().enumerate().take(frag as usize).skip(1) {
         set_u32(b, CG_FRSUM_OFF + 4 * i, *v);
     }
-    Csum { cs_ndir: ndir, cs_nbfree: nbfree, cs_nifree: nifree, cs_nffree: nffree }.write(b, CG_CS_OFF);
+    Csum {
+        cs_ndir: ndir,
+        cs_nbfree: nbfree,
+        cs_nifree: nifree,
+        cs_nffree: nffree,
+    }
+    .write(b, CG_CS_OFF);
     cg.as_bytes().to_vec()
 }

@@ -45,14 +45,23 @@ fn extra_checks(sb: &Superblock, g: &Geometry, devsize: u64) -> std::result::Res
     let csfrags = g.cssize.div_ceil(g.fsize);
     let c = g.dtog(g.csaddr);
     if g.csaddr < g.cgdmin(c) {
-        return Err(format!("fs_csaddr {} lies inside the metadata of cylinder group {c}", g.csaddr));
+        return Err(format!(
+            "fs_csaddr {} lies inside the metadata of cylinder group {c}",
+            g.csaddr
+        ));
     }
     if g.dtog(g.csaddr + csfrags) > c {
-        return Err(format!("summary area at {} ({csfrags} fragments) crosses a cylinder group", g.csaddr));
+        return Err(format!(
+            "summary area at {} ({csfrags} fragments) crosses a cylinder group",
+            g.csaddr
+        ));
     }
     // The last group must hold its own metadata.
     if g.cgdmin(g.ncg - 1) > g.size {
-        return Err(format!("last cylinder group ({} fragments) is smaller than its metadata", g.size - g.cgbase(g.ncg - 1)));
+        return Err(format!(
+            "last cylinder group ({} fragments) is smaller than its metadata",
+            g.size - g.cgbase(g.ncg - 1)
+        ));
     }
     if g.size < 8 * g.frag {
         return Err(format!("fs_size {} is below the minimum", g.size));
@@ -62,16 +71,28 @@ fn extra_checks(sb: &Superblock, g: &Geometry, devsize: u64) -> std::result::Res
     }
     let bytes = g.size.checked_mul(g.fsize);
     if bytes.is_none_or(|b| b > devsize) {
-        return Err(format!("file system of {} fragments of {} bytes is larger than the device ({devsize} bytes)", g.size, g.fsize));
+        return Err(format!(
+            "file system of {} fragments of {} bytes is larger than the device ({devsize} bytes)",
+            g.size, g.fsize
+        ));
     }
     if sb.fs_sbsize() % 512 != 0 {
-        return Err(format!("fs_sbsize {} is not a multiple of 512", sb.fs_sbsize()));
+        return Err(format!(
+            "fs_sbsize {} is not a multiple of 512",
+            sb.fs_sbsize()
+        ));
     }
     Ok(())
 }
 
-fn try_candidate(dev: &dyn BlockDevice, loc: u64) -> std::result::Result<Option<Candidate>, String> {
-    if loc.checked_add(SBLOCKSIZE as u64).is_none_or(|e| e > dev.size()) {
+fn try_candidate(
+    dev: &dyn BlockDevice,
+    loc: u64,
+) -> std::result::Result<Option<Candidate>, String> {
+    if loc
+        .checked_add(SBLOCKSIZE as u64)
+        .is_none_or(|e| e > dev.size())
+    {
         return Ok(None);
     }
     let mut buf = vec![0u8; SBLOCKSIZE];
@@ -80,33 +101,55 @@ fn try_candidate(dev: &dyn BlockDevice, loc: u64) -> std::result::Result<Option<
         return Ok(None);
     }
     let sb = Superblock::from_bytes(&buf).map_err(|e| e.to_string())?;
-    let g = sb.validate(loc).map_err(|e| format!("superblock at byte {loc}: {e}"))?;
+    let g = sb
+        .validate(loc)
+        .map_err(|e| format!("superblock at byte {loc}: {e}"))?;
     extra_checks(&sb, &g, dev.size()).map_err(|e| format!("superblock at byte {loc}: {e}"))?;
     let sbsize = (sb.fs_sbsize() as usize).clamp(SBSIZE_STRUCT, SBLOCKSIZE);
     let m = masked(&buf[..sbsize]);
-    let hash_ok = if (get_i32(&m, 1312) & FS_METACKHASH) != 0 && (get_u32(&m, 1308) & CK_SUPERBLOCK) != 0 {
+    let hash_ok = if (get_i32(&m, 1312) & FS_METACKHASH) != 0
+        && (get_u32(&m, 1308) & CK_SUPERBLOCK) != 0
+    {
         ckhash::ckhash_with_zeroed_field(&m, sb::FS_CKHASH_OFF) == get_u32(&m, sb::FS_CKHASH_OFF)
     } else {
         true
     };
     let sb = Superblock::from_bytes(&m).map_err(|e| e.to_string())?;
-    Ok(Some(Candidate { sb, tail: m[SBSIZE_STRUCT..sbsize].to_vec(), g, loc, hash_ok }))
+    Ok(Some(Candidate {
+        sb,
+        tail: m[SBSIZE_STRUCT..sbsize].to_vec(),
+        g,
+        loc,
+        hash_ok,
+    }))
 }
 
 /// Offsets of backup superblocks worth trying when no standard copy works.
 fn alternate_locations(dev: &dyn BlockDevice, protos: &[Vec<u8>]) -> Vec<u64> {
     let mut out: Vec<u64> = Vec::new();
     let push = |v: u64, out: &mut Vec<u64>| {
-        if !out.contains(&v) && v.checked_add(SBLOCKSIZE as u64).is_some_and(|e| e <= dev.size()) {
+        if !out.contains(&v)
+            && v.checked_add(SBLOCKSIZE as u64)
+                .is_some_and(|e| e <= dev.size())
+        {
             out.push(v);
         }
     };
     let add_proto = |fsize: u64, sblkno: u64, fpg: u64, ncg: u64, out: &mut Vec<u64>| {
-        if !(512..=65536).contains(&fsize) || !fsize.is_power_of_two() || fpg == 0 || sblkno >= fpg || ncg == 0 {
+        if !(512..=65536).contains(&fsize)
+            || !fsize.is_power_of_two()
+            || fpg == 0
+            || sblkno >= fpg
+            || ncg == 0
+        {
             return;
         }
         for c in 0..ncg.min(1 << 20) {
-            let Some(off) = c.checked_mul(fpg).and_then(|f| f.checked_add(sblkno)).and_then(|f| f.checked_mul(fsize)) else {
+            let Some(off) = c
+                .checked_mul(fpg)
+                .and_then(|f| f.checked_add(sblkno))
+                .and_then(|f| f.checked_mul(fsize))
+            else {
                 break;
             };
             if off >= dev.size() {
@@ -146,7 +189,10 @@ fn alternate_locations(dev: &dyn BlockDevice, protos: &[Vec<u8>]) -> Vec<u64> {
                 if fsize * frag < MINBSIZE as u64 || fsize * frag > MAXBSIZE as u64 {
                     continue;
                 }
-                let sblkno = (sblockloc + SBLOCKSIZE as u64).div_ceil(fsize).div_ceil(frag) * frag;
+                let sblkno = (sblockloc + SBLOCKSIZE as u64)
+                    .div_ceil(fsize)
+                    .div_ceil(frag)
+                    * frag;
                 push(sblkno * fsize, &mut out);
             }
             fsize *= 2;
@@ -157,7 +203,10 @@ fn alternate_locations(dev: &dyn BlockDevice, protos: &[Vec<u8>]) -> Vec<u64> {
 
 pub(super) fn setup<'a>(dev: &'a dyn BlockDevice, mode: FsckMode) -> Result<Ctx<'a>> {
     if dev.size() < SBLOCK_UFS1 + SBLOCKSIZE as u64 {
-        return Err(Error::corrupt(format!("device of {} bytes is too small to hold a UFS2 file system", dev.size())));
+        return Err(Error::corrupt(format!(
+            "device of {} bytes is too small to hold a UFS2 file system",
+            dev.size()
+        )));
     }
     let mut first_err: Option<String> = None;
     let mut incompatible: Option<String> = None;
@@ -171,7 +220,9 @@ pub(super) fn setup<'a>(dev: &'a dyn BlockDevice, mode: FsckMode) -> Result<Ctx<
         dev.read_at(loc, &mut buf)?;
         let magic = get_u32(&buf, 1372);
         if magic == FS_UFS1_MAGIC {
-            incompatible.get_or_insert_with(|| format!("UFS1 file system at byte {loc}: only UFS2 is supported"));
+            incompatible.get_or_insert_with(|| {
+                format!("UFS1 file system at byte {loc}: only UFS2 is supported")
+            });
             continue;
         }
         if magic == FS_UFS2_MAGIC.swap_bytes() || magic == FS_UFS1_MAGIC.swap_bytes() {
@@ -181,7 +232,9 @@ pub(super) fn setup<'a>(dev: &'a dyn BlockDevice, mode: FsckMode) -> Result<Ctx<
         if magic == FS_BAD_MAGIC {
             // FreeBSD stops the search here: a newfs was interrupted, and
             // backups found further on may belong to an older file system.
-            return Err(Error::corrupt(format!("superblock at byte {loc} has FS_BAD_MAGIC: a previous newfs did not complete")));
+            return Err(Error::corrupt(format!(
+                "superblock at byte {loc} has FS_BAD_MAGIC: a previous newfs did not complete"
+            )));
         }
         if magic != FS_UFS2_MAGIC {
             continue;
@@ -214,8 +267,11 @@ pub(super) fn setup<'a>(dev: &'a dyn BlockDevice, mode: FsckMode) -> Result<Ctx<
         }
     }
     let Some(cand) = chosen else {
-        let why = first_err.unwrap_or_else(|| "no UFS2 superblock magic at any standard location".into());
-        return Err(Error::corrupt(format!("no usable UFS2 superblock ({why}); search for an alternate superblock failed")));
+        let why =
+            first_err.unwrap_or_else(|| "no UFS2 superblock magic at any standard location".into());
+        return Err(Error::corrupt(format!(
+            "no usable UFS2 superblock ({why}); search for an alternate superblock failed"
+        )));
     };
     let g = cand.g;
     let sb = cand.sb;
@@ -278,14 +334,23 @@ pub(super) fn setup<'a>(dev: &'a dyn BlockDevice, mode: FsckMode) -> Result<Ctx<
 }
 
 impl Ctx<'_> {
-    fn check_superblock(&mut self, from_alternate: bool, why: Option<String>, hash_ok: bool) -> R<()> {
+    fn check_superblock(
+        &mut self,
+        from_alternate: bool,
+        why: Option<String>,
+        hash_ok: bool,
+    ) -> R<()> {
         const P: &str = "superblock";
         if !self.was_clean {
             let i = self.push(
                 P,
                 Severity::Preen,
                 None,
-                format!("FILE SYSTEM NOT MARKED CLEAN (fs_clean={}, fs_flags={:#x})", self.sb.fs_clean(), self.sb.fs_flags()),
+                format!(
+                    "FILE SYSTEM NOT MARKED CLEAN (fs_clean={}, fs_flags={:#x})",
+                    self.sb.fs_clean(),
+                    self.sb.fs_flags()
+                ),
                 false,
             );
             self.dirty_finding = Some(i);
@@ -305,7 +370,14 @@ impl Ctx<'_> {
                 self.hands_off = false;
             }
         } else {
-            if !hash_ok && self.ask(P, Severity::Preen, None, "SUPERBLOCK CHECK HASH FAILED; CORRECT CHECK HASH")? {
+            if !hash_ok
+                && self.ask(
+                    P,
+                    Severity::Preen,
+                    None,
+                    "SUPERBLOCK CHECK HASH FAILED; CORRECT CHECK HASH",
+                )?
+            {
                 self.sb_dirty = true;
             }
         }
@@ -315,7 +387,10 @@ impl Ctx<'_> {
                 P,
                 Severity::Inconsistency,
                 None,
-                format!("UNDEFINED OPTIMIZATION {} IN SUPERBLOCK; SET TO DEFAULT", self.sb.fs_optim()),
+                format!(
+                    "UNDEFINED OPTIMIZATION {} IN SUPERBLOCK; SET TO DEFAULT",
+                    self.sb.fs_optim()
+                ),
             )?
         {
             self.sb.set_fs_optim(FS_OPTTIME);
@@ -326,7 +401,11 @@ impl Ctx<'_> {
                 P,
                 Severity::Inconsistency,
                 None,
-                format!("fs_maxfilesize {} SHOULD BE {}; FIX", self.sb.fs_maxfilesize(), self.maxfilesize),
+                format!(
+                    "fs_maxfilesize {} SHOULD BE {}; FIX",
+                    self.sb.fs_maxfilesize(),
+                    self.maxfilesize
+                ),
             )?
         {
             self.sb.set_fs_maxfilesize(self.maxfilesize);
@@ -336,14 +415,24 @@ impl Ctx<'_> {
         let bs = self.g.bsize as i64;
         if mb != 0
             && !pow2_in(mb, bs, 16 * bs)
-            && self.ask(P, Severity::Inconsistency, None, format!("fs_maxbsize {mb} SHOULD BE {bs}; FIX"))?
+            && self.ask(
+                P,
+                Severity::Inconsistency,
+                None,
+                format!("fs_maxbsize {mb} SHOULD BE {bs}; FIX"),
+            )?
         {
             self.sb.set_fs_maxbsize(bs as i32);
             self.sb_dirty = true;
         }
         let ms = self.sb.fs_metaspace();
         if (ms < 0 || ms as u64 > self.g.fpg / 2)
-            && self.ask(P, Severity::Inconsistency, None, format!("fs_metaspace {ms} OUT OF RANGE; SET TO 0"))?
+            && self.ask(
+                P,
+                Severity::Inconsistency,
+                None,
+                format!("fs_metaspace {ms} OUT OF RANGE; SET TO 0"),
+            )?
         {
             self.sb.set_fs_metaspace(0);
             self.sb_dirty = true;
@@ -379,7 +468,12 @@ impl Ctx<'_> {
             }
         }
         if !bad.is_empty()
-            && self.ask("superblock", Severity::Preen, None, format!("REMOVING NON-SNAPSHOT INODES {bad:?} FROM SNAPSHOT LIST"))?
+            && self.ask(
+                "superblock",
+                Severity::Preen,
+                None,
+                format!("REMOVING NON-SNAPSHOT INODES {bad:?} FROM SNAPSHOT LIST"),
+            )?
         {
             let mut raw = self.sb.as_bytes().to_vec();
             for i in 0..FSMAXSNAP {
@@ -437,7 +531,11 @@ impl Ctx<'_> {
             ("fs_fpg", 188),
             ("fs_magic", 1372),
         ];
-        let diff: Vec<&str> = FIELDS.iter().filter(|(_, o)| get_u32(&alt, *o) != get_u32(me, *o)).map(|(n, _)| *n).collect();
+        let diff: Vec<&str> = FIELDS
+            .iter()
+            .filter(|(_, o)| get_u32(&alt, *o) != get_u32(me, *o))
+            .map(|(n, _)| *n)
+            .collect();
         if !diff.is_empty()
             && self.ask(
                 "superblock",

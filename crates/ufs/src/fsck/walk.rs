@@ -63,12 +63,24 @@ pub(crate) fn walk(ctx: &mut Ctx, di: &Dinode, size: u64, v: &mut dyn Visitor) -
         for j in 0..UFS_NXADDR {
             ndb -= 1;
             let off = g.blkoff(extsize);
-            let nfrags = if ndb == 0 && off != 0 { g.numfrags(g.fragroundup(off)) } else { g.frag };
+            let nfrags = if ndb == 0 && off != 0 {
+                g.numfrags(g.fragroundup(off))
+            } else {
+                g.frag
+            };
             let blk = di.di_extb(j);
             if blk == 0 {
                 continue;
             }
-            if v.visit(ctx, &BlockRef { kind: Kind::Ext, blk, nfrags })? == Step::Stop {
+            if v.visit(
+                ctx,
+                &BlockRef {
+                    kind: Kind::Ext,
+                    blk,
+                    nfrags,
+                },
+            )? == Step::Stop
+            {
                 return Ok(Step::Stop);
             }
         }
@@ -80,12 +92,24 @@ pub(crate) fn walk(ctx: &mut Ctx, di: &Dinode, size: u64, v: &mut dyn Visitor) -
     for i in 0..UFS_NDADDR {
         ndb -= 1;
         let off = g.blkoff(size);
-        let nfrags = if ndb == 0 && off != 0 { g.numfrags(g.fragroundup(off)) } else { g.frag };
+        let nfrags = if ndb == 0 && off != 0 {
+            g.numfrags(g.fragroundup(off))
+        } else {
+            g.frag
+        };
         let blk = di.di_db(i);
         if blk == 0 {
             continue;
         }
-        if v.visit(ctx, &BlockRef { kind: Kind::Data { lbn: i as u64 }, blk, nfrags })? == Step::Stop {
+        if v.visit(
+            ctx,
+            &BlockRef {
+                kind: Kind::Data { lbn: i as u64 },
+                blk,
+                nfrags,
+            },
+        )? == Step::Stop
+        {
             return Ok(Step::Stop);
         }
     }
@@ -104,9 +128,23 @@ pub(crate) fn walk(ctx: &mut Ctx, di: &Dinode, size: u64, v: &mut dyn Visitor) -
     Ok(Step::Continue)
 }
 
-fn iblock(ctx: &mut Ctx, v: &mut dyn Visitor, blk: u64, level: u32, isize: i128, lbn: u64) -> R<Step> {
+fn iblock(
+    ctx: &mut Ctx,
+    v: &mut dyn Visitor,
+    blk: u64,
+    level: u32,
+    isize: i128,
+    lbn: u64,
+) -> R<Step> {
     let g = ctx.g;
-    match v.visit(ctx, &BlockRef { kind: Kind::Indir { lbn }, blk, nfrags: g.frag })? {
+    match v.visit(
+        ctx,
+        &BlockRef {
+            kind: Kind::Indir { lbn },
+            blk,
+            nfrags: g.frag,
+        },
+    )? {
         Step::Stop => return Ok(Step::Stop),
         Step::Skip => return Ok(Step::Continue),
         Step::Continue => {}
@@ -122,7 +160,11 @@ fn iblock(ctx: &mut Ctx, v: &mut dyn Visitor, blk: u64, level: u32, isize: i128,
         sizepb *= g.nindir as i128;
     }
     let lbnspan = (sizepb / g.bsize as i128) as u64;
-    let nif = if isize <= 0 { 0 } else { ((isize + sizepb - 1) / sizepb).min(nindir as i128) as usize };
+    let nif = if isize <= 0 {
+        0
+    } else {
+        ((isize + sizepb - 1) / sizepb).min(nindir as i128) as usize
+    };
     let entry = |b: &[u8], i: usize| bytes::get_u64(b, i * 8);
     if nif < nindir {
         let count = (nif..nindir).filter(|&i| entry(&buf, i) != 0).count();
@@ -139,7 +181,14 @@ fn iblock(ctx: &mut Ctx, v: &mut dyn Visitor, blk: u64, level: u32, isize: i128,
         let child_lbn = lbn.saturating_add(i as u64 * lbnspan);
         if p != 0 {
             let step = if level == 1 {
-                v.visit(ctx, &BlockRef { kind: Kind::Data { lbn: child_lbn }, blk: p, nfrags: g.frag })?
+                v.visit(
+                    ctx,
+                    &BlockRef {
+                        kind: Kind::Data { lbn: child_lbn },
+                        blk: p,
+                        nfrags: g.frag,
+                    },
+                )?
             } else {
                 iblock(ctx, v, p, level - 1, isize, child_lbn)?
             };
@@ -165,7 +214,11 @@ impl Visitor for DataBlocks {
                 self.blocks.push((lbn, r.blk, r.nfrags));
                 Ok(Step::Continue)
             }
-            Kind::Indir { .. } => Ok(if ctx.chkrange(r.blk, r.nfrags) { Step::Skip } else { Step::Continue }),
+            Kind::Indir { .. } => Ok(if ctx.chkrange(r.blk, r.nfrags) {
+                Step::Skip
+            } else {
+                Step::Continue
+            }),
             Kind::Ext => Ok(Step::Continue),
         }
     }
@@ -189,7 +242,10 @@ pub(crate) struct Release {
 
 impl Release {
     pub(crate) fn all() -> Release {
-        Release { limit: None, runs: 0 }
+        Release {
+            limit: None,
+            runs: 0,
+        }
     }
 }
 
@@ -237,7 +293,12 @@ pub(crate) fn clear_inode(ctx: &mut Ctx, ino: u64) -> R<()> {
     let size = di.di_size();
     if di.file_type() != 0 {
         let limit = ctx.claim_limit.get(&ino).copied();
-        walk(ctx, &di, size.min(ctx.maxfilesize), &mut Release { limit, runs: 0 })?;
+        walk(
+            ctx,
+            &di,
+            size.min(ctx.maxfilesize),
+            &mut Release { limit, runs: 0 },
+        )?;
     }
     let gen = di.di_gen();
     di = Dinode::default();

@@ -47,7 +47,10 @@ impl FsCore {
         if l < n * n * n {
             return Ok(Path::Indirect(3, [l / (n * n), (l / n) % n, l % n]));
         }
-        Err(Error::new(ErrorKind::FileTooBig, "file offset beyond the triple-indirect range"))
+        Err(Error::new(
+            ErrorKind::FileTooBig,
+            "file offset beyond the triple-indirect range",
+        ))
     }
 
     /// fsck_ffs's `chkrange`: a run of `nfrags` fragments at `addr` lies
@@ -55,9 +58,20 @@ impl FsCore {
     /// metadata (backup superblock, cg block, inode blocks).
     pub(crate) fn check_ptr(&self, ino: u64, addr: u64, nfrags: u64) -> Result<()> {
         let g = &self.g;
-        let bad = || Err(Error::corrupt(format!("inode {ino}: block pointer {addr} ({nfrags} fragments) is not a valid data block")));
-        let Some(end) = addr.checked_add(nfrags) else { return bad() };
-        if addr == 0 || nfrags == 0 || nfrags > g.frag || end > g.size || addr % g.frag + nfrags > g.frag {
+        let bad = || {
+            Err(Error::corrupt(format!(
+                "inode {ino}: block pointer {addr} ({nfrags} fragments) is not a valid data block"
+            )))
+        };
+        let Some(end) = addr.checked_add(nfrags) else {
+            return bad();
+        };
+        if addr == 0
+            || nfrags == 0
+            || nfrags > g.frag
+            || end > g.size
+            || addr % g.frag + nfrags > g.frag
+        {
             return bad();
         }
         let c = g.dtog(addr);
@@ -101,7 +115,9 @@ impl FsCore {
             Path::Direct(i) => {
                 let a = di.di_db(i);
                 if a != 0 {
-                    let n = self.g.numfrags(self.alloc_size(di.di_size(), lbn).max(self.g.fsize));
+                    let n = self
+                        .g
+                        .numfrags(self.alloc_size(di.di_size(), lbn).max(self.g.fsize));
                     self.check_ptr(ino, a, n)?;
                 }
                 Ok(a)
@@ -129,18 +145,44 @@ impl FsCore {
 
     /// `ffs_realloccg`: grows the fragment run of `lbn` at `bprev` from
     /// `osize` to `nsize`, in place if possible, else by moving it.
-    fn realloc_frags(&mut self, ino: u64, di: &Dinode, lbn: u64, bprev: u64, osize: u64, nsize: u64, who: Reserve) -> Result<u64> {
+    fn realloc_frags(
+        &mut self,
+        ino: u64,
+        di: &Dinode,
+        lbn: u64,
+        bprev: u64,
+        osize: u64,
+        nsize: u64,
+        who: Reserve,
+    ) -> Result<u64> {
         let kind = Self::kind_of(di);
         if self.fragextend(bprev, osize, nsize)? {
-            self.cache.resize(bprev, osize as usize, nsize as usize, kind)?;
+            self.cache
+                .resize(bprev, osize as usize, nsize as usize, kind)?;
             return Ok(bprev);
         }
-        let pref = self.blkpref(ino, di.is_dir(), lbn, lbn, if lbn > 0 { di.di_db(lbn as usize - 1) } else { 0 }, di.di_ib(0));
+        let pref = self.blkpref(
+            ino,
+            di.is_dir(),
+            lbn,
+            lbn,
+            if lbn > 0 {
+                di.di_db(lbn as usize - 1)
+            } else {
+                0
+            },
+            di.di_ib(0),
+        );
         // Optimising for time: take a whole block so the run can grow in
         // place later, and give back what is not needed now.
-        let request = if self.sb.fs_optim() == FS_OPTTIME { self.g.bsize } else { nsize };
+        let request = if self.sb.fs_optim() == FS_OPTTIME {
+            self.g.bsize
+        } else {
+            nsize
+        };
         let bno = self.alloc_block(ino, pref, request, who)?;
-        self.cache.relocate(bprev, osize as usize, bno, nsize as usize, kind)?;
+        self.cache
+            .relocate(bprev, osize as usize, bno, nsize as usize, kind)?;
         if request > nsize {
             self.free_blocks(bno + self.g.numfrags(nsize), request - nsize)?;
         }
@@ -151,7 +193,14 @@ impl FsCore {
     /// Makes sure logical block `lbn` is allocated with at least `nsize`
     /// bytes (whole block outside the direct area). Returns its address.
     /// `di.di_size` must still be the size before the write.
-    fn balloc(&mut self, ino: u64, di: &mut Dinode, lbn: u64, nsize: u64, who: Reserve) -> Result<u64> {
+    fn balloc(
+        &mut self,
+        ino: u64,
+        di: &mut Dinode,
+        lbn: u64,
+        nsize: u64,
+        who: Reserve,
+    ) -> Result<u64> {
         let g = self.g;
         let kind = Self::kind_of(di);
         let size = di.di_size();
@@ -174,7 +223,11 @@ impl FsCore {
                 let nb = di.di_db(i);
                 let size = di.di_size();
                 if nb != 0 {
-                    let osize = if size > lbn * g.bsize { self.alloc_size(size, lbn) } else { g.bsize };
+                    let osize = if size > lbn * g.bsize {
+                        self.alloc_size(size, lbn)
+                    } else {
+                        g.bsize
+                    };
                     self.check_ptr(ino, nb, g.numfrags(osize))?;
                     if osize >= nsize {
                         return Ok(nb);
@@ -246,10 +299,19 @@ impl FsCore {
             let mut nb = self.indir_get(ino, addr, ix)?;
             let leaf = l + 1 == level;
             if nb == 0 {
-                let prev = if ix > 0 { self.indir_get(ino, addr, ix - 1)? } else { 0 };
-                let pref = if leaf { self.blkpref(ino, di.is_dir(), lbn, ix, prev, di.di_ib(0)) } else { self.indir_pref(ino, 0, lbn, 0) };
+                let prev = if ix > 0 {
+                    self.indir_get(ino, addr, ix - 1)?
+                } else {
+                    0
+                };
+                let pref = if leaf {
+                    self.blkpref(ino, di.is_dir(), lbn, ix, prev, di.di_ib(0))
+                } else {
+                    self.indir_pref(ino, 0, lbn, 0)
+                };
                 nb = self.alloc_block(ino, pref, bs, who)?;
-                self.cache.create(nb, bs as usize, if leaf { kind } else { BlockKind::Indir })?;
+                self.cache
+                    .create(nb, bs as usize, if leaf { kind } else { BlockKind::Indir })?;
                 self.indir_set(addr, ix, nb)?;
                 di.set_di_blocks(di.di_blocks() + dbtob(bs));
                 made.push((Some((addr, ix)), nb));
@@ -284,7 +346,9 @@ impl FsCore {
                 self.check_ptr(ino, addr, g.numfrags(bsz as u64))?;
                 let b = self.cache.read(addr, bsz, kind)?;
                 if boff + n > b.len() {
-                    return Err(Error::corrupt(format!("inode {ino}: block {lbn} shorter than the file size implies")));
+                    return Err(Error::corrupt(format!(
+                        "inode {ino}: block {lbn} shorter than the file size implies"
+                    )));
                 }
                 out.extend_from_slice(&b[boff..boff + n]);
             }
@@ -298,11 +362,23 @@ impl FsCore {
     /// On failure after some blocks were written, returns the bytes written
     /// so far (a short write); `di` always describes what is on disk and
     /// must be stored by the caller even when this fails.
-    pub fn write_data(&mut self, ino: u64, di: &mut Dinode, off: u64, data: &[u8], who: Reserve) -> Result<usize> {
+    pub fn write_data(
+        &mut self,
+        ino: u64,
+        di: &mut Dinode,
+        off: u64,
+        data: &[u8],
+        who: Reserve,
+    ) -> Result<usize> {
         let g = self.g;
-        let end = off.checked_add(data.len() as u64).ok_or_else(|| Error::new(ErrorKind::FileTooBig, "offset overflow"))?;
+        let end = off
+            .checked_add(data.len() as u64)
+            .ok_or_else(|| Error::new(ErrorKind::FileTooBig, "offset overflow"))?;
         if end > g.maxfilesize {
-            return Err(Error::new(ErrorKind::FileTooBig, format!("file would exceed the maximum size {}", g.maxfilesize)));
+            return Err(Error::new(
+                ErrorKind::FileTooBig,
+                format!("file would exceed the maximum size {}", g.maxfilesize),
+            ));
         }
         let kind = Self::kind_of(di);
         let mut pos = off;
@@ -312,7 +388,11 @@ impl FsCore {
             let boff = g.blkoff(pos) as usize;
             let n = ((g.bsize - boff as u64).min(end - pos)) as usize;
             let newsize = di.di_size().max(pos + n as u64);
-            let nsize = if lbn < UFS_NDADDR as u64 { self.alloc_size(newsize, lbn) } else { g.bsize };
+            let nsize = if lbn < UFS_NDADDR as u64 {
+                self.alloc_size(newsize, lbn)
+            } else {
+                g.bsize
+            };
             let addr = match self.balloc(ino, di, lbn, nsize, who) {
                 Ok(a) => a,
                 Err(e) if src > 0 => {
@@ -333,11 +413,20 @@ impl FsCore {
     }
 
     /// Sets the file size to `length`, freeing or allocating blocks.
-    pub fn truncate_data(&mut self, ino: u64, di: &mut Dinode, length: u64, who: Reserve) -> Result<()> {
+    pub fn truncate_data(
+        &mut self,
+        ino: u64,
+        di: &mut Dinode,
+        length: u64,
+        who: Reserve,
+    ) -> Result<()> {
         let g = self.g;
         let size = di.di_size();
         if length > g.maxfilesize {
-            return Err(Error::new(ErrorKind::FileTooBig, format!("size exceeds the maximum {}", g.maxfilesize)));
+            return Err(Error::new(
+                ErrorKind::FileTooBig,
+                format!("size exceeds the maximum {}", g.maxfilesize),
+            ));
         }
         if length == size {
             return Ok(());
@@ -346,7 +435,11 @@ impl FsCore {
         if length > size {
             // Growing: allocate the block holding the new last byte.
             let lbn = g.lblkno(length - 1);
-            let nsize = if lbn < UFS_NDADDR as u64 { self.alloc_size(length, lbn) } else { g.bsize };
+            let nsize = if lbn < UFS_NDADDR as u64 {
+                self.alloc_size(length, lbn)
+            } else {
+                g.bsize
+            };
             if let Err(e) = self.balloc(ino, di, lbn, nsize, who) {
                 if di.di_size() != size {
                     // balloc grew the fragment tail first: give it back.
@@ -359,8 +452,8 @@ impl FsCore {
         }
         // Shrinking.
         let keep = length.div_ceil(g.bsize); // logical blocks kept
-        // A file may not end in a hole: if the new last block is one,
-        // allocate it before anything is freed, so ENOSPC changes nothing.
+                                             // A file may not end in a hole: if the new last block is one,
+                                             // allocate it before anything is freed, so ENOSPC changes nothing.
         if length > 0 && self.bmap(ino, di, keep - 1)? == 0 {
             self.balloc(ino, di, keep - 1, g.bsize, who)?;
         }
@@ -398,7 +491,8 @@ impl FsCore {
                 let osize = self.alloc_size(size, last);
                 let nsize = self.alloc_size(length, last);
                 if nb != 0 && nsize < osize {
-                    self.cache.resize(nb, osize as usize, nsize as usize, kind)?;
+                    self.cache
+                        .resize(nb, osize as usize, nsize as usize, kind)?;
                     self.free_blocks(nb + g.numfrags(nsize), osize - nsize)?;
                     di.set_di_blocks(di.di_blocks().saturating_sub(dbtob(osize - nsize)));
                 }
@@ -408,7 +502,11 @@ impl FsCore {
         if length > 0 {
             // Zero the tail of the last block; allocate it if it is a hole.
             let last = keep - 1;
-            let nsize = if last < UFS_NDADDR as u64 { self.alloc_size(length, last) } else { g.bsize };
+            let nsize = if last < UFS_NDADDR as u64 {
+                self.alloc_size(length, last)
+            } else {
+                g.bsize
+            };
             let addr = self.bmap(ino, di, last)?;
             let boff = g.blkoff(length) as usize;
             if addr != 0 && boff != 0 {
@@ -422,14 +520,24 @@ impl FsCore {
     /// Frees the parts of the indirect tree rooted at `addr` (covering
     /// logical blocks from `first`) at or beyond logical block `keep`.
     /// Returns true if the whole tree, `addr` included, was freed.
-    fn trim_tree(&mut self, ino: u64, di: &mut Dinode, addr: u64, level: usize, first: u64, keep: u64) -> Result<bool> {
+    fn trim_tree(
+        &mut self,
+        ino: u64,
+        di: &mut Dinode,
+        addr: u64,
+        level: usize,
+        first: u64,
+        keep: u64,
+    ) -> Result<bool> {
         let g = self.g;
         let n = g.nindir;
         let per = n.pow(level as u32 - 1); // logical blocks per pointer
         self.check_ptr(ino, addr, g.frag)?;
         let ptrs: Vec<u64> = {
             let b = self.cache.read(addr, g.bsize as usize, BlockKind::Indir)?;
-            b.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8]))).collect()
+            b.chunks_exact(8)
+                .map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
+                .collect()
         };
         let mut any_left = false;
         for (i, &p) in ptrs.iter().enumerate() {
