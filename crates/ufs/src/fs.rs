@@ -14,6 +14,7 @@
 use crate::cache::{BlockKind, BufferCache};
 use crate::dev::BlockDevice;
 use crate::error::{Error, ErrorKind, Result};
+use crate::order::{ChangeId, Deferred, Freed, WriteMode};
 use rand::{Rng, SeedableRng};
 use std::collections::HashMap;
 use ufs_format::sb::{Csum, CsumTotal};
@@ -54,6 +55,19 @@ pub struct MountOptions {
     /// Orlov's limit on directories created in a row in one group
     /// (`fs_contigdirs`); off only for experiments (`-o contigdirs=off`).
     pub contigdirs: bool,
+    /// How metadata writes are ordered (`-o normal|sync|async|softdep`);
+    /// None: soft updates when the superblock's flag is set, else normal.
+    pub write_mode: Option<crate::order::WriteMode>,
+    /// Directory blocks in the main buffer cache (on) or in a small fixed
+    /// pool of their own (off) (`-o vmiodir=on|off`).
+    pub vmiodir: bool,
+}
+
+/// The directory pool with vmiodir off: FreeBSD limited the malloc-backed
+/// buffers that held small directories to `maxbufmallocspace`, a twentieth
+/// of the buffer space (`sys/kern/vfs_bio.c`); at least 64 KiB.
+pub fn dir_pool_bytes(cache_bytes: u64) -> u64 {
+    (cache_bytes / 20).max(64 << 10)
 }
 
 impl Default for MountOptions {
@@ -74,6 +88,8 @@ impl Default for MountOptions {
             inode_order: crate::alloc::placement::InodeOrder::Offset,
             inode_order_min: 32 << 10,
             contigdirs: true,
+            write_mode: None,
+            vmiodir: true,
         }
     }
 }
@@ -103,6 +119,8 @@ pub struct FsCore {
     pub dir_hints: HashMap<u64, u64>,
     /// Inode ranges of large directories (memory only).
     pub placement: crate::alloc::placement::Placement,
+    /// Needs linking the changes of an operation, and releases that wait.
+    pub order: crate::order::OrderState,
 }
 
 /// Finds and validates the superblock, searching FreeBSD's locations.
@@ -187,6 +205,21 @@ impl FsCore {
     pub fn open(dev: Box<dyn BlockDevice>, opts: MountOptions) -> Result<FsCore> {
         let (sb, g, _loc) = read_superblock(&*dev)?;
         let mut cache = BufferCache::new(dev, g.fsize, opts.cache_bytes);
+        let mode = opts
+            .write_mode
+            .unwrap_or(if sb.fs_flags() & FS_DOSOFTDEP != 0 {
+                WriteMode::Softdep
+            } else {
+                WriteMode::Normal
+            });
+        cache.set_mode(mode);
+        if !opts.vmiodir {
+            cache.set_dir_pool(Some(dir_pool_bytes(opts.cache_bytes)));
+        }
+        let opts = MountOptions {
+            write_mode: Some(mode),
+            ..opts
+        };
         if sb.ckhash_enabled(CK_CYLGRP) {
             cache.set_cg_ckhash(Some(g.cgsize as usize));
         }
@@ -217,6 +250,7 @@ impl FsCore {
             dirhash,
             dir_hints: HashMap::new(),
             placement: Default::default(),
+            order: Default::default(),
             read_only,
             sb_dirty: false,
             rng,
@@ -230,7 +264,7 @@ impl FsCore {
             let (t, _) = now();
             core.sb.set_fs_mtime(t);
             core.write_superblock()?;
-            core.cache.device().flush()?;
+            core.cache.flush()?;
         }
         Ok(core)
     }
@@ -270,7 +304,10 @@ impl FsCore {
         Ok(di)
     }
 
-    pub fn write_inode(&mut self, ino: u64, di: &Dinode) -> Result<()> {
+    /// Stores inode `ino`. The change waits for whatever was noted for the
+    /// inode (`order.inode_needs`); releases of blocks whose pointers this
+    /// write clears are attached to it. Returns the change.
+    pub fn write_inode(&mut self, ino: u64, di: &Dinode) -> Result<ChangeId> {
         self.check_writable()?;
         self.check_ino(ino)?;
         let mut di = di.clone();
@@ -280,8 +317,93 @@ impl FsCore {
         let addr = self.g.ino_to_fsba(ino);
         let off = self.g.ino_to_fsbo(ino) as usize * DINODE_SIZE;
         let bsize = self.g.bsize as usize;
-        let b = self.cache.modify(addr, bsize, BlockKind::Inode)?;
+        let needs = self.order.inode_needs.remove(&ino).unwrap_or_default();
+        let (id, b) =
+            self.cache
+                .modify_tracked(addr, bsize, BlockKind::Inode, off, DINODE_SIZE, &needs)?;
         b[off..off + DINODE_SIZE].copy_from_slice(di.as_bytes());
+        if let Some((frees, mut needs)) = self.order.unattached.remove(&ino) {
+            needs.push(id);
+            self.defer(frees, needs, 0)?;
+        }
+        Ok(id)
+    }
+
+    /// What a pointer to inode `ino` (a directory entry) needs: the inode's
+    /// newest change and its bitmap bit.
+    pub fn inode_pointer_needs(&self, ino: u64) -> [ChangeId; 2] {
+        let addr = self.g.ino_to_fsba(ino);
+        let off = self.g.ino_to_fsbo(ino) as usize * DINODE_SIZE;
+        [
+            self.cache.region_latest(addr, off),
+            self.cache.latest(self.g.cgtod(self.g.ino_to_cg(ino))),
+        ]
+    }
+
+    /// What a pointer to the block at `bno` needs: its contents and its
+    /// bitmap bits.
+    pub fn block_pointer_needs(&self, bno: u64) -> [ChangeId; 2] {
+        [
+            self.cache.latest(bno),
+            self.cache.latest(self.g.cgtod(self.g.dtog(bno))),
+        ]
+    }
+
+    /// Notes that inode `ino` will point at the new block `bno`.
+    pub fn note_new_block(&mut self, ino: u64, bno: u64) {
+        if self.cache.mode().tracks() {
+            let n = self.block_pointer_needs(bno);
+            self.order
+                .inode_needs
+                .entry(ino)
+                .or_default()
+                .extend(n.into_iter().filter(|&i| i != 0));
+        }
+    }
+
+    /// Releases that wait for `needs` (and everything before `barrier`);
+    /// in normal and sync modes the needs are forced out and the releases
+    /// done now.
+    pub fn defer(
+        &mut self,
+        frees: Vec<Freed>,
+        needs: Vec<ChangeId>,
+        barrier: ChangeId,
+    ) -> Result<()> {
+        self.cache.note_deferred(frees.len() as u64);
+        for what in frees {
+            self.order.deferred.push(Deferred {
+                needs: needs.clone(),
+                barrier,
+                what,
+            });
+        }
+        if !self.cache.mode().delays() {
+            self.cache.force_ids(&needs)?;
+            self.process_deferred()?;
+        }
+        Ok(())
+    }
+
+    /// Does every release whose needs are durable.
+    pub fn process_deferred(&mut self) -> Result<()> {
+        if self.order.deferred.is_empty() {
+            return Ok(());
+        }
+        let all = std::mem::take(&mut self.order.deferred);
+        let (ready, wait): (Vec<Deferred>, Vec<Deferred>) = all.into_iter().partition(|d| {
+            d.needs.iter().all(|&n| self.cache.is_durable(n)) && self.cache.durable_below(d.barrier)
+        });
+        self.order.deferred = wait;
+        for d in ready {
+            match d.what {
+                Freed::Blocks { bno, size } => {
+                    self.cache.discard(bno, self.g.numfrags(size));
+                    self.free_blocks_now(bno, size)?
+                }
+                Freed::Inode { ino, was_dir } => self.free_inode_now(ino, was_dir)?,
+            }
+        }
         Ok(())
     }
 
@@ -332,14 +454,36 @@ impl FsCore {
         self.sb.fs_cstotal()
     }
 
-    /// Writes everything dirty and makes it durable.
+    /// Writes everything dirty and makes it durable, with the releases
+    /// that waited for it.
     pub fn sync(&mut self) -> Result<()> {
         if self.read_only {
             return Ok(());
         }
-        self.cache.write_all()?;
+        self.sync_blocks()?;
         self.write_superblock()?;
-        self.cache.sync()
+        self.cache.flush()
+    }
+
+    /// Rounds of [`BufferCache::sync`] and waiting releases until nothing
+    /// is dirty and nothing that can be released waits.
+    fn sync_blocks(&mut self) -> Result<()> {
+        loop {
+            self.cache.sync()?;
+            self.process_deferred()?;
+            if self.cache.dirty_count() == 0 {
+                return Ok(());
+            }
+        }
+    }
+
+    /// The end of a changing operation: in sync mode everything it changed
+    /// is made durable before it returns.
+    pub fn end_op(&mut self) -> Result<()> {
+        if self.cache.mode() == WriteMode::Sync && !self.read_only {
+            self.sync_blocks()?;
+        }
+        Ok(())
     }
 
     /// Frees orphans, flushes everything and marks the file system clean.
@@ -348,12 +492,11 @@ impl FsCore {
             return Ok(());
         }
         self.free_orphans()?;
-        self.cache.write_all()?;
-        self.cache.device().flush()?;
+        self.sync_blocks()?;
         self.sb.set_fs_clean(1);
         self.sb.set_fs_flags(self.sb.fs_flags() & !FS_UNCLEAN);
         self.write_superblock()?;
-        self.cache.device().flush()?;
+        self.cache.flush()?;
         Ok(())
     }
 
@@ -367,10 +510,11 @@ impl FsCore {
     }
 
     /// Frees an inode with no links: its blocks, then the inode itself.
-    pub fn release_inode(&mut self, ino: u64) -> Result<()> {
+    /// Returns the change that zeroed the inode (0 if nothing was done).
+    pub fn release_inode(&mut self, ino: u64) -> Result<ChangeId> {
         let mut di = self.read_inode(ino)?;
         if di.di_mode() == 0 || di.nlink() != 0 {
-            return Ok(());
+            return Ok(0);
         }
         let was_dir = di.is_dir();
         if was_dir {
@@ -391,8 +535,14 @@ impl FsCore {
         let gen = di.di_gen();
         let mut fresh = Dinode::default();
         fresh.set_di_gen(gen.wrapping_add(1).max(1));
-        self.write_inode(ino, &fresh)?;
-        self.free_inode(ino, was_dir)
+        let cleared = self.write_inode(ino, &fresh)?;
+        if self.cache.mode().tracks() {
+            // The bit is cleared only once the zeroed inode is on disk.
+            self.defer(vec![Freed::Inode { ino, was_dir }], vec![cleared], 0)?;
+        } else {
+            self.free_inode_now(ino, was_dir)?;
+        }
+        Ok(cleared)
     }
 
     pub fn random_gen(&mut self) -> u32 {

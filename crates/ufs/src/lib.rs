@@ -7,6 +7,7 @@
 //! - [`alloc`]: cylinder-group choice, block/fragment/inode allocation;
 //! - [`inode`]: block maps, file reads, writes and truncation;
 //! - [`dir`]: directory blocks with FreeBSD's linear algorithms;
+//! - [`order`]: write ordering (normal, sync, async, soft updates);
 //! - [`ops`]: POSIX operations over `&self` with internal locking;
 //! - tools as library code: [`newfs`], [`fsck`], [`dumpfs`], [`tunefs`].
 #![deny(unsafe_code)]
@@ -23,6 +24,7 @@ pub mod inode;
 pub mod layout;
 pub mod newfs;
 pub mod ops;
+pub mod order;
 pub mod tunefs;
 
 pub use error::{Error, ErrorKind, Result};

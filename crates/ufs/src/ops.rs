@@ -296,8 +296,7 @@ impl Fs {
         *self.lock().lookups.entry(ino).or_insert(0) += 1;
     }
 
-    /// Drops `n` kernel references; frees the inode if it was unlinked.
-    pub fn forget(&self, ino: u64, n: u64) -> Result<()> {
+    fn forget_op(&self, ino: u64, n: u64) -> Result<()> {
         let mut c = self.lock();
         let left = match c.lookups.get_mut(&ino) {
             Some(k) => {
@@ -315,15 +314,7 @@ impl Fs {
         Ok(())
     }
 
-    /// Creates a regular file, fifo, socket or device node.
-    pub fn mknod(
-        &self,
-        parent: u64,
-        name: &[u8],
-        mode: u32,
-        rdev: u32,
-        cred: Cred,
-    ) -> Result<Attr> {
+    fn mknod_op(&self, parent: u64, name: &[u8], mode: u32, rdev: u32, cred: Cred) -> Result<Attr> {
         let fmt = (mode as u16) & dinode::IFMT;
         let fmt = if fmt == 0 { dinode::IFREG } else { fmt };
         if !matches!(
@@ -350,7 +341,7 @@ impl Fs {
         )
     }
 
-    pub fn mkdir(&self, parent: u64, name: &[u8], mode: u32, cred: Cred) -> Result<Attr> {
+    fn mkdir_op(&self, parent: u64, name: &[u8], mode: u32, cred: Cred) -> Result<Attr> {
         check_name(name)?;
         let mut c = self.lock();
         c.check_writable()?;
@@ -378,18 +369,23 @@ impl Fs {
             undo_create(&mut c, ino)?;
             return Err(e);
         }
+        // The parent counts the new '..' before the name leads to it (a
+        // crash leaves the count high, never low).
+        pdi.set_nlink(pdi.nlink() + 1);
+        let counted = c.write_inode(parent, &pdi)?;
+        c.order.dir_needs.push(counted);
         if let Err(e) = c.dir_enter(parent, &mut pdi, name, ino, dt::DT_DIR, cred.reserve()) {
+            pdi.set_nlink(pdi.nlink() - 1);
             c.write_inode(parent, &pdi)?;
             undo_create(&mut c, ino)?;
             return Err(e);
         }
-        pdi.set_nlink(pdi.nlink() + 1);
         touch(&mut pdi, true, true, false);
         c.write_inode(parent, &pdi)?;
         attr_of(ino, &di, c.g.bsize)
     }
 
-    pub fn symlink(&self, parent: u64, name: &[u8], target: &[u8], cred: Cred) -> Result<Attr> {
+    fn symlink_op(&self, parent: u64, name: &[u8], target: &[u8], cred: Cred) -> Result<Attr> {
         if target.is_empty() || target.len() > 1023 {
             return Err(Error::new(
                 ErrorKind::NameTooLong,
@@ -446,6 +442,71 @@ impl Fs {
         attr_of(ino, &di, c.g.bsize)
     }
 
+    /// Ends a changing operation: in sync mode its blocks are durable
+    /// before it returns (even when it failed half-way and undid itself).
+    fn finish<T>(&self, r: Result<T>) -> Result<T> {
+        let e = self.lock().end_op();
+        let v = r?;
+        e?;
+        Ok(v)
+    }
+
+    /// Drops `n` kernel references; frees the inode if it was unlinked.
+    pub fn forget(&self, ino: u64, n: u64) -> Result<()> {
+        self.finish(self.forget_op(ino, n))
+    }
+
+    /// Creates a regular file, fifo, socket or device node.
+    pub fn mknod(
+        &self,
+        parent: u64,
+        name: &[u8],
+        mode: u32,
+        rdev: u32,
+        cred: Cred,
+    ) -> Result<Attr> {
+        self.finish(self.mknod_op(parent, name, mode, rdev, cred))
+    }
+
+    pub fn mkdir(&self, parent: u64, name: &[u8], mode: u32, cred: Cred) -> Result<Attr> {
+        self.finish(self.mkdir_op(parent, name, mode, cred))
+    }
+
+    pub fn symlink(&self, parent: u64, name: &[u8], target: &[u8], cred: Cred) -> Result<Attr> {
+        self.finish(self.symlink_op(parent, name, target, cred))
+    }
+
+    pub fn link(&self, ino: u64, newparent: u64, newname: &[u8]) -> Result<Attr> {
+        self.finish(self.link_op(ino, newparent, newname))
+    }
+
+    pub fn unlink(&self, parent: u64, name: &[u8]) -> Result<()> {
+        self.finish(self.unlink_op(parent, name))
+    }
+
+    pub fn rmdir(&self, parent: u64, name: &[u8]) -> Result<()> {
+        self.finish(self.rmdir_op(parent, name))
+    }
+
+    pub fn rename(
+        &self,
+        parent: u64,
+        name: &[u8],
+        newparent: u64,
+        newname: &[u8],
+        mode: RenameMode,
+    ) -> Result<()> {
+        self.finish(self.rename_op(parent, name, newparent, newname, mode))
+    }
+
+    pub fn setattr(&self, ino: u64, s: &SetAttr, cred: Cred) -> Result<Attr> {
+        self.finish(self.setattr_op(ino, s, cred))
+    }
+
+    pub fn write(&self, ino: u64, off: u64, data: &[u8], cred: Cred) -> Result<usize> {
+        self.finish(self.write_op(ino, off, data, cred))
+    }
+
     pub fn readlink(&self, ino: u64) -> Result<Vec<u8>> {
         let mut c = self.lock();
         let di = live_inode(&mut c, ino)?;
@@ -459,7 +520,7 @@ impl Fs {
         c.read_data(ino, &di, 0, size.min(65536))
     }
 
-    pub fn link(&self, ino: u64, newparent: u64, newname: &[u8]) -> Result<Attr> {
+    fn link_op(&self, ino: u64, newparent: u64, newname: &[u8]) -> Result<Attr> {
         check_name(newname)?;
         let mut c = self.lock();
         c.check_writable()?;
@@ -497,7 +558,7 @@ impl Fs {
         attr_of(ino, &di, c.g.bsize)
     }
 
-    pub fn unlink(&self, parent: u64, name: &[u8]) -> Result<()> {
+    fn unlink_op(&self, parent: u64, name: &[u8]) -> Result<()> {
         check_name(name)?;
         let mut c = self.lock();
         c.check_writable()?;
@@ -510,10 +571,11 @@ impl Fs {
         c.dir_remove(parent, &mut pdi, name, Reserve::Privileged)?;
         touch(&mut pdi, true, true, false);
         c.write_inode(parent, &pdi)?;
-        drop_link(&mut c, f.ino, 1)
+        drop_link(&mut c, f.ino, 1)?;
+        Ok(())
     }
 
-    pub fn rmdir(&self, parent: u64, name: &[u8]) -> Result<()> {
+    fn rmdir_op(&self, parent: u64, name: &[u8]) -> Result<()> {
         check_name(name)?;
         if name == b"." {
             return Err(Error::new(ErrorKind::Invalid, "cannot remove '.'"));
@@ -533,14 +595,19 @@ impl Fs {
             return Err(Error::new(ErrorKind::NotEmpty, "directory not empty"));
         }
         c.dir_remove(parent, &mut pdi, name, Reserve::Privileged)?;
-        pdi.set_nlink(pdi.nlink().saturating_sub(1));
         touch(&mut pdi, true, true, false);
         c.write_inode(parent, &pdi)?;
         c.placement_forget(f.ino);
-        drop_link(&mut c, f.ino, 2)
+        // The parent's count drops once the child (and its '..') is gone.
+        let gone = drop_link(&mut c, f.ino, 2)?;
+        let mut pdi = dir_inode(&mut c, parent)?;
+        pdi.set_nlink(pdi.nlink().saturating_sub(1));
+        c.order.inode_needs.entry(parent).or_default().push(gone);
+        c.write_inode(parent, &pdi)?;
+        Ok(())
     }
 
-    pub fn rename(
+    fn rename_op(
         &self,
         parent: u64,
         name: &[u8],
@@ -626,13 +693,24 @@ impl Fs {
                 "target directory has too many links",
             ));
         }
-        // 1. Bump the source's link count (crash leaves it high, not low).
+        // The order keeps every crash state recoverable (FFS's rename
+        // rules): the source's count goes up before the new name points at
+        // it; the old name goes only once the new one is durable; counts go
+        // down only after the names they counted are gone.
+        let moving_dir = src_is_dir && parent != newparent;
+        // 1. Bump the source's link count.
         let mut sdi = sdi;
         sdi.set_nlink(sdi.nlink() + 1);
         touch(&mut sdi, false, true, false);
         c.write_inode(src.ino, &sdi)?;
-        // 2. Point the new name at the source.
+        // 2. A directory moving in: the new parent counts its '..' first.
         let mut npdi = dir_inode(&mut c, newparent)?;
+        if moving_dir {
+            npdi.set_nlink(npdi.nlink() + 1);
+            let counted = c.write_inode(newparent, &npdi)?;
+            c.order.dir_needs.push(counted);
+        }
+        // 3. Point the new name at the source.
         let dtype = iftodt(sdi.di_mode());
         match &dst {
             Some(_) => c.dir_rewrite(newparent, &npdi, newname, src.ino, dtype)?,
@@ -645,53 +723,55 @@ impl Fs {
                     dtype,
                     Reserve::Privileged,
                 ) {
+                    if moving_dir {
+                        npdi.set_nlink(npdi.nlink() - 1);
+                    }
                     c.write_inode(newparent, &npdi)?;
                     sdi.set_nlink(sdi.nlink() - 1);
                     c.write_inode(src.ino, &sdi)?;
                     return Err(e);
                 }
-                if src_is_dir && parent != newparent {
-                    npdi.set_nlink(npdi.nlink() + 1);
-                }
             }
         }
-        if let Some(d) = &dst {
-            let ddi = live_inode(&mut c, d.ino)?;
-            if ddi.is_dir() {
-                // The replaced directory's '..' no longer counts against newparent.
-                npdi.set_nlink(npdi.nlink().saturating_sub(1));
-                if src_is_dir && parent != newparent {
-                    npdi.set_nlink(npdi.nlink() + 1);
-                }
-            }
-        }
+        let new_name = c.order.last_dir_change;
         touch(&mut npdi, true, true, false);
         c.write_inode(newparent, &npdi)?;
+        // 4. The replaced inode loses the name; a replaced directory's '..'
+        //    stops counting for the new parent once it is gone.
         if let Some(d) = &dst {
             let ddi = live_inode(&mut c, d.ino)?;
-            drop_link(&mut c, d.ino, if ddi.is_dir() { 2 } else { 1 })?;
+            let was_dir = ddi.is_dir();
+            let gone = drop_link(&mut c, d.ino, if was_dir { 2 } else { 1 })?;
+            if was_dir {
+                let mut npdi = dir_inode(&mut c, newparent)?;
+                npdi.set_nlink(npdi.nlink().saturating_sub(1));
+                c.order.inode_needs.entry(newparent).or_default().push(gone);
+                c.write_inode(newparent, &npdi)?;
+            }
         }
-        // 3. Remove the old name.
+        // 5. Remove the old name, once the new one is durable.
         let mut pdi = dir_inode(&mut c, parent)?;
+        c.order.dir_needs.push(new_name);
         c.dir_remove(parent, &mut pdi, name, Reserve::Privileged)?;
-        if src_is_dir && parent != newparent {
-            pdi.set_nlink(pdi.nlink().saturating_sub(1));
-        }
         touch(&mut pdi, true, true, false);
         c.write_inode(parent, &pdi)?;
         let mut sdi = live_inode(&mut c, src.ino)?;
         sdi.set_nlink(sdi.nlink() - 1);
         c.write_inode(src.ino, &sdi)?;
-        // 4. A moved directory gets a new '..' and depth.
-        if src_is_dir && parent != newparent {
+        // 6. A moved directory gets a new '..' and depth; the old parent's
+        //    count drops once the old '..' is gone.
+        if moving_dir {
             c.dir_rewrite(src.ino, &sdi, b"..", newparent, dt::DT_DIR)?;
+            let mut pdi = dir_inode(&mut c, parent)?;
+            pdi.set_nlink(pdi.nlink().saturating_sub(1));
+            c.write_inode(parent, &pdi)?;
             let npdi = dir_inode(&mut c, newparent)?;
             set_depths(&mut c, src.ino, dirdepth(&npdi) + 1)?;
         }
         Ok(())
     }
 
-    pub fn setattr(&self, ino: u64, s: &SetAttr, cred: Cred) -> Result<Attr> {
+    fn setattr_op(&self, ino: u64, s: &SetAttr, cred: Cred) -> Result<Attr> {
         let mut c = self.lock();
         c.check_writable()?;
         let mut di = live_inode(&mut c, ino)?;
@@ -762,7 +842,7 @@ impl Fs {
         Ok(data)
     }
 
-    pub fn write(&self, ino: u64, off: u64, data: &[u8], cred: Cred) -> Result<usize> {
+    fn write_op(&self, ino: u64, off: u64, data: &[u8], cred: Cred) -> Result<usize> {
         let mut c = self.lock();
         c.check_writable()?;
         let mut di = live_inode(&mut c, ino)?;
@@ -860,6 +940,8 @@ impl Fs {
                 directories: c.placement.dirs.len() as u64,
                 ..c.placement.stats
             },
+            order: c.cache.order_stats(),
+            vmiodir: c.opts.vmiodir,
         })
     }
 
@@ -890,9 +972,7 @@ impl Fs {
     /// Drops clean cached blocks (cold-cache measurements).
     pub fn drop_caches(&self) -> Result<()> {
         let mut c = self.lock();
-        if !c.read_only {
-            c.cache.write_all()?;
-        }
+        c.sync()?;
         c.cache.drop_clean();
         c.cache.device().drop_caches();
         c.dirhash.clear();
@@ -915,6 +995,9 @@ pub struct EngineStats {
     /// Inode order in large directories (`-o inodeorder=`) and its counters.
     pub inode_order: String,
     pub placement: crate::alloc::placement::PlacementStats,
+    /// Write ordering: the mode and what it did.
+    pub order: crate::order::OrderStats,
+    pub vmiodir: bool,
 }
 
 /// One directory as dirhash sees it.
@@ -1016,23 +1099,27 @@ fn undo_create(c: &mut FsCore, ino: u64) -> Result<()> {
     let mut di = c.read_inode(ino)?;
     di.set_nlink(0);
     c.write_inode(ino, &di)?;
-    c.release_inode(ino)
+    c.release_inode(ino)?;
+    Ok(())
 }
 
 /// Drops `n` links of `ino`; frees it when no link and no reference remain.
-fn drop_link(c: &mut FsCore, ino: u64, n: u32) -> Result<()> {
+fn drop_link(c: &mut FsCore, ino: u64, n: u32) -> Result<crate::order::ChangeId> {
     let mut di = c.read_inode(ino)?;
     di.set_nlink(di.nlink().saturating_sub(n));
     touch(&mut di, false, true, false);
-    c.write_inode(ino, &di)?;
+    let mut last = c.write_inode(ino, &di)?;
     if di.nlink() == 0 {
         if c.lookups.get(&ino).copied().unwrap_or(0) > 0 {
             c.orphans.insert(ino);
         } else {
-            c.release_inode(ino)?;
+            let cleared = c.release_inode(ino)?;
+            if cleared != 0 {
+                last = cleared;
+            }
         }
     }
-    Ok(())
+    Ok(last)
 }
 
 /// Is directory `anc` an ancestor of (or equal to) directory `dir`?
@@ -1085,6 +1172,10 @@ fn set_depths(c: &mut FsCore, ino: u64, depth: u32) -> Result<()> {
 }
 
 #[allow(clippy::too_many_arguments)]
+/// Swaps two names. Each inode's count is raised while it may have two
+/// names on disk and lowered once its old name points elsewhere; a parent
+/// counts a directory's new '..' before it is written and drops the old
+/// one after.
 fn exchange(
     c: &mut FsCore,
     p1: u64,
@@ -1096,34 +1187,55 @@ fn exchange(
     i2: u64,
     d2: &Dinode,
 ) -> Result<()> {
+    let tracks = c.cache.mode().tracks();
+    if tracks {
+        for i in [i1, i2] {
+            let mut d = c.read_inode(i)?;
+            d.set_nlink(d.nlink() + 1);
+            c.write_inode(i, &d)?;
+        }
+    }
+    let cross = p1 != p2;
+    if cross {
+        // Parents count the '..' entries about to point at them.
+        for (p, arriving) in [(p1, d2.is_dir()), (p2, d1.is_dir())] {
+            if arriving {
+                let mut pd = dir_inode(c, p)?;
+                pd.set_nlink(pd.nlink() + 1);
+                c.write_inode(p, &pd)?;
+            }
+        }
+    }
     let pd1 = dir_inode(c, p1)?;
     c.dir_rewrite(p1, &pd1, n1, i2, iftodt(d2.di_mode()))?;
     let pd2 = dir_inode(c, p2)?;
     c.dir_rewrite(p2, &pd2, n2, i1, iftodt(d1.di_mode()))?;
-    if p1 != p2 {
-        let mut pd1 = dir_inode(c, p1)?;
-        let mut pd2 = dir_inode(c, p2)?;
-        if d1.is_dir() {
-            pd1.set_nlink(pd1.nlink() - 1);
-            pd2.set_nlink(pd2.nlink() + 1);
+    if tracks {
+        // Each rewrite noted itself as a need of the inode it replaced.
+        for i in [i1, i2] {
+            let mut d = c.read_inode(i)?;
+            d.set_nlink(d.nlink() - 1);
+            c.write_inode(i, &d)?;
         }
-        if d2.is_dir() {
-            pd2.set_nlink(pd2.nlink() - 1);
-            pd1.set_nlink(pd1.nlink() + 1);
+    }
+    if cross {
+        for (child, child_di, newp) in [(i1, d1, p2), (i2, d2, p1)] {
+            if child_di.is_dir() {
+                let d = dir_inode(c, child)?;
+                // The old parent's next change (its lowered count) waits for this.
+                c.dir_rewrite(child, &d, b"..", newp, dt::DT_DIR)?;
+                let oldp = if newp == p2 { p1 } else { p2 };
+                let mut pd = dir_inode(c, oldp)?;
+                pd.set_nlink(pd.nlink() - 1);
+                c.write_inode(oldp, &pd)?;
+                let np = dir_inode(c, newp)?;
+                set_depths(c, child, dirdepth(&np) + 1)?;
+            }
         }
-        touch(&mut pd1, true, true, false);
-        touch(&mut pd2, true, true, false);
-        c.write_inode(p1, &pd1)?;
-        c.write_inode(p2, &pd2)?;
-        if d1.is_dir() {
-            let d = dir_inode(c, i1)?;
-            c.dir_rewrite(i1, &d, b"..", p2, dt::DT_DIR)?;
-            set_depths(c, i1, dirdepth(&pd2) + 1)?;
-        }
-        if d2.is_dir() {
-            let d = dir_inode(c, i2)?;
-            c.dir_rewrite(i2, &d, b"..", p1, dt::DT_DIR)?;
-            set_depths(c, i2, dirdepth(&pd1) + 1)?;
+        for p in [p1, p2] {
+            let mut pd = dir_inode(c, p)?;
+            touch(&mut pd, true, true, false);
+            c.write_inode(p, &pd)?;
         }
     }
     for i in [i1, i2] {

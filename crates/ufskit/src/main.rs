@@ -384,11 +384,13 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
             }
             ("inodeorder_min", Some(v)) => o.inode_order_min = parse_size(v)?,
             ("contigdirs", Some(v)) => o.contigdirs = on_off(k, v)?,
+            ("normal" | "sync" | "async" | "softdep", None) => o.write_mode = ufs::order::WriteMode::parse(k),
+            ("vmiodir", Some(v)) => o.vmiodir = on_off(k, v)?,
             ("affinity", Some("follow")) => follow_clients = true,
             ("affinity", Some("off")) => follow_clients = false,
             _ => {
                 return Err(format!(
-                    "unknown mount option '{item}' (known: ro, rw, force, allow_other, writeback, syncer=SECS, dirpref=orlov|traditional, cache=SIZE, readahead=SIZE, seed=N, threads=N, dirhash=on|off, dirhash_maxmem=SIZE, dirhash_minsize=SIZE, dirhash_reclaimage=SECS, dirhash_check=on|off, lowmem=on|off, affinity=follow|off, disk=MODEL, disk_sleep=on|off, inodeorder=offset|name|hash|off, inodeorder_min=SIZE, contigdirs=on|off)"
+                    "unknown mount option '{item}' (known: ro, rw, force, allow_other, writeback, syncer=SECS, dirpref=orlov|traditional, cache=SIZE, readahead=SIZE, seed=N, threads=N, dirhash=on|off, dirhash_maxmem=SIZE, dirhash_minsize=SIZE, dirhash_reclaimage=SECS, dirhash_check=on|off, lowmem=on|off, affinity=follow|off, disk=MODEL, disk_sleep=on|off, inodeorder=offset|name|hash|off, inodeorder_min=SIZE, contigdirs=on|off, normal|sync|async|softdep, vmiodir=on|off)"
                 ))
             }
         }

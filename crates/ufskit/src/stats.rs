@@ -96,6 +96,27 @@ pub fn cmd_stats(dir: &Path, json: bool, verify: bool, lowmem: bool) -> Result<(
         p["fallbacks"],
         p["recovered"]
     );
+    let o = &v["order"];
+    println!(
+        "write ordering: {}{} ({} changes, {} waited, {} writes rolled back, {} forced writes, {} flushes, {} releases deferred, {} changes pending)",
+        o["mode"].as_str().unwrap_or("?"),
+        if o["mode"].as_str() == Some("async") { " (unsafe after a crash)" } else { "" },
+        o["changes"],
+        o["held"],
+        o["rollbacks"],
+        o["forced_writes"],
+        o["flushes"],
+        o["deferred_frees"],
+        o["pending_now"]
+    );
+    let c = &v["cache"];
+    match c["dir_pool_limit"].as_u64() {
+        Some(lim) => println!(
+            "vmiodir: off (directory blocks in a pool of {lim} bytes, {} in use)",
+            c["dir_pool_bytes"]
+        ),
+        None => println!("vmiodir: on (directory blocks share the buffer cache)"),
+    }
     let di = &v["dir"];
     if di.is_object() {
         let hashed = di["hashed"].as_bool().unwrap_or(false);

@@ -227,7 +227,22 @@ impl FsCore {
 
     /// `ffs_alloc`: allocates `size` bytes (a block or a fragment run) near
     /// `bpref`, for a file whose inode is `ino`. Returns the fragment address.
+    /// With soft updates, blocks released but not yet free (their pointers
+    /// not durably gone) are waited for before giving up with ENOSPC.
     pub fn alloc_block(&mut self, ino: u64, bpref: u64, size: u64, who: Reserve) -> Result<u64> {
+        match self.alloc_block_once(ino, bpref, size, who) {
+            Err(e)
+                if e.kind == crate::error::ErrorKind::NoSpace
+                    && !self.order.deferred.is_empty() =>
+            {
+                self.sync()?;
+                self.alloc_block_once(ino, bpref, size, who)
+            }
+            r => r,
+        }
+    }
+
+    fn alloc_block_once(&mut self, ino: u64, bpref: u64, size: u64, who: Reserve) -> Result<u64> {
         self.check_writable()?;
         debug_assert!(size > 0 && size <= self.g.bsize && size % self.g.fsize == 0);
         let need = self.g.numfrags(size) as i64;
@@ -444,8 +459,27 @@ impl FsCore {
         Ok(true)
     }
 
+    /// Releases `size` bytes at fragment `bno` that inode `ino` pointed at.
+    /// Without ordering (async, or `ino` 0 for blocks nothing ever pointed
+    /// at) they are free at once; otherwise they wait until the inode
+    /// write clearing the pointer is durable (the next `write_inode(ino)`
+    /// attaches them). Unwritten data in them is abandoned now.
+    pub fn free_blocks(&mut self, ino: u64, bno: u64, size: u64) -> Result<()> {
+        if ino == 0 || !self.cache.mode().tracks() {
+            return self.free_blocks_now(bno, size);
+        }
+        self.cache.discard_data(bno, self.g.numfrags(size));
+        self.order
+            .unattached
+            .entry(ino)
+            .or_default()
+            .0
+            .push(crate::order::Freed::Blocks { bno, size });
+        Ok(())
+    }
+
     /// `ffs_blkfree`: returns `size` bytes at fragment `bno` to the free maps.
-    pub fn free_blocks(&mut self, bno: u64, size: u64) -> Result<()> {
+    pub fn free_blocks_now(&mut self, bno: u64, size: u64) -> Result<()> {
         let g = self.g;
         let nfr = g.numfrags(size);
         if bno < g.sblkno
@@ -497,7 +531,21 @@ impl FsCore {
     }
 
     /// `ffs_valloc`: a new inode for a child of `parent`.
+    /// Waits for released inodes like [`alloc_block`](Self::alloc_block).
     pub fn alloc_inode(&mut self, parent: u64, is_dir: bool) -> Result<u64> {
+        match self.alloc_inode_once(parent, is_dir) {
+            Err(e)
+                if e.kind == crate::error::ErrorKind::NoSpace
+                    && !self.order.deferred.is_empty() =>
+            {
+                self.sync()?;
+                self.alloc_inode_once(parent, is_dir)
+            }
+            r => r,
+        }
+    }
+
+    fn alloc_inode_once(&mut self, parent: u64, is_dir: bool) -> Result<u64> {
         self.check_writable()?;
         if self.sb.fs_cstotal().cs_nifree <= 0 {
             return Err(self.nospace("inodes"));
@@ -669,7 +717,7 @@ impl FsCore {
     }
 
     /// `ffs_freefile`: returns inode `ino` to its group's map.
-    pub fn free_inode(&mut self, ino: u64, was_dir: bool) -> Result<()> {
+    pub fn free_inode_now(&mut self, ino: u64, was_dir: bool) -> Result<()> {
         let g = self.g;
         self.check_ino(ino)?;
         let c = g.ino_to_cg(ino);

@@ -12,11 +12,16 @@
 //!   current operation (eviction happens on insertion).
 //! - Counters by block kind count every hit, miss, read and write.
 //!
-//! Hooks for later layers: writes go through [`BufferCache::write_buf`],
-//! the single place a write-ordering policy intercepts (dependencies, undo
-//! before write, redo after).
+//! - Writes go through [`BufferCache::write_buf`], the single place the
+//!   write-ordering policy ([`crate::order`]) acts: a region whose oldest
+//!   held change needs something undurable is written as it was before
+//!   that change, and the buffer stays dirty; it is never dropped dirty
+//!   (eviction forces out what it waits for first).
+//! - With vmiodir off, directory blocks count against a small pool of their
+//!   own and are evicted within it; with it on they share the main budget.
 use crate::dev::BlockDevice;
 use crate::error::Result;
+use crate::order::{BufDeps, ChangeId, Held, Ledger, OrderStats, WriteMode};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -73,6 +78,9 @@ pub struct CacheStats {
     pub evictions: u64,
     pub bytes_cached: u64,
     pub limit_bytes: u64,
+    /// vmiodir off: bytes of directory blocks held, and their pool's size.
+    pub dir_pool_bytes: Option<u64>,
+    pub dir_pool_limit: Option<u64>,
 }
 
 impl CacheStats {
@@ -86,6 +94,16 @@ struct Buf {
     kind: BlockKind,
     dirty: bool,
     stamp: u64,
+    /// Write-ordering state (empty when the mode does not track).
+    deps: BufDeps,
+}
+
+/// Which byte budget a buffer counts against: the main cache, or (with
+/// vmiodir off) the small fixed pool of directory blocks.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Pool {
+    Main = 0,
+    Dir = 1,
 }
 
 pub struct BufferCache {
@@ -96,11 +114,17 @@ pub struct BufferCache {
     cg_ckhash: Option<usize>,
     fshift: u32,
     bufs: BTreeMap<u64, Buf>,
-    lru: BTreeMap<u64, u64>,
+    /// Least recently used first, per pool: stamp to address.
+    lru: [BTreeMap<u64, u64>; 2],
     clock: u64,
-    bytes: u64,
+    bytes: [u64; 2],
     limit: u64,
+    /// Directory blocks share the main cache (vmiodir on, FreeBSD's default
+    /// since 2000) or live in a pool of this many bytes (vmiodir off).
+    dir_pool: Option<u64>,
     stats: CacheStats,
+    mode: WriteMode,
+    ledger: Ledger,
 }
 
 impl BufferCache {
@@ -110,17 +134,34 @@ impl BufferCache {
             cg_ckhash: None,
             fshift: fsize.trailing_zeros(),
             bufs: BTreeMap::new(),
-            lru: BTreeMap::new(),
+            lru: [BTreeMap::new(), BTreeMap::new()],
             clock: 0,
-            bytes: 0,
+            bytes: [0, 0],
             limit: limit_bytes.max(1 << 20),
+            dir_pool: None,
             stats: CacheStats::default(),
+            mode: WriteMode::Async,
+            ledger: Ledger::default(),
         }
     }
 
     /// Turns on cylinder-group check-hashes over the first `cgsize` bytes.
     pub fn set_cg_ckhash(&mut self, cgsize: Option<usize>) {
         self.cg_ckhash = cgsize;
+    }
+
+    /// Chooses the write-ordering mode; only before the first change.
+    pub fn set_mode(&mut self, mode: WriteMode) {
+        self.mode = mode;
+        self.ledger.stats.mode = mode.name().to_string();
+    }
+    pub fn mode(&self) -> WriteMode {
+        self.mode
+    }
+
+    /// vmiodir off: directory blocks get a pool of their own of `bytes`.
+    pub fn set_dir_pool(&mut self, bytes: Option<u64>) {
+        self.dir_pool = bytes.map(|b| b.max(64 << 10));
     }
 
     pub fn device(&self) -> &dyn BlockDevice {
@@ -131,9 +172,30 @@ impl BufferCache {
     }
     pub fn stats(&self) -> CacheStats {
         let mut s = self.stats.clone();
-        s.bytes_cached = self.bytes;
+        s.bytes_cached = self.bytes[0] + self.bytes[1];
         s.limit_bytes = self.limit;
+        s.dir_pool_bytes = self.dir_pool.map(|_| self.bytes[Pool::Dir as usize]);
+        s.dir_pool_limit = self.dir_pool;
         s
+    }
+    pub fn order_stats(&self) -> OrderStats {
+        let mut s = self.ledger.stats.clone();
+        s.pending_now = self.ledger.pending();
+        s
+    }
+
+    fn pool(&self, kind: BlockKind) -> Pool {
+        if self.dir_pool.is_some() && kind == BlockKind::Dir {
+            Pool::Dir
+        } else {
+            Pool::Main
+        }
+    }
+    fn pool_limit(&self, p: Pool) -> u64 {
+        match p {
+            Pool::Main => self.limit,
+            Pool::Dir => self.dir_pool.unwrap_or(self.limit),
+        }
     }
 
     fn nfrags(&self, len: usize) -> u64 {
@@ -143,10 +205,36 @@ impl BufferCache {
     fn touch(&mut self, addr: u64) {
         self.clock += 1;
         let c = self.clock;
+        let dir_pool = self.dir_pool.is_some();
         if let Some(b) = self.bufs.get_mut(&addr) {
-            self.lru.remove(&b.stamp);
+            let p = if dir_pool && b.kind == BlockKind::Dir {
+                1
+            } else {
+                0
+            };
+            self.lru[p].remove(&b.stamp);
             b.stamp = c;
-            self.lru.insert(c, addr);
+            self.lru[p].insert(c, addr);
+        }
+    }
+
+    /// Changes the kind of a cached buffer, moving it between pools.
+    fn set_kind(&mut self, addr: u64, kind: BlockKind) {
+        let Some(old) = self.bufs.get(&addr).map(|b| b.kind) else {
+            return;
+        };
+        if old == kind {
+            return;
+        }
+        let (from, to) = (self.pool(old) as usize, self.pool(kind) as usize);
+        let b = self.bufs.get_mut(&addr).expect("buffer present");
+        b.kind = kind;
+        if from != to {
+            let len = b.data.len() as u64;
+            self.lru[from].remove(&b.stamp);
+            self.lru[to].insert(b.stamp, addr);
+            self.bytes[from] -= len;
+            self.bytes[to] += len;
         }
     }
 
@@ -171,24 +259,38 @@ impl BufferCache {
         Ok(())
     }
 
+    /// Drops a buffer: written back first (with everything it waits for)
+    /// if `write`, else its changes are abandoned as moot.
     fn evict(&mut self, addr: u64, write: bool) -> Result<()> {
         if write {
             self.write_buf(addr)?;
+            if self.bufs.get(&addr).is_some_and(|b| b.dirty) {
+                self.force_buf(addr)?;
+            }
         }
         if let Some(b) = self.bufs.remove(&addr) {
-            self.lru.remove(&b.stamp);
-            self.bytes -= b.data.len() as u64;
+            let p = if self.dir_pool.is_some() && b.kind == BlockKind::Dir {
+                1
+            } else {
+                0
+            };
+            self.lru[p].remove(&b.stamp);
+            self.bytes[p] -= b.data.len() as u64;
+            if !write {
+                self.ledger.moot(&b.deps.ids());
+            }
         }
         Ok(())
     }
 
-    fn make_room(&mut self, need: u64) -> Result<()> {
-        while self.bytes + need > self.limit {
-            let Some((_, &addr)) = self.lru.iter().next() else {
+    fn make_room(&mut self, need: u64, p: Pool) -> Result<()> {
+        let pi = p as usize;
+        while self.bytes[pi] + need > self.pool_limit(p) {
+            let Some((_, &addr)) = self.lru[pi].iter().next() else {
                 break;
             };
             if self.bufs.get(&addr).is_some_and(|b| b.dirty) {
-                self.write_behind()?;
+                self.write_behind(p)?;
             }
             self.stats.evictions += 1;
             self.evict(addr, true)?;
@@ -197,13 +299,13 @@ impl BufferCache {
     }
 
     /// The least recently used dirty buffer must go: write back every dirty
-    /// buffer in the older half of the cache, in address order, as
+    /// buffer in the older half of its pool, in address order, as
     /// FreeBSD's buffer daemon flushes and clusters them, instead of one
     /// buffer per eviction between the reads that caused it.
-    fn write_behind(&mut self) -> Result<()> {
-        let half = self.lru.len().div_ceil(2);
-        let mut old: Vec<u64> = self
-            .lru
+    fn write_behind(&mut self, p: Pool) -> Result<()> {
+        let lru = &self.lru[p as usize];
+        let half = lru.len().div_ceil(2);
+        let mut old: Vec<u64> = lru
             .values()
             .take(half)
             .copied()
@@ -217,10 +319,11 @@ impl BufferCache {
     }
 
     fn insert(&mut self, addr: u64, data: Vec<u8>, kind: BlockKind, dirty: bool) -> Result<()> {
-        self.make_room(data.len() as u64)?;
+        let p = self.pool(kind);
+        self.make_room(data.len() as u64, p)?;
         self.clock += 1;
-        self.bytes += data.len() as u64;
-        self.lru.insert(self.clock, addr);
+        self.bytes[p as usize] += data.len() as u64;
+        self.lru[p as usize].insert(self.clock, addr);
         self.bufs.insert(
             addr,
             Buf {
@@ -228,6 +331,7 @@ impl BufferCache {
                 kind,
                 dirty,
                 stamp: self.clock,
+                deps: BufDeps::default(),
             },
         );
         Ok(())
@@ -284,33 +388,183 @@ impl BufferCache {
             .expect("buffer just ensured")[..])
     }
 
-    /// Like [`read`](Self::read), for changing the bytes; marks the buffer dirty.
+    /// The buffer's changes since its last write join its epoch (they may
+    /// go to disk with the next write).
+    fn join_epoch(&mut self, addr: u64) -> ChangeId {
+        if !self.mode.tracks() {
+            return 0;
+        }
+        let b = self.bufs.get_mut(&addr).expect("buffer present");
+        if b.deps.epoch == 0 {
+            b.deps.epoch = self.ledger.new_id(addr);
+        }
+        b.deps.epoch
+    }
+
+    /// Like [`read`](Self::read), for changing the bytes; marks the buffer
+    /// dirty. The change may reach the disk with the next write of the
+    /// buffer: for blocks whose regions hold changes that wait (inodes,
+    /// directories, indirect blocks) use [`modify_tracked`](Self::modify_tracked).
     pub fn modify(&mut self, addr: u64, len: usize, kind: BlockKind) -> Result<&mut [u8]> {
         self.ensure(addr, len, kind)?;
+        self.set_kind(addr, kind);
+        self.join_epoch(addr);
         let b = self.bufs.get_mut(&addr).expect("buffer just ensured");
         b.dirty = true;
-        b.kind = kind;
         Ok(&mut b.data[..])
     }
 
+    /// A change to the region `[roff, roff+rlen)` of a buffer that must not
+    /// reach the disk before the changes `needs`. Returns the change's id
+    /// and the bytes to change. In normal and sync modes the needs are
+    /// forced to disk first; in soft-updates mode the change waits in
+    /// memory and writes of the buffer roll the region back until then.
+    #[allow(clippy::too_many_arguments)]
+    pub fn modify_tracked(
+        &mut self,
+        addr: u64,
+        len: usize,
+        kind: BlockKind,
+        roff: usize,
+        rlen: usize,
+        needs: &[ChangeId],
+    ) -> Result<(ChangeId, &mut [u8])> {
+        if !self.mode.tracks() {
+            return Ok((0, self.modify(addr, len, kind)?));
+        }
+        let mut unmet: Vec<ChangeId> = needs
+            .iter()
+            .copied()
+            .filter(|&n| !self.ledger.durable(n))
+            .collect();
+        unmet.sort_unstable();
+        unmet.dedup();
+        if !unmet.is_empty() && !self.mode.delays() {
+            self.force_ids(&unmet)?;
+            unmet.retain(|&n| !self.ledger.durable(n));
+        }
+        self.ensure(addr, len, kind)?;
+        self.set_kind(addr, kind);
+        if roff + rlen > len {
+            return Err(crate::error::Error::corrupt(format!(
+                "region {roff}+{rlen} outside a buffer of {len} bytes"
+            )));
+        }
+        let b = self.bufs.get_mut(&addr).expect("buffer just ensured");
+        b.dirty = true;
+        let region = b.deps.held.get(&(roff as u32));
+        // Earlier changes of the same region go to disk in the same write.
+        if let Some((_, stack)) = region {
+            unmet.retain(|n| !stack.iter().any(|h| h.id == *n));
+        }
+        let id = if unmet.is_empty() && region.is_none() {
+            self.join_epoch(addr)
+        } else {
+            let id = self.ledger.new_id(addr);
+            let b = self.bufs.get_mut(&addr).expect("buffer present");
+            let before = if unmet.is_empty() {
+                None
+            } else {
+                Some(b.data[roff..roff + rlen].to_vec().into_boxed_slice())
+            };
+            if before.is_some() {
+                self.ledger.stats.held += 1;
+            }
+            b.deps
+                .held
+                .entry(roff as u32)
+                .or_insert_with(|| (rlen as u32, Vec::new()))
+                .1
+                .push(Held {
+                    id,
+                    needs: unmet,
+                    before,
+                });
+            id
+        };
+        let b = self.bufs.get_mut(&addr).expect("buffer present");
+        Ok((id, &mut b.data[..]))
+    }
+
+    /// The newest undurable change of the buffer at `addr` (0: none): what
+    /// a pointer to the block needs.
+    pub fn latest(&self, addr: u64) -> ChangeId {
+        let Some(b) = self.bufs.get(&addr) else {
+            return 0;
+        };
+        let held = b
+            .deps
+            .held
+            .values()
+            .filter_map(|(_, s)| s.last().map(|h| h.id))
+            .max()
+            .unwrap_or(0);
+        [held, b.deps.epoch, b.deps.written]
+            .into_iter()
+            .filter(|&i| !self.ledger.durable(i))
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// The newest undurable change of one region (0: none): what a pointer
+    /// to the structure in that region (an inode) needs.
+    pub fn region_latest(&self, addr: u64, roff: usize) -> ChangeId {
+        let Some(b) = self.bufs.get(&addr) else {
+            return 0;
+        };
+        if let Some((_, s)) = b.deps.held.get(&(roff as u32)) {
+            if let Some(h) = s.last() {
+                return h.id;
+            }
+        }
+        [b.deps.epoch, b.deps.written]
+            .into_iter()
+            .filter(|&i| !self.ledger.durable(i))
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Counts releases made to wait (statistics).
+    pub fn note_deferred(&mut self, n: u64) {
+        self.ledger.stats.deferred_frees += n;
+    }
+
+    pub fn is_durable(&self, id: ChangeId) -> bool {
+        self.ledger.durable(id)
+    }
+    pub fn durable_below(&self, id: ChangeId) -> bool {
+        self.ledger.durable_below(id)
+    }
+    pub fn next_change(&self) -> ChangeId {
+        self.ledger.next_id()
+    }
+
     /// A zero-filled dirty buffer for a freshly allocated block, without
-    /// reading what the device holds there.
+    /// reading what the device holds there. Whatever an earlier owner of
+    /// the block left waiting is abandoned.
     pub fn create(&mut self, addr: u64, len: usize, kind: BlockKind) -> Result<&mut [u8]> {
         let n = self.nfrags(len);
         self.clear_overlaps(addr, n, Some(len))?;
-        if let Some(b) = self.bufs.get_mut(&addr) {
+        if self.bufs.contains_key(&addr) {
+            self.set_kind(addr, kind);
+            let b = self.bufs.get_mut(&addr).expect("buffer present");
             b.data.fill(0);
             b.dirty = true;
-            b.kind = kind;
+            let old = std::mem::take(&mut b.deps);
+            self.ledger.moot(&old.ids());
         } else {
             self.insert(addr, vec![0u8; len], kind, true)?;
         }
+        self.join_epoch(addr);
         self.touch(addr);
         Ok(&mut self.bufs.get_mut(&addr).expect("buffer just created").data[..])
     }
 
     /// Moves a cached buffer's contents to a new, larger location (a
     /// fragment run that was reallocated elsewhere), zero-extending it.
+    /// Changes waiting in it move along; directory and indirect blocks
+    /// with undurable changes are first written where they were, so that
+    /// an older pointer to the old place never reaches unwritten bytes.
     pub fn relocate(
         &mut self,
         from: u64,
@@ -320,14 +574,29 @@ impl BufferCache {
         kind: BlockKind,
     ) -> Result<()> {
         let old = self.read(from, from_len, kind)?.to_vec();
+        let mut deps = BufDeps::default();
+        if self.mode.tracks() {
+            if kind != BlockKind::Data && self.latest(from) != 0 {
+                self.write_buf(from)?;
+            }
+            if let Some(b) = self.bufs.get_mut(&from) {
+                deps.held = std::mem::take(&mut b.deps.held);
+            }
+        }
         self.discard(from, self.nfrags(from_len));
         let b = self.create(to, to_len, kind)?;
         b[..old.len()].copy_from_slice(&old);
+        if !deps.held.is_empty() {
+            let ids: Vec<ChangeId> = deps.ids();
+            self.ledger.moved(&ids, to);
+            let b = self.bufs.get_mut(&to).expect("buffer just created");
+            b.deps.held = deps.held;
+        }
         Ok(())
     }
 
     /// Resizes the buffer at `addr` in place (fragment run grown or shrunk
-    /// without moving), keeping its contents.
+    /// without moving), keeping its contents and waiting changes.
     pub fn resize(
         &mut self,
         addr: u64,
@@ -335,17 +604,68 @@ impl BufferCache {
         new_len: usize,
         kind: BlockKind,
     ) -> Result<()> {
-        let mut old = self.read(addr, old_len, kind)?.to_vec();
-        self.discard(addr, self.nfrags(old_len));
-        old.resize(new_len, 0);
-        let b = self.create(addr, new_len, kind)?;
-        b.copy_from_slice(&old);
+        self.ensure(addr, old_len, kind)?;
+        self.set_kind(addr, kind);
+        if new_len < old_len && self.mode.tracks() && self.latest(addr) != 0 {
+            // What is cut off must not be lost to a pointer that still
+            // covers it: write the buffer (rolled back where it must be)
+            // before the tail's changes become moot.
+            self.write_buf(addr)?;
+        }
+        let dir_pool = self.dir_pool.is_some();
+        let b = self.bufs.get_mut(&addr).expect("buffer just ensured");
+        let p = if dir_pool && b.kind == BlockKind::Dir {
+            1
+        } else {
+            0
+        };
+        b.data.resize(new_len, 0);
+        b.dirty = true;
+        let mut cut = Vec::new();
+        b.deps.held.retain(|&off, (len, s)| {
+            let keep = (off + *len) as usize <= new_len;
+            if !keep {
+                cut.extend(s.iter().map(|h| h.id));
+            }
+            keep
+        });
+        self.ledger.moot(&cut);
+        self.bytes[p] = self.bytes[p] + new_len as u64 - old_len as u64;
+        // Cached copies of the fragments just added are stale.
+        let (n_old, n_new) = (self.nfrags(old_len), self.nfrags(new_len));
+        if n_new > n_old {
+            for a in self.overlapping(addr + n_old, n_new - n_old) {
+                if a != addr {
+                    self.evict(a, true)?;
+                }
+            }
+        }
+        self.join_epoch(addr);
         Ok(())
     }
 
     /// Drops buffers overlapping `[addr, addr+nfrags)` without writing them:
-    /// the blocks are being freed and their contents no longer matter.
+    /// the blocks are free and nothing on disk points at them any more, so
+    /// whatever waits in them is moot.
     pub fn discard(&mut self, addr: u64, nfrags: u64) {
+        for a in self.overlapping(addr, nfrags) {
+            let _ = self.evict(a, false);
+        }
+    }
+
+    /// Like [`discard`](Self::discard) for data blocks only: used when a
+    /// block is released while a pointer to it may still be on disk (its
+    /// unwritten contents are abandoned; metadata blocks stay until the
+    /// release is final).
+    pub fn discard_data(&mut self, addr: u64, nfrags: u64) {
+        for a in self.overlapping(addr, nfrags) {
+            if self.bufs.get(&a).is_some_and(|b| b.kind == BlockKind::Data) {
+                let _ = self.evict(a, false);
+            }
+        }
+    }
+
+    fn overlapping(&self, addr: u64, nfrags: u64) -> Vec<u64> {
         let mut victims = Vec::new();
         if let Some((&a, b)) = self.bufs.range(..addr).next_back() {
             if a + self.nfrags(b.data.len()) > addr {
@@ -357,19 +677,47 @@ impl BufferCache {
                 .range(addr..addr.saturating_add(nfrags))
                 .map(|(&a, _)| a),
         );
-        for a in victims {
-            let _ = self.evict(a, false);
-        }
+        victims
     }
 
-    /// Writes one buffer to the device if dirty. The single write path.
-    pub fn write_buf(&mut self, addr: u64) -> Result<()> {
+    /// Writes one buffer to the device if dirty: the single write path.
+    /// Regions whose oldest held change still needs an undurable change
+    /// are written as they were before it; the buffer stays dirty until
+    /// every held change has gone out. Returns whether anything was written.
+    pub fn write_buf(&mut self, addr: u64) -> Result<bool> {
         let fshift = self.fshift;
         let Some(b) = self.bufs.get_mut(&addr) else {
-            return Ok(());
+            return Ok(false);
         };
         if !b.dirty {
-            return Ok(());
+            return Ok(false);
+        }
+        let mut rolled = false;
+        let mut progress = b.deps.epoch != 0 || !self.mode.tracks();
+        let mut out: Option<Vec<u8>> = None;
+        let mut written: Vec<ChangeId> = Vec::new();
+        if !b.deps.held.is_empty() {
+            for (&off, (len, stack)) in b.deps.held.iter_mut() {
+                let first_unmet = stack
+                    .iter()
+                    .position(|h| h.needs.iter().any(|n| !self.ledger.durable(*n)));
+                let k = first_unmet.unwrap_or(stack.len());
+                written.extend(stack.drain(..k).map(|h| h.id));
+                progress |= k > 0;
+                if let Some(h) = stack.first() {
+                    let o = out.get_or_insert_with(|| b.data.clone());
+                    let before = h
+                        .before
+                        .as_ref()
+                        .expect("a held change with needs keeps its region");
+                    o[off as usize..(off + *len) as usize].copy_from_slice(before);
+                    rolled = true;
+                }
+            }
+            b.deps.held.retain(|_, (_, s)| !s.is_empty());
+        }
+        if !progress {
+            return Ok(false);
         }
         if let (BlockKind::Cg, Some(n)) = (b.kind, self.cg_ckhash) {
             if n <= b.data.len() {
@@ -384,15 +732,108 @@ impl BufferCache {
         let off = addr.checked_mul(1 << fshift).ok_or_else(|| {
             crate::error::Error::corrupt(format!("block address {addr} overflows"))
         })?;
-        self.dev.write_at(off, &b.data)?;
-        b.dirty = false;
+        self.dev.write_at(off, out.as_deref().unwrap_or(&b.data))?;
+        written.push(std::mem::take(&mut b.deps.epoch));
+        let top = written.iter().copied().max().unwrap_or(0);
+        if top != 0 {
+            b.deps.written = top;
+        }
+        b.dirty = !b.deps.held.is_empty();
         let st = &mut self.stats.by_kind[b.kind.idx()];
         st.writes += 1;
         st.write_bytes += b.data.len() as u64;
+        if rolled {
+            self.ledger.stats.rollbacks += 1;
+        }
+        for id in written {
+            self.ledger.written(id);
+        }
+        Ok(true)
+    }
+
+    /// Asks the device to make every write so far durable.
+    pub fn flush(&mut self) -> Result<()> {
+        self.dev.flush()?;
+        self.ledger.flushed();
         Ok(())
     }
 
-    /// Writes every dirty buffer in address order.
+    /// The undurable needs of the oldest held change of each region of the
+    /// buffer at `addr`.
+    fn blocking_needs(&self, addr: u64) -> Vec<ChangeId> {
+        let Some(b) = self.bufs.get(&addr) else {
+            return Vec::new();
+        };
+        b.deps
+            .held
+            .values()
+            .filter_map(|(_, s)| s.first())
+            .flat_map(|h| h.needs.iter().copied())
+            .filter(|&n| !self.ledger.durable(n))
+            .collect()
+    }
+
+    /// Makes the changes `ids` durable now: writes their buffers and every
+    /// buffer they wait for, flushes, and repeats until done.
+    pub fn force_ids(&mut self, ids: &[ChangeId]) -> Result<()> {
+        for _round in 0..100_000 {
+            let pending: Vec<ChangeId> = ids
+                .iter()
+                .copied()
+                .filter(|&i| !self.ledger.durable(i))
+                .collect();
+            if pending.is_empty() {
+                return Ok(());
+            }
+            let mut set = std::collections::BTreeSet::new();
+            let mut todo: Vec<ChangeId> = pending;
+            while let Some(id) = todo.pop() {
+                let Some(a) = self.ledger.owner(id) else {
+                    continue;
+                };
+                if set.insert(a) {
+                    todo.extend(self.blocking_needs(a));
+                }
+            }
+            let mut wrote = false;
+            for a in set {
+                if self.write_buf(a)? {
+                    self.ledger.stats.forced_writes += 1;
+                    wrote = true;
+                }
+            }
+            let before = self.ledger.pending();
+            self.flush()?;
+            if !wrote && self.ledger.pending() == before {
+                return Err(crate::error::Error::new(
+                    crate::error::ErrorKind::Io,
+                    "write ordering: changes wait for each other (internal error)",
+                ));
+            }
+        }
+        Err(crate::error::Error::new(
+            crate::error::ErrorKind::Io,
+            "write ordering: forcing did not finish (internal error)",
+        ))
+    }
+
+    /// Writes the buffer at `addr` completely, forcing out what it waits for.
+    fn force_buf(&mut self, addr: u64) -> Result<()> {
+        for _ in 0..100_000 {
+            self.write_buf(addr)?;
+            if !self.bufs.get(&addr).is_some_and(|b| b.dirty) {
+                return Ok(());
+            }
+            let needs = self.blocking_needs(addr);
+            self.force_ids(&needs)?;
+        }
+        Err(crate::error::Error::new(
+            crate::error::ErrorKind::Io,
+            "write ordering: a buffer could not be written (internal error)",
+        ))
+    }
+
+    /// Writes every dirty buffer in address order (held regions rolled back).
     pub fn write_all(&mut self) -> Result<()> {
         let dirty: Vec<u64> = self
             .bufs
@@ -420,10 +861,23 @@ impl BufferCache {
         Ok(())
     }
 
-    /// Writes everything and asks the device to make it durable.
+    /// Makes everything durable: rounds of writing every dirty buffer and
+    /// flushing, until no change waits (one round without ordering).
     pub fn sync(&mut self) -> Result<()> {
-        self.write_all()?;
-        self.dev.flush()
+        loop {
+            let before = self.ledger.pending();
+            self.write_all()?;
+            self.flush()?;
+            if self.dirty_count() == 0 {
+                return Ok(());
+            }
+            if self.ledger.pending() == before {
+                return Err(crate::error::Error::new(
+                    crate::error::ErrorKind::Io,
+                    "write ordering: sync made no progress (internal error)",
+                ));
+            }
+        }
     }
 
     /// Bytes written directly (superblock, summary area), counted by kind.
@@ -455,7 +909,15 @@ impl BufferCache {
             .map(|(&a, _)| a)
             .collect();
         for a in clean {
-            let _ = self.evict(a, false);
+            if let Some(b) = self.bufs.remove(&a) {
+                let p = if self.dir_pool.is_some() && b.kind == BlockKind::Dir {
+                    1
+                } else {
+                    0
+                };
+                self.lru[p].remove(&b.stamp);
+                self.bytes[p] -= b.data.len() as u64;
+            }
         }
     }
 

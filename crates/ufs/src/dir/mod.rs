@@ -114,6 +114,9 @@ impl FsCore {
     }
 
     /// Runs `f` on the mutable bytes of the chunk at `off`.
+    /// The change is one region of the write ordering: it waits for the
+    /// needs noted in `order.dir_needs` (the inode a new entry names) and
+    /// becomes `order.last_dir_change`.
     fn dir_chunk_mut<T>(
         &mut self,
         ino: u64,
@@ -122,8 +125,29 @@ impl FsCore {
         f: impl FnOnce(&mut [u8]) -> T,
     ) -> Result<T> {
         let (addr, bsz, o) = self.chunk_place(ino, di, off)?;
-        let b = self.cache.modify(addr, bsz, BlockKind::Dir)?;
+        let needs = std::mem::take(&mut self.order.dir_needs);
+        let (id, b) = self
+            .cache
+            .modify_tracked(addr, bsz, BlockKind::Dir, o, DIRBLKSIZ, &needs)?;
+        self.order.last_dir_change = id;
         Ok(f(&mut b[o..o + DIRBLKSIZ]))
+    }
+
+    /// The newest change of the chunk at `off` (what a directory size
+    /// covering it needs).
+    fn chunk_change(&mut self, ino: u64, di: &Dinode, off: u64) -> Result<crate::order::ChangeId> {
+        let (addr, _, o) = self.chunk_place(ino, di, off)?;
+        Ok(self.cache.region_latest(addr, o))
+    }
+
+    /// Notes that the next change of inode `ino` (its lowered link count)
+    /// waits for the last directory change (the name that pointed at it
+    /// going away).
+    fn after_last_dir_change(&mut self, ino: u64) {
+        let id = self.order.last_dir_change;
+        if id != 0 {
+            self.order.inode_needs.entry(ino).or_default().push(id);
+        }
     }
 
     /// Runs `f` on the bytes of the chunk at `off`.
@@ -392,6 +416,9 @@ impl FsCore {
 
     /// Adds `name -> child` to directory `dino`. The caller has checked that
     /// the name is absent. Updates `ddi` (size, blocks) without storing it.
+    /// The new entry waits (soft updates) or forces out (normal) the
+    /// child's inode and bitmap bit, and whatever the caller noted in
+    /// `order.dir_needs`.
     pub fn dir_enter(
         &mut self,
         dino: u64,
@@ -408,13 +435,23 @@ impl FsCore {
                 format!("name of {} bytes", name.len()),
             ));
         }
+        let mut needs = std::mem::take(&mut self.order.dir_needs);
+        needs.extend(
+            self.inode_pointer_needs(child)
+                .into_iter()
+                .filter(|&n| n != 0),
+        );
+        self.order.dir_needs = needs.clone();
         if let Some(mut ix) = self.dh_take(dino, ddi)? {
             match self.hashed_enter(dino, ddi, &mut ix, name, child, dtype, who) {
                 Ok(Entered::Done(stale)) => {
                     self.dh_give_back(dino, ix, stale);
                     return Ok(());
                 }
-                Ok(Entered::NotWritten(why)) => self.dh_check_failed(dino, why),
+                Ok(Entered::NotWritten(why)) => {
+                    self.dh_check_failed(dino, why);
+                    self.order.dir_needs = needs;
+                }
                 Err(e) => {
                     self.dirhash.drop_stale(dino, false);
                     return Err(e);
@@ -592,6 +629,9 @@ impl FsCore {
     }
 
     /// Appends a chunk holding only the new entry.
+    /// The chunk is first written empty (a valid state to roll back to),
+    /// then the entry goes in as a change of its own: the directory's new
+    /// size waits only for the empty chunk, the entry for its inode.
     fn dir_append(
         &mut self,
         dino: u64,
@@ -602,8 +642,7 @@ impl FsCore {
         who: Reserve,
     ) -> Result<()> {
         let size = ddi.di_size();
-        let mut c = ufs_format::dir::empty_chunk();
-        ufs_format::dir::write_entry(&mut c, 0, child as u32, DIRBLKSIZ as u16, dtype, name);
+        let c = ufs_format::dir::empty_chunk();
         let n = self.write_data(dino, ddi, size, &c, who)?;
         if n != c.len() {
             // Could not grow the directory by a whole chunk: undo.
@@ -613,11 +652,37 @@ impl FsCore {
                 "file system full: cannot grow directory",
             ));
         }
+        let formatted = self.chunk_change(dino, ddi, size)?;
+        if formatted != 0 {
+            self.order
+                .inode_needs
+                .entry(dino)
+                .or_default()
+                .push(formatted);
+        }
+        self.dir_chunk_mut(dino, ddi, size, |c| {
+            ufs_format::dir::write_entry(c, 0, child as u32, DIRBLKSIZ as u16, dtype, name)
+        })?;
         Ok(())
     }
 
     /// Removes `name` from directory `dino`; returns what it pointed to.
+    /// The next change of that inode (its link count) waits for the
+    /// removal; the removal itself waits for `order.dir_needs` (a rename's
+    /// new name).
     pub fn dir_remove(
+        &mut self,
+        dino: u64,
+        ddi: &mut Dinode,
+        name: &[u8],
+        who: Reserve,
+    ) -> Result<Found> {
+        let f = self.dir_remove_entry(dino, ddi, name, who)?;
+        self.after_last_dir_change(f.ino);
+        Ok(f)
+    }
+
+    fn dir_remove_entry(
         &mut self,
         dino: u64,
         ddi: &mut Dinode,
@@ -716,7 +781,8 @@ impl FsCore {
     }
 
     /// Points the existing entry `name` at `ino` (rename over an entry, or
-    /// fixing `..`).
+    /// fixing `..`). The entry waits for `ino`'s inode; the next change of
+    /// the inode it pointed at before waits for the entry.
     pub fn dir_rewrite(
         &mut self,
         dino: u64,
@@ -733,10 +799,16 @@ impl FsCore {
         };
         let coff = chunk_of(f.off);
         let eoff = (f.off - coff) as usize;
+        let needs = self.inode_pointer_needs(ino);
+        self.order
+            .dir_needs
+            .extend(needs.into_iter().filter(|&n| n != 0));
         self.dir_chunk_mut(dino, ddi, coff, |c| {
             ufs_format::dir::set_ino(c, eoff, ino as u32);
             ufs_format::dir::set_type(c, eoff, dtype);
-        })
+        })?;
+        self.after_last_dir_change(f.ino);
+        Ok(())
     }
 
     /// True if the directory holds only `.` and `..`.

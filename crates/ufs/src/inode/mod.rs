@@ -101,11 +101,25 @@ impl FsCore {
         Ok(u64::from_le_bytes(b[i..i + 8].try_into().unwrap_or([0; 8])))
     }
 
-    fn indir_set(&mut self, addr: u64, idx: u64, v: u64) -> Result<()> {
+    /// Sets pointer `idx` of the indirect block at `addr` (in inode `ino`'s
+    /// tree) to `v`. A pointer to a new block waits for the block's
+    /// contents and bitmap bits; a cleared pointer is what the releases of
+    /// the blocks below it wait for.
+    fn indir_set(&mut self, ino: u64, addr: u64, idx: u64, v: u64) -> Result<()> {
         let bs = self.g.bsize as usize;
-        let b = self.cache.modify(addr, bs, BlockKind::Indir)?;
         let i = idx as usize * 8;
+        let needs: Vec<u64> = if v != 0 {
+            self.block_pointer_needs(v).to_vec()
+        } else {
+            Vec::new()
+        };
+        let (id, b) = self
+            .cache
+            .modify_tracked(addr, bs, BlockKind::Indir, i, 8, &needs)?;
         b[i..i + 8].copy_from_slice(&v.to_le_bytes());
+        if v == 0 && id != 0 {
+            self.order.unattached.entry(ino).or_default().1.push(id);
+        }
         Ok(())
     }
 
@@ -159,6 +173,7 @@ impl FsCore {
         if self.fragextend(bprev, osize, nsize)? {
             self.cache
                 .resize(bprev, osize as usize, nsize as usize, kind)?;
+            self.note_new_block(ino, bprev);
             return Ok(bprev);
         }
         let pref = self.blkpref(
@@ -184,9 +199,11 @@ impl FsCore {
         self.cache
             .relocate(bprev, osize as usize, bno, nsize as usize, kind)?;
         if request > nsize {
-            self.free_blocks(bno + self.g.numfrags(nsize), request - nsize)?;
+            // Never pointed at: free at once.
+            self.free_blocks(0, bno + self.g.numfrags(nsize), request - nsize)?;
         }
-        self.free_blocks(bprev, osize)?;
+        self.note_new_block(ino, bno);
+        self.free_blocks(ino, bprev, osize)?;
         Ok(bno)
     }
 
@@ -241,6 +258,7 @@ impl FsCore {
                 let pref = self.blkpref(ino, di.is_dir(), lbn, i as u64, prev, di.di_ib(0));
                 let bno = self.alloc_block(ino, pref, nsize, who)?;
                 self.cache.create(bno, nsize as usize, kind)?;
+                self.note_new_block(ino, bno);
                 di.set_di_db(i, bno);
                 di.set_di_blocks(di.di_blocks() + dbtob(nsize));
                 Ok(bno)
@@ -256,10 +274,10 @@ impl FsCore {
                     Err(e) => {
                         for (slot, blk) in made.into_iter().rev() {
                             match slot {
-                                Some((parent, ix)) => self.indir_set(parent, ix, 0)?,
+                                Some((parent, ix)) => self.indir_set(ino, parent, ix, 0)?,
                                 None => di.set_di_ib(level - 1, 0),
                             }
-                            self.free_blocks(blk, g.bsize)?;
+                            self.free_blocks(ino, blk, g.bsize)?;
                             di.set_di_blocks(di.di_blocks().saturating_sub(dbtob(g.bsize)));
                         }
                         Err(e)
@@ -291,6 +309,7 @@ impl FsCore {
             let pref = self.indir_pref(ino, level, lbn, di.di_db(UFS_NDADDR - 1));
             addr = self.alloc_block(ino, pref, bs, who)?;
             self.cache.create(addr, bs as usize, BlockKind::Indir)?;
+            self.note_new_block(ino, addr);
             di.set_di_ib(level - 1, addr);
             di.set_di_blocks(di.di_blocks() + dbtob(bs));
             made.push((None, addr));
@@ -312,7 +331,7 @@ impl FsCore {
                 nb = self.alloc_block(ino, pref, bs, who)?;
                 self.cache
                     .create(nb, bs as usize, if leaf { kind } else { BlockKind::Indir })?;
-                self.indir_set(addr, ix, nb)?;
+                self.indir_set(ino, addr, ix, nb)?;
                 di.set_di_blocks(di.di_blocks() + dbtob(bs));
                 made.push((Some((addr, ix)), nb));
             } else {
@@ -463,7 +482,7 @@ impl FsCore {
             if nb != 0 {
                 let bsz = self.alloc_size(size, i as u64);
                 self.check_ptr(ino, nb, g.numfrags(bsz))?;
-                self.free_blocks(nb, bsz)?;
+                self.free_blocks(ino, nb, bsz)?;
                 di.set_di_db(i, 0);
                 di.set_di_blocks(di.di_blocks().saturating_sub(dbtob(bsz)));
             }
@@ -493,7 +512,7 @@ impl FsCore {
                 if nb != 0 && nsize < osize {
                     self.cache
                         .resize(nb, osize as usize, nsize as usize, kind)?;
-                    self.free_blocks(nb + g.numfrags(nsize), osize - nsize)?;
+                    self.free_blocks(ino, nb + g.numfrags(nsize), osize - nsize)?;
                     di.set_di_blocks(di.di_blocks().saturating_sub(dbtob(osize - nsize)));
                 }
             }
@@ -551,20 +570,20 @@ impl FsCore {
             }
             let gone = if level == 1 {
                 self.check_ptr(ino, p, g.frag)?;
-                self.free_blocks(p, g.bsize)?;
+                self.free_blocks(ino, p, g.bsize)?;
                 di.set_di_blocks(di.di_blocks().saturating_sub(dbtob(g.bsize)));
                 true
             } else {
                 self.trim_tree(ino, di, p, level - 1, start, keep)?
             };
             if gone {
-                self.indir_set(addr, i as u64, 0)?;
+                self.indir_set(ino, addr, i as u64, 0)?;
             } else {
                 any_left = true;
             }
         }
         if !any_left {
-            self.free_blocks(addr, g.bsize)?;
+            self.free_blocks(ino, addr, g.bsize)?;
             di.set_di_blocks(di.di_blocks().saturating_sub(dbtob(g.bsize)));
             return Ok(true);
         }

@@ -1,0 +1,283 @@
+//! Write ordering: the four mount modes (normal, sync, async, soft updates)
+//! and the bookkeeping that keeps the disk recoverable whatever order
+//! delayed blocks reach it in.
+//!
+//! The model (McKusick and Ganger's soft updates, at the granularity of
+//! fixed regions of a buffer: a 256-byte inode, a 512-byte directory chunk,
+//! an 8-byte indirect pointer):
+//! - every change to a buffer gets a [`ChangeId`]; a change is *durable*
+//!   once a write holding it has been followed by a device flush (a drive
+//!   may reorder writes between flushes, so completion alone proves
+//!   nothing);
+//! - a change may *need* earlier changes (elsewhere) to be durable first: a
+//!   directory entry needs the inode it names to be initialised and marked
+//!   in its bitmap, a block pointer needs the block's contents and bitmap
+//!   bit, a lowered link count needs the removed name to be gone;
+//! - while a change's needs are not durable, writing its buffer writes the
+//!   region as it was before that change (undo before the write, the memory
+//!   copy is never touched, so redo after is free); every later change of
+//!   the same region waits with it, so a rolled-back region always holds a
+//!   state the region really had;
+//! - resources (blocks, inodes) are returned to the bitmaps only after the
+//!   pointers to them are durably gone ([`Deferred`]).
+//!
+//! Invariants: a change's needs all have smaller ids than the change (needs
+//! point at the past), so the oldest undurable change can always be written
+//! and forcing terminates; a region's held changes are kept in the order
+//! they were made; ids of changes that can never be written (their block
+//! was freed) are dropped ("moot") only when nothing on disk can reach the
+//! block any more.
+use serde::Serialize;
+use std::collections::{BTreeSet, HashMap};
+
+/// How metadata writes are ordered (`-o normal|sync|async|softdep`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WriteMode {
+    /// Traditional FFS: a change that needs another one forces that one to
+    /// the disk first (a synchronous write and a flush); data is delayed.
+    Normal,
+    /// Like normal, and every operation ends with all its blocks durable.
+    Sync,
+    /// Everything delayed, no ordering: fast and unsafe after a crash.
+    Async,
+    /// Soft updates: everything delayed, dependencies tracked, unsafe
+    /// changes rolled back in the blocks written.
+    Softdep,
+}
+
+impl WriteMode {
+    pub const ALL: [WriteMode; 4] = [
+        WriteMode::Normal,
+        WriteMode::Sync,
+        WriteMode::Async,
+        WriteMode::Softdep,
+    ];
+
+    pub fn parse(s: &str) -> Option<WriteMode> {
+        Some(match s {
+            "normal" => WriteMode::Normal,
+            "sync" => WriteMode::Sync,
+            "async" => WriteMode::Async,
+            "softdep" => WriteMode::Softdep,
+            _ => return None,
+        })
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            WriteMode::Normal => "normal",
+            WriteMode::Sync => "sync",
+            WriteMode::Async => "async",
+            WriteMode::Softdep => "softdep",
+        }
+    }
+
+    /// Whether changes and their needs are recorded at all.
+    pub fn tracks(self) -> bool {
+        self != WriteMode::Async
+    }
+
+    /// Whether a change may wait in memory for its needs (soft updates);
+    /// otherwise the needs are forced to disk when the change is made.
+    pub fn delays(self) -> bool {
+        self == WriteMode::Softdep
+    }
+}
+
+/// Names one change to one buffer. 0 means "nothing to wait for".
+pub type ChangeId = u64;
+
+/// A change held back in a region of a buffer.
+#[derive(Debug)]
+pub(crate) struct Held {
+    pub id: ChangeId,
+    /// Changes that must be durable before this one may be written.
+    pub needs: Vec<ChangeId>,
+    /// The region as it was before this change; kept only when the change
+    /// had needs that were not durable when it was made (otherwise it is
+    /// never the first held change of its region).
+    pub before: Option<Box<[u8]>>,
+}
+
+/// The ordering state of one cached buffer.
+#[derive(Debug, Default)]
+pub(crate) struct BufDeps {
+    /// Stands for every change since the last write that may go to disk
+    /// with the next write (none held back).
+    pub epoch: ChangeId,
+    /// Written but not yet flushed (largest id of that write).
+    pub written: ChangeId,
+    /// Regions with changes held back, by offset: length and the changes.
+    pub held: std::collections::BTreeMap<u32, (u32, Vec<Held>)>,
+}
+
+impl BufDeps {
+    pub fn ids(&self) -> Vec<ChangeId> {
+        let mut v: Vec<ChangeId> = self
+            .held
+            .values()
+            .flat_map(|(_, s)| s.iter().map(|h| h.id))
+            .collect();
+        v.extend([self.epoch, self.written].into_iter().filter(|&i| i != 0));
+        v
+    }
+}
+
+/// Counters of the ordering machinery (`ufskit stats`).
+#[derive(Debug, Default, Clone, Serialize)]
+pub struct OrderStats {
+    pub mode: String,
+    /// Changes recorded.
+    pub changes: u64,
+    /// Changes recorded that had to wait for others.
+    pub held: u64,
+    /// Buffer writes with at least one region rolled back.
+    pub rollbacks: u64,
+    /// Writes forced out of order to satisfy a need (normal mode's
+    /// synchronous writes, soft updates' evictions).
+    pub forced_writes: u64,
+    pub flushes: u64,
+    /// Block runs and inodes whose release waited for their pointers.
+    pub deferred_frees: u64,
+    /// Changes still waiting now.
+    pub pending_now: u64,
+}
+
+/// The set of undurable changes and where they live.
+#[derive(Debug, Default)]
+pub(crate) struct Ledger {
+    next: ChangeId,
+    undurable: BTreeSet<ChangeId>,
+    unflushed: Vec<ChangeId>,
+    /// Buffer address of each undurable change.
+    owner: HashMap<ChangeId, u64>,
+    pub stats: OrderStats,
+}
+
+impl Ledger {
+    pub fn new_id(&mut self, addr: u64) -> ChangeId {
+        self.next += 1;
+        let id = self.next;
+        self.undurable.insert(id);
+        self.owner.insert(id, addr);
+        self.stats.changes += 1;
+        id
+    }
+    pub fn durable(&self, id: ChangeId) -> bool {
+        id == 0 || !self.undurable.contains(&id)
+    }
+    /// Every change made before `id` is durable.
+    pub fn durable_below(&self, id: ChangeId) -> bool {
+        self.undurable.first().is_none_or(|&m| m >= id)
+    }
+    /// The id the next change will get (a barrier for [`durable_below`]).
+    pub fn next_id(&self) -> ChangeId {
+        self.next + 1
+    }
+    pub fn written(&mut self, id: ChangeId) {
+        if id != 0 {
+            self.unflushed.push(id);
+        }
+    }
+    /// The device confirmed a flush: every written change is durable.
+    pub fn flushed(&mut self) {
+        self.stats.flushes += 1;
+        for id in std::mem::take(&mut self.unflushed) {
+            self.undurable.remove(&id);
+            self.owner.remove(&id);
+        }
+    }
+    /// Changes that will never be written (their block is gone).
+    pub fn moot(&mut self, ids: &[ChangeId]) {
+        for id in ids {
+            self.undurable.remove(id);
+            self.owner.remove(id);
+        }
+    }
+    pub fn owner(&self, id: ChangeId) -> Option<u64> {
+        if self.durable(id) {
+            None
+        } else {
+            self.owner.get(&id).copied()
+        }
+    }
+    pub fn moved(&mut self, ids: &[ChangeId], to: u64) {
+        for id in ids {
+            if let Some(o) = self.owner.get_mut(id) {
+                *o = to;
+            }
+        }
+    }
+    pub fn pending(&self) -> u64 {
+        self.undurable.len() as u64
+    }
+}
+
+/// A release that waits until the pointers to the resource are durably
+/// gone.
+#[derive(Debug, Clone)]
+pub enum Freed {
+    /// `size` bytes of blocks at fragment `bno`.
+    Blocks { bno: u64, size: u64 },
+    /// An inode (its bitmap bit).
+    Inode { ino: u64, was_dir: bool },
+}
+
+#[derive(Debug, Clone)]
+pub struct Deferred {
+    pub needs: Vec<ChangeId>,
+    /// Also wait for every change made before this id.
+    pub barrier: ChangeId,
+    pub what: Freed,
+}
+
+/// What the file-system core keeps between the changes of one operation
+/// (the needs that link them) and the releases still waiting.
+#[derive(Debug, Default)]
+pub struct OrderState {
+    /// Needs to attach to the next change of each inode (a removed name
+    /// before the lowered link count, a new block before its pointer).
+    pub inode_needs: HashMap<u64, Vec<ChangeId>>,
+    /// Needs to attach to the next directory change.
+    pub dir_needs: Vec<ChangeId>,
+    /// The last directory change made.
+    pub last_dir_change: ChangeId,
+    /// Per inode: released blocks whose pointer-clearing inode write is not
+    /// made yet, with the indirect-block changes that cleared pointers to
+    /// them; attached to the inode's next write.
+    pub unattached: HashMap<u64, (Vec<Freed>, Vec<ChangeId>)>,
+    /// Releases waiting for their needs.
+    pub deferred: Vec<Deferred>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modes_parse_and_name() {
+        for m in WriteMode::ALL {
+            assert_eq!(WriteMode::parse(m.name()), Some(m));
+        }
+        assert_eq!(WriteMode::parse("journal"), None);
+        assert!(!WriteMode::Async.tracks() && WriteMode::Normal.tracks());
+        assert!(WriteMode::Softdep.delays() && !WriteMode::Sync.delays());
+    }
+
+    #[test]
+    fn flush_makes_written_changes_durable() {
+        let mut l = Ledger::default();
+        let a = l.new_id(10);
+        let b = l.new_id(20);
+        assert!(!l.durable(a) && l.durable(0));
+        l.written(a);
+        assert!(!l.durable(a), "written is not durable before a flush");
+        assert_eq!(l.owner(b), Some(20));
+        l.flushed();
+        assert!(l.durable(a) && !l.durable(b));
+        assert!(l.durable_below(b) && !l.durable_below(b + 1));
+        l.moot(&[b]);
+        assert!(l.durable(b) && l.owner(b).is_none());
+    }
+}
