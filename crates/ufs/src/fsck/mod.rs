@@ -108,6 +108,17 @@ pub struct Finding {
     pub fixed: bool,
 }
 
+impl Finding {
+    /// Whether this is damage ordered writes may leave after a crash (the
+    /// write-ordering issue's rule, after McKusick and Ganger): what preen
+    /// repairs silently, except resources in use that the bitmaps call
+    /// free. Blocks and inodes marked used but unreferenced, link counts
+    /// too high, counters and the clean flag are within it.
+    pub fn within_crash_guarantee(&self) -> bool {
+        self.severity == Severity::Preen && !self.message.starts_with(pass5::USED_MARKED_FREE)
+    }
+}
+
 /// Result of a run.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct FsckReport {
@@ -263,6 +274,8 @@ pub(crate) struct Pass5Kinds {
     pub csum_n: u64,
     pub header_n: u64,
     pub maps_n: u64,
+    pub lost: Option<usize>,
+    pub lost_n: u64,
 }
 
 pub(crate) struct Ctx<'a> {

@@ -15,6 +15,8 @@ use ufs_format::cg::{CG_CKHASH_OFF, CG_CS_OFF, CG_FRSUM_OFF};
 use ufs_format::CsumTotal;
 
 const P5: &str = "pass5";
+/// The pass-5 finding for resources in use that the maps call free.
+pub(crate) const USED_MARKED_FREE: &str = "ALLOCATED INODE(S) OR FRAG(S) MARKED FREE IN BIT MAPS";
 
 struct Layout {
     iusedoff: usize,
@@ -112,6 +114,18 @@ pub(super) fn pass5(ctx: &mut Ctx) -> R<()> {
             // 3. The maps.
             let r = lay.iusedoff..lay.iusedoff + mapsize;
             if old[r.clone()] != base[r.clone()] {
+                // Worse than a leak: something in use that the disk's maps
+                // call free (a crash that wrote a pointer before the bit)
+                // would be handed out twice. Preen still repairs it, as
+                // fsck_ffs does, but it is outside what ordered writes
+                // promise (`Finding::within_crash_guarantee`).
+                let imap = lay.iusedoff..lay.freeoff;
+                let fmap = lay.freeoff..(lay.freeoff + g.fpg.div_ceil(8) as usize).min(lay.nextfreeoff);
+                let lost_inode = imap.clone().any(|i| base[i] & !old[i] != 0);
+                let lost_frag = fmap.clone().any(|i| old[i] & !base[i] != 0);
+                if lost_inode || lost_frag {
+                    kind(ctx, 3, c, USED_MARKED_FREE)?;
+                }
                 let fix = kind(ctx, 2, c, "BLK(S) MISSING IN BIT MAPS")?;
                 if fix {
                     out[r.clone()].copy_from_slice(&new[r.clone()]);
@@ -181,6 +195,7 @@ fn kind(ctx: &mut Ctx, k: usize, c: u64, msg: &str) -> R<bool> {
     let (slot, n) = match k {
         0 => (&mut ctx.p5.csum, &mut ctx.p5.csum_n),
         1 => (&mut ctx.p5.header, &mut ctx.p5.header_n),
+        3 => (&mut ctx.p5.lost, &mut ctx.p5.lost_n),
         _ => (&mut ctx.p5.maps, &mut ctx.p5.maps_n),
     };
     *n += 1;
@@ -197,6 +212,7 @@ fn kind(ctx: &mut Ctx, k: usize, c: u64, msg: &str) -> R<bool> {
     match k {
         0 => ctx.p5.csum = Some(i),
         1 => ctx.p5.header = Some(i),
+        3 => ctx.p5.lost = Some(i),
         _ => ctx.p5.maps = Some(i),
     }
     Ok(fix)
@@ -208,6 +224,7 @@ fn finish_kinds(ctx: &mut Ctx) {
         (ctx.p5.csum, ctx.p5.csum_n),
         (ctx.p5.header, ctx.p5.header_n),
         (ctx.p5.maps, ctx.p5.maps_n),
+        (ctx.p5.lost, ctx.p5.lost_n),
     ] {
         if let (Some(i), true) = (slot, n > 1) {
             if let Some(f) = ctx.findings.get_mut(i) {
