@@ -278,6 +278,9 @@ pub fn run(cfg: &OpsConfig, progress: Progress) -> ufs::Result<OpsReport> {
     let opts = MountOptions {
         dirhash: dh,
         cache_bytes: 256 << 20,
+        // Measured with every write delayed (the write modes are compared
+        // by `bench writeorder`).
+        write_mode: Some(ufs::order::WriteMode::Async),
         ..Default::default()
     };
 

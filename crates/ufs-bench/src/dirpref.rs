@@ -167,6 +167,9 @@ pub fn make_system(
         cache_bytes: sys.cache_bytes,
         readahead: 0,
         seed: Some(seed),
+        // Measured with every write delayed (the write modes are compared
+        // by `bench writeorder`).
+        write_mode: Some(ufs::order::WriteMode::Async),
         ..Default::default()
     };
     opts.dirhash.enabled = false;
@@ -363,6 +366,9 @@ fn make_variant(
         cache_bytes: sys.cache_bytes,
         readahead: 0,
         seed: Some(seed),
+        // Measured with every write delayed (the write modes are compared
+        // by `bench writeorder`).
+        write_mode: Some(ufs::order::WriteMode::Async),
         contigdirs: v.contigdirs,
         ..Default::default()
     };

@@ -165,6 +165,9 @@ pub fn run(
         readahead: 0,
         seed: Some(seed),
         inode_order: order,
+        // Measured with every write delayed (the write modes are compared
+        // by `bench writeorder`).
+        write_mode: Some(ufs::order::WriteMode::Async),
         ..Default::default()
     };
     opts.dirhash.maxmem = machine.dirhash_maxmem;

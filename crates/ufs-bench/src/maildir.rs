@@ -806,6 +806,9 @@ pub fn run(cfg: &MaildirConfig, progress: Progress) -> ufs::Result<MaildirReport
     let opts = MountOptions {
         dirhash: cfg.dirhash.clone(),
         seed: Some(cfg.seed),
+        // Measured with every write delayed (the write modes are compared
+        // by `bench writeorder`).
+        write_mode: Some(ufs::order::WriteMode::Async),
         ..MountOptions::default()
     };
     let (dev, fs) = fresh_fs(device_bytes, 4096, opts)?;

@@ -624,6 +624,13 @@ impl FsCore {
                 b[off..off + 4].copy_from_slice(&gen.to_le_bytes());
             }
             cg.set_cg_initediblk(cg.cg_initediblk() + g.inopb as u32);
+            if self.cache.mode().tracks() {
+                // A barrier write, as FreeBSD's ffs_nodealloccg does: the
+                // initialised block is durable before any group map that
+                // counts it (fsck reads inodes up to cg_initediblk).
+                self.cache.write_buf(addr)?;
+                self.cache.flush()?;
+            }
         }
         cg.set_inode_used(rel, true);
         let mut cs = cg.cg_cs();
@@ -642,6 +649,15 @@ impl FsCore {
         }
         cg.set_cg_cs(cs);
         self.commit_cg(c, &mut cg, before)?;
+        if self.cache.mode().tracks() {
+            // The initialised inode goes to disk only after its bit (as
+            // soft updates' inode-map dependency): an inode on disk is
+            // never in use while its map calls it free.
+            let bit = self.cache.latest(g.cgtod(c));
+            if bit != 0 {
+                self.order.inode_needs.entry(ino).or_default().push(bit);
+            }
+        }
         Ok(ino)
     }
 

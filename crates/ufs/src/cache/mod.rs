@@ -758,6 +758,11 @@ impl BufferCache {
         Ok(())
     }
 
+    /// Whether writing `b` now would write every change it holds.
+    fn writes_whole(&self, b: &Buf) -> bool {
+        b.deps.held.values().all(|(_, s)| s.iter().all(|h| h.needs.iter().all(|&n| self.ledger.durable(n))))
+    }
+
     /// The undurable needs of the oldest held change of each region of the
     /// buffer at `addr`.
     fn blocking_needs(&self, addr: u64) -> Vec<ChangeId> {
@@ -863,10 +868,21 @@ impl BufferCache {
 
     /// Makes everything durable: rounds of writing every dirty buffer and
     /// flushing, until no change waits (one round without ordering).
+    /// Each round writes only the buffers that can go out whole (nothing
+    /// they hold waits for an undurable change), so a buffer is normally
+    /// written once per sync; only when every dirty buffer waits is one
+    /// round written rolled back.
     pub fn sync(&mut self) -> Result<()> {
         loop {
             let before = self.ledger.pending();
-            self.write_all()?;
+            let whole: Vec<u64> = self.bufs.iter().filter(|(_, b)| b.dirty && self.writes_whole(b)).map(|(&a, _)| a).collect();
+            if whole.is_empty() {
+                self.write_all()?;
+            } else {
+                for a in whole {
+                    self.write_buf(a)?;
+                }
+            }
             self.flush()?;
             if self.dirty_count() == 0 {
                 return Ok(());

@@ -33,6 +33,15 @@ pub struct CrashState {
     pub writes: Vec<usize>,
     /// How the state was chosen: "prefix" or "reordered".
     pub kind: &'static str,
+    /// Writes issued when the power went: the state holds none of the
+    /// writes from this index on (a prefix's length; one past the crash
+    /// write of a reordering).
+    pub crash_point: usize,
+    /// Writes certainly on the media: every write below this index is in
+    /// the state (a prefix's length; for a reordering, the writes before
+    /// the last flush issued before the crash point). What an `fsync` that
+    /// returned after `durable` writes were logged promised is in the state.
+    pub durable: usize,
 }
 
 pub struct RecordingDevice<D: BlockDevice> {
@@ -67,22 +76,13 @@ impl<D: BlockDevice> RecordingDevice<D> {
         self.log.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    fn writes(&self) -> Vec<(u64, Vec<u8>)> {
-        self.log()
-            .into_iter()
-            .filter_map(|l| match l {
-                Logged::Write { off, data } => Some((off, data)),
-                Logged::Flush => None,
-            })
-            .collect()
-    }
-
     /// For each write, how many writes precede the last flush issued before
     /// it (the writes that are certainly on the media when it is issued).
     fn durable_before(&self) -> Vec<usize> {
         let mut out = Vec::new();
         let (mut n, mut durable) = (0usize, 0usize);
-        for l in self.log() {
+        let log = self.log.lock().unwrap_or_else(|p| p.into_inner());
+        for l in log.iter() {
             match l {
                 Logged::Write { .. } => {
                     out.push(durable);
@@ -100,7 +100,7 @@ impl<D: BlockDevice> RecordingDevice<D> {
     /// writes issued since the last flush before that point on top of
     /// everything flushed. Deterministic for a given `seed`.
     pub fn states(&self, max_prefix: usize, reorders: usize, seed: u64) -> Vec<CrashState> {
-        let n = self.writes().len();
+        let n = self.counts().0;
         let durable = self.durable_before();
         let mut out = Vec::new();
         let step = if max_prefix == 0 {
@@ -113,6 +113,8 @@ impl<D: BlockDevice> RecordingDevice<D> {
             out.push(CrashState {
                 writes: (0..k).collect(),
                 kind: "prefix",
+                crash_point: k,
+                durable: k,
             });
             if k == n {
                 break;
@@ -132,6 +134,8 @@ impl<D: BlockDevice> RecordingDevice<D> {
             out.push(CrashState {
                 writes,
                 kind: "reordered",
+                crash_point: at + 1,
+                durable: safe,
             });
         }
         out
@@ -140,7 +144,16 @@ impl<D: BlockDevice> RecordingDevice<D> {
     /// The image a crash in `state` leaves: the base with the state's
     /// writes applied in issue order.
     pub fn image(&self, state: &CrashState) -> Result<MemDevice> {
-        let writes = self.writes();
+        // Walk the log under its lock rather than copying every write's
+        // bytes for each image (a crash test builds thousands of them).
+        let log = self.log.lock().unwrap_or_else(|p| p.into_inner());
+        let writes: Vec<(u64, &[u8])> = log
+            .iter()
+            .filter_map(|l| match l {
+                Logged::Write { off, data } => Some((*off, data.as_slice())),
+                Logged::Flush => None,
+            })
+            .collect();
         let mut img = self.base.clone();
         for &i in &state.writes {
             let (off, data) = writes.get(i).ok_or_else(|| {
@@ -242,6 +255,16 @@ mod tests {
             if s.writes.iter().any(|&w| w >= 2) {
                 assert!(s.writes.starts_with(&[0, 1]), "{s:?}");
             }
+            // Crash at write 0 or 1: nothing flushed yet; at 2 or 3: the
+            // two writes before the flush are durable.
+            assert!(s.crash_point >= 1 && s.crash_point <= 4, "{s:?}");
+            let want = if s.crash_point <= 2 { 0 } else { 2 };
+            assert_eq!(s.durable, want, "{s:?}");
+            assert!(s.writes.iter().all(|&w| w < s.crash_point), "{s:?}");
+            assert!((0..s.durable).all(|w| s.writes.contains(&w)), "{s:?}");
+        }
+        for s in &states {
+            assert_eq!((s.crash_point, s.durable), (s.writes.len(), s.writes.len()));
         }
         assert!(
             re.iter().any(|s| s.writes == vec![0, 1, 3]),
@@ -251,7 +274,9 @@ mod tests {
         assert!(r
             .image(&CrashState {
                 writes: vec![9],
-                kind: "prefix"
+                kind: "prefix",
+                crash_point: 10,
+                durable: 10,
             })
             .is_err());
     }
