@@ -1,6 +1,6 @@
 //! Randomized directory operations checked against a model: every answer
 //! of lookup, create, unlink and rename must match a map of names, under
-//! each inode order for large directories.
+//! each inode order for large directories and each write mode.
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 use testkit::*;
@@ -40,7 +40,7 @@ fn image() -> (tempfile::TempDir, std::path::PathBuf) {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
     #[test]
-    fn directory_matches_model(ops in proptest::collection::vec(op(), 1..1500), order in 0usize..4) {
+    fn directory_matches_model(ops in proptest::collection::vec(op(), 1..1500), order in 0usize..4, mode in 0usize..4) {
         if !have_makefs() {
             return Ok(());
         }
@@ -50,6 +50,8 @@ proptest! {
         let opts = MountOptions {
             inode_order: ufs::alloc::placement::InodeOrder::ALL[order],
             inode_order_min: 2048,
+            // ... and every write mode.
+            write_mode: Some(ufs::order::WriteMode::ALL[mode]),
             ..MountOptions::default()
         };
         let fs = Fs::open_path(&img, opts).unwrap();

@@ -1,0 +1,249 @@
+//! The four write modes and vmiodir as a user meets them: every workload
+//! ends fsck clean with the right contents in every mode; soft updates
+//! delays what normal mode writes at once; releases wait for their
+//! pointers yet a full disk still takes the space back; the mode follows
+//! the superblock's soft-updates flag unless a mount option says
+//! otherwise; with vmiodir off directory blocks stay within their pool.
+use std::sync::Arc;
+use ufs::dev::{CountingDevice, MemDevice};
+use ufs::fsck::{fsck, FsckMode};
+use ufs::newfs::{newfs, NewfsParams};
+use ufs::order::WriteMode;
+use ufs::{Cred, ErrorKind, Fs, MountOptions, RenameMode, SetAttr};
+
+fn image(bytes: u64, softupdates: bool) -> Arc<MemDevice> {
+    let dev = Arc::new(MemDevice::new(bytes));
+    newfs(
+        &*dev,
+        &NewfsParams {
+            seed: Some(1),
+            time: Some(1_700_000_000),
+            softupdates,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    dev
+}
+
+fn opts(mode: Option<WriteMode>) -> MountOptions {
+    MountOptions {
+        write_mode: mode,
+        seed: Some(5),
+        ..Default::default()
+    }
+}
+
+fn data(seed: u64, len: usize) -> Vec<u8> {
+    (0..len).map(|i| ((i as u64 * 31 + seed * 7) % 251) as u8).collect()
+}
+
+fn file(fs: &Fs, dir: u64, name: &str, bytes: &[u8]) -> u64 {
+    let ino = fs.mknod(dir, name.as_bytes(), 0o100644, 0, Cred::ROOT).unwrap().ino;
+    // In pieces, so fragments grow, move and become blocks.
+    for (i, c) in bytes.chunks(3000).enumerate() {
+        fs.write(ino, (i * 3000) as u64, c, Cred::ROOT).unwrap();
+    }
+    ino
+}
+
+fn read_all(fs: &Fs, path: &str) -> Vec<u8> {
+    let ino = fs.resolve(std::path::Path::new(path)).unwrap();
+    let size = fs.getattr(ino).unwrap().size;
+    fs.read(ino, 0, size as usize).unwrap()
+}
+
+/// Creates, writes, links, renames (files and directories, across
+/// directories, over existing targets, exchanges), truncates, unlinks and
+/// removes directories.
+fn workload(fs: &Fs) {
+    let r = fs.root();
+    let a = fs.mkdir(r, b"a", 0o755, Cred::ROOT).unwrap().ino;
+    let b = fs.mkdir(r, b"b", 0o755, Cred::ROOT).unwrap().ino;
+    let deep = fs.mkdir(a, b"deep", 0o755, Cred::ROOT).unwrap().ino;
+    fs.mkdir(deep, b"leaf", 0o755, Cred::ROOT).unwrap();
+    for i in 0..40u64 {
+        file(fs, a, &format!("f{i}"), &data(i, ((i * 7919) % 20_000) as usize));
+    }
+    // A file reaching into the indirect blocks.
+    let big = file(fs, b, "big", &data(99, 700_000));
+    fs.fsync(big).unwrap();
+    let f0 = fs.lookup(a, b"f0").unwrap().ino;
+    fs.link(f0, b, b"f0-link").unwrap();
+    for i in 0..40u64 {
+        let n = format!("f{i}");
+        match i % 5 {
+            0 => fs.rename(a, n.as_bytes(), b, n.as_bytes(), RenameMode::Replace).unwrap(),
+            1 => fs.unlink(a, n.as_bytes()).unwrap(),
+            2 => {
+                let ino = fs.lookup(a, n.as_bytes()).unwrap().ino;
+                let s = SetAttr { size: Some(1234), ..Default::default() };
+                fs.setattr(ino, &s, Cred::ROOT).unwrap();
+            }
+            _ => {}
+        }
+    }
+    // Over an existing file, and an exchange.
+    fs.rename(a, b"f3", a, b"f4", RenameMode::Replace).unwrap();
+    fs.rename(a, b"f8", b, b"f0", RenameMode::Exchange).unwrap();
+    // A directory moves to another parent, over an empty directory.
+    fs.mkdir(b, b"target", 0o755, Cred::ROOT).unwrap();
+    fs.rename(a, b"deep", b, b"target", RenameMode::Replace).unwrap();
+    fs.mkdir(b, b"gone", 0o755, Cred::ROOT).unwrap();
+    fs.rmdir(b, b"gone").unwrap();
+    let s = SetAttr { size: Some(40_000), ..Default::default() };
+    fs.setattr(big, &s, Cred::ROOT).unwrap();
+}
+
+#[test]
+fn every_mode_ends_fsck_clean_with_the_right_contents() {
+    for mode in WriteMode::ALL {
+        let dev = image(32 << 20, false);
+        let fs = Fs::open(Box::new(dev.clone()), opts(Some(mode))).unwrap();
+        workload(&fs);
+        fs.unmount().unwrap();
+        drop(fs);
+        let rep = fsck(&*dev, FsckMode::Check).unwrap();
+        assert!(rep.findings.is_empty(), "{mode:?}: {:?}", rep.findings);
+        let fs = Fs::open(Box::new(dev.clone()), opts(Some(mode))).unwrap();
+        assert_eq!(read_all(&fs, "b/big"), data(99, 40_000), "{mode:?}");
+        assert_eq!(read_all(&fs, "a/f2"), data(2, 15_838)[..1234].to_vec(), "{mode:?}");
+        assert_eq!(read_all(&fs, "a/f4"), data(3, 23_757 % 20_000), "{mode:?}: f3 renamed over f4");
+        assert_eq!(read_all(&fs, "b/f0"), data(8, (8 * 7919) % 20_000), "{mode:?}: exchanged");
+        assert_eq!(read_all(&fs, "a/f8"), data(0, 0), "{mode:?}: exchanged");
+        assert_eq!(fs.lookup(fs.root(), b"a").unwrap().nlink, 2, "{mode:?}: deep moved out");
+        let t = fs.resolve(std::path::Path::new("b/target")).unwrap();
+        assert!(fs.lookup(t, b"leaf").is_ok(), "{mode:?}");
+        assert_eq!(fs.lookup(fs.root(), b"b").unwrap().nlink, 3, "{mode:?}");
+        assert_eq!(
+            fs.lookup(fs.resolve(std::path::Path::new("b")).unwrap(), b"f0-link").unwrap().nlink,
+            2,
+            "{mode:?}"
+        );
+    }
+}
+
+/// Writes reaching the device while creating files, without any sync.
+fn writes_for_creates(mode: WriteMode) -> (u64, u64) {
+    let dev = image(32 << 20, false);
+    let counted = Arc::new(CountingDevice::new(dev.clone()));
+    let fs = Fs::open(Box::new(counted.clone()), opts(Some(mode))).unwrap();
+    let before = counted.stats();
+    let d = fs.mkdir(fs.root(), b"d", 0o755, Cred::ROOT).unwrap().ino;
+    for i in 0..200 {
+        fs.mknod(d, format!("n{i}").as_bytes(), 0o100644, 0, Cred::ROOT).unwrap();
+    }
+    let after = counted.stats();
+    let order = fs.stats(None, false).unwrap().order;
+    assert_eq!(order.mode, mode.name());
+    fs.unmount().unwrap();
+    assert!(fsck(&*dev, FsckMode::Check).unwrap().findings.is_empty(), "{mode:?}");
+    (after.writes - before.writes, after.flushes - before.flushes)
+}
+
+#[test]
+fn soft_updates_delay_what_normal_mode_writes_at_once() {
+    let (soft, soft_flushes) = writes_for_creates(WriteMode::Softdep);
+    let (async_w, _) = writes_for_creates(WriteMode::Async);
+    let (normal, normal_flushes) = writes_for_creates(WriteMode::Normal);
+    let (sync, _) = writes_for_creates(WriteMode::Sync);
+    // Normal forces each new inode (and its map) out before its name: at
+    // least one synchronous write and flush per create.
+    assert!(normal >= 200 && normal_flushes >= 200, "normal: {normal} writes, {normal_flushes} flushes");
+    // Sync mode writes every changed block of every operation.
+    assert!(sync > normal, "sync {sync} vs normal {normal}");
+    // Soft updates and async write only new inode blocks (a barrier write
+    // each in soft updates) until the next sync.
+    assert!(soft <= 10 && soft_flushes <= 10, "softdep: {soft} writes, {soft_flushes} flushes");
+    assert!(async_w <= 2, "async: {async_w} writes");
+}
+
+#[test]
+fn mode_follows_the_superblock_unless_an_option_says_otherwise() {
+    for (softupdates, option, want) in [
+        (true, None, WriteMode::Softdep),
+        (false, None, WriteMode::Normal),
+        (true, Some(WriteMode::Async), WriteMode::Async),
+        (false, Some(WriteMode::Sync), WriteMode::Sync),
+    ] {
+        let dev = image(16 << 20, softupdates);
+        let fs = Fs::open(Box::new(dev), opts(option)).unwrap();
+        assert_eq!(fs.stats(None, false).unwrap().order.mode, want.name());
+    }
+}
+
+#[test]
+fn a_full_disk_takes_back_released_blocks_before_failing() {
+    let dev = image(16 << 20, true);
+    let fs = Fs::open(Box::new(dev.clone()), opts(None)).unwrap();
+    let r = fs.root();
+    let chunk = vec![7u8; 1 << 20];
+    let fill = |name: &[u8]| -> u64 {
+        let ino = fs.mknod(r, name, 0o100644, 0, Cred::ROOT).unwrap().ino;
+        let mut off = 0;
+        loop {
+            match fs.write(ino, off, &chunk, Cred::ROOT) {
+                Ok(n) if n == chunk.len() => off += n as u64,
+                Ok(n) => return off + n as u64,
+                Err(e) => {
+                    assert_eq!(e.kind, ErrorKind::NoSpace);
+                    return off;
+                }
+            }
+        }
+    };
+    let first = fill(b"one");
+    assert!(first > 8 << 20, "filled {first} bytes");
+    fs.unlink(r, b"one").unwrap();
+    // The blocks wait for the cleared inode to reach the disk; the second
+    // fill must get them anyway.
+    let second = fill(b"two");
+    assert!(second + (1 << 20) >= first, "second fill {second} after first {first}");
+    fs.unmount().unwrap();
+    assert!(fsck(&*dev, FsckMode::Check).unwrap().findings.is_empty());
+}
+
+#[test]
+fn vmiodir_off_keeps_directory_blocks_in_their_pool() {
+    let walk = |vmiodir: bool| {
+        let dev = image(64 << 20, false);
+        let o = MountOptions {
+            vmiodir,
+            cache_bytes: 8 << 20,
+            write_mode: Some(WriteMode::Async),
+            ..opts(None)
+        };
+        let fs = Fs::open(Box::new(dev.clone()), o).unwrap();
+        let r = fs.root();
+        for i in 0..300 {
+            let d = fs.mkdir(r, format!("d{i}").as_bytes(), 0o755, Cred::ROOT).unwrap().ino;
+            for j in 0..20 {
+                fs.mknod(d, format!("a-longer-file-name-{j}").as_bytes(), 0o100644, 0, Cred::ROOT).unwrap();
+            }
+        }
+        fs.drop_caches().unwrap();
+        let before = fs.cache_stats().kind(ufs::cache::BlockKind::Dir).reads;
+        for _round in 0..3 {
+            for i in 0..300 {
+                let d = fs.lookup(r, format!("d{i}").as_bytes()).unwrap().ino;
+                assert_eq!(fs.readdir(d, 0, 1000).unwrap().len(), 22);
+            }
+        }
+        let st = fs.cache_stats();
+        if !vmiodir {
+            let lim = st.dir_pool_limit.expect("a pool with vmiodir off");
+            assert_eq!(lim, ufs::fs::dir_pool_bytes(8 << 20));
+            assert!(st.dir_pool_bytes.unwrap() <= lim, "{st:?}");
+        } else {
+            assert!(st.dir_pool_limit.is_none());
+        }
+        fs.unmount().unwrap();
+        st.kind(ufs::cache::BlockKind::Dir).reads - before
+    };
+    let on = walk(true);
+    let off = walk(false);
+    // 300 directory blocks fit the 8 MB cache but not a 400 KB pool: with
+    // vmiodir off every round reads them again.
+    assert!(on <= 301, "vmiodir on: {on} directory reads (each block once, root included)");
+    assert!(off >= 3 * 250, "vmiodir off: {off} directory reads");
+}
