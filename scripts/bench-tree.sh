@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Tar extraction of /usr/include, find, rm -rf, with caches dropped between
 # steps (../shared/tools/peer-tree.sh), on a ufskit FUSE mount and on the
-# kernel's ext4 on a loop device, side by side in one run.
+# kernel's ext4 on a loop device, side by side in one run; ufskit once per
+# write mode (UFSKIT_MODES, default "normal sync async softdep"; each on a
+# fresh image), so the modes and ext4 share the machine's state.
 # usage: scripts/bench-tree.sh [RUNS] [TREE]   (as root)
+# Results also go to results/bench-tree.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-3}
@@ -26,17 +29,24 @@ echo "tree: $tree ($entries entries, $((bytes / 1000000)) MB), $runs runs"
 mkdir -p "$work/ufs" "$work/ext4"
 truncate -s 4G "$work/ext4.img" && mkfs.ext4 -q -F "$work/ext4.img"
 mount -o loop "$work/ext4.img" "$work/ext4"
-$U newfs -s 4G "$work/ufs.img" >/dev/null
-$U mount ${UFSKIT_MOUNT_OPTS:+-o $UFSKIT_MOUNT_OPTS} "$work/ufs.img" "$work/ufs"
-# ufskit keeps its own buffer cache in the daemon: SIGUSR1 drops its clean
-# blocks, so "cold" means cold for both.
-daemon=$(pgrep -f "ufskit mount -f .*$work/ufs" | head -1)
-for i in $(seq "$runs"); do
-  e=$(bash "$peer" "$work/ext4" "$work/tree.tar")
-  kill -USR1 "$daemon"
-  u=$(UFSKIT_DROP="kill -USR1 $daemon" bash "$peer" "$work/ufs" "$work/tree.tar")
-  echo "run $i ext4: $e"
-  echo "run $i ufskit: $u"
+modes=${UFSKIT_MODES:-normal sync async softdep}
+out=results/bench-tree.txt
+mkdir -p results
+echo "tree: $tree ($entries entries), runs: $runs, modes: $modes, seconds (wall)" > "$out"
+for mode in $modes; do
+  rm -f "$work/ufs.img"
+  $U newfs -s 4G "$work/ufs.img" >/dev/null
+  $U mount -o "$mode${UFSKIT_MOUNT_OPTS:+,$UFSKIT_MOUNT_OPTS}" "$work/ufs.img" "$work/ufs"
+  # ufskit keeps its own buffer cache in the daemon: SIGUSR1 drops its clean
+  # blocks, so "cold" means cold for both.
+  daemon=$(pgrep -f "ufskit mount -f .*$work/ufs" | head -1)
+  for i in $(seq "$runs"); do
+    e=$(bash "$peer" "$work/ext4" "$work/tree.tar")
+    kill -USR1 "$daemon"
+    u=$(UFSKIT_DROP="kill -USR1 $daemon" bash "$peer" "$work/ufs" "$work/tree.tar")
+    echo "run $i ext4:            $e" | tee -a "$out"
+    printf 'run %s ufskit %-8s %s\n' "$i" "$mode:" "$u" | tee -a "$out"
+  done
+  $U umount "$work/ufs"
+  echo "fsck after $mode: $($U fsck -n "$work/ufs.img" | tail -1)" | tee -a "$out"
 done
-$U umount "$work/ufs"
-$U fsck -n "$work/ufs.img" | tail -1

@@ -7,6 +7,7 @@ cargo build --release --workspace
 cargo test --workspace --release 2>&1
 python3 analysis/test_plot_dirhash.py
 python3 analysis/test_plot_largedir.py
+python3 analysis/test_plot_writeorder.py
 # The quick dirhash benchmark end to end: JSON, summary, plots, fsck clean.
 target/release/ufskit bench dirhash --quick --out "${TMPDIR:-/tmp}/ufskit-ci-bench"
 # Seed 000's dirpref experiment, quick profile, on the modeled disk: table,
@@ -17,3 +18,7 @@ test -s "${TMPDIR:-/tmp}/ufskit-ci-bench/dirpref_times.png"
 # fsck clean.
 target/release/ufskit bench largedir --quick --out "${TMPDIR:-/tmp}/ufskit-ci-bench"
 test -s "${TMPDIR:-/tmp}/ufskit-ci-bench/largedir_per_file.png"
+# Write modes on the modeled disk (quick profile) and the crash tester in
+# soft-updates mode over every workload.
+target/release/ufskit bench writeorder --quick --out "${TMPDIR:-/tmp}/ufskit-ci-bench"
+target/release/ufskit crashtest --mode softdep --out "${TMPDIR:-/tmp}/ufskit-ci-bench"

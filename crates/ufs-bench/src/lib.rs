@@ -13,12 +13,19 @@
 //!   traditional and Orlov directory placement on the modeled disks of
 //!   seed `000_*` (trees from [`tree`]);
 //! - [`largedir`]: seed `001_*`'s script (create, ls, tar, find, `cp -a`,
-//!   `rm -rf` of one huge directory, cold cache) under each inode order.
+//!   `rm -rf` of one huge directory, cold cache) under each inode order;
+//! - [`writeorder`]: the write modes (normal, sync, async, soft updates) on
+//!   a modeled disk: many empty files created and removed, and seed
+//!   `004_*`'s MH folder (create, `folder -pack`, `rm -rf`);
+//! - [`crashtest`]: crash states of small workloads under each write mode,
+//!   checked with fsck and against what `fsync` promised.
+pub mod crashtest;
 pub mod dirhash_ops;
 pub mod dirpref;
 pub mod largedir;
 pub mod maildir;
 pub mod tree;
+pub mod writeorder;
 
 use std::sync::Arc;
 use ufs::dev::MemDevice;

@@ -320,7 +320,7 @@ impl FsCore {
         let needs = self.order.inode_needs.remove(&ino).unwrap_or_default();
         let (id, b) =
             self.cache
-                .modify_tracked(addr, bsize, BlockKind::Inode, off, DINODE_SIZE, &needs)?;
+                .modify_tracked(addr, bsize, BlockKind::Inode, off, DINODE_SIZE, &needs, None)?;
         b[off..off + DINODE_SIZE].copy_from_slice(di.as_bytes());
         if let Some((frees, mut needs)) = self.order.unattached.remove(&ino) {
             needs.push(id);
@@ -345,7 +345,7 @@ impl FsCore {
     pub fn block_pointer_needs(&self, bno: u64) -> [ChangeId; 2] {
         [
             self.cache.latest(bno),
-            self.cache.latest(self.g.cgtod(self.g.dtog(bno))),
+            self.cache.region_latest(self.g.cgtod(self.g.dtog(bno)), 0),
         ]
     }
 

@@ -363,16 +363,21 @@ impl Fs {
         )?;
         di.set_nlink(2);
         set_dirdepth(&mut di, dirdepth(&pdi) + 1);
+        // The parent counts the new '..' before anything on disk holds it
+        // (a crash leaves the count high, never low), as FFS's mkdir.
+        pdi.set_nlink(pdi.nlink() + 1);
+        let counted = c.write_inode(parent, &pdi)?;
+        if counted != 0 {
+            c.order.inode_needs.entry(ino).or_default().push(counted);
+        }
         let r = c.dir_init(ino, &mut di, parent, cred.reserve());
         c.write_inode(ino, &di)?;
         if let Err(e) = r {
+            pdi.set_nlink(pdi.nlink() - 1);
+            c.write_inode(parent, &pdi)?;
             undo_create(&mut c, ino)?;
             return Err(e);
         }
-        // The parent counts the new '..' before the name leads to it (a
-        // crash leaves the count high, never low).
-        pdi.set_nlink(pdi.nlink() + 1);
-        let counted = c.write_inode(parent, &pdi)?;
         c.order.dir_needs.push(counted);
         if let Err(e) = c.dir_enter(parent, &mut pdi, name, ino, dt::DT_DIR, cred.reserve()) {
             pdi.set_nlink(pdi.nlink() - 1);
@@ -653,6 +658,14 @@ impl Fs {
             ));
         }
         if mode == RenameMode::Exchange {
+            if c.cache.mode().tracks() {
+                // Two entries in two places change at once: no order of
+                // the two writes keeps both files named after a crash.
+                return Err(Error::new(
+                    ErrorKind::Invalid,
+                    "RENAME_EXCHANGE is not supported with ordered writes (mount -o async to allow it)",
+                ));
+            }
             let d = dst
                 .clone()
                 .ok_or_else(|| Error::new(ErrorKind::NotFound, "target vanished"))?;
@@ -735,7 +748,9 @@ impl Fs {
         }
         let new_name = c.order.last_dir_change;
         touch(&mut npdi, true, true, false);
-        c.write_inode(newparent, &npdi)?;
+        // The new name is there only once the directory's size covers it
+        // (it may have grown a chunk for it).
+        let covered = c.write_inode(newparent, &npdi)?;
         // 4. The replaced inode loses the name; a replaced directory's '..'
         //    stops counting for the new parent once it is gone.
         if let Some(d) = &dst {
@@ -751,8 +766,9 @@ impl Fs {
         }
         // 5. Remove the old name, once the new one is durable.
         let mut pdi = dir_inode(&mut c, parent)?;
-        c.order.dir_needs.push(new_name);
+        c.order.dir_needs.extend([new_name, covered]);
         c.dir_remove(parent, &mut pdi, name, Reserve::Privileged)?;
+        let old_name_gone = c.order.last_dir_change;
         touch(&mut pdi, true, true, false);
         c.write_inode(parent, &pdi)?;
         let mut sdi = live_inode(&mut c, src.ino)?;
@@ -761,6 +777,9 @@ impl Fs {
         // 6. A moved directory gets a new '..' and depth; the old parent's
         //    count drops once the old '..' is gone.
         if moving_dir {
+            // Only once the move itself is on disk (FFS: new entry, old
+            // entry removed, then '..').
+            c.order.dir_needs.push(old_name_gone);
             c.dir_rewrite(src.ino, &sdi, b"..", newparent, dt::DT_DIR)?;
             let mut pdi = dir_inode(&mut c, parent)?;
             pdi.set_nlink(pdi.nlink().saturating_sub(1));

@@ -3,7 +3,7 @@
 //! installed, draws the plots with the scripts in `analysis/`.
 use std::path::{Path, PathBuf};
 use ufs::alloc::placement::InodeOrder;
-use ufs_bench::{dirhash_ops, dirpref, largedir, maildir, tree};
+use ufs_bench::{dirhash_ops, dirpref, largedir, maildir, tree, writeorder};
 
 #[derive(clap::Args)]
 pub struct BenchArgs {
@@ -61,6 +61,19 @@ enum Which {
         /// 10,000 and 30,000 files, orders off and offset (a minute).
         #[arg(long)]
         quick: bool,
+    },
+    /// The write modes (normal, sync, async, softdep) on a modeled disk:
+    /// 10,000 empty files created and removed, and seed 004's MH folder
+    /// (33,164 messages created, `folder -pack`, `rm -rf`); modeled time
+    /// of each phase with its sync, soft updates against normal and async.
+    Writeorder {
+        /// 2,000 files and a 3,000-message folder instead.
+        #[arg(long)]
+        quick: bool,
+        /// Directory blocks in the main buffer cache (on) or a small pool
+        /// of their own (off).
+        #[arg(long, default_value = "on", value_parser = ["on", "off"])]
+        vmiodir: String,
     },
 }
 
@@ -295,8 +308,121 @@ pub fn cmd_bench(a: BenchArgs) -> Result<(), String> {
                 plot("plot_largedir.py", &json, &a.out);
             }
         }
+        Which::Writeorder { quick, vmiodir } => {
+            let mut cfg = if quick {
+                writeorder::Config::quick()
+            } else {
+                writeorder::Config::full()
+            };
+            cfg.vmiodir = vmiodir == "on";
+            println!(
+                "disk {}, {} MiB file system, buffer cache {} MiB, vmiodir {}; {} files, {} messages; cold cache at the start",
+                cfg.disk,
+                cfg.fs_bytes >> 20,
+                cfg.cache_bytes >> 20,
+                vmiodir,
+                cfg.files,
+                cfg.messages
+            );
+            let b = bar(1);
+            let r = writeorder::run_all(&cfg, &mut |done, total, msg| {
+                b.set_length(total.max(1));
+                b.set_position(done);
+                b.set_message(msg.to_string());
+            })
+            .map_err(|e| format!("bench writeorder: {e}"))?;
+            b.finish_and_clear();
+            print_writeorder_table(&r);
+            let json = a.out.join("writeorder.json");
+            write_json(&json, &r)?;
+            println!("results: {}", json.display());
+            for run in r.runs.iter().filter(|x| !x.fsck_clean) {
+                eprintln!(
+                    "ufskit: {} under {}: fsck findings: {}",
+                    run.workload,
+                    run.mode.name(),
+                    run.fsck_findings.join("; ")
+                );
+            }
+            if !r.fsck_clean() {
+                return Err("an image was not fsck clean after the benchmark".into());
+            }
+            if !a.no_plots {
+                plot("plot_writeorder.py", &json, &a.out);
+            }
+        }
     }
     Ok(())
+}
+
+/// Phase × mode: modeled seconds of each phase with its sync, the two
+/// ratios, then the write-ordering counters of each run.
+fn print_writeorder_table(r: &writeorder::Report) {
+    use ufs::order::WriteMode;
+    let opt = |v: Option<f64>, scale: f64| match v {
+        Some(x) => format!("{:.3}", x * scale),
+        None => "-".into(),
+    };
+    println!("modeled seconds of each phase with its final sync");
+    print!("{:<12}", "phase");
+    for m in WriteMode::ALL {
+        print!(" {:>10}", m.name());
+    }
+    println!(" {:>16} {:>16}", "normal/softdep", "softdep/async");
+    for x in &r.ratios {
+        print!("{:<12}", format!("{} {}", x.workload, x.phase));
+        for v in [x.normal_ms, x.sync_ms, x.async_ms, x.softdep_ms] {
+            print!(" {:>10}", opt(v, 1e-3));
+        }
+        let ratio = |v: Option<f64>| match v {
+            Some(x) => format!("{x:.2}x"),
+            None => "-".into(),
+        };
+        println!(
+            " {:>16} {:>16}",
+            ratio(x.softdep_speedup_vs_normal),
+            ratio(x.softdep_vs_async)
+        );
+    }
+    println!(
+        "\n{:<12} {:<8} {:>9} {:>9} {:>9} {:>8} {:>8} {:>9} {:>8} {:>8} {:>8} {:>9}",
+        "phase",
+        "mode",
+        "phase s",
+        "+sync s",
+        "wall ms",
+        "reads",
+        "writes",
+        "changes",
+        "held",
+        "rollbk",
+        "forced",
+        "flushes"
+    );
+    for run in &r.runs {
+        for p in &run.phases {
+            println!(
+                "{:<12} {:<8} {:>9.3} {:>9.3} {:>9.1} {:>8} {:>8} {:>9} {:>8} {:>8} {:>8} {:>9}",
+                format!("{} {}", p.workload, p.name),
+                run.mode.name(),
+                p.modeled_ms / 1e3,
+                p.modeled_sync_ms / 1e3,
+                p.wall_sync_ms,
+                p.reads,
+                p.writes,
+                p.order_sync.changes,
+                p.order_sync.held,
+                p.order_sync.rollbacks,
+                p.order_sync.forced_writes,
+                p.order_sync.flushes
+            );
+        }
+    }
+    println!(
+        "(order counters and device requests include the sync; fsck {}; {:.1} s in all)",
+        if r.fsck_clean() { "clean" } else { "NOT CLEAN" },
+        r.wall_s
+    );
 }
 
 /// Seed 001's figures: modeled µs per file for each step, and the layout.

@@ -2,7 +2,8 @@
 //! prints results; it holds no file-system logic of its own.
 //!
 //! Exit status: 0 on success; 1 on a usage or operational error (message on
-//! stderr); fsck uses the codes documented in `ufs::fsck`.
+//! stderr); fsck uses the codes documented in `ufs::fsck`; crashtest exits
+//! 2 when a write mode that promises consistency broke it.
 #![deny(unsafe_code)]
 use clap::{Parser, Subcommand};
 use std::path::{Path, PathBuf};
@@ -11,6 +12,7 @@ use ufs::dev::{BlockDevice, FileDevice};
 use ufs::{DirPref, MountOptions};
 
 mod bench;
+mod crashtest;
 mod daemon;
 mod stats;
 
@@ -82,6 +84,10 @@ enum Cmd {
     /// Run a benchmark and write JSON results (and plots when Python's
     /// matplotlib is installed).
     Bench(bench::BenchArgs),
+    /// Crash-test the write modes: run small workloads on a recording
+    /// device, check every crash state with fsck and against what fsync
+    /// promised (exit 2 when normal, sync or softdep broke a guarantee).
+    Crashtest(crashtest::CrashtestArgs),
 }
 
 #[derive(clap::Args)]
@@ -547,6 +553,7 @@ fn run() -> Result<ExitCode, String> {
             dir,
         } => stats::cmd_stats(&dir, json, verify, lowmem)?,
         Cmd::Bench(a) => bench::cmd_bench(a)?,
+        Cmd::Crashtest(a) => return crashtest::cmd_crashtest(a),
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -812,3 +812,41 @@ fn exec_while_pages_are_dirty_does_not_deadlock_the_daemon() {
     m.umount();
     fsck_clean(&img);
 }
+
+/// `ufskit crashtest` on a small profile: async is reported with its note
+/// and does not fail the run, the JSON report is written, bad arguments
+/// are refused with a clear message.
+#[test]
+fn crashtest_reports_async_without_failing() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(ufskit()
+        .args(["crashtest", "--mode", "async", "--workload", "unlink,mkdir"])
+        .args(["--prefixes", "20", "--reorders", "20", "--out"])
+        .arg(dir.path()));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("repair-failed") && text.contains("async"),
+        "{text}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("crashtest.json")).unwrap())
+            .unwrap();
+    let results = json["results"].as_array().unwrap();
+    assert_eq!(results.len(), 2);
+    let states: u64 = results.iter().map(|r| r["states"].as_u64().unwrap()).sum();
+    assert_eq!(json["total_states"].as_u64(), Some(states));
+    assert!(states >= 40);
+    let damaged: u64 = results
+        .iter()
+        .map(|r| r["inconsistent"].as_u64().unwrap() + r["fsynced_lost"].as_u64().unwrap())
+        .sum();
+    assert!(damaged > 0, "async showed no damage: {text}");
+    assert!(text.contains("async mode orders no writes"), "{text}");
+
+    let bad = ufskit()
+        .args(["crashtest", "--mode", "journal"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown mode 'journal'"));
+}

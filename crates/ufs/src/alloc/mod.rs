@@ -28,6 +28,9 @@ use ufs_format::*;
 /// For every pattern of a block's fragment bits (bit i = fragment i free),
 /// the set of maximal free run lengths it contains (bit n = a run of n).
 /// The role of FreeBSD's `fragtbl`, computed rather than tabulated.
+/// Byte offset of `cg_initediblk` in a cylinder group (`struct cg`).
+const CG_INITEDIBLK_OFF: usize = 120;
+
 const fn run_table(frag: u32) -> [u16; 256] {
     let mut t = [0u16; 256];
     let mut bits = 0;
@@ -612,25 +615,26 @@ impl FsCore {
             )));
         }
         // Lazy initialisation: make sure the inode's block has been written.
+        let mut made = Vec::new();
         while rel + g.inopb > cg.cg_initediblk() as u64 && (cg.cg_initediblk() as u64) < g.ipg {
             let first = c * g.ipg + cg.cg_initediblk() as u64;
             let addr = g.ino_to_fsba(first);
             let gens: Vec<u32> = (0..g.inopb).map(|_| self.random_gen()).collect();
-            let b = self
-                .cache
-                .create(addr, g.bsize as usize, BlockKind::Inode)?;
+            let b = self.cache.create(addr, g.bsize as usize, BlockKind::Inode)?;
             for (i, gen) in gens.into_iter().enumerate() {
                 let off = i * DINODE_SIZE + 80;
                 b[off..off + 4].copy_from_slice(&gen.to_le_bytes());
             }
             cg.set_cg_initediblk(cg.cg_initediblk() + g.inopb as u32);
-            if self.cache.mode().tracks() {
-                // A barrier write, as FreeBSD's ffs_nodealloccg does: the
-                // initialised block is durable before any group map that
-                // counts it (fsck reads inodes up to cg_initediblk).
-                self.cache.write_buf(addr)?;
-                self.cache.flush()?;
-            }
+            made.push(self.cache.latest(addr));
+        }
+        if !made.is_empty() && self.cache.mode().tracks() {
+            // fsck reads inodes up to cg_initediblk: the group may count the
+            // new blocks only once they are on disk (FreeBSD's
+            // ffs_nodealloccg uses a barrier write; here the field waits,
+            // rolled back, while the rest of the group goes out).
+            let len = g.fragroundup(g.cgsize) as usize;
+            self.cache.modify_tracked(g.cgtod(c), len, BlockKind::Cg, CG_INITEDIBLK_OFF, 4, &made, None)?;
         }
         cg.set_inode_used(rel, true);
         let mut cs = cg.cg_cs();
@@ -653,7 +657,7 @@ impl FsCore {
             // The initialised inode goes to disk only after its bit (as
             // soft updates' inode-map dependency): an inode on disk is
             // never in use while its map calls it free.
-            let bit = self.cache.latest(g.cgtod(c));
+            let bit = self.cache.region_latest(g.cgtod(c), 0);
             if bit != 0 {
                 self.order.inode_needs.entry(ino).or_default().push(bit);
             }

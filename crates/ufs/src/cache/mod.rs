@@ -21,7 +21,7 @@
 //!   own and are evicted within it; with it on they share the main budget.
 use crate::dev::BlockDevice;
 use crate::error::Result;
-use crate::order::{BufDeps, ChangeId, Held, Ledger, OrderStats, WriteMode};
+use crate::order::{BufDeps, ChangeId, EntryOp, Held, Ledger, OrderStats, WriteMode};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -428,6 +428,7 @@ impl BufferCache {
         roff: usize,
         rlen: usize,
         needs: &[ChangeId],
+        entry: Option<EntryOp>,
     ) -> Result<(ChangeId, &mut [u8])> {
         if !self.mode.tracks() {
             return Ok((0, self.modify(addr, len, kind)?));
@@ -453,8 +454,9 @@ impl BufferCache {
         let b = self.bufs.get_mut(&addr).expect("buffer just ensured");
         b.dirty = true;
         let region = b.deps.held.get(&(roff as u32));
-        // Earlier changes of the same region go to disk in the same write.
-        if let Some((_, stack)) = region {
+        // Earlier changes of the same region go to disk in the same write
+        // (unless directory entries may go one by one).
+        if let (Some((_, stack)), None) = (region, &entry) {
             unmet.retain(|n| !stack.iter().any(|h| h.id == *n));
         }
         let id = if unmet.is_empty() && region.is_none() {
@@ -479,6 +481,7 @@ impl BufferCache {
                     id,
                     needs: unmet,
                     before,
+                    entry,
                 });
             id
         };
@@ -698,6 +701,21 @@ impl BufferCache {
         let mut written: Vec<ChangeId> = Vec::new();
         if !b.deps.held.is_empty() {
             for (&off, (len, stack)) in b.deps.held.iter_mut() {
+                let range = off as usize..(off + *len) as usize;
+                if stack.iter().all(|h| h.entry.is_some()) {
+                    if let Some((image, done)) = entry_image(&b.data[range.clone()], stack, &self.ledger) {
+                        progress |= !done.is_empty();
+                        written.extend(done.iter().copied());
+                        stack.retain(|h| !done.contains(&h.id));
+                        if !stack.is_empty() {
+                            let o = out.get_or_insert_with(|| b.data.clone());
+                            o[range].copy_from_slice(&image);
+                            rolled = true;
+                            self.ledger.stats.entry_rollbacks += 1;
+                        }
+                        continue;
+                    }
+                }
                 let first_unmet = stack
                     .iter()
                     .position(|h| h.needs.iter().any(|n| !self.ledger.durable(*n)));
@@ -721,12 +739,10 @@ impl BufferCache {
         }
         if let (BlockKind::Cg, Some(n)) = (b.kind, self.cg_ckhash) {
             if n <= b.data.len() {
-                let h = ufs_format::ckhash::ckhash_with_zeroed_field(
-                    &b.data[..n],
-                    ufs_format::cg::CG_CKHASH_OFF,
-                );
-                b.data[ufs_format::cg::CG_CKHASH_OFF..ufs_format::cg::CG_CKHASH_OFF + 4]
-                    .copy_from_slice(&h.to_le_bytes());
+                for bytes in [Some(&mut b.data), out.as_mut()].into_iter().flatten() {
+                    let h = ufs_format::ckhash::ckhash_with_zeroed_field(&bytes[..n], ufs_format::cg::CG_CKHASH_OFF);
+                    bytes[ufs_format::cg::CG_CKHASH_OFF..ufs_format::cg::CG_CKHASH_OFF + 4].copy_from_slice(&h.to_le_bytes());
+                }
             }
         }
         let off = addr.checked_mul(1 << fshift).ok_or_else(|| {
@@ -875,13 +891,20 @@ impl BufferCache {
     pub fn sync(&mut self) -> Result<()> {
         loop {
             let before = self.ledger.pending();
-            let whole: Vec<u64> = self.bufs.iter().filter(|(_, b)| b.dirty && self.writes_whole(b)).map(|(&a, _)| a).collect();
+            let mut whole: Vec<u64> = self.bufs.iter().filter(|(_, b)| b.dirty && self.writes_whole(b)).map(|(&a, _)| a).collect();
             if whole.is_empty() {
+                // Everything waits: write the cylinder groups first (their
+                // held part is a few bytes, and their maps are what the
+                // others wait for), everything rolled back only if there
+                // is nothing else.
+                whole = self.bufs.iter().filter(|(_, b)| b.dirty && b.kind == BlockKind::Cg).map(|(&a, _)| a).collect();
+            }
+            let mut wrote = false;
+            for a in whole {
+                wrote |= self.write_buf(a)?;
+            }
+            if !wrote {
                 self.write_all()?;
-            } else {
-                for a in whole {
-                    self.write_buf(a)?;
-                }
             }
             self.flush()?;
             if self.dirty_count() == 0 {
@@ -940,4 +963,53 @@ impl BufferCache {
     pub fn dirty_count(&self) -> usize {
         self.bufs.values().filter(|b| b.dirty).count()
     }
+}
+
+/// The directory chunk `current` as it may be written while the changes
+/// in `stack` (all of them name changes) wait: each name as it was before
+/// its oldest change that still needs something undurable, every other
+/// entry as it is now. Returns the image and the changes it writes; None
+/// when the chunk is not valid or the image does not fit in 512 bytes
+/// (then the whole chunk is rolled back instead). A change that needs an
+/// earlier change of the same chunk may go with it in the same write.
+fn entry_image(current: &[u8], stack: &[Held], ledger: &Ledger) -> Option<(Vec<u8>, Vec<ChangeId>)> {
+    let mut done: Vec<ChangeId> = Vec::new();
+    let mut held_names: Vec<(&[u8], Option<(u32, u8)>)> = Vec::new();
+    for h in stack {
+        let e = h.entry.as_ref()?;
+        let blocked = held_names.iter().any(|(n, _)| *n == e.name.as_slice());
+        let ready = h.needs.iter().all(|&n| ledger.durable(n) || done.contains(&n));
+        if !blocked && ready {
+            done.push(h.id);
+        } else if !blocked {
+            held_names.push((&e.name, e.before));
+        }
+    }
+    if held_names.is_empty() {
+        return Some((current.to_vec(), done));
+    }
+    let mut entries: Vec<(u32, u8, &[u8])> = Vec::new();
+    let mut seen = vec![false; held_names.len()];
+    for e in ufs_format::dir::iter_chunk(current) {
+        let e = e.ok()?;
+        if e.ino == 0 {
+            continue;
+        }
+        match held_names.iter().position(|(n, _)| *n == e.name) {
+            Some(i) => {
+                seen[i] = true;
+                if let Some((ino, t)) = held_names[i].1 {
+                    entries.push((ino, t, e.name));
+                }
+            }
+            None => entries.push((e.ino, e.dtype, e.name)),
+        }
+    }
+    for (i, (name, st)) in held_names.iter().enumerate() {
+        if let (false, Some((ino, t))) = (seen[i], st) {
+            entries.push((*ino, *t, name));
+        }
+    }
+    let image = ufs_format::dir::build_chunk(&entries)?;
+    Some((image.to_vec(), done))
 }

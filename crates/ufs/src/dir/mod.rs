@@ -77,6 +77,11 @@ enum Entered {
     NotWritten(String),
 }
 
+/// The name change of removing entry `f` called `name`.
+fn removal(name: &[u8], f: &Found) -> crate::order::EntryOp {
+    crate::order::EntryOp { name: name.to_vec(), before: Some((f.ino as u32, f.dtype)), after: None }
+}
+
 fn chunk_of(off: u64) -> u64 {
     off / DIRBLKSIZ as u64 * DIRBLKSIZ as u64
 }
@@ -115,8 +120,9 @@ impl FsCore {
 
     /// Runs `f` on the mutable bytes of the chunk at `off`.
     /// The change is one region of the write ordering: it waits for the
-    /// needs noted in `order.dir_needs` (the inode a new entry names) and
-    /// becomes `order.last_dir_change`.
+    /// needs noted in `order.dir_needs` (the inode a new entry names),
+    /// changes the name in `order.dir_op` (so the chunk may be written
+    /// entry by entry) and becomes `order.last_dir_change`.
     fn dir_chunk_mut<T>(
         &mut self,
         ino: u64,
@@ -126,9 +132,10 @@ impl FsCore {
     ) -> Result<T> {
         let (addr, bsz, o) = self.chunk_place(ino, di, off)?;
         let needs = std::mem::take(&mut self.order.dir_needs);
+        let op = self.order.dir_op.take();
         let (id, b) = self
             .cache
-            .modify_tracked(addr, bsz, BlockKind::Dir, o, DIRBLKSIZ, &needs)?;
+            .modify_tracked(addr, bsz, BlockKind::Dir, o, DIRBLKSIZ, &needs, op)?;
         self.order.last_dir_change = id;
         Ok(f(&mut b[o..o + DIRBLKSIZ]))
     }
@@ -428,6 +435,21 @@ impl FsCore {
         dtype: u8,
         who: Reserve,
     ) -> Result<()> {
+        let r = self.dir_enter_entry(dino, ddi, name, child, dtype, who);
+        // A name change not made must not describe a later one.
+        self.order.dir_op = None;
+        r
+    }
+
+        fn dir_enter_entry(
+        &mut self,
+        dino: u64,
+        ddi: &mut Dinode,
+        name: &[u8],
+        child: u64,
+        dtype: u8,
+        who: Reserve,
+    ) -> Result<()> {
         self.check_dir_size(dino, ddi)?;
         if name.is_empty() || name.len() > MAXNAMLEN {
             return Err(Error::new(
@@ -442,6 +464,8 @@ impl FsCore {
                 .filter(|&n| n != 0),
         );
         self.order.dir_needs = needs.clone();
+        let op = crate::order::EntryOp { name: name.to_vec(), before: None, after: Some((child as u32, dtype)) };
+        self.order.dir_op = Some(op.clone());
         if let Some(mut ix) = self.dh_take(dino, ddi)? {
             match self.hashed_enter(dino, ddi, &mut ix, name, child, dtype, who) {
                 Ok(Entered::Done(stale)) => {
@@ -451,6 +475,7 @@ impl FsCore {
                 Ok(Entered::NotWritten(why)) => {
                     self.dh_check_failed(dino, why);
                     self.order.dir_needs = needs;
+                    self.order.dir_op = Some(op);
                 }
                 Err(e) => {
                     self.dirhash.drop_stale(dino, false);
@@ -725,6 +750,7 @@ impl FsCore {
         }
         let f = self.linear_find(dino, ddi, name)?.ok_or_else(not_found)?;
         let coff = chunk_of(f.off);
+        self.order.dir_op = Some(removal(name, &f));
         self.dir_chunk_mut(dino, ddi, coff, |c| {
             chunk::remove(c, (f.off - coff) as usize)
         })??;
@@ -748,6 +774,7 @@ impl FsCore {
     ) -> Result<Option<Stale>> {
         let size = ddi.di_size();
         let coff = chunk_of(f.off);
+        self.order.dir_op = Some(removal(name, f));
         let removed = self.dir_chunk_mut(dino, ddi, coff, |c| {
             chunk::remove(c, (f.off - coff) as usize)
         })??;
@@ -803,6 +830,11 @@ impl FsCore {
         self.order
             .dir_needs
             .extend(needs.into_iter().filter(|&n| n != 0));
+        self.order.dir_op = Some(crate::order::EntryOp {
+            name: name.to_vec(),
+            before: Some((f.ino as u32, f.dtype)),
+            after: Some((ino as u32, dtype)),
+        });
         self.dir_chunk_mut(dino, ddi, coff, |c| {
             ufs_format::dir::set_ino(c, eoff, ino as u32);
             ufs_format::dir::set_type(c, eoff, dtype);

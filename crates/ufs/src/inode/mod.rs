@@ -115,7 +115,7 @@ impl FsCore {
         };
         let (id, b) = self
             .cache
-            .modify_tracked(addr, bs, BlockKind::Indir, i, 8, &needs)?;
+            .modify_tracked(addr, bs, BlockKind::Indir, i, 8, &needs, None)?;
         b[i..i + 8].copy_from_slice(&v.to_le_bytes());
         if v == 0 && id != 0 {
             self.order.unattached.entry(ino).or_default().1.push(id);
@@ -559,6 +559,7 @@ impl FsCore {
                 .collect()
         };
         let mut any_left = false;
+        let mut cleared = Vec::new();
         for (i, &p) in ptrs.iter().enumerate() {
             if p == 0 {
                 continue;
@@ -577,12 +578,20 @@ impl FsCore {
                 self.trim_tree(ino, di, p, level - 1, start, keep)?
             };
             if gone {
-                self.indir_set(ino, addr, i as u64, 0)?;
+                cleared.push(i as u64);
             } else {
                 any_left = true;
             }
         }
-        if !any_left {
+        if any_left {
+            // Only a block that stays gets its pointers cleared; one freed
+            // whole keeps them, so that until the inode's pointer to it is
+            // gone on disk it still describes the file (soft updates frees
+            // a tree as a unit).
+            for i in cleared {
+                self.indir_set(ino, addr, i, 0)?;
+            }
+        } else {
             self.free_blocks(ino, addr, g.bsize)?;
             di.set_di_blocks(di.di_blocks().saturating_sub(dbtob(g.bsize)));
             return Ok(true);

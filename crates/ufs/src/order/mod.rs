@@ -88,6 +88,17 @@ impl WriteMode {
 /// Names one change to one buffer. 0 means "nothing to wait for".
 pub type ChangeId = u64;
 
+/// What a directory change did to one name: its (inode, type) before and
+/// after. Lets a held directory chunk be written entry by entry (each name
+/// as it was before its oldest waiting change, every other entry as it is)
+/// instead of rolling the whole chunk back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EntryOp {
+    pub name: Vec<u8>,
+    pub before: Option<(u32, u8)>,
+    pub after: Option<(u32, u8)>,
+}
+
 /// A change held back in a region of a buffer.
 #[derive(Debug)]
 pub(crate) struct Held {
@@ -98,6 +109,8 @@ pub(crate) struct Held {
     /// had needs that were not durable when it was made (otherwise it is
     /// never the first held change of its region).
     pub before: Option<Box<[u8]>>,
+    /// For a directory chunk: the name it changed.
+    pub entry: Option<EntryOp>,
 }
 
 /// The ordering state of one cached buffer.
@@ -134,6 +147,9 @@ pub struct OrderStats {
     pub held: u64,
     /// Buffer writes with at least one region rolled back.
     pub rollbacks: u64,
+    /// Directory chunks written entry by entry (names whose changes wait
+    /// kept as they were, the rest as they are).
+    pub entry_rollbacks: u64,
     /// Writes forced out of order to satisfy a need (normal mode's
     /// synchronous writes, soft updates' evictions).
     pub forced_writes: u64,
@@ -241,6 +257,8 @@ pub struct OrderState {
     pub inode_needs: HashMap<u64, Vec<ChangeId>>,
     /// Needs to attach to the next directory change.
     pub dir_needs: Vec<ChangeId>,
+    /// The name the next directory change changes.
+    pub dir_op: Option<EntryOp>,
     /// The last directory change made.
     pub last_dir_change: ChangeId,
     /// Per inode: released blocks whose pointer-clearing inode write is not
