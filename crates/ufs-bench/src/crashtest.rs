@@ -1227,8 +1227,8 @@ fn run_rename(s: &mut Session) -> ufs::Result<()> {
     s.rename("src/f5", "dst/f5")?; // over an existing file
     s.rename("src/sub1", "dst/sub1")?; // a directory across directories
     s.rename("src/sub2", "dst/empty")?; // over an existing empty directory
-    // RENAME_EXCHANGE exists only without ordering (the ordered modes
-    // refuse it: no write order keeps both names).
+                                        // RENAME_EXCHANGE exists only without ordering (the ordered modes
+                                        // refuse it: no write order keeps both names).
     if s.fs.stats(None, false)?.order.mode == "async" {
         s.exchange("src/f2", "dst/g2")?;
     }

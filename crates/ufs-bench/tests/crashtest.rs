@@ -101,7 +101,12 @@ fn safe_mode(mode: WriteMode, workloads: &[Workload]) {
 /// pointers past the end of file, beyond what preen may repair (the create
 /// and truncate workloads show it); those two workloads are left out here
 /// until the order is fixed, and `ufskit crashtest` reports them.
-const NORMAL_AND_SYNC: [Workload; 4] = [Workload::Mkdir, Workload::Rename, Workload::Unlink, Workload::Maildir];
+const NORMAL_AND_SYNC: [Workload; 4] = [
+    Workload::Mkdir,
+    Workload::Rename,
+    Workload::Unlink,
+    Workload::Maildir,
+];
 
 #[test]
 fn normal_mode_survives_every_crash_state() {

@@ -107,7 +107,11 @@ fn softdep_stays_close_to_async() {
         // only once its new name is on disk, and new names reuse the space
         // of removed ones, so the chunks go out one round after another):
         // about 18x there. These bounds guard what holds today.
-        let bound = if p == "pack" { 25.0 } else { SLOWDOWN_OVER_ASYNC + 0.1 };
+        let bound = if p == "pack" {
+            25.0
+        } else {
+            SLOWDOWN_OVER_ASYNC + 0.1
+        };
         let ratio = r.ratio(w, p).and_then(|x| x.softdep_vs_async);
         if !ratio.is_some_and(|x| x <= bound) {
             bad.push(format!(

@@ -193,13 +193,21 @@ pub fn set_type(chunk: &mut [u8], off: usize, t: u8) {
 /// rest; None if they do not fit in 512 bytes. No entries: an empty chunk.
 pub fn build_chunk(entries: &[(u32, u8, &[u8])]) -> Option<[u8; DIRBLKSIZ]> {
     let total: usize = entries.iter().map(|e| dirsiz(e.2.len())).sum();
-    if total > DIRBLKSIZ || entries.iter().any(|e| e.2.is_empty() || e.2.len() > crate::MAXNAMLEN || e.0 == 0) {
+    if total > DIRBLKSIZ
+        || entries
+            .iter()
+            .any(|e| e.2.is_empty() || e.2.len() > crate::MAXNAMLEN || e.0 == 0)
+    {
         return None;
     }
     let mut c = empty_chunk();
     let mut off = 0;
     for (i, &(ino, dtype, name)) in entries.iter().enumerate() {
-        let reclen = if i + 1 == entries.len() { DIRBLKSIZ - off } else { dirsiz(name.len()) };
+        let reclen = if i + 1 == entries.len() {
+            DIRBLKSIZ - off
+        } else {
+            dirsiz(name.len())
+        };
         write_entry(&mut c, off, ino, reclen as u16, dtype, name);
         off += reclen;
     }
@@ -220,12 +228,30 @@ mod tests {
     #[test]
     fn built_chunks_parse_back() {
         let c = build_chunk(&[(2, 4, b"."), (2, 4, b".."), (7, 8, b"file")]).unwrap();
-        let got: Vec<(u32, Vec<u8>)> = iter_chunk(&c).map(|e| e.unwrap()).map(|e| (e.ino, e.name.to_vec())).collect();
-        assert_eq!(got, vec![(2, b".".to_vec()), (2, b"..".to_vec()), (7, b"file".to_vec())]);
+        let got: Vec<(u32, Vec<u8>)> = iter_chunk(&c)
+            .map(|e| e.unwrap())
+            .map(|e| (e.ino, e.name.to_vec()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (2, b".".to_vec()),
+                (2, b"..".to_vec()),
+                (7, b"file".to_vec())
+            ]
+        );
         let empty = build_chunk(&[]).unwrap();
-        assert_eq!(iter_chunk(&empty).map(|e| e.unwrap().ino).collect::<Vec<_>>(), vec![0]);
+        assert_eq!(
+            iter_chunk(&empty)
+                .map(|e| e.unwrap().ino)
+                .collect::<Vec<_>>(),
+            vec![0]
+        );
         let long = vec![b'x'; 255];
-        assert!(build_chunk(&[(3, 8, &long), (4, 8, &long)]).is_none(), "two 264-byte records do not fit");
+        assert!(
+            build_chunk(&[(3, 8, &long), (4, 8, &long)]).is_none(),
+            "two 264-byte records do not fit"
+        );
     }
     #[test]
     fn dirsiz_matches_freebsd() {

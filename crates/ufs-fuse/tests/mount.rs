@@ -1029,25 +1029,28 @@ fn t_rename(c: &Ctx) -> R {
     if !matches!(&exchanged, Err(e) if e.raw_os_error() == Some(libc::EINVAL)) {
         io("exchange", exchanged)?;
 
-    ensure!(
-        ino(&m("fresh"))? == idir && ino(&m("d2/xdir"))? == ifile,
-        "exchange did not swap"
-    );
-    ensure!(
-        io("r", fs::read(m("fresh/in")))? == b"in",
-        "exchanged dir content"
-    );
-    ensure!(ino(&m("fresh/.."))? == ino(&m(""))?, "exchanged dir's '..'");
-    ensure!(
-        links(&m(""))? == lr + 1 && links(&m("d2"))? == l2 - 1,
-        "nlinks after exchange: ren {} (want {}) d2 {} (want {})",
-        links(&m(""))?,
-        lr + 1,
-        links(&m("d2"))?,
-        l2 - 1
-    );
+        ensure!(
+            ino(&m("fresh"))? == idir && ino(&m("d2/xdir"))? == ifile,
+            "exchange did not swap"
+        );
+        ensure!(
+            io("r", fs::read(m("fresh/in")))? == b"in",
+            "exchanged dir content"
+        );
+        ensure!(ino(&m("fresh/.."))? == ino(&m(""))?, "exchanged dir's '..'");
+        ensure!(
+            links(&m(""))? == lr + 1 && links(&m("d2"))? == l2 - 1,
+            "nlinks after exchange: ren {} (want {}) d2 {} (want {})",
+            links(&m(""))?,
+            lr + 1,
+            links(&m("d2"))?,
+            l2 - 1
+        );
     } else {
-        ensure!(ino(&m("fresh"))? == ifile && ino(&m("d2/xdir"))? == idir, "a refused exchange changed nothing");
+        ensure!(
+            ino(&m("fresh"))? == ifile && ino(&m("d2/xdir"))? == idir,
+            "a refused exchange changed nothing"
+        );
     }
     expect_errno(
         "exchange with missing",

@@ -318,9 +318,15 @@ impl FsCore {
         let off = self.g.ino_to_fsbo(ino) as usize * DINODE_SIZE;
         let bsize = self.g.bsize as usize;
         let needs = self.order.inode_needs.remove(&ino).unwrap_or_default();
-        let (id, b) =
-            self.cache
-                .modify_tracked(addr, bsize, BlockKind::Inode, off, DINODE_SIZE, &needs, None)?;
+        let (id, b) = self.cache.modify_tracked(
+            addr,
+            bsize,
+            BlockKind::Inode,
+            off,
+            DINODE_SIZE,
+            &needs,
+            None,
+        )?;
         b[off..off + DINODE_SIZE].copy_from_slice(di.as_bytes());
         if let Some((frees, mut needs)) = self.order.unattached.remove(&ino) {
             needs.push(id);

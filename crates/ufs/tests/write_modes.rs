@@ -35,11 +35,16 @@ fn opts(mode: Option<WriteMode>) -> MountOptions {
 }
 
 fn data(seed: u64, len: usize) -> Vec<u8> {
-    (0..len).map(|i| ((i as u64 * 31 + seed * 7) % 251) as u8).collect()
+    (0..len)
+        .map(|i| ((i as u64 * 31 + seed * 7) % 251) as u8)
+        .collect()
 }
 
 fn file(fs: &Fs, dir: u64, name: &str, bytes: &[u8]) -> u64 {
-    let ino = fs.mknod(dir, name.as_bytes(), 0o100644, 0, Cred::ROOT).unwrap().ino;
+    let ino = fs
+        .mknod(dir, name.as_bytes(), 0o100644, 0, Cred::ROOT)
+        .unwrap()
+        .ino;
     // In pieces, so fragments grow, move and become blocks.
     for (i, c) in bytes.chunks(3000).enumerate() {
         fs.write(ino, (i * 3000) as u64, c, Cred::ROOT).unwrap();
@@ -63,7 +68,12 @@ fn workload(fs: &Fs) {
     let deep = fs.mkdir(a, b"deep", 0o755, Cred::ROOT).unwrap().ino;
     fs.mkdir(deep, b"leaf", 0o755, Cred::ROOT).unwrap();
     for i in 0..40u64 {
-        file(fs, a, &format!("f{i}"), &data(i, ((i * 7919) % 20_000) as usize));
+        file(
+            fs,
+            a,
+            &format!("f{i}"),
+            &data(i, ((i * 7919) % 20_000) as usize),
+        );
     }
     // A file reaching into the indirect blocks.
     let big = file(fs, b, "big", &data(99, 700_000));
@@ -73,11 +83,16 @@ fn workload(fs: &Fs) {
     for i in 0..40u64 {
         let n = format!("f{i}");
         match i % 5 {
-            0 => fs.rename(a, n.as_bytes(), b, n.as_bytes(), RenameMode::Replace).unwrap(),
+            0 => fs
+                .rename(a, n.as_bytes(), b, n.as_bytes(), RenameMode::Replace)
+                .unwrap(),
             1 => fs.unlink(a, n.as_bytes()).unwrap(),
             2 => {
                 let ino = fs.lookup(a, n.as_bytes()).unwrap().ino;
-                let s = SetAttr { size: Some(1234), ..Default::default() };
+                let s = SetAttr {
+                    size: Some(1234),
+                    ..Default::default()
+                };
                 fs.setattr(ino, &s, Cred::ROOT).unwrap();
             }
             _ => {}
@@ -95,10 +110,14 @@ fn workload(fs: &Fs) {
     }
     // A directory moves to another parent, over an empty directory.
     fs.mkdir(b, b"target", 0o755, Cred::ROOT).unwrap();
-    fs.rename(a, b"deep", b, b"target", RenameMode::Replace).unwrap();
+    fs.rename(a, b"deep", b, b"target", RenameMode::Replace)
+        .unwrap();
     fs.mkdir(b, b"gone", 0o755, Cred::ROOT).unwrap();
     fs.rmdir(b, b"gone").unwrap();
-    let s = SetAttr { size: Some(40_000), ..Default::default() };
+    let s = SetAttr {
+        size: Some(40_000),
+        ..Default::default()
+    };
     fs.setattr(big, &s, Cred::ROOT).unwrap();
 }
 
@@ -114,18 +133,36 @@ fn every_mode_ends_fsck_clean_with_the_right_contents() {
         assert!(rep.findings.is_empty(), "{mode:?}: {:?}", rep.findings);
         let fs = Fs::open(Box::new(dev.clone()), opts(Some(mode))).unwrap();
         assert_eq!(read_all(&fs, "b/big"), data(99, 40_000), "{mode:?}");
-        assert_eq!(read_all(&fs, "a/f2"), data(2, 15_838)[..1234].to_vec(), "{mode:?}");
-        assert_eq!(read_all(&fs, "a/f4"), data(3, 23_757 % 20_000), "{mode:?}: f3 renamed over f4");
+        assert_eq!(
+            read_all(&fs, "a/f2"),
+            data(2, 15_838)[..1234].to_vec(),
+            "{mode:?}"
+        );
+        assert_eq!(
+            read_all(&fs, "a/f4"),
+            data(3, 23_757 % 20_000),
+            "{mode:?}: f3 renamed over f4"
+        );
         let (f0, f8) = (data(0, 0), data(8, (8 * 7919) % 20_000));
-        let (want_b_f0, want_a_f8) = if mode == WriteMode::Async { (f8, f0) } else { (f0, f8) };
+        let (want_b_f0, want_a_f8) = if mode == WriteMode::Async {
+            (f8, f0)
+        } else {
+            (f0, f8)
+        };
         assert_eq!(read_all(&fs, "b/f0"), want_b_f0, "{mode:?}: exchange");
         assert_eq!(read_all(&fs, "a/f8"), want_a_f8, "{mode:?}: exchange");
-        assert_eq!(fs.lookup(fs.root(), b"a").unwrap().nlink, 2, "{mode:?}: deep moved out");
+        assert_eq!(
+            fs.lookup(fs.root(), b"a").unwrap().nlink,
+            2,
+            "{mode:?}: deep moved out"
+        );
         let t = fs.resolve(std::path::Path::new("b/target")).unwrap();
         assert!(fs.lookup(t, b"leaf").is_ok(), "{mode:?}");
         assert_eq!(fs.lookup(fs.root(), b"b").unwrap().nlink, 3, "{mode:?}");
         assert_eq!(
-            fs.lookup(fs.resolve(std::path::Path::new("b")).unwrap(), b"f0-link").unwrap().nlink,
+            fs.lookup(fs.resolve(std::path::Path::new("b")).unwrap(), b"f0-link")
+                .unwrap()
+                .nlink,
             2,
             "{mode:?}"
         );
@@ -140,13 +177,17 @@ fn writes_for_creates(mode: WriteMode) -> (u64, u64) {
     let before = counted.stats();
     let d = fs.mkdir(fs.root(), b"d", 0o755, Cred::ROOT).unwrap().ino;
     for i in 0..200 {
-        fs.mknod(d, format!("n{i}").as_bytes(), 0o100644, 0, Cred::ROOT).unwrap();
+        fs.mknod(d, format!("n{i}").as_bytes(), 0o100644, 0, Cred::ROOT)
+            .unwrap();
     }
     let after = counted.stats();
     let order = fs.stats(None, false).unwrap().order;
     assert_eq!(order.mode, mode.name());
     fs.unmount().unwrap();
-    assert!(fsck(&*dev, FsckMode::Check).unwrap().findings.is_empty(), "{mode:?}");
+    assert!(
+        fsck(&*dev, FsckMode::Check).unwrap().findings.is_empty(),
+        "{mode:?}"
+    );
     (after.writes - before.writes, after.flushes - before.flushes)
 }
 
@@ -158,12 +199,18 @@ fn soft_updates_delay_what_normal_mode_writes_at_once() {
     let (sync, _) = writes_for_creates(WriteMode::Sync);
     // Normal forces each new inode (and its map) out before its name: at
     // least one synchronous write and flush per create.
-    assert!(normal >= 200 && normal_flushes >= 200, "normal: {normal} writes, {normal_flushes} flushes");
+    assert!(
+        normal >= 200 && normal_flushes >= 200,
+        "normal: {normal} writes, {normal_flushes} flushes"
+    );
     // Sync mode writes every changed block of every operation.
     assert!(sync > normal, "sync {sync} vs normal {normal}");
     // Soft updates and async write only new inode blocks (a barrier write
     // each in soft updates) until the next sync.
-    assert!(soft <= 10 && soft_flushes <= 10, "softdep: {soft} writes, {soft_flushes} flushes");
+    assert!(
+        soft <= 10 && soft_flushes <= 10,
+        "softdep: {soft} writes, {soft_flushes} flushes"
+    );
     assert!(async_w <= 2, "async: {async_w} writes");
 }
 
@@ -207,7 +254,10 @@ fn a_full_disk_takes_back_released_blocks_before_failing() {
     // The blocks wait for the cleared inode to reach the disk; the second
     // fill must get them anyway.
     let second = fill(b"two");
-    assert!(second + (1 << 20) >= first, "second fill {second} after first {first}");
+    assert!(
+        second + (1 << 20) >= first,
+        "second fill {second} after first {first}"
+    );
     fs.unmount().unwrap();
     assert!(fsck(&*dev, FsckMode::Check).unwrap().findings.is_empty());
 }
@@ -225,9 +275,19 @@ fn vmiodir_off_keeps_directory_blocks_in_their_pool() {
         let fs = Fs::open(Box::new(dev.clone()), o).unwrap();
         let r = fs.root();
         for i in 0..300 {
-            let d = fs.mkdir(r, format!("d{i}").as_bytes(), 0o755, Cred::ROOT).unwrap().ino;
+            let d = fs
+                .mkdir(r, format!("d{i}").as_bytes(), 0o755, Cred::ROOT)
+                .unwrap()
+                .ino;
             for j in 0..20 {
-                fs.mknod(d, format!("a-longer-file-name-{j}").as_bytes(), 0o100644, 0, Cred::ROOT).unwrap();
+                fs.mknod(
+                    d,
+                    format!("a-longer-file-name-{j}").as_bytes(),
+                    0o100644,
+                    0,
+                    Cred::ROOT,
+                )
+                .unwrap();
             }
         }
         fs.drop_caches().unwrap();
@@ -253,6 +313,9 @@ fn vmiodir_off_keeps_directory_blocks_in_their_pool() {
     let off = walk(false);
     // 300 directory blocks fit the 8 MB cache but not a 400 KB pool: with
     // vmiodir off every round reads them again.
-    assert!(on <= 301, "vmiodir on: {on} directory reads (each block once, root included)");
+    assert!(
+        on <= 301,
+        "vmiodir on: {on} directory reads (each block once, root included)"
+    );
     assert!(off >= 3 * 250, "vmiodir off: {off} directory reads");
 }

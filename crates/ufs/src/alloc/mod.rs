@@ -620,7 +620,9 @@ impl FsCore {
             let first = c * g.ipg + cg.cg_initediblk() as u64;
             let addr = g.ino_to_fsba(first);
             let gens: Vec<u32> = (0..g.inopb).map(|_| self.random_gen()).collect();
-            let b = self.cache.create(addr, g.bsize as usize, BlockKind::Inode)?;
+            let b = self
+                .cache
+                .create(addr, g.bsize as usize, BlockKind::Inode)?;
             for (i, gen) in gens.into_iter().enumerate() {
                 let off = i * DINODE_SIZE + 80;
                 b[off..off + 4].copy_from_slice(&gen.to_le_bytes());
@@ -634,7 +636,15 @@ impl FsCore {
             // ffs_nodealloccg uses a barrier write; here the field waits,
             // rolled back, while the rest of the group goes out).
             let len = g.fragroundup(g.cgsize) as usize;
-            self.cache.modify_tracked(g.cgtod(c), len, BlockKind::Cg, CG_INITEDIBLK_OFF, 4, &made, None)?;
+            self.cache.modify_tracked(
+                g.cgtod(c),
+                len,
+                BlockKind::Cg,
+                CG_INITEDIBLK_OFF,
+                4,
+                &made,
+                None,
+            )?;
         }
         cg.set_inode_used(rel, true);
         let mut cs = cg.cg_cs();

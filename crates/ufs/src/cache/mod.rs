@@ -703,7 +703,9 @@ impl BufferCache {
             for (&off, (len, stack)) in b.deps.held.iter_mut() {
                 let range = off as usize..(off + *len) as usize;
                 if stack.iter().all(|h| h.entry.is_some()) {
-                    if let Some((image, done)) = entry_image(&b.data[range.clone()], stack, &self.ledger) {
+                    if let Some((image, done)) =
+                        entry_image(&b.data[range.clone()], stack, &self.ledger)
+                    {
                         progress |= !done.is_empty();
                         written.extend(done.iter().copied());
                         stack.retain(|h| !done.contains(&h.id));
@@ -740,8 +742,12 @@ impl BufferCache {
         if let (BlockKind::Cg, Some(n)) = (b.kind, self.cg_ckhash) {
             if n <= b.data.len() {
                 for bytes in [Some(&mut b.data), out.as_mut()].into_iter().flatten() {
-                    let h = ufs_format::ckhash::ckhash_with_zeroed_field(&bytes[..n], ufs_format::cg::CG_CKHASH_OFF);
-                    bytes[ufs_format::cg::CG_CKHASH_OFF..ufs_format::cg::CG_CKHASH_OFF + 4].copy_from_slice(&h.to_le_bytes());
+                    let h = ufs_format::ckhash::ckhash_with_zeroed_field(
+                        &bytes[..n],
+                        ufs_format::cg::CG_CKHASH_OFF,
+                    );
+                    bytes[ufs_format::cg::CG_CKHASH_OFF..ufs_format::cg::CG_CKHASH_OFF + 4]
+                        .copy_from_slice(&h.to_le_bytes());
                 }
             }
         }
@@ -776,7 +782,10 @@ impl BufferCache {
 
     /// Whether writing `b` now would write every change it holds.
     fn writes_whole(&self, b: &Buf) -> bool {
-        b.deps.held.values().all(|(_, s)| s.iter().all(|h| h.needs.iter().all(|&n| self.ledger.durable(n))))
+        b.deps.held.values().all(|(_, s)| {
+            s.iter()
+                .all(|h| h.needs.iter().all(|&n| self.ledger.durable(n)))
+        })
     }
 
     /// The undurable needs of the oldest held change of each region of the
@@ -891,13 +900,23 @@ impl BufferCache {
     pub fn sync(&mut self) -> Result<()> {
         loop {
             let before = self.ledger.pending();
-            let mut whole: Vec<u64> = self.bufs.iter().filter(|(_, b)| b.dirty && self.writes_whole(b)).map(|(&a, _)| a).collect();
+            let mut whole: Vec<u64> = self
+                .bufs
+                .iter()
+                .filter(|(_, b)| b.dirty && self.writes_whole(b))
+                .map(|(&a, _)| a)
+                .collect();
             if whole.is_empty() {
                 // Everything waits: write the cylinder groups first (their
                 // held part is a few bytes, and their maps are what the
                 // others wait for), everything rolled back only if there
                 // is nothing else.
-                whole = self.bufs.iter().filter(|(_, b)| b.dirty && b.kind == BlockKind::Cg).map(|(&a, _)| a).collect();
+                whole = self
+                    .bufs
+                    .iter()
+                    .filter(|(_, b)| b.dirty && b.kind == BlockKind::Cg)
+                    .map(|(&a, _)| a)
+                    .collect();
             }
             let mut wrote = false;
             for a in whole {
@@ -972,13 +991,20 @@ impl BufferCache {
 /// when the chunk is not valid or the image does not fit in 512 bytes
 /// (then the whole chunk is rolled back instead). A change that needs an
 /// earlier change of the same chunk may go with it in the same write.
-fn entry_image(current: &[u8], stack: &[Held], ledger: &Ledger) -> Option<(Vec<u8>, Vec<ChangeId>)> {
+fn entry_image(
+    current: &[u8],
+    stack: &[Held],
+    ledger: &Ledger,
+) -> Option<(Vec<u8>, Vec<ChangeId>)> {
     let mut done: Vec<ChangeId> = Vec::new();
     let mut held_names: Vec<(&[u8], Option<(u32, u8)>)> = Vec::new();
     for h in stack {
         let e = h.entry.as_ref()?;
         let blocked = held_names.iter().any(|(n, _)| *n == e.name.as_slice());
-        let ready = h.needs.iter().all(|&n| ledger.durable(n) || done.contains(&n));
+        let ready = h
+            .needs
+            .iter()
+            .all(|&n| ledger.durable(n) || done.contains(&n));
         if !blocked && ready {
             done.push(h.id);
         } else if !blocked {

@@ -79,7 +79,11 @@ enum Entered {
 
 /// The name change of removing entry `f` called `name`.
 fn removal(name: &[u8], f: &Found) -> crate::order::EntryOp {
-    crate::order::EntryOp { name: name.to_vec(), before: Some((f.ino as u32, f.dtype)), after: None }
+    crate::order::EntryOp {
+        name: name.to_vec(),
+        before: Some((f.ino as u32, f.dtype)),
+        after: None,
+    }
 }
 
 fn chunk_of(off: u64) -> u64 {
@@ -133,9 +137,9 @@ impl FsCore {
         let (addr, bsz, o) = self.chunk_place(ino, di, off)?;
         let needs = std::mem::take(&mut self.order.dir_needs);
         let op = self.order.dir_op.take();
-        let (id, b) = self
-            .cache
-            .modify_tracked(addr, bsz, BlockKind::Dir, o, DIRBLKSIZ, &needs, op)?;
+        let (id, b) =
+            self.cache
+                .modify_tracked(addr, bsz, BlockKind::Dir, o, DIRBLKSIZ, &needs, op)?;
         self.order.last_dir_change = id;
         Ok(f(&mut b[o..o + DIRBLKSIZ]))
     }
@@ -441,7 +445,7 @@ impl FsCore {
         r
     }
 
-        fn dir_enter_entry(
+    fn dir_enter_entry(
         &mut self,
         dino: u64,
         ddi: &mut Dinode,
@@ -464,7 +468,11 @@ impl FsCore {
                 .filter(|&n| n != 0),
         );
         self.order.dir_needs = needs.clone();
-        let op = crate::order::EntryOp { name: name.to_vec(), before: None, after: Some((child as u32, dtype)) };
+        let op = crate::order::EntryOp {
+            name: name.to_vec(),
+            before: None,
+            after: Some((child as u32, dtype)),
+        };
         self.order.dir_op = Some(op.clone());
         if let Some(mut ix) = self.dh_take(dino, ddi)? {
             match self.hashed_enter(dino, ddi, &mut ix, name, child, dtype, who) {

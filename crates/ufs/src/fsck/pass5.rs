@@ -120,20 +120,38 @@ pub(super) fn pass5(ctx: &mut Ctx) -> R<()> {
                 // fsck_ffs does, but it is outside what ordered writes
                 // promise (`Finding::within_crash_guarantee`).
                 let imap = lay.iusedoff..lay.freeoff;
-                let fmap = lay.freeoff..(lay.freeoff + g.fpg.div_ceil(8) as usize).min(lay.nextfreeoff);
+                let fmap =
+                    lay.freeoff..(lay.freeoff + g.fpg.div_ceil(8) as usize).min(lay.nextfreeoff);
                 let bits = |r: std::ops::Range<usize>, f: &dyn Fn(usize) -> u8| -> Vec<u64> {
                     r.flat_map(|i| {
                         let m = f(i);
-                        (0..8).filter(move |b| m & (1 << b) != 0).map(move |b| ((i - lay.iusedoff) * 8 + b) as u64)
+                        (0..8)
+                            .filter(move |b| m & (1 << b) != 0)
+                            .map(move |b| ((i - lay.iusedoff) * 8 + b) as u64)
                     })
                     .collect()
                 };
-                let lost_inodes: Vec<u64> = bits(imap.clone(), &|i| base[i] & !old[i]).into_iter().map(|b| c * g.ipg + b).collect();
-                let lost_frags: Vec<u64> =
-                    bits(fmap.clone(), &|i| old[i] & !base[i]).into_iter().map(|b| g.cgbase(c) + b - ((lay.freeoff - lay.iusedoff) * 8) as u64).collect();
+                let lost_inodes: Vec<u64> = bits(imap.clone(), &|i| base[i] & !old[i])
+                    .into_iter()
+                    .map(|b| c * g.ipg + b)
+                    .collect();
+                let lost_frags: Vec<u64> = bits(fmap.clone(), &|i| old[i] & !base[i])
+                    .into_iter()
+                    .map(|b| g.cgbase(c) + b - ((lay.freeoff - lay.iusedoff) * 8) as u64)
+                    .collect();
                 if !lost_inodes.is_empty() || !lost_frags.is_empty() {
-                    let show = |v: &[u64]| v.iter().take(8).map(|x| x.to_string()).collect::<Vec<_>>().join(" ");
-                    let msg = format!("{USED_MARKED_FREE} (inodes: {}; fragments: {})", show(&lost_inodes), show(&lost_frags));
+                    let show = |v: &[u64]| {
+                        v.iter()
+                            .take(8)
+                            .map(|x| x.to_string())
+                            .collect::<Vec<_>>()
+                            .join(" ")
+                    };
+                    let msg = format!(
+                        "{USED_MARKED_FREE} (inodes: {}; fragments: {})",
+                        show(&lost_inodes),
+                        show(&lost_frags)
+                    );
                     kind(ctx, 3, c, &msg)?;
                 }
                 let fix = kind(ctx, 2, c, "BLK(S) MISSING IN BIT MAPS")?;
