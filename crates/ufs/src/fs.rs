@@ -330,7 +330,7 @@ impl FsCore {
         b[off..off + DINODE_SIZE].copy_from_slice(di.as_bytes());
         if let Some((frees, mut needs)) = self.order.unattached.remove(&ino) {
             needs.push(id);
-            self.defer(frees, needs, 0)?;
+            self.defer(frees, needs)?;
         }
         Ok(id)
     }
@@ -367,20 +367,14 @@ impl FsCore {
         }
     }
 
-    /// Releases that wait for `needs` (and everything before `barrier`);
+    /// Releases that wait for `needs`;
     /// in normal and sync modes the needs are forced out and the releases
     /// done now.
-    pub fn defer(
-        &mut self,
-        frees: Vec<Freed>,
-        needs: Vec<ChangeId>,
-        barrier: ChangeId,
-    ) -> Result<()> {
+    pub fn defer(&mut self, frees: Vec<Freed>, needs: Vec<ChangeId>) -> Result<()> {
         self.cache.note_deferred(frees.len() as u64);
         for what in frees {
             self.order.deferred.push(Deferred {
                 needs: needs.clone(),
-                barrier,
                 what,
             });
         }
@@ -397,9 +391,9 @@ impl FsCore {
             return Ok(());
         }
         let all = std::mem::take(&mut self.order.deferred);
-        let (ready, wait): (Vec<Deferred>, Vec<Deferred>) = all.into_iter().partition(|d| {
-            d.needs.iter().all(|&n| self.cache.is_durable(n)) && self.cache.durable_below(d.barrier)
-        });
+        let (ready, wait): (Vec<Deferred>, Vec<Deferred>) = all
+            .into_iter()
+            .partition(|d| d.needs.iter().all(|&n| self.cache.is_durable(n)));
         self.order.deferred = wait;
         for d in ready {
             match d.what {
@@ -544,7 +538,7 @@ impl FsCore {
         let cleared = self.write_inode(ino, &fresh)?;
         if self.cache.mode().tracks() {
             // The bit is cleared only once the zeroed inode is on disk.
-            self.defer(vec![Freed::Inode { ino, was_dir }], vec![cleared], 0)?;
+            self.defer(vec![Freed::Inode { ino, was_dir }], vec![cleared])?;
         } else {
             self.free_inode_now(ino, was_dir)?;
         }

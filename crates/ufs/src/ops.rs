@@ -1190,11 +1190,9 @@ fn set_depths(c: &mut FsCore, ino: u64, depth: u32) -> Result<()> {
     Ok(())
 }
 
+/// Swaps two names (only without ordered writes: the ordered modes refuse
+/// it, since no order of the two directory writes keeps both files named).
 #[allow(clippy::too_many_arguments)]
-/// Swaps two names. Each inode's count is raised while it may have two
-/// names on disk and lowered once its old name points elsewhere; a parent
-/// counts a directory's new '..' before it is written and drops the old
-/// one after.
 fn exchange(
     c: &mut FsCore,
     p1: u64,
@@ -1206,48 +1204,22 @@ fn exchange(
     i2: u64,
     d2: &Dinode,
 ) -> Result<()> {
-    let tracks = c.cache.mode().tracks();
-    if tracks {
-        for i in [i1, i2] {
-            let mut d = c.read_inode(i)?;
-            d.set_nlink(d.nlink() + 1);
-            c.write_inode(i, &d)?;
-        }
-    }
-    let cross = p1 != p2;
-    if cross {
-        // Parents count the '..' entries about to point at them.
-        for (p, arriving) in [(p1, d2.is_dir()), (p2, d1.is_dir())] {
-            if arriving {
-                let mut pd = dir_inode(c, p)?;
-                pd.set_nlink(pd.nlink() + 1);
-                c.write_inode(p, &pd)?;
-            }
-        }
-    }
     let pd1 = dir_inode(c, p1)?;
     c.dir_rewrite(p1, &pd1, n1, i2, iftodt(d2.di_mode()))?;
     let pd2 = dir_inode(c, p2)?;
     c.dir_rewrite(p2, &pd2, n2, i1, iftodt(d1.di_mode()))?;
-    if tracks {
-        // Each rewrite noted itself as a need of the inode it replaced.
-        for i in [i1, i2] {
-            let mut d = c.read_inode(i)?;
-            d.set_nlink(d.nlink() - 1);
-            c.write_inode(i, &d)?;
-        }
-    }
-    if cross {
-        for (child, child_di, newp) in [(i1, d1, p2), (i2, d2, p1)] {
+    if p1 != p2 {
+        // A directory changing parents moves one '..' count with it.
+        for (child, child_di, newp, oldp) in [(i1, d1, p2, p1), (i2, d2, p1, p2)] {
             if child_di.is_dir() {
                 let d = dir_inode(c, child)?;
-                // The old parent's next change (its lowered count) waits for this.
                 c.dir_rewrite(child, &d, b"..", newp, dt::DT_DIR)?;
-                let oldp = if newp == p2 { p1 } else { p2 };
-                let mut pd = dir_inode(c, oldp)?;
-                pd.set_nlink(pd.nlink() - 1);
-                c.write_inode(oldp, &pd)?;
-                let np = dir_inode(c, newp)?;
+                let mut np = dir_inode(c, newp)?;
+                np.set_nlink(np.nlink() + 1);
+                c.write_inode(newp, &np)?;
+                let mut op = dir_inode(c, oldp)?;
+                op.set_nlink(op.nlink() - 1);
+                c.write_inode(oldp, &op)?;
                 set_depths(c, child, dirdepth(&np) + 1)?;
             }
         }

@@ -205,13 +205,10 @@ impl BufferCache {
     fn touch(&mut self, addr: u64) {
         self.clock += 1;
         let c = self.clock;
-        let dir_pool = self.dir_pool.is_some();
+        let Some(p) = self.bufs.get(&addr).map(|b| self.pool(b.kind) as usize) else {
+            return;
+        };
         if let Some(b) = self.bufs.get_mut(&addr) {
-            let p = if dir_pool && b.kind == BlockKind::Dir {
-                1
-            } else {
-                0
-            };
             self.lru[p].remove(&b.stamp);
             b.stamp = c;
             self.lru[p].insert(c, addr);
@@ -268,19 +265,21 @@ impl BufferCache {
                 self.force_buf(addr)?;
             }
         }
-        if let Some(b) = self.bufs.remove(&addr) {
-            let p = if self.dir_pool.is_some() && b.kind == BlockKind::Dir {
-                1
-            } else {
-                0
-            };
-            self.lru[p].remove(&b.stamp);
-            self.bytes[p] -= b.data.len() as u64;
+        if let Some(b) = self.remove_buf(addr) {
             if !write {
                 self.ledger.moot(&b.deps.ids());
             }
         }
         Ok(())
+    }
+
+    /// Takes a buffer out of the cache and its pool's accounting.
+    fn remove_buf(&mut self, addr: u64) -> Option<Buf> {
+        let b = self.bufs.remove(&addr)?;
+        let p = self.pool(b.kind) as usize;
+        self.lru[p].remove(&b.stamp);
+        self.bytes[p] -= b.data.len() as u64;
+        Some(b)
     }
 
     fn make_room(&mut self, need: u64, p: Pool) -> Result<()> {
@@ -535,12 +534,6 @@ impl BufferCache {
     pub fn is_durable(&self, id: ChangeId) -> bool {
         self.ledger.durable(id)
     }
-    pub fn durable_below(&self, id: ChangeId) -> bool {
-        self.ledger.durable_below(id)
-    }
-    pub fn next_change(&self) -> ChangeId {
-        self.ledger.next_id()
-    }
 
     /// A zero-filled dirty buffer for a freshly allocated block, without
     /// reading what the device holds there. Whatever an earlier owner of
@@ -615,13 +608,8 @@ impl BufferCache {
             // before the tail's changes become moot.
             self.write_buf(addr)?;
         }
-        let dir_pool = self.dir_pool.is_some();
+        let p = self.pool(kind) as usize;
         let b = self.bufs.get_mut(&addr).expect("buffer just ensured");
-        let p = if dir_pool && b.kind == BlockKind::Dir {
-            1
-        } else {
-            0
-        };
         b.data.resize(new_len, 0);
         b.dirty = true;
         let mut cut = Vec::new();
@@ -967,15 +955,7 @@ impl BufferCache {
             .map(|(&a, _)| a)
             .collect();
         for a in clean {
-            if let Some(b) = self.bufs.remove(&a) {
-                let p = if self.dir_pool.is_some() && b.kind == BlockKind::Dir {
-                    1
-                } else {
-                    0
-                };
-                self.lru[p].remove(&b.stamp);
-                self.bytes[p] -= b.data.len() as u64;
-            }
+            self.remove_buf(a);
         }
     }
 

@@ -183,14 +183,6 @@ impl Ledger {
     pub fn durable(&self, id: ChangeId) -> bool {
         id == 0 || !self.undurable.contains(&id)
     }
-    /// Every change made before `id` is durable.
-    pub fn durable_below(&self, id: ChangeId) -> bool {
-        self.undurable.first().is_none_or(|&m| m >= id)
-    }
-    /// The id the next change will get (a barrier for [`durable_below`]).
-    pub fn next_id(&self) -> ChangeId {
-        self.next + 1
-    }
     pub fn written(&mut self, id: ChangeId) {
         if id != 0 {
             self.unflushed.push(id);
@@ -243,8 +235,6 @@ pub enum Freed {
 #[derive(Debug, Clone)]
 pub struct Deferred {
     pub needs: Vec<ChangeId>,
-    /// Also wait for every change made before this id.
-    pub barrier: ChangeId,
     pub what: Freed,
 }
 
@@ -294,7 +284,6 @@ mod tests {
         assert_eq!(l.owner(b), Some(20));
         l.flushed();
         assert!(l.durable(a) && !l.durable(b));
-        assert!(l.durable_below(b) && !l.durable_below(b + 1));
         l.moot(&[b]);
         assert!(l.durable(b) && l.owner(b).is_none());
     }
