@@ -126,13 +126,19 @@ pub(crate) struct BufDeps {
 }
 
 impl BufDeps {
+    /// The ids of changes this buffer holds that were never written (what
+    /// is moot when the buffer is dropped unwritten). Written but unflushed
+    /// changes are not among them: they become durable at the next flush,
+    /// not before.
     pub fn ids(&self) -> Vec<ChangeId> {
         let mut v: Vec<ChangeId> = self
             .held
             .values()
             .flat_map(|(_, s)| s.iter().map(|h| h.id))
             .collect();
-        v.extend([self.epoch, self.written].into_iter().filter(|&i| i != 0));
+        if self.epoch != 0 {
+            v.push(self.epoch);
+        }
         v
     }
 }
