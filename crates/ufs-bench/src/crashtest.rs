@@ -86,16 +86,21 @@ pub enum Workload {
     /// Mail delivery: write into `tmp/`, fsync, rename into `new/`; later
     /// moved to `cur/` and some deleted.
     Maildir,
+    /// One directory grown past its 12 direct blocks into its indirect
+    /// block, some of its files fsynced on the way, then half its names
+    /// removed.
+    Bigdir,
 }
 
 impl Workload {
-    pub const ALL: [Workload; 6] = [
+    pub const ALL: [Workload; 7] = [
         Workload::Create,
         Workload::Mkdir,
         Workload::Rename,
         Workload::Unlink,
         Workload::Truncate,
         Workload::Maildir,
+        Workload::Bigdir,
     ];
 
     pub fn name(self) -> &'static str {
@@ -106,6 +111,7 @@ impl Workload {
             Workload::Unlink => "unlink",
             Workload::Truncate => "truncate",
             Workload::Maildir => "maildir",
+            Workload::Bigdir => "bigdir",
         }
     }
 
@@ -116,7 +122,7 @@ impl Workload {
     /// Files and directories present before recording starts.
     fn populate(self, s: &mut Session) -> ufs::Result<()> {
         match self {
-            Workload::Create | Workload::Mkdir => Ok(()),
+            Workload::Create | Workload::Mkdir | Workload::Bigdir => Ok(()),
             Workload::Rename => populate_rename(s),
             Workload::Unlink => populate_unlink(s),
             Workload::Truncate => populate_truncate(s),
@@ -133,6 +139,7 @@ impl Workload {
             Workload::Unlink => run_unlink(s),
             Workload::Truncate => run_truncate(s),
             Workload::Maildir => run_maildir(s),
+            Workload::Bigdir => run_bigdir(s),
         }
     }
 }
@@ -1194,6 +1201,26 @@ fn run_mkdir(s: &mut Session) -> ufs::Result<()> {
             s.create(&f, 1200)?;
             s.fsync(&f)?;
         }
+    }
+    Ok(())
+}
+
+/// Names of 30 bytes take 40-byte entries: 1,300 of them fill the 12
+/// direct blocks (48 KiB) of a directory, so the last 200 go through its
+/// indirect block.
+fn run_bigdir(s: &mut Session) -> ufs::Result<()> {
+    s.mkdir("big")?;
+    for i in 0..1500 {
+        let p = format!("big/a-rather-long-file-name-{i:04}");
+        if i % 150 == 149 {
+            s.create(&p, 100 + i)?;
+            s.fsync(&p)?;
+        } else {
+            s.create(&p, 0)?;
+        }
+    }
+    for i in (0..1500).step_by(2) {
+        s.unlink(&format!("big/a-rather-long-file-name-{i:04}"))?;
     }
     Ok(())
 }

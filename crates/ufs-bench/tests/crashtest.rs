@@ -96,26 +96,14 @@ fn safe_mode(mode: WriteMode, workloads: &[Workload]) {
     assert!(rep.failures().is_empty());
 }
 
-/// Normal and sync mode still write a file's grown indirect block and its
-/// inode (the new size) between the same two flushes, so a crash can leave
-/// pointers past the end of file, beyond what preen may repair (the create
-/// and truncate workloads show it); those two workloads are left out here
-/// until the order is fixed, and `ufskit crashtest` reports them.
-const NORMAL_AND_SYNC: [Workload; 4] = [
-    Workload::Mkdir,
-    Workload::Rename,
-    Workload::Unlink,
-    Workload::Maildir,
-];
-
 #[test]
 fn normal_mode_survives_every_crash_state() {
-    safe_mode(WriteMode::Normal, &NORMAL_AND_SYNC);
+    safe_mode(WriteMode::Normal, &Workload::ALL);
 }
 
 #[test]
 fn sync_mode_survives_every_crash_state() {
-    safe_mode(WriteMode::Sync, &NORMAL_AND_SYNC);
+    safe_mode(WriteMode::Sync, &Workload::ALL);
 }
 
 #[test]

@@ -1363,3 +1363,67 @@ fn newfs_and_engine_images_check_clean() {
         assert_clean(&used, &format!("newfs config {k} after engine workload"));
     }
 }
+
+/// A directory grown past its direct blocks whose size runs past its last
+/// allocated block (a crash between the new size and the new block's
+/// pointer) is shortened by preen, as FreeBSD's pass 1 does for any inode
+/// with indirect blocks; within the direct blocks the same hole is pass 2's
+/// "CONTAINS EMPTY BLOCKS", which preen leaves alone.
+#[test]
+fn big_directory_size_past_end_is_preen_adjusted() {
+    use std::sync::Arc;
+    use ufs::newfs::{newfs, NewfsParams};
+    use ufs::{Cred, Fs, MountOptions};
+    let dev = Arc::new(MemDevice::new(8 << 20));
+    let p = NewfsParams {
+        bsize: 4096,
+        fsize: 512,
+        seed: Some(3),
+        time: Some(1_700_000_000),
+        ..Default::default()
+    };
+    newfs(&*dev, &p).unwrap();
+    let fs = Fs::open(Box::new(dev.clone()), MountOptions::default()).unwrap();
+    let root = Cred::ROOT;
+    let big = fs.mkdir(fs.root(), b"big", 0o755, root).unwrap().ino;
+    let small = fs.mkdir(fs.root(), b"small", 0o755, root).unwrap().ino;
+    // Past 12 blocks of 4 KiB the directory reaches its first indirect
+    // block; stop where its last block is full, as it is when a crash
+    // catches the next block's pointer behind the new size.
+    let mut i = 0usize;
+    loop {
+        fs.mknod(big, format!("n{i:05}").as_bytes(), 0o100644, 0, root)
+            .unwrap();
+        i += 1;
+        let size = fs.getattr(big).unwrap().size;
+        if size > 13 * 4096 && size % 4096 == 0 {
+            break;
+        }
+        assert!(i < 20_000);
+    }
+    fs.mknod(small, b"x", 0o100644, 0, root).unwrap();
+    fs.unmount().unwrap();
+    drop(fs);
+    let data = dev.snapshot();
+    assert_clean(&data, "engine-built big directory");
+    let mut img = Img::new(data);
+    let mut di = img.inode(big);
+    assert!(
+        di.di_ib(0) != 0,
+        "directory should reach its indirect block"
+    );
+    di.set_di_size(di.di_size() + 512);
+    di.update_ckhash();
+    img.set_inode(big, &di);
+    detect_and_repair(
+        &img.data,
+        "BEYOND END OF ALLOCATED FILE",
+        "big dir size past end",
+    );
+    preen_fixes(&img.data, "big dir size past end");
+    let mut di = img.inode(small);
+    di.set_di_size(di.di_size() + 4096);
+    di.update_ckhash();
+    img.set_inode(small, &di);
+    preen_refuses(&img.data, "small dir size past end");
+}

@@ -25,7 +25,7 @@ pub struct CrashtestArgs {
     #[arg(
         long = "workload",
         value_delimiter = ',',
-        default_value = "create,mkdir,rename,unlink,truncate,maildir"
+        default_value = "create,mkdir,rename,unlink,truncate,maildir,bigdir"
     )]
     workloads: Vec<String>,
     /// Prefix crash states per mode and workload (evenly spaced over the
@@ -66,7 +66,9 @@ fn config(a: &CrashtestArgs) -> Result<Config, String> {
     let mut workloads = Vec::new();
     for w in &a.workloads {
         let w = Workload::parse(w.trim()).ok_or_else(|| {
-            format!("unknown workload '{w}' (create, mkdir, rename, unlink, truncate, maildir)")
+            format!(
+                "unknown workload '{w}' (create, mkdir, rename, unlink, truncate, maildir, bigdir)"
+            )
         })?;
         if !workloads.contains(&w) {
             workloads.push(w);

@@ -333,13 +333,26 @@ fn check_inode(ctx: &mut Ctx, ino: u64, mut di: Dinode) -> R<()> {
             dirty = true;
         }
         let short_link = mode == IFLNK && size < MAXSYMLINKLEN_UFS2 as u64;
-        if mode != IFDIR && !short_link && size > 0 && v.lballoc < g.lblkno(size - 1) as i64 {
+        // A directory is checked here only past its direct blocks (as in
+        // FreeBSD): a hole at its end in the direct area is pass 2's
+        // "CONTAINS EMPTY BLOCKS" below.
+        let past_direct = size > UFS_NDADDR as u64 * g.bsize;
+        // The size the rest of the checks go by: shortened here when the
+        // finding below is made, even if the fix is declined (-n), so a
+        // directory's hole at its end is not reported twice.
+        let mut dsize = size;
+        if (mode != IFDIR || past_direct)
+            && !short_link
+            && size > 0
+            && v.lballoc < g.lblkno(size - 1) as i64
+        {
             let fixsize = ((v.lballoc + 1) as u64) * g.bsize;
-            let sev = if size > UFS_NDADDR as u64 * g.bsize {
+            let sev = if past_direct {
                 Severity::Preen
             } else {
                 Severity::Inconsistency
             };
+            dsize = fixsize;
             if ctx.ask(
                 P1,
                 sev,
@@ -349,9 +362,12 @@ fn check_inode(ctx: &mut Ctx, ino: u64, mut di: Dinode) -> R<()> {
                 di.set_di_size(fixsize);
                 dirty = true;
             }
+            if let Some(d) = ctx.dir_mut(ino) {
+                d.size = fixsize;
+            }
         }
         if mode == IFDIR && state != DCLEAR {
-            let ndb = size.div_ceil(g.bsize);
+            let ndb = dsize.div_ceil(g.bsize);
             v.lbns.sort_unstable();
             v.lbns.dedup();
             let have = v.lbns.iter().filter(|&&l| l < ndb).count() as u64;

@@ -15,6 +15,7 @@ use crate::alloc::Reserve;
 use crate::cache::BlockKind;
 use crate::error::{Error, ErrorKind, Result};
 use crate::fs::FsCore;
+use crate::order::ChangeId;
 use ufs_format::*;
 
 /// Where a logical block's pointer lives.
@@ -23,6 +24,13 @@ enum Path {
     Direct(usize),
     /// Indirect level (1..=3) and the index at each level, top first.
     Indirect(usize, [u64; 3]),
+}
+
+/// A write or truncation that may grow a file: its new end, and the
+/// inode change that first stored that size (0 until one was needed).
+struct Growth {
+    end: u64,
+    early: ChangeId,
 }
 
 fn dbtob(n: u64) -> u64 {
@@ -103,16 +111,19 @@ impl FsCore {
 
     /// Sets pointer `idx` of the indirect block at `addr` (in inode `ino`'s
     /// tree) to `v`. A pointer to a new block waits for the block's
-    /// contents and bitmap bits; a cleared pointer is what the releases of
+    /// contents and bitmap bits (and for `also`, if not 0); a cleared pointer is what the releases of
     /// the blocks below it wait for.
-    fn indir_set(&mut self, ino: u64, addr: u64, idx: u64, v: u64) -> Result<()> {
+    fn indir_set(&mut self, ino: u64, addr: u64, idx: u64, v: u64, also: ChangeId) -> Result<()> {
         let bs = self.g.bsize as usize;
         let i = idx as usize * 8;
-        let needs: Vec<u64> = if v != 0 {
+        let mut needs: Vec<u64> = if v != 0 {
             self.block_pointer_needs(v).to_vec()
         } else {
             Vec::new()
         };
+        if also != 0 {
+            needs.push(also);
+        }
         let (id, b) = self
             .cache
             .modify_tracked(addr, bs, BlockKind::Indir, i, 8, &needs, None)?;
@@ -217,6 +228,7 @@ impl FsCore {
         lbn: u64,
         nsize: u64,
         who: Reserve,
+        grow: &mut Growth,
     ) -> Result<u64> {
         let g = self.g;
         let kind = Self::kind_of(di);
@@ -269,12 +281,12 @@ impl FsCore {
                 // and their pointers cleared: a half-built chain of indirect
                 // blocks is what fsck_ffs clears as INVALID INDIRECT BLOCK.
                 let mut made: Vec<(Option<(u64, u64)>, u64)> = Vec::new(); // (parent slot or di_ib, block)
-                match self.indir_chain(ino, di, lbn, level, idx, kind, who, &mut made) {
+                match self.indir_chain(ino, di, lbn, level, idx, kind, who, grow, &mut made) {
                     Ok(a) => Ok(a),
                     Err(e) => {
                         for (slot, blk) in made.into_iter().rev() {
                             match slot {
-                                Some((parent, ix)) => self.indir_set(ino, parent, ix, 0)?,
+                                Some((parent, ix)) => self.indir_set(ino, parent, ix, 0, 0)?,
                                 None => di.set_di_ib(level - 1, 0),
                             }
                             self.free_blocks(ino, blk, g.bsize)?;
@@ -287,9 +299,21 @@ impl FsCore {
         }
     }
 
-    /// The indirect part of [`balloc`](Self::balloc): walks (and builds) the
-    /// chain of indirect blocks to logical block `lbn`, recording each block
-    /// it allocates in `made`.
+    /// The indirect part of [`balloc`](Self::balloc): walks the chain of
+    /// indirect blocks to logical block `lbn` and builds what is missing,
+    /// recording each block it links in `made`.
+    ///
+    /// The missing blocks are all allocated first (top down, so each can be
+    /// placed near its parent) and linked bottom up: the data block into the
+    /// lowest new indirect block, that one into the next, and the topmost
+    /// new block last into a block (or inode) the disk may already reach.
+    /// Each pointer needs what it points at, as it is when the pointer is
+    /// set, so in every mode the disk never reaches a new indirect block
+    /// before that block holds the rest of the chain: an interrupted chain
+    /// would be an empty indirect block past the end of the file, which
+    /// fsck_ffs cannot shorten the file around (`PARTIALLY TRUNCATED`
+    /// after its size adjustment). The pointer into an existing block also
+    /// needs a size covering it (see [`size_need`](Self::size_need)).
     #[allow(clippy::too_many_arguments)]
     fn indir_chain(
         &mut self,
@@ -300,46 +324,119 @@ impl FsCore {
         idx: [u64; 3],
         kind: BlockKind,
         who: Reserve,
+        grow: &mut Growth,
         made: &mut Vec<(Option<(u64, u64)>, u64)>,
     ) -> Result<u64> {
         let g = self.g;
         let bs = g.bsize;
-        let mut addr = di.di_ib(level - 1);
-        if addr == 0 {
-            let pref = self.indir_pref(ino, level, lbn, di.di_db(UFS_NDADDR - 1));
-            addr = self.alloc_block(ino, pref, bs, who)?;
-            self.cache.create(addr, bs as usize, BlockKind::Indir)?;
-            self.note_new_block(ino, addr);
-            di.set_di_ib(level - 1, addr);
-            di.set_di_blocks(di.di_blocks() + dbtob(bs));
-            made.push((None, addr));
+        // nodes[0] is the top indirect block (pointed at by the inode),
+        // nodes[j] the block pointer idx[j-1] of nodes[j-1] leads to;
+        // nodes[level] is the data block.
+        let mut nodes = [0u64; 4];
+        nodes[0] = di.di_ib(level - 1);
+        let mut have = 0; // nodes[..have] exist
+        if nodes[0] != 0 {
+            have = 1;
+            while have <= level {
+                let nb = self.indir_get(ino, nodes[have - 1], idx[have - 1])?;
+                if nb == 0 {
+                    break;
+                }
+                self.check_ptr(ino, nb, g.frag)?;
+                nodes[have] = nb;
+                have += 1;
+            }
+            if have > level {
+                return Ok(nodes[level]);
+            }
         }
-        for (l, &ix) in idx.iter().enumerate().take(level) {
-            let mut nb = self.indir_get(ino, addr, ix)?;
-            let leaf = l + 1 == level;
-            if nb == 0 {
-                let prev = if ix > 0 {
-                    self.indir_get(ino, addr, ix - 1)?
+        // Allocate the missing ones, top down.
+        for j in have..=level {
+            let leaf = j == level;
+            let pref = if j == 0 {
+                self.indir_pref(ino, level, lbn, di.di_db(UFS_NDADDR - 1))
+            } else if leaf {
+                let ix = idx[j - 1];
+                let prev = if ix > 0 && j == have {
+                    self.indir_get(ino, nodes[j - 1], ix - 1)?
+                } else {
+                    0 // a new parent has no earlier pointers
+                };
+                self.blkpref(ino, di.is_dir(), lbn, ix, prev, di.di_ib(0))
+            } else {
+                self.indir_pref(ino, 0, lbn, 0)
+            };
+            match self.alloc_block(ino, pref, bs, who) {
+                Ok(b) => {
+                    self.cache.create(
+                        b,
+                        bs as usize,
+                        if leaf { kind } else { BlockKind::Indir },
+                    )?;
+                    nodes[j] = b;
+                }
+                Err(e) => {
+                    // Nothing points at them yet: give them back at once.
+                    for &b in &nodes[have..j] {
+                        self.free_blocks(0, b, bs)?;
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        // Link them, bottom up.
+        for j in (have..=level).rev() {
+            if j == 0 {
+                di.set_di_ib(level - 1, nodes[0]);
+                self.note_new_block(ino, nodes[0]);
+                made.push((None, nodes[0]));
+            } else {
+                let need = if j == have {
+                    self.size_need(ino, di, lbn, grow)?
                 } else {
                     0
                 };
-                let pref = if leaf {
-                    self.blkpref(ino, di.is_dir(), lbn, ix, prev, di.di_ib(0))
-                } else {
-                    self.indir_pref(ino, 0, lbn, 0)
-                };
-                nb = self.alloc_block(ino, pref, bs, who)?;
-                self.cache
-                    .create(nb, bs as usize, if leaf { kind } else { BlockKind::Indir })?;
-                self.indir_set(ino, addr, ix, nb)?;
-                di.set_di_blocks(di.di_blocks() + dbtob(bs));
-                made.push((Some((addr, ix)), nb));
-            } else {
-                self.check_ptr(ino, nb, g.frag)?;
+                self.indir_set(ino, nodes[j - 1], idx[j - 1], nodes[j], need)?;
+                made.push((Some((nodes[j - 1], idx[j - 1])), nodes[j]));
             }
-            addr = nb;
+            di.set_di_blocks(di.di_blocks() + dbtob(bs));
         }
-        Ok(addr)
+        Ok(nodes[level])
+    }
+
+    /// What a new pointer to logical block `lbn`, set in an indirect block
+    /// the disk may already reach, needs from the inode: a size that covers
+    /// it. fsck_ffs takes a pointer past the end of a file for a half-done
+    /// truncation (`PARTIALLY TRUNCATED INODE`, not repaired in preen
+    /// mode), but a size past the last allocated block of a file with
+    /// indirect blocks for a half-done extension, which preen shortens
+    /// (`FILE SIZE BEYOND END OF ALLOCATED FILE`, FreeBSD's
+    /// `sbin/fsck_ffs/pass1.c`). So a growing write stores the inode with
+    /// its new size (`grow.end`) before its first such pointer, once, and
+    /// the pointers wait for that; a pointer filling a hole inside the size
+    /// waits for the inode as last stored. 0 in async mode.
+    fn size_need(
+        &mut self,
+        ino: u64,
+        di: &Dinode,
+        lbn: u64,
+        grow: &mut Growth,
+    ) -> Result<ChangeId> {
+        if !self.cache.mode().tracks() {
+            return Ok(0);
+        }
+        if lbn * self.g.bsize < di.di_size() {
+            return Ok(self.inode_pointer_needs(ino)[0]);
+        }
+        if grow.early == 0 {
+            let mut early = di.clone();
+            // The write's own end: never past what it will write, so
+            // a directory's size never covers chunks it has not formatted.
+            debug_assert!(grow.end > lbn * self.g.bsize);
+            early.set_di_size(grow.end);
+            grow.early = self.write_inode(ino, &early)?;
+        }
+        Ok(grow.early)
     }
 
     /// Reads up to `len` bytes at `off`; short at end of file.
@@ -400,6 +497,7 @@ impl FsCore {
             ));
         }
         let kind = Self::kind_of(di);
+        let mut grow = Growth { end, early: 0 };
         let mut pos = off;
         let mut src = 0usize;
         while pos < end {
@@ -412,7 +510,7 @@ impl FsCore {
             } else {
                 g.bsize
             };
-            let addr = match self.balloc(ino, di, lbn, nsize, who) {
+            let addr = match self.balloc(ino, di, lbn, nsize, who, &mut grow) {
                 Ok(a) => a,
                 Err(e) if src > 0 => {
                     let _ = e;
@@ -459,7 +557,11 @@ impl FsCore {
             } else {
                 g.bsize
             };
-            if let Err(e) = self.balloc(ino, di, lbn, nsize, who) {
+            let mut grow = Growth {
+                end: length,
+                early: 0,
+            };
+            if let Err(e) = self.balloc(ino, di, lbn, nsize, who, &mut grow) {
                 if di.di_size() != size {
                     // balloc grew the fragment tail first: give it back.
                     self.truncate_data(ino, di, size, who)?;
@@ -474,7 +576,17 @@ impl FsCore {
                                              // A file may not end in a hole: if the new last block is one,
                                              // allocate it before anything is freed, so ENOSPC changes nothing.
         if length > 0 && self.bmap(ino, di, keep - 1)? == 0 {
-            self.balloc(ino, di, keep - 1, g.bsize, who)?;
+            self.balloc(
+                ino,
+                di,
+                keep - 1,
+                g.bsize,
+                who,
+                &mut Growth {
+                    end: length,
+                    early: 0,
+                },
+            )?;
         }
         // Direct blocks past the end.
         for i in (keep as usize)..UFS_NDADDR {
@@ -589,7 +701,7 @@ impl FsCore {
             // gone on disk it still describes the file (soft updates frees
             // a tree as a unit).
             for i in cleared {
-                self.indir_set(ino, addr, i, 0)?;
+                self.indir_set(ino, addr, i, 0, 0)?;
             }
         } else {
             self.free_blocks(ino, addr, g.bsize)?;
