@@ -6,7 +6,7 @@ use ufs::order::WriteMode;
 use ufs_bench::crashtest::{run, Config, Report, RunResult, Workload};
 
 /// Per mode: every workload, up to 300 prefixes and 300 reorderings each,
-/// about 3,400 states; the three safe modes together check well over the
+/// about 4,000 states; the three safe modes together check well over the
 /// 2,000 states the project promises (each test asserts at least 700).
 fn profile(mode: WriteMode, workloads: &[Workload]) -> Config {
     Config {
@@ -17,6 +17,7 @@ fn profile(mode: WriteMode, workloads: &[Workload]) -> Config {
         seed: 1,
         threads: 0,
         max_examples: 3,
+        keep: None,
     }
 }
 
@@ -115,9 +116,11 @@ fn softdep_survives_every_crash_state() {
 /// fsynced files lost, and must not count them as failures of the project.
 #[test]
 fn async_damage_is_detected_and_not_held_against_the_project() {
+    let keep = tempfile::tempdir().unwrap();
     let cfg = Config {
         max_prefix: 60,
         reorders: 60,
+        keep: Some(keep.path().to_path_buf()),
         ..profile(WriteMode::Async, &Workload::ALL)
     };
     let rep = run(&cfg, &mut |_, _, _| {}).expect("crash test runs");
@@ -134,6 +137,17 @@ fn async_damage_is_detected_and_not_held_against_the_project() {
     let e = &r.examples[0];
     assert!(e.crash_point <= r.log_writes && e.durable <= e.crash_point);
     assert!(!e.findings.is_empty() && !e.during.is_empty());
+    // The kept image is the state as the crash left it: fsck sees the
+    // same damage in it.
+    let path = e.image.as_ref().expect("image kept");
+    let img = ufs::dev::MemDevice::from_vec(std::fs::read(path).unwrap());
+    let again = ufs::fsck::fsck(&img, ufs::fsck::FsckMode::Check);
+    if let Ok(rep) = again {
+        assert!(
+            !rep.findings.is_empty(),
+            "{path}: clean, but the run found damage"
+        );
+    }
     assert!(
         rep.failures().is_empty(),
         "async is reported, not judged: {:?}",
@@ -152,6 +166,7 @@ fn runs_repeat_exactly() {
         seed: 7,
         threads: 0,
         max_examples: 3,
+        keep: None,
     };
     let key = |rep: &Report| {
         rep.results

@@ -2,7 +2,8 @@
 //! a 3,000-message MH folder): what the project promises of soft updates.
 //! For every phase (files create and remove; MH create, pack and remove),
 //! counted with the sync that pays its delayed writes: soft updates is at
-//! least 10x faster than normal mode and within 1.5x of async; every image
+//! least 10x faster than normal mode and within 1.5x of async (also at the
+//! issue's full sizes, without sync mode); every image
 //! is fsck clean; a second run gives bit-identical modeled figures.
 use std::sync::OnceLock;
 use ufs::order::WriteMode;
@@ -76,46 +77,21 @@ fn every_run_has_its_phases_and_is_fsck_clean() {
     assert!(dirty.is_empty(), "not fsck clean:\n{}", dirty.join("\n"));
 }
 
-#[test]
-fn softdep_is_ten_times_faster_than_normal() {
-    let r = report();
+/// The bounds on one report: soft updates at least 10x faster than normal
+/// mode and at most 1.5x slower than async on every phase (the figures are
+/// deterministic; the small margin only absorbs float rounding).
+fn check_bounds(r: &Report, profile: &str) {
     let mut bad = Vec::new();
     for (w, p) in all_phases() {
-        let ratio = r.ratio(w, p).and_then(|x| x.softdep_speedup_vs_normal);
-        if !ratio.is_some_and(|x| x >= SPEEDUP_OVER_NORMAL) {
+        let x = r.ratio(w, p);
+        let speedup = x.and_then(|x| x.softdep_speedup_vs_normal);
+        let slowdown = x.and_then(|x| x.softdep_vs_async);
+        if !speedup.is_some_and(|x| x >= SPEEDUP_OVER_NORMAL)
+            || !slowdown.is_some_and(|x| x <= SLOWDOWN_OVER_ASYNC + 1e-6)
+        {
             bad.push(format!(
-                "{w} {p}: normal/softdep = {ratio:?}\n    {}\n    {}",
+                "{w} {p}: normal/softdep = {speedup:?}, softdep/async = {slowdown:?}\n    {}\n    {}\n    {}",
                 describe(r, w, p, WriteMode::Normal),
-                describe(r, w, p, WriteMode::Softdep)
-            ));
-        }
-    }
-    assert!(
-        bad.is_empty(),
-        "soft updates is not {SPEEDUP_OVER_NORMAL}x faster than normal mode on:\n{}",
-        bad.join("\n")
-    );
-}
-
-#[test]
-fn softdep_stays_close_to_async() {
-    let r = report();
-    let mut bad = Vec::new();
-    for (w, p) in all_phases() {
-        // The issue asks for 1.5x everywhere. Measured now: at most 1.57x
-        // except the MH pack, whose renames chain (each old name may go
-        // only once its new name is on disk, and new names reuse the space
-        // of removed ones, so the chunks go out one round after another):
-        // about 18x there. These bounds guard what holds today.
-        let bound = if p == "pack" {
-            25.0
-        } else {
-            SLOWDOWN_OVER_ASYNC + 0.1
-        };
-        let ratio = r.ratio(w, p).and_then(|x| x.softdep_vs_async);
-        if !ratio.is_some_and(|x| x <= bound) {
-            bad.push(format!(
-                "{w} {p}: softdep/async = {ratio:?}\n    {}\n    {}",
                 describe(r, w, p, WriteMode::Async),
                 describe(r, w, p, WriteMode::Softdep)
             ));
@@ -123,9 +99,27 @@ fn softdep_stays_close_to_async() {
     }
     assert!(
         bad.is_empty(),
-        "soft updates costs more than its bound over async on:\n{}",
+        "{profile} profile: soft updates is not {SPEEDUP_OVER_NORMAL}x faster than normal and within {SLOWDOWN_OVER_ASYNC}x of async on:\n{}",
         bad.join("\n")
     );
+}
+
+#[test]
+fn softdep_is_ten_times_faster_than_normal_and_close_to_async() {
+    check_bounds(report(), "quick");
+}
+
+/// The issue's sizes (10,000 files; the 33,164-message folder), without
+/// sync mode (the slowest to simulate, and not part of the bounds).
+#[test]
+fn full_profile_meets_the_bounds() {
+    let cfg = Config {
+        modes: vec![WriteMode::Normal, WriteMode::Async, WriteMode::Softdep],
+        ..Config::full()
+    };
+    let r = run_all(&cfg, &mut |_, _, _| {}).unwrap_or_else(|e| panic!("full profile: {e}"));
+    assert!(r.fsck_clean());
+    check_bounds(&r, "full");
 }
 
 #[test]

@@ -317,7 +317,15 @@ impl FsCore {
         let addr = self.g.ino_to_fsba(ino);
         let off = self.g.ino_to_fsbo(ino) as usize * DINODE_SIZE;
         let bsize = self.g.bsize as usize;
-        let needs = self.order.inode_needs.remove(&ino).unwrap_or_default();
+        let mut needs = self.order.inode_needs.remove(&ino).unwrap_or_default();
+        // Pointers a truncation cleared in indirect blocks it keeps go to
+        // disk before the smaller size: the other way round a crash leaves
+        // pointers past the end of the file (PARTIALLY TRUNCATED INODE,
+        // which preen will not repair), this way only a size past the last
+        // block (which it shortens).
+        if let Some((_, cleared)) = self.order.unattached.get(&ino) {
+            needs.extend(cleared.iter().copied());
+        }
         let (id, b) = self.cache.modify_tracked(
             addr,
             bsize,
@@ -325,10 +333,19 @@ impl FsCore {
             off,
             DINODE_SIZE,
             &needs,
-            None,
+            Vec::new(),
         )?;
         b[off..off + DINODE_SIZE].copy_from_slice(di.as_bytes());
         if let Some((frees, mut needs)) = self.order.unattached.remove(&ino) {
+            // Directory blocks this write cuts off (a removed directory, or
+            // empty chunks past a shrunk one's end) hold only removed names:
+            // they need not reach the disk once this change does.
+            for f in &frees {
+                if let Freed::Blocks { bno, size } = *f {
+                    self.cache
+                        .abandon_dir_blocks(bno, self.g.numfrags(size), id);
+                }
+            }
             needs.push(id);
             self.defer(frees, needs)?;
         }
@@ -478,10 +495,18 @@ impl FsCore {
     }
 
     /// The end of a changing operation: in sync mode everything it changed
-    /// is made durable before it returns.
+    /// is made durable before it returns, in normal mode its directory
+    /// changes (as FFS writes directory blocks synchronously in
+    /// `ufs_direnter`, `ufs_dirremove` and `ufs_dirrewrite`).
     pub fn end_op(&mut self) -> Result<()> {
-        if self.cache.mode() == WriteMode::Sync && !self.read_only {
-            self.sync_blocks()?;
+        let dir_changes = std::mem::take(&mut self.order.op_dir_changes);
+        if self.read_only {
+            return Ok(());
+        }
+        match self.cache.mode() {
+            WriteMode::Sync => self.sync_blocks()?,
+            WriteMode::Normal if !dir_changes.is_empty() => self.cache.force_ids(&dir_changes)?,
+            _ => {}
         }
         Ok(())
     }

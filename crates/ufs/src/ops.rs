@@ -706,6 +706,23 @@ impl Fs {
                 "target directory has too many links",
             ));
         }
+        // Within one directory, a new name that fits in the old record is
+        // written where the old one stands: a single chunk change replaces
+        // one name with the other, so no crash state has both or neither
+        // and no other order is needed (nor a link count raised).
+        if parent == newparent && dst.is_none() {
+            let mut pdi = dir_inode(&mut c, parent)?;
+            if c.dir_rename_in_place(parent, &pdi, name, newname)?
+                .is_some()
+            {
+                touch(&mut pdi, true, true, false);
+                c.write_inode(parent, &pdi)?;
+                let mut sdi = sdi;
+                touch(&mut sdi, false, true, false);
+                c.write_inode(src.ino, &sdi)?;
+                return Ok(());
+            }
+        }
         // The order keeps every crash state recoverable (FFS's rename
         // rules): the source's count goes up before the new name points at
         // it; the old name goes only once the new one is durable; counts go

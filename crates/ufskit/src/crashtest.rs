@@ -52,6 +52,11 @@ pub struct CrashtestArgs {
     /// (printed for normal, sync and softdep only).
     #[arg(long, default_value_t = Config::default().max_examples)]
     examples: usize,
+    /// Save the image of every failing state printed (as the crash left
+    /// it, before repair) in this directory, to inspect with `ufskit fsck
+    /// -n` or `dumpfs`.
+    #[arg(long, value_name = "DIR")]
+    keep: Option<PathBuf>,
 }
 
 fn config(a: &CrashtestArgs) -> Result<Config, String> {
@@ -88,6 +93,7 @@ fn config(a: &CrashtestArgs) -> Result<Config, String> {
         seed: a.seed,
         threads: a.threads,
         max_examples: a.examples,
+        keep: a.keep.clone(),
     })
 }
 
@@ -170,6 +176,9 @@ fn print_examples(rep: &Report, max: usize) {
                 e.problems.join(", ")
             );
             println!("    during {}", e.during);
+            if let Some(img) = &e.image {
+                println!("    image: {img}");
+            }
             if e.preen_alone_repairs == Some(true) {
                 println!(
                     "    (fsck -p alone repairs this state: the check-only verdict is stricter)"

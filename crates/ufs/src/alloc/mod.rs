@@ -643,7 +643,7 @@ impl FsCore {
                 CG_INITEDIBLK_OFF,
                 4,
                 &made,
-                None,
+                Vec::new(),
             )?;
         }
         cg.set_inode_used(rel, true);

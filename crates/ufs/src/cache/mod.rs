@@ -23,7 +23,7 @@ use crate::dev::BlockDevice;
 use crate::error::Result;
 use crate::order::{BufDeps, ChangeId, EntryOp, Held, Ledger, OrderStats, WriteMode};
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 pub enum BlockKind {
@@ -427,7 +427,7 @@ impl BufferCache {
         roff: usize,
         rlen: usize,
         needs: &[ChangeId],
-        entry: Option<EntryOp>,
+        entries: Vec<EntryOp>,
     ) -> Result<(ChangeId, &mut [u8])> {
         if !self.mode.tracks() {
             return Ok((0, self.modify(addr, len, kind)?));
@@ -455,7 +455,7 @@ impl BufferCache {
         let region = b.deps.held.get(&(roff as u32));
         // Earlier changes of the same region go to disk in the same write
         // (unless directory entries may go one by one).
-        if let (Some((_, stack)), None) = (region, &entry) {
+        if let (Some((_, stack)), true) = (region, entries.is_empty()) {
             unmet.retain(|n| !stack.iter().any(|h| h.id == *n));
         }
         let id = if unmet.is_empty() && region.is_none() {
@@ -480,7 +480,7 @@ impl BufferCache {
                     id,
                     needs: unmet,
                     before,
-                    entry,
+                    entries,
                 });
             id
         };
@@ -656,6 +656,82 @@ impl BufferCache {
         }
     }
 
+    /// Drops the buffers of a directory's released blocks (`[addr,
+    /// addr+nfrags)`, buffers wholly inside) unwritten, if that is safe:
+    /// once the change `by` (the inode write that cut them off: the
+    /// directory zeroed, or shrunk) is durable, nothing on disk reaches
+    /// them, so what they
+    /// hold (removed names that link counts wait for) is settled by `by`
+    /// instead of by writing blocks that are about to be freed. Not done
+    /// when `by` itself waits, however indirectly, for one of their
+    /// changes. Returns whether they were dropped.
+    pub fn abandon_dir_blocks(&mut self, addr: u64, nfrags: u64, by: ChangeId) -> bool {
+        if !self.mode.tracks() || by == 0 || self.ledger.durable(by) {
+            return false;
+        }
+        let victims = self.overlapping(addr, nfrags);
+        let mut ids: Vec<ChangeId> = Vec::new();
+        for a in &victims {
+            match self.bufs.get(a) {
+                Some(b)
+                    if b.kind == BlockKind::Dir
+                        && *a >= addr
+                        && a + self.nfrags(b.data.len()) <= addr + nfrags =>
+                {
+                    ids.extend(b.deps.ids())
+                }
+                _ => return false,
+            }
+        }
+        ids.retain(|&i| !self.ledger.durable(i));
+        if !ids.is_empty() {
+            let Some(closure) = self.needs_closure(by, 4096) else {
+                return false;
+            };
+            if ids.iter().any(|i| closure.contains(i)) {
+                return false;
+            }
+        }
+        for a in victims {
+            self.remove_buf(a);
+        }
+        self.ledger.ride_on(&ids, by);
+        self.ledger.stats.abandoned += ids.len() as u64;
+        true
+    }
+
+    /// Every undurable change `id` waits for, directly or not: its needs,
+    /// and those of the earlier held changes of its region (it goes to disk
+    /// only with them). None if there are more than `cap`.
+    fn needs_closure(&self, id: ChangeId, cap: usize) -> Option<BTreeSet<ChangeId>> {
+        let mut seen = BTreeSet::new();
+        let mut todo = vec![id];
+        while let Some(id) = todo.pop() {
+            let Some(a) = self.ledger.owner(id) else {
+                continue;
+            };
+            let Some(b) = self.bufs.get(&a) else {
+                continue;
+            };
+            for (_, stack) in b.deps.held.values() {
+                let Some(pos) = stack.iter().position(|h| h.id == id) else {
+                    continue;
+                };
+                for h in &stack[..=pos] {
+                    for &n in &h.needs {
+                        if !self.ledger.durable(n) && seen.insert(n) {
+                            if seen.len() > cap {
+                                return None;
+                            }
+                            todo.push(n);
+                        }
+                    }
+                }
+            }
+        }
+        Some(seen)
+    }
+
     fn overlapping(&self, addr: u64, nfrags: u64) -> Vec<u64> {
         let mut victims = Vec::new();
         if let Some((&a, b)) = self.bufs.range(..addr).next_back() {
@@ -690,7 +766,7 @@ impl BufferCache {
         if !b.deps.held.is_empty() {
             for (&off, (len, stack)) in b.deps.held.iter_mut() {
                 let range = off as usize..(off + *len) as usize;
-                if stack.iter().all(|h| h.entry.is_some()) {
+                if stack.iter().all(|h| !h.entries.is_empty()) {
                     if let Some((image, done)) =
                         entry_image(&b.data[range.clone()], stack, &self.ledger)
                     {
@@ -851,6 +927,43 @@ impl BufferCache {
         ))
     }
 
+    /// The buffers holding an undurable change that a held change of
+    /// another buffer waits for and that would be written now (its own
+    /// needs durable, or not held at all), in address order.
+    fn unblocking_buffers(&self) -> Vec<u64> {
+        let mut out = std::collections::BTreeSet::new();
+        for (&a, b) in &self.bufs {
+            if !b.dirty {
+                continue;
+            }
+            for n in self.blocking_needs(a) {
+                let Some(o) = self.ledger.owner(n) else {
+                    continue;
+                };
+                if o == a || out.contains(&o) {
+                    continue;
+                }
+                let Some(ob) = self.bufs.get(&o) else {
+                    continue;
+                };
+                let held = ob
+                    .deps
+                    .held
+                    .values()
+                    .flat_map(|(_, st)| st.iter())
+                    .find(|h| h.id == n);
+                let goes = match held {
+                    Some(h) => h.needs.iter().all(|&m| self.ledger.durable(m)),
+                    None => ob.dirty,
+                };
+                if goes {
+                    out.insert(o);
+                }
+            }
+        }
+        out.into_iter().collect()
+    }
+
     /// Writes every dirty buffer in address order (held regions rolled back).
     pub fn write_all(&mut self) -> Result<()> {
         let dirty: Vec<u64> = self
@@ -895,16 +1008,22 @@ impl BufferCache {
                 .map(|(&a, _)| a)
                 .collect();
             if whole.is_empty() {
-                // Everything waits: write the cylinder groups first (their
-                // held part is a few bytes, and their maps are what the
-                // others wait for), everything rolled back only if there
-                // is nothing else.
+                // Everything waits: write the cylinder groups (their held
+                // part is a few bytes, and their maps are what most changes
+                // wait for); with none dirty, only the buffers holding a
+                // change that another one waits for and that can go now (a
+                // chain of renames advances one link a round without
+                // rewriting every block of the directory each time);
+                // everything, rolled back, only if there is nothing else.
                 whole = self
                     .bufs
                     .iter()
                     .filter(|(_, b)| b.dirty && b.kind == BlockKind::Cg)
                     .map(|(&a, _)| a)
                     .collect();
+                if whole.is_empty() {
+                    whole = self.unblocking_buffers();
+                }
             }
             let mut wrote = false;
             for a in whole {
@@ -979,16 +1098,26 @@ fn entry_image(
     let mut done: Vec<ChangeId> = Vec::new();
     let mut held_names: Vec<(&[u8], Option<(u32, u8)>)> = Vec::new();
     for h in stack {
-        let e = h.entry.as_ref()?;
-        let blocked = held_names.iter().any(|(n, _)| *n == e.name.as_slice());
+        if h.entries.is_empty() {
+            return None;
+        }
+        let is_held =
+            |n: &[u8], held: &[(&[u8], Option<(u32, u8)>)]| held.iter().any(|(m, _)| *m == n);
+        let blocked = h.entries.iter().any(|e| is_held(&e.name, &held_names));
         let ready = h
             .needs
             .iter()
             .all(|&n| ledger.durable(n) || done.contains(&n));
         if !blocked && ready {
             done.push(h.id);
-        } else if !blocked {
-            held_names.push((&e.name, e.before));
+        } else {
+            // Every name it changes stays as it was before its oldest
+            // waiting change (this one, for names not yet held).
+            for e in &h.entries {
+                if !is_held(&e.name, &held_names) {
+                    held_names.push((&e.name, e.before));
+                }
+            }
         }
     }
     if held_names.is_empty() {

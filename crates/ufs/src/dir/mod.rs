@@ -25,6 +25,7 @@ use crate::alloc::Reserve;
 use crate::cache::BlockKind;
 use crate::error::{Error, ErrorKind, Result};
 use crate::fs::FsCore;
+use crate::order::ChangeId;
 use dirhash::Take;
 use index::{DirIndex, Stale};
 use rand::Rng;
@@ -125,7 +126,7 @@ impl FsCore {
     /// Runs `f` on the mutable bytes of the chunk at `off`.
     /// The change is one region of the write ordering: it waits for the
     /// needs noted in `order.dir_needs` (the inode a new entry names),
-    /// changes the name in `order.dir_op` (so the chunk may be written
+    /// changes the names in `order.dir_ops` (so the chunk may be written
     /// entry by entry) and becomes `order.last_dir_change`.
     fn dir_chunk_mut<T>(
         &mut self,
@@ -136,12 +137,16 @@ impl FsCore {
     ) -> Result<T> {
         let (addr, bsz, o) = self.chunk_place(ino, di, off)?;
         let needs = std::mem::take(&mut self.order.dir_needs);
-        let op = self.order.dir_op.take();
+        let ops = std::mem::take(&mut self.order.dir_ops);
         let (id, b) =
             self.cache
-                .modify_tracked(addr, bsz, BlockKind::Dir, o, DIRBLKSIZ, &needs, op)?;
+                .modify_tracked(addr, bsz, BlockKind::Dir, o, DIRBLKSIZ, &needs, ops)?;
         self.order.last_dir_change = id;
-        Ok(f(&mut b[o..o + DIRBLKSIZ]))
+        let r = f(&mut b[o..o + DIRBLKSIZ]);
+        if self.cache.mode() == crate::order::WriteMode::Normal && id != 0 {
+            self.order.op_dir_changes.push(id);
+        }
+        Ok(r)
     }
 
     /// The newest change of the chunk at `off` (what a directory size
@@ -158,6 +163,34 @@ impl FsCore {
         let id = self.order.last_dir_change;
         if id != 0 {
             self.order.inode_needs.entry(ino).or_default().push(id);
+        }
+    }
+
+    /// Records that `name` left directory `dino` with change `id`.
+    fn note_name_gone(&mut self, dino: u64, name: &[u8], id: ChangeId) {
+        if id == 0 || !self.cache.mode().tracks() {
+            return;
+        }
+        let o = &mut self.order;
+        o.gone_names.insert((dino, name.to_vec()), id);
+        if o.gone_names.len() >= o.gone_names_prune_at.max(1024) {
+            let cache = &self.cache;
+            o.gone_names.retain(|_, id| !cache.is_durable(*id));
+            o.gone_names_prune_at = 2 * o.gone_names.len();
+        }
+    }
+
+    /// What a new entry `name` in directory `dino` needs: the removal of
+    /// an earlier entry of that name, if it may not be on disk yet.
+    fn name_reuse_need(&mut self, dino: u64, name: &[u8]) -> ChangeId {
+        let key = (dino, name.to_vec());
+        match self.order.gone_names.get(&key) {
+            Some(&id) if !self.cache.is_durable(id) => id,
+            Some(_) => {
+                self.order.gone_names.remove(&key);
+                0
+            }
+            None => 0,
         }
     }
 
@@ -441,7 +474,7 @@ impl FsCore {
     ) -> Result<()> {
         let r = self.dir_enter_entry(dino, ddi, name, child, dtype, who);
         // A name change not made must not describe a later one.
-        self.order.dir_op = None;
+        self.order.dir_ops.clear();
         r
     }
 
@@ -467,13 +500,17 @@ impl FsCore {
                 .into_iter()
                 .filter(|&n| n != 0),
         );
+        let reuse = self.name_reuse_need(dino, name);
+        if reuse != 0 {
+            needs.push(reuse);
+        }
         self.order.dir_needs = needs.clone();
         let op = crate::order::EntryOp {
             name: name.to_vec(),
             before: None,
             after: Some((child as u32, dtype)),
         };
-        self.order.dir_op = Some(op.clone());
+        self.order.dir_ops = vec![op.clone()];
         if let Some(mut ix) = self.dh_take(dino, ddi)? {
             match self.hashed_enter(dino, ddi, &mut ix, name, child, dtype, who) {
                 Ok(Entered::Done(stale)) => {
@@ -483,7 +520,7 @@ impl FsCore {
                 Ok(Entered::NotWritten(why)) => {
                     self.dh_check_failed(dino, why);
                     self.order.dir_needs = needs;
-                    self.order.dir_op = Some(op);
+                    self.order.dir_ops = vec![op];
                 }
                 Err(e) => {
                     self.dirhash.drop_stale(dino, false);
@@ -711,6 +748,7 @@ impl FsCore {
         who: Reserve,
     ) -> Result<Found> {
         let f = self.dir_remove_entry(dino, ddi, name, who)?;
+        self.note_name_gone(dino, name, self.order.last_dir_change);
         self.after_last_dir_change(f.ino);
         Ok(f)
     }
@@ -758,7 +796,7 @@ impl FsCore {
         }
         let f = self.linear_find(dino, ddi, name)?.ok_or_else(not_found)?;
         let coff = chunk_of(f.off);
-        self.order.dir_op = Some(removal(name, &f));
+        self.order.dir_ops = vec![removal(name, &f)];
         self.dir_chunk_mut(dino, ddi, coff, |c| {
             chunk::remove(c, (f.off - coff) as usize)
         })??;
@@ -782,7 +820,7 @@ impl FsCore {
     ) -> Result<Option<Stale>> {
         let size = ddi.di_size();
         let coff = chunk_of(f.off);
-        self.order.dir_op = Some(removal(name, f));
+        self.order.dir_ops = vec![removal(name, f)];
         let removed = self.dir_chunk_mut(dino, ddi, coff, |c| {
             chunk::remove(c, (f.off - coff) as usize)
         })??;
@@ -838,17 +876,86 @@ impl FsCore {
         self.order
             .dir_needs
             .extend(needs.into_iter().filter(|&n| n != 0));
-        self.order.dir_op = Some(crate::order::EntryOp {
+        self.order.dir_ops = vec![crate::order::EntryOp {
             name: name.to_vec(),
             before: Some((f.ino as u32, f.dtype)),
             after: Some((ino as u32, dtype)),
-        });
+        }];
         self.dir_chunk_mut(dino, ddi, coff, |c| {
             ufs_format::dir::set_ino(c, eoff, ino as u32);
             ufs_format::dir::set_type(c, eoff, dtype);
         })?;
         self.after_last_dir_change(f.ino);
         Ok(())
+    }
+
+    /// Renames entry `old` of directory `dino` to `new` (absent, checked by
+    /// the caller) where the entry stands, if the new name fits in the old
+    /// entry's record. That is one change of one chunk, written whole or
+    /// not at all (a chunk is the unit a disk writes atomically), so the
+    /// disk holds the old name or the new one, never both or neither.
+    /// Returns None, having changed nothing, when the name does not fit.
+    pub fn dir_rename_in_place(
+        &mut self,
+        dino: u64,
+        ddi: &Dinode,
+        old: &[u8],
+        new: &[u8],
+    ) -> Result<Option<Found>> {
+        self.check_dir_size(dino, ddi)?;
+        if new.is_empty() || new.len() > MAXNAMLEN {
+            return Err(Error::new(
+                ErrorKind::NameTooLong,
+                format!("name of {} bytes", new.len()),
+            ));
+        }
+        let Some(f) = self.dir_lookup(dino, ddi, old)? else {
+            return Err(Error::new(
+                ErrorKind::NotFound,
+                format!("{} not found", String::from_utf8_lossy(old)),
+            ));
+        };
+        let at = self.dir_entry_at(dino, ddi, f.off, old)?;
+        if !at.matches {
+            return Err(Error::corrupt(format!(
+                "directory {dino}: entry at {} is not the one looked up",
+                f.off
+            )));
+        }
+        if dirsiz(new.len()) > at.reclen as usize {
+            return Ok(None);
+        }
+        let coff = chunk_of(f.off);
+        let eoff = (f.off - coff) as usize;
+        // The index is taken before the chunk changes: one built now
+        // would already hold the new name.
+        let ix = self.dh_take(dino, ddi)?;
+        let reuse = self.name_reuse_need(dino, new);
+        if reuse != 0 {
+            self.order.dir_needs.push(reuse);
+        }
+        self.order.dir_ops = vec![
+            removal(old, &f),
+            crate::order::EntryOp {
+                name: new.to_vec(),
+                before: None,
+                after: Some((f.ino as u32, f.dtype)),
+            },
+        ];
+        let r = self.dir_chunk_mut(dino, ddi, coff, |c| {
+            ufs_format::dir::write_entry(c, eoff, f.ino as u32, at.reclen, f.dtype, new)
+        });
+        if let Some(mut ix) = ix {
+            if r.is_err() {
+                self.dirhash.drop_stale(dino, false);
+            } else {
+                let stale = ix.remove(old, f.off).and_then(|_| ix.add(new, f.off)).err();
+                self.dh_give_back(dino, ix, stale);
+            }
+        }
+        r?;
+        self.note_name_gone(dino, old, self.order.last_dir_change);
+        Ok(Some(f))
     }
 
     /// True if the directory holds only `.` and `..`.

@@ -124,9 +124,9 @@ impl FsCore {
         if also != 0 {
             needs.push(also);
         }
-        let (id, b) = self
-            .cache
-            .modify_tracked(addr, bs, BlockKind::Indir, i, 8, &needs, None)?;
+        let (id, b) =
+            self.cache
+                .modify_tracked(addr, bs, BlockKind::Indir, i, 8, &needs, Vec::new())?;
         b[i..i + 8].copy_from_slice(&v.to_le_bytes());
         if v == 0 && id != 0 {
             self.order.unattached.entry(ino).or_default().1.push(id);
@@ -640,7 +640,10 @@ impl FsCore {
             };
             let addr = self.bmap(ino, di, last)?;
             let boff = g.blkoff(length) as usize;
-            if addr != 0 && boff != 0 {
+            // Not a directory's: the chunks past its end are valid empty
+            // ones already, and zeros reaching the disk before the smaller
+            // size would be chunks fsck calls corrupt.
+            if addr != 0 && boff != 0 && !di.is_dir() {
                 let b = self.cache.modify(addr, nsize as usize, kind)?;
                 b[boff..].fill(0);
             }

@@ -35,7 +35,9 @@ use std::collections::{BTreeSet, HashMap};
 #[serde(rename_all = "lowercase")]
 pub enum WriteMode {
     /// Traditional FFS: a change that needs another one forces that one to
-    /// the disk first (a synchronous write and a flush); data is delayed.
+    /// the disk first (a synchronous write and a flush), and an operation's
+    /// directory changes are on disk when it returns (FFS writes directory
+    /// blocks with `bwrite`); bitmaps and data are delayed.
     Normal,
     /// Like normal, and every operation ends with all its blocks durable.
     Sync,
@@ -109,8 +111,9 @@ pub(crate) struct Held {
     /// had needs that were not durable when it was made (otherwise it is
     /// never the first held change of its region).
     pub before: Option<Box<[u8]>>,
-    /// For a directory chunk: the name it changed.
-    pub entry: Option<EntryOp>,
+    /// For a directory chunk: the names it changed (a rename in place
+    /// changes two at once); empty for other regions.
+    pub entries: Vec<EntryOp>,
 }
 
 /// The ordering state of one cached buffer.
@@ -156,6 +159,9 @@ pub struct OrderStats {
     /// Directory chunks written entry by entry (names whose changes wait
     /// kept as they were, the rest as they are).
     pub entry_rollbacks: u64,
+    /// Changes settled without a write: those held in the blocks of a
+    /// removed directory, dropped once its zeroed inode cuts them off.
+    pub abandoned: u64,
     /// Writes forced out of order to satisfy a need (normal mode's
     /// synchronous writes, soft updates' evictions).
     pub forced_writes: u64,
@@ -174,6 +180,10 @@ pub(crate) struct Ledger {
     unflushed: Vec<ChangeId>,
     /// Buffer address of each undurable change.
     owner: HashMap<ChangeId, u64>,
+    /// Changes that become durable with another one (the key): those of a
+    /// dead directory's blocks, dropped unwritten, stand on the change that
+    /// cut the directory off.
+    riders: HashMap<ChangeId, Vec<ChangeId>>,
     pub stats: OrderStats,
 }
 
@@ -198,15 +208,42 @@ impl Ledger {
     pub fn flushed(&mut self) {
         self.stats.flushes += 1;
         for id in std::mem::take(&mut self.unflushed) {
-            self.undurable.remove(&id);
-            self.owner.remove(&id);
+            self.settle(id);
         }
     }
     /// Changes that will never be written (their block is gone).
     pub fn moot(&mut self, ids: &[ChangeId]) {
-        for id in ids {
-            self.undurable.remove(id);
-            self.owner.remove(id);
+        for &id in ids {
+            self.settle(id);
+        }
+    }
+    /// `id` is durable (or moot), and so is every change riding on it.
+    fn settle(&mut self, id: ChangeId) {
+        let mut todo = vec![id];
+        while let Some(id) = todo.pop() {
+            self.undurable.remove(&id);
+            self.owner.remove(&id);
+            if let Some(r) = self.riders.remove(&id) {
+                todo.extend(r);
+            }
+        }
+    }
+    /// The undurable changes `ids`, whose buffer is dropped unwritten,
+    /// become durable when `by` does (forcing them forces `by`). The caller
+    /// makes sure `by` does not itself wait for any of them.
+    pub fn ride_on(&mut self, ids: &[ChangeId], by: ChangeId) {
+        let by_owner = self.owner(by);
+        for &id in ids {
+            if self.durable(id) {
+                continue;
+            }
+            match by_owner {
+                Some(o) => {
+                    self.owner.insert(id, o);
+                    self.riders.entry(by).or_default().push(id);
+                }
+                None => self.settle(id),
+            }
         }
     }
     pub fn owner(&self, id: ChangeId) -> Option<u64> {
@@ -253,10 +290,19 @@ pub struct OrderState {
     pub inode_needs: HashMap<u64, Vec<ChangeId>>,
     /// Needs to attach to the next directory change.
     pub dir_needs: Vec<ChangeId>,
-    /// The name the next directory change changes.
-    pub dir_op: Option<EntryOp>,
+    /// The names the next directory change changes.
+    pub dir_ops: Vec<EntryOp>,
     /// The last directory change made.
     pub last_dir_change: ChangeId,
+    /// Normal mode: the directory changes of the current operation, made
+    /// durable when it ends.
+    pub op_dir_changes: Vec<ChangeId>,
+    /// Per directory and name: the change that removed the name, while it
+    /// may not be durable. A new entry of that name elsewhere in the
+    /// directory waits for it, so the disk never holds one name twice.
+    pub gone_names: HashMap<(u64, Vec<u8>), ChangeId>,
+    /// Size of `gone_names` at which its durable members are dropped.
+    pub gone_names_prune_at: usize,
     /// Per inode: released blocks whose pointer-clearing inode write is not
     /// made yet, with the indirect-block changes that cleared pointers to
     /// them; attached to the inode's next write.
