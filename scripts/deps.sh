@@ -7,8 +7,8 @@ command -v makefs >/dev/null 2>&1 || [ -x /usr/sbin/makefs ] || need+=(makefs)
 command -v fusermount3 >/dev/null 2>&1 || need+=(fuse3)
 command -v stress-ng >/dev/null 2>&1 || need+=(stress-ng)
 command -v mkfs.ext4 >/dev/null 2>&1 || [ -x /usr/sbin/mkfs.ext4 ] || need+=(e2fsprogs)
-# Plots and analysis use Debian's matplotlib and pandas (system python3).
-/usr/bin/python3 -c 'import matplotlib, pandas' >/dev/null 2>&1 || need+=(python3-matplotlib python3-pandas)
+# Plots and analysis use Debian's matplotlib, pandas and statsmodels (system python3).
+/usr/bin/python3 -c 'import matplotlib, pandas, statsmodels' >/dev/null 2>&1 || need+=(python3-matplotlib python3-pandas python3-statsmodels)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     echo "installing: ${need[*]}"

@@ -8,6 +8,7 @@ cargo test --workspace --release 2>&1
 python3 analysis/test_plot_dirhash.py
 python3 analysis/test_plot_largedir.py
 python3 analysis/test_plot_writeorder.py
+python3 analysis/test_paper_stats.py
 # The quick dirhash benchmark end to end: JSON, summary, plots, fsck clean.
 target/release/ufskit bench dirhash --quick --out "${TMPDIR:-/tmp}/ufskit-ci-bench"
 # Seed 000's dirpref experiment, quick profile, on the modeled disk: table,

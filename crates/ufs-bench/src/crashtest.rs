@@ -88,7 +88,8 @@ pub enum Workload {
     Maildir,
     /// One directory grown past its 12 direct blocks into its indirect
     /// block, some of its files fsynced on the way; half its names
-    /// removed, some renamed in place, then all of it removed.
+    /// removed, some renamed in place, some removed names created again,
+    /// then all of it removed.
     Bigdir,
 }
 
@@ -1294,7 +1295,15 @@ fn run_bigdir(s: &mut Session) -> ufs::Result<()> {
             &format!("big/r{i}"),
         )?;
     }
+    // Names removed above come back (new files, wherever there is room):
+    // the disk must never hold one twice.
+    for i in (0..600).step_by(40) {
+        s.create(&format!("big/a-rather-long-file-name-{i:04}"), 10 + i)?;
+    }
     s.sync()?;
+    for i in (0..600).step_by(40) {
+        s.unlink(&format!("big/a-rather-long-file-name-{i:04}"))?;
+    }
     let mut rest: Vec<String> = (1..1500)
         .step_by(2)
         .map(|i| {
