@@ -23,3 +23,8 @@ test -s "${TMPDIR:-/tmp}/ufskit-ci-bench/largedir_per_file.png"
 # soft-updates mode over every workload.
 target/release/ufskit bench writeorder --quick --out "${TMPDIR:-/tmp}/ufskit-ci-bench"
 target/release/ufskit crashtest --mode softdep --out "${TMPDIR:-/tmp}/ufskit-ci-bench"
+# The paper's 16-way factorial (SU, DP, VM, DH), quick profile, in-process
+# on the modeled disk: JSON, CSV, rank tables, linear models, figures.
+target/release/ufskit bench paper --quick --out "${TMPDIR:-/tmp}/ufskit-ci-bench"
+test -s "${TMPDIR:-/tmp}/ufskit-ci-bench/paper_tables.md"
+test -s "${TMPDIR:-/tmp}/ufskit-ci-bench/fig10_summary.png"

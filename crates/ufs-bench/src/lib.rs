@@ -17,6 +17,10 @@
 //! - [`writeorder`]: the write modes (normal, sync, async, soft updates) on
 //!   a modeled disk: many empty files created and removed, and seed
 //!   `004_*`'s MH folder (create, `folder -pack`, `rm -rf`);
+//! - [`paper`]: seed `004_*`'s evaluation: tar, MH folder and Postmark-like
+//!   workloads under all 16 combinations of soft updates, dirpref,
+//!   vmiodir and dirhash on a modeled disk, as rows for
+//!   `analysis/paper_stats.py`;
 //! - [`crashtest`]: crash states of small workloads under each write mode,
 //!   checked with fsck and against what `fsync` promised.
 pub mod crashtest;
@@ -24,6 +28,7 @@ pub mod dirhash_ops;
 pub mod dirpref;
 pub mod largedir;
 pub mod maildir;
+pub mod paper;
 pub mod tree;
 pub mod writeorder;
 

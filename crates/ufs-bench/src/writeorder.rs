@@ -452,6 +452,93 @@ fn files_workload(cfg: &Config, m: &mut Meter, progress: &mut dyn FnMut(&str)) -
     Ok(())
 }
 
+/// Creates the MH folder `parent/name` holding messages `numbers` of
+/// `sizes` bytes, in that order; returns the folder's inode.
+pub(crate) fn folder_create(
+    fs: &Fs,
+    parent: u64,
+    name: &[u8],
+    numbers: &[u64],
+    sizes: &[usize],
+) -> ufs::Result<u64> {
+    let dir = fs.mkdir(parent, name, 0o700, Cred::ROOT)?.ino;
+    for (&num, &size) in numbers.iter().zip(sizes) {
+        let a = fs.mknod(dir, num.to_string().as_bytes(), 0o100600, 0, Cred::ROOT)?;
+        let body = message(num, size);
+        let mut off = 0;
+        while off < body.len() {
+            match fs.write(a.ino, off as u64, &body[off..], Cred::ROOT)? {
+                0 => return Err(invalid(format!("mh: message {num}: short write"))),
+                n => off += n,
+            }
+        }
+    }
+    Ok(dir)
+}
+
+/// `folder -pack` of folder `dir`, which must hold exactly `numbers`.
+pub(crate) fn folder_pack(fs: &Fs, dir: u64, numbers: &[u64]) -> ufs::Result<()> {
+    // MH reads the folder, sorts the message numbers and renames each
+    // to its position; a target is never a message still to be moved
+    // (sources ascend and each is at least its position), so nothing
+    // is replaced, which NoReplace enforces.
+    let mut msgs: Vec<u64> = listing(fs, dir)?
+        .iter()
+        .filter_map(|e| std::str::from_utf8(&e.name).ok()?.parse().ok())
+        .collect();
+    msgs.sort_unstable();
+    if msgs != numbers {
+        return Err(invalid(format!(
+            "mh: the folder holds {} messages, not the {} created",
+            msgs.len(),
+            numbers.len()
+        )));
+    }
+    for (i, &num) in msgs.iter().enumerate() {
+        let to = i as u64 + 1;
+        if num != to {
+            fs.rename(
+                dir,
+                num.to_string().as_bytes(),
+                dir,
+                to.to_string().as_bytes(),
+                RenameMode::NoReplace,
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// Fails unless folder `dir` holds exactly the messages 1..=`n`.
+pub(crate) fn folder_check_packed(fs: &Fs, dir: u64, n: u64) -> ufs::Result<()> {
+    let mut names: Vec<u64> = listing(fs, dir)?
+        .iter()
+        .filter_map(|e| std::str::from_utf8(&e.name).ok()?.parse().ok())
+        .collect();
+    names.sort_unstable();
+    if !names.iter().copied().eq(1..=n) {
+        return Err(invalid(format!(
+            "mh: after the pack the folder holds {} messages that are not 1..{n}",
+            names.len(),
+        )));
+    }
+    Ok(())
+}
+
+/// `rm -rf parent/name` of a folder (messages in readdir order, then the
+/// directory); fails if it is still there afterwards.
+pub(crate) fn folder_remove(fs: &Fs, parent: u64, name: &[u8], dir: u64) -> ufs::Result<()> {
+    for e in listing(fs, dir)? {
+        fs.unlink(dir, &e.name)?;
+    }
+    fs.rmdir(parent, name)?;
+    match fs.lookup(parent, name) {
+        Err(e) if e.kind == ufs::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+        Ok(_) => Err(invalid("mh: the folder is still there after rm -rf".into())),
+    }
+}
+
 /// `mh`: create the folder's messages, `folder -pack`, `rm -rf`. Returns
 /// the bytes of message bodies written.
 fn mh_workload(cfg: &Config, m: &mut Meter, progress: &mut dyn FnMut(&str)) -> ufs::Result<u64> {
@@ -463,64 +550,11 @@ fn mh_workload(cfg: &Config, m: &mut Meter, progress: &mut dyn FnMut(&str)) -> u
     let data_bytes: u64 = sizes.iter().map(|&s| s as u64).sum();
     progress("create");
     let dir = m.phase("create", || {
-        let dir = fs.mkdir(root, b"inbox", 0o700, Cred::ROOT)?.ino;
-        for (&num, &size) in numbers.iter().zip(&sizes) {
-            let a = fs.mknod(dir, num.to_string().as_bytes(), 0o100600, 0, Cred::ROOT)?;
-            let body = message(num, size);
-            let mut off = 0;
-            while off < body.len() {
-                match fs.write(a.ino, off as u64, &body[off..], Cred::ROOT)? {
-                    0 => return Err(invalid(format!("mh: message {num}: short write"))),
-                    n => off += n,
-                }
-            }
-        }
-        Ok(dir)
+        folder_create(fs, root, b"inbox", &numbers, &sizes)
     })?;
     progress("pack");
-    m.phase("pack", || {
-        // MH reads the folder, sorts the message numbers and renames each
-        // to its position; a target is never a message still to be moved
-        // (sources ascend and each is at least its position), so nothing
-        // is replaced, which NoReplace enforces.
-        let mut msgs: Vec<u64> = listing(fs, dir)?
-            .iter()
-            .filter_map(|e| std::str::from_utf8(&e.name).ok()?.parse().ok())
-            .collect();
-        msgs.sort_unstable();
-        if msgs != numbers {
-            return Err(invalid(format!(
-                "mh: the folder holds {} messages, not the {} created",
-                msgs.len(),
-                numbers.len()
-            )));
-        }
-        for (i, &num) in msgs.iter().enumerate() {
-            let to = i as u64 + 1;
-            if num != to {
-                fs.rename(
-                    dir,
-                    num.to_string().as_bytes(),
-                    dir,
-                    to.to_string().as_bytes(),
-                    RenameMode::NoReplace,
-                )?;
-            }
-        }
-        Ok(())
-    })?;
-    let mut names: Vec<u64> = listing(fs, dir)?
-        .iter()
-        .filter_map(|e| std::str::from_utf8(&e.name).ok()?.parse().ok())
-        .collect();
-    names.sort_unstable();
-    if !names.iter().copied().eq(1..=cfg.messages) {
-        return Err(invalid(format!(
-            "mh: after the pack the folder holds {} messages that are not 1..{}",
-            names.len(),
-            cfg.messages
-        )));
-    }
+    m.phase("pack", || folder_pack(fs, dir, &numbers))?;
+    folder_check_packed(fs, dir, cfg.messages)?;
     progress("remove");
     m.phase("remove", || {
         for e in listing(fs, dir)? {

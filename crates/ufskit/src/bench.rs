@@ -3,7 +3,7 @@
 //! installed, draws the plots with the scripts in `analysis/`.
 use std::path::{Path, PathBuf};
 use ufs::alloc::placement::InodeOrder;
-use ufs_bench::{dirhash_ops, dirpref, largedir, maildir, tree, writeorder};
+use ufs_bench::{dirhash_ops, dirpref, largedir, maildir, paper, tree, writeorder};
 
 #[derive(clap::Args)]
 pub struct BenchArgs {
@@ -74,6 +74,17 @@ enum Which {
         /// of their own (off).
         #[arg(long, default_value = "on", value_parser = ["on", "off"])]
         vmiodir: String,
+    },
+    /// Seed 004's evaluation: tar (extract, find, remove of a ports-like
+    /// tree), the MH folder (create, pack, remove) and Postmark under all
+    /// 16 combinations of soft updates, dirpref, vmiodir and dirhash on a
+    /// modeled disk; writes paper.json and paper.csv, then the rank tables,
+    /// linear models and figures with `analysis/paper_stats.py`.
+    Paper {
+        /// Small sizes (the whole generated tree, 3,000 messages, Postmark
+        /// with 2,000 files and transactions) instead of the paper's.
+        #[arg(long)]
+        quick: bool,
     },
 }
 
@@ -351,8 +362,116 @@ pub fn cmd_bench(a: BenchArgs) -> Result<(), String> {
                 plot("plot_writeorder.py", &json, &a.out);
             }
         }
+        Which::Paper { quick } => {
+            let p = if quick {
+                paper::Profile::quick()
+            } else {
+                paper::Profile::full()
+            };
+            let t = paper::tar_tree(&p);
+            println!(
+                "disk {}, {} MiB file system, buffer cache {} MiB; tree {} entries, {} messages, postmark {} files / {} transactions; 16 combinations, cold cache at the start of each run",
+                p.disk,
+                p.fs_bytes >> 20,
+                p.cache_bytes >> 20,
+                t.entries.len(),
+                p.messages,
+                p.postmark_files,
+                p.postmark_transactions
+            );
+            let b = bar(1);
+            let r = paper::run_all(&p, &mut |done, total, msg| {
+                b.set_length(total.max(1));
+                b.set_position(done);
+                b.set_message(msg.to_string());
+            })
+            .map_err(|e| format!("bench paper: {e}"))?;
+            b.finish_and_clear();
+            print_paper_table(&r);
+            let json = a.out.join("paper.json");
+            write_json(&json, &r)?;
+            let csv = a.out.join("paper.csv");
+            std::fs::write(&csv, paper::to_csv(&r))
+                .map_err(|e| format!("{}: {e}", csv.display()))?;
+            println!("results: {} {}", json.display(), csv.display());
+            if !r.fsck_clean() {
+                return Err("an image was not fsck clean after the benchmark".into());
+            }
+            if !a.no_plots {
+                paper_stats(&csv, &a.out);
+            }
+        }
     }
     Ok(())
+}
+
+/// Runs `analysis/paper_stats.py` on the CSV; a missing Python or library
+/// is reported, not an error.
+fn paper_stats(csv: &Path, out: &Path) {
+    let s = analysis_dir().join("paper_stats.py");
+    match std::process::Command::new("python3")
+        .arg(&s)
+        .arg(csv)
+        .arg("--out")
+        .arg(out)
+        .output()
+    {
+        Ok(o) if o.status.success() => {
+            let text = String::from_utf8_lossy(&o.stdout);
+            let n = text.lines().filter(|l| !l.trim().is_empty()).count();
+            println!("analysis ({}): {n} files written:", s.display());
+            print!("{text}");
+        }
+        Ok(o) => eprintln!(
+            "ufskit: analysis not run ({}): {}",
+            s.display(),
+            String::from_utf8_lossy(&o.stderr).trim()
+        ),
+        Err(e) => eprintln!("ufskit: analysis not run: python3: {e}"),
+    }
+}
+
+/// Per test: modeled seconds with every optimisation off, with all on, and
+/// the best combination.
+fn print_paper_table(r: &paper::Report) {
+    let all = paper::Combo::all();
+    let (none, every) = (all[0], all[15]);
+    println!(
+        "modeled seconds of each test with its final sync ({} runs)",
+        r.runs.len()
+    );
+    println!(
+        "{:<14} {:>10} {:>10} {:>8}   {:<13} {:>10} {:>8}",
+        "test", "none", "all", "gain", "best", "best s", "gain"
+    );
+    for t in paper::all_tests() {
+        let (Some(n), Some(e)) = (r.row(t, none), r.row(t, every)) else {
+            continue;
+        };
+        let Some(best) = r
+            .runs
+            .iter()
+            .filter(|x| x.test == t)
+            .min_by(|a, b| a.seconds.total_cmp(&b.seconds))
+        else {
+            continue;
+        };
+        println!(
+            "{:<14} {:>10.3} {:>10.3} {:>7.2}x   {:<13} {:>10.3} {:>7.2}x",
+            t,
+            n.seconds,
+            e.seconds,
+            n.seconds / e.seconds,
+            best.combo().label(),
+            best.seconds,
+            n.seconds / best.seconds
+        );
+    }
+    println!(
+        "(gain: time with nothing on / time; fsck {}; {:.1} s in all)",
+        if r.fsck_clean() { "clean" } else { "NOT CLEAN" },
+        r.wall_s
+    );
 }
 
 /// Phase × mode: modeled seconds of each phase with its sync, the two
