@@ -87,6 +87,17 @@ fn removal(name: &[u8], f: &Found) -> crate::order::EntryOp {
     }
 }
 
+/// A name a directory entry can hold: 1 to `MAXNAMLEN` bytes.
+fn check_entry_name(name: &[u8]) -> Result<()> {
+    if name.is_empty() || name.len() > MAXNAMLEN {
+        return Err(Error::new(
+            ErrorKind::NameTooLong,
+            format!("name of {} bytes", name.len()),
+        ));
+    }
+    Ok(())
+}
+
 fn chunk_of(off: u64) -> u64 {
     off / DIRBLKSIZ as u64 * DIRBLKSIZ as u64
 }
@@ -488,12 +499,7 @@ impl FsCore {
         who: Reserve,
     ) -> Result<()> {
         self.check_dir_size(dino, ddi)?;
-        if name.is_empty() || name.len() > MAXNAMLEN {
-            return Err(Error::new(
-                ErrorKind::NameTooLong,
-                format!("name of {} bytes", name.len()),
-            ));
-        }
+        check_entry_name(name)?;
         let mut needs = std::mem::take(&mut self.order.dir_needs);
         needs.extend(
             self.inode_pointer_needs(child)
@@ -903,12 +909,7 @@ impl FsCore {
         new: &[u8],
     ) -> Result<Option<Found>> {
         self.check_dir_size(dino, ddi)?;
-        if new.is_empty() || new.len() > MAXNAMLEN {
-            return Err(Error::new(
-                ErrorKind::NameTooLong,
-                format!("name of {} bytes", new.len()),
-            ));
-        }
+        check_entry_name(new)?;
         let Some(f) = self.dir_lookup(dino, ddi, old)? else {
             return Err(Error::new(
                 ErrorKind::NotFound,
