@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # The main job on a built-in default: make a UFS2 image, mount it through
-# FUSE, copy /usr/include in, compare, unmount, check it, show its summary.
+# FUSE, copy /usr/include in, compare, unmount, check it, show its summary;
+# then the paper's evaluation, quick profile (every workload under the 16
+# combinations of soft updates, dirpref, vmiodir and dirhash on the modeled
+# 2002 machine), with its report in results/paper/report.html.
+# UFSKIT_DEMO_PAPER=0 skips the evaluation.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
@@ -21,3 +25,7 @@ df -h "$mnt"
 $U umount "$mnt"
 $U fsck -n "$img"
 $U dumpfs -s "$img" | head -20
+if [ "${UFSKIT_DEMO_PAPER:-1}" != 0 ]; then
+  $U bench paper --quick --out results/paper
+  echo "report: $PWD/results/paper/report.html, findings: $PWD/results/paper/findings.md"
+fi

@@ -9,6 +9,7 @@ python3 analysis/test_plot_dirhash.py
 python3 analysis/test_plot_largedir.py
 python3 analysis/test_plot_writeorder.py
 python3 analysis/test_paper_stats.py
+UFSKIT_REQUIRE_CHROMIUM=1 python3 analysis/test_paper_report.py
 # The quick dirhash benchmark end to end: JSON, summary, plots, fsck clean.
 target/release/ufskit bench dirhash --quick --out "${TMPDIR:-/tmp}/ufskit-ci-bench"
 # Seed 000's dirpref experiment, quick profile, on the modeled disk: table,
@@ -23,8 +24,12 @@ test -s "${TMPDIR:-/tmp}/ufskit-ci-bench/largedir_per_file.png"
 # soft-updates mode over every workload.
 target/release/ufskit bench writeorder --quick --out "${TMPDIR:-/tmp}/ufskit-ci-bench"
 target/release/ufskit crashtest --mode softdep --out "${TMPDIR:-/tmp}/ufskit-ci-bench"
-# The paper's 16-way factorial (SU, DP, VM, DH), quick profile, in-process
-# on the modeled disk: JSON, CSV, rank tables, linear models, figures.
-target/release/ufskit bench paper --quick --out "${TMPDIR:-/tmp}/ufskit-ci-bench"
-test -s "${TMPDIR:-/tmp}/ufskit-ci-bench/paper_tables.md"
-test -s "${TMPDIR:-/tmp}/ufskit-ci-bench/fig10_summary.png"
+# The paper's evaluation, quick profile, in-process on the modeled disk
+# and CPU: every workload under the 16 combinations (SU, DP, VM, DH), JSON,
+# CSV, rank tables, linear models, figures, the HTML report and the
+# findings; the report opened in headless Chromium, every figure rendered.
+target/release/ufskit bench paper --quick --out "${TMPDIR:-/tmp}/ufskit-ci-paper"
+test -s "${TMPDIR:-/tmp}/ufskit-ci-paper/paper_tables.md"
+test -s "${TMPDIR:-/tmp}/ufskit-ci-paper/fig10_summary.png"
+test -s "${TMPDIR:-/tmp}/ufskit-ci-paper/findings.md"
+python3 analysis/render_report.py "${TMPDIR:-/tmp}/ufskit-ci-paper/report.html"

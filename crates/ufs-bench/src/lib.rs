@@ -17,10 +17,11 @@
 //! - [`writeorder`]: the write modes (normal, sync, async, soft updates) on
 //!   a modeled disk: many empty files created and removed, and seed
 //!   `004_*`'s MH folder (create, `folder -pack`, `rm -rf`);
-//! - [`paper`]: seed `004_*`'s evaluation: tar, MH folder and Postmark-like
+//! - [`paper`]: seed `004_*`'s evaluation: tar, MH folder, Bonnie++,
+//!   Andrew, Postmark, Netnews, build, maildir and large-directory
 //!   workloads under all 16 combinations of soft updates, dirpref,
-//!   vmiodir and dirhash on a modeled disk, as rows for
-//!   `analysis/paper_stats.py`;
+//!   vmiodir and dirhash on a modeled disk and CPU, as rows for
+//!   `analysis/paper_stats.py` and `analysis/paper_report.py`;
 //! - [`crashtest`]: crash states of small workloads under each write mode,
 //!   checked with fsck and against what `fsync` promised.
 pub mod crashtest;

@@ -202,6 +202,7 @@ fn delta(later: &DirhashStats, earlier: &DirhashStats) -> DirhashStats {
         lookups_linear: later.lookups_linear - earlier.lookups_linear,
         findfree_hash: later.findfree_hash - earlier.findfree_hash,
         entries_scanned: later.entries_scanned - earlier.entries_scanned,
+        entries_rescanned: later.entries_rescanned - earlier.entries_rescanned,
         check_failures: later.check_failures - earlier.check_failures,
         mem_in_use: later.mem_in_use,
         mem_peak: later.mem_peak,

@@ -9,11 +9,13 @@
 //! - [`dir`]: directory blocks with FreeBSD's linear algorithms;
 //! - [`order`]: write ordering (normal, sync, async, soft updates);
 //! - [`ops`]: POSIX operations over `&self` with internal locking;
+//! - [`calls`]: counts of those operations by kind, and a hook after each;
 //! - tools as library code: [`newfs`], [`fsck`], [`dumpfs`], [`tunefs`].
 #![deny(unsafe_code)]
 
 pub mod alloc;
 pub mod cache;
+pub mod calls;
 pub mod dev;
 pub mod dir;
 pub mod dumpfs;

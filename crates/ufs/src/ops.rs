@@ -14,6 +14,7 @@
 //!   parent's plus one, root 0, kept right across renames.
 use crate::alloc::Reserve;
 use crate::cache::CacheStats;
+use crate::calls::{Call, CallStats};
 use crate::dev::{BlockDevice, FileDevice};
 use crate::dir::ReadDirEntry;
 use crate::error::{Error, ErrorKind, Result};
@@ -148,6 +149,7 @@ pub enum RenameMode {
 
 pub struct Fs {
     core: Mutex<FsCore>,
+    calls: crate::calls::Calls,
 }
 
 fn attr_of(ino: u64, di: &Dinode, bsize: u64) -> Result<Attr> {
@@ -228,6 +230,7 @@ impl Fs {
     pub fn open(dev: Box<dyn BlockDevice>, opts: MountOptions) -> Result<Fs> {
         Ok(Fs {
             core: Mutex::new(FsCore::open(dev, opts)?),
+            calls: Default::default(),
         })
     }
 
@@ -251,6 +254,29 @@ impl Fs {
         self.core.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Counts a call of kind `k` moving `bytes` of file data, then runs
+    /// the hook (the engine lock is not held here).
+    fn counted<T>(&self, k: Call, bytes: u64, r: Result<T>) -> Result<T> {
+        self.calls.count(k, bytes);
+        if let Ok(mut hook) = self.calls.hook.try_lock() {
+            if let Some(h) = hook.as_mut() {
+                h(self);
+            }
+        }
+        r
+    }
+
+    /// The calls made so far, by kind.
+    pub fn call_stats(&self) -> CallStats {
+        self.calls.snapshot()
+    }
+
+    /// Sets (or clears) what runs after every counted call: see
+    /// [`crate::calls`].
+    pub fn set_call_hook(&self, hook: Option<crate::calls::Hook>) {
+        *self.calls.hook.lock().unwrap_or_else(|p| p.into_inner()) = hook;
+    }
+
     /// Runs `f` with the core locked (tools and benchmarks).
     pub fn with_core<T>(&self, f: impl FnOnce(&mut FsCore) -> T) -> T {
         f(&mut self.lock())
@@ -270,25 +296,31 @@ impl Fs {
     }
 
     pub fn getattr(&self, ino: u64) -> Result<Attr> {
-        let mut c = self.lock();
-        let di = live_inode(&mut c, ino)?;
-        attr_of(ino, &di, c.g.bsize)
+        let r = (|| {
+            let mut c = self.lock();
+            let di = live_inode(&mut c, ino)?;
+            attr_of(ino, &di, c.g.bsize)
+        })();
+        self.counted(Call::Getattr, 0, r)
     }
 
     pub fn lookup(&self, parent: u64, name: &[u8]) -> Result<Attr> {
-        check_name(name)?;
-        let mut c = self.lock();
-        let pdi = dir_inode(&mut c, parent)?;
-        match c.dir_lookup(parent, &pdi, name)? {
-            Some(f) => {
-                let di = live_inode(&mut c, f.ino)?;
-                attr_of(f.ino, &di, c.g.bsize)
+        let r = (|| {
+            check_name(name)?;
+            let mut c = self.lock();
+            let pdi = dir_inode(&mut c, parent)?;
+            match c.dir_lookup(parent, &pdi, name)? {
+                Some(f) => {
+                    let di = live_inode(&mut c, f.ino)?;
+                    attr_of(f.ino, &di, c.g.bsize)
+                }
+                None => Err(Error::new(
+                    ErrorKind::NotFound,
+                    format!("{} not found", String::from_utf8_lossy(name)),
+                )),
             }
-            None => Err(Error::new(
-                ErrorKind::NotFound,
-                format!("{} not found", String::from_utf8_lossy(name)),
-            )),
-        }
+        })();
+        self.counted(Call::Lookup, 0, r)
     }
 
     /// Records a kernel reference to `ino` (FUSE lookup count).
@@ -458,7 +490,8 @@ impl Fs {
 
     /// Drops `n` kernel references; frees the inode if it was unlinked.
     pub fn forget(&self, ino: u64, n: u64) -> Result<()> {
-        self.finish(self.forget_op(ino, n))
+        let r = self.finish(self.forget_op(ino, n));
+        self.counted(Call::Other, 0, r)
     }
 
     /// Creates a regular file, fifo, socket or device node.
@@ -470,27 +503,33 @@ impl Fs {
         rdev: u32,
         cred: Cred,
     ) -> Result<Attr> {
-        self.finish(self.mknod_op(parent, name, mode, rdev, cred))
+        let r = self.finish(self.mknod_op(parent, name, mode, rdev, cred));
+        self.counted(Call::Create, 0, r)
     }
 
     pub fn mkdir(&self, parent: u64, name: &[u8], mode: u32, cred: Cred) -> Result<Attr> {
-        self.finish(self.mkdir_op(parent, name, mode, cred))
+        let r = self.finish(self.mkdir_op(parent, name, mode, cred));
+        self.counted(Call::Create, 0, r)
     }
 
     pub fn symlink(&self, parent: u64, name: &[u8], target: &[u8], cred: Cred) -> Result<Attr> {
-        self.finish(self.symlink_op(parent, name, target, cred))
+        let r = self.finish(self.symlink_op(parent, name, target, cred));
+        self.counted(Call::Create, 0, r)
     }
 
     pub fn link(&self, ino: u64, newparent: u64, newname: &[u8]) -> Result<Attr> {
-        self.finish(self.link_op(ino, newparent, newname))
+        let r = self.finish(self.link_op(ino, newparent, newname));
+        self.counted(Call::Create, 0, r)
     }
 
     pub fn unlink(&self, parent: u64, name: &[u8]) -> Result<()> {
-        self.finish(self.unlink_op(parent, name))
+        let r = self.finish(self.unlink_op(parent, name));
+        self.counted(Call::Remove, 0, r)
     }
 
     pub fn rmdir(&self, parent: u64, name: &[u8]) -> Result<()> {
-        self.finish(self.rmdir_op(parent, name))
+        let r = self.finish(self.rmdir_op(parent, name));
+        self.counted(Call::Remove, 0, r)
     }
 
     pub fn rename(
@@ -501,28 +540,34 @@ impl Fs {
         newname: &[u8],
         mode: RenameMode,
     ) -> Result<()> {
-        self.finish(self.rename_op(parent, name, newparent, newname, mode))
+        let r = self.finish(self.rename_op(parent, name, newparent, newname, mode));
+        self.counted(Call::Rename, 0, r)
     }
 
     pub fn setattr(&self, ino: u64, s: &SetAttr, cred: Cred) -> Result<Attr> {
-        self.finish(self.setattr_op(ino, s, cred))
+        let r = self.finish(self.setattr_op(ino, s, cred));
+        self.counted(Call::Setattr, 0, r)
     }
 
     pub fn write(&self, ino: u64, off: u64, data: &[u8], cred: Cred) -> Result<usize> {
-        self.finish(self.write_op(ino, off, data, cred))
+        let r = self.finish(self.write_op(ino, off, data, cred));
+        self.counted(Call::Write, data.len() as u64, r)
     }
 
     pub fn readlink(&self, ino: u64) -> Result<Vec<u8>> {
-        let mut c = self.lock();
-        let di = live_inode(&mut c, ino)?;
-        if !di.is_symlink() {
-            return Err(Error::new(ErrorKind::Invalid, "not a symbolic link"));
-        }
-        let size = di.di_size() as usize;
-        if di.di_blocks() == 0 && size < MAXSYMLINKLEN_UFS2 + 1 {
-            return Ok(di.shortlink()[..size.min(MAXSYMLINKLEN_UFS2)].to_vec());
-        }
-        c.read_data(ino, &di, 0, size.min(65536))
+        let r = (|| {
+            let mut c = self.lock();
+            let di = live_inode(&mut c, ino)?;
+            if !di.is_symlink() {
+                return Err(Error::new(ErrorKind::Invalid, "not a symbolic link"));
+            }
+            let size = di.di_size() as usize;
+            if di.di_blocks() == 0 && size < MAXSYMLINKLEN_UFS2 + 1 {
+                return Ok(di.shortlink()[..size.min(MAXSYMLINKLEN_UFS2)].to_vec());
+            }
+            c.read_data(ino, &di, 0, size.min(65536))
+        })();
+        self.counted(Call::Other, 0, r)
     }
 
     fn link_op(&self, ino: u64, newparent: u64, newname: &[u8]) -> Result<Attr> {
@@ -861,6 +906,12 @@ impl Fs {
     }
 
     pub fn read(&self, ino: u64, off: u64, size: usize) -> Result<Vec<u8>> {
+        let r = self.read_op(ino, off, size);
+        let n = r.as_ref().map_or(0, |d| d.len() as u64);
+        self.counted(Call::Read, n, r)
+    }
+
+    fn read_op(&self, ino: u64, off: u64, size: usize) -> Result<Vec<u8>> {
         let mut c = self.lock();
         let mut di = live_inode(&mut c, ino)?;
         if di.is_dir() {
@@ -899,9 +950,12 @@ impl Fs {
     }
 
     pub fn readdir(&self, ino: u64, cookie: u64, max: usize) -> Result<Vec<ReadDirEntry>> {
-        let mut c = self.lock();
-        let di = dir_inode(&mut c, ino)?;
-        c.dir_read(ino, &di, cookie, max)
+        let r = (|| {
+            let mut c = self.lock();
+            let di = dir_inode(&mut c, ino)?;
+            c.dir_read(ino, &di, cookie, max)
+        })();
+        self.counted(Call::Readdir, 0, r)
     }
 
     pub fn statfs(&self) -> StatFs {
@@ -923,7 +977,8 @@ impl Fs {
 
     /// Makes `ino` durable (currently: the whole file system).
     pub fn fsync(&self, _ino: u64) -> Result<()> {
-        self.lock().sync()
+        let r = (|| self.lock().sync())();
+        self.counted(Call::Fsync, 0, r)
     }
 
     pub fn sync(&self) -> Result<()> {
@@ -933,6 +988,11 @@ impl Fs {
     /// Flushes, frees orphans and marks the file system clean.
     pub fn unmount(&self) -> Result<()> {
         self.lock().unmount()
+    }
+
+    /// Buffers now dirty in the cache.
+    pub fn dirty_buffers(&self) -> usize {
+        self.lock().cache.dirty_count()
     }
 
     pub fn cache_stats(&self) -> CacheStats {
@@ -978,6 +1038,7 @@ impl Fs {
             },
             order: c.cache.order_stats(),
             vmiodir: c.opts.vmiodir,
+            calls: self.calls.snapshot(),
         })
     }
 
@@ -1034,6 +1095,8 @@ pub struct EngineStats {
     /// Write ordering: the mode and what it did.
     pub order: crate::order::OrderStats,
     pub vmiodir: bool,
+    /// Calls made, by kind.
+    pub calls: CallStats,
 }
 
 /// One directory as dirhash sees it.
@@ -1048,9 +1111,28 @@ pub struct DirIndexInfo {
     pub verified: Option<bool>,
 }
 
+/// A lookup made by an operation that changes the directory: when it
+/// scans linearly, the sweep that then finds the entry to remove or the
+/// slot for a new one (from the directory's start, as FreeBSD's `namei`
+/// does for DELETE, CREATE and RENAME) examines those entries again, so
+/// this lookup's entries are counted as examined twice (see
+/// `DirhashStats::entries_rescanned`).
+fn modifying_lookup<T>(c: &mut FsCore, f: impl FnOnce(&mut FsCore) -> Result<T>) -> Result<T> {
+    let (scanned, linear) = (
+        c.dirhash.stats.entries_scanned,
+        c.dirhash.stats.lookups_linear,
+    );
+    let r = f(c);
+    let st = &mut c.dirhash.stats;
+    if st.lookups_linear > linear {
+        st.entries_rescanned += st.entries_scanned - scanned;
+    }
+    r
+}
+
 /// The entry `name` of directory `dir`, or `NotFound`.
 fn must_find(c: &mut FsCore, dir: u64, ddi: &Dinode, name: &[u8]) -> Result<crate::dir::Found> {
-    c.dir_lookup(dir, ddi, name)?.ok_or_else(|| {
+    modifying_lookup(c, |c| c.dir_lookup(dir, ddi, name))?.ok_or_else(|| {
         Error::new(
             ErrorKind::NotFound,
             format!("{} not found", String::from_utf8_lossy(name)),
@@ -1060,7 +1142,7 @@ fn must_find(c: &mut FsCore, dir: u64, ddi: &Dinode, name: &[u8]) -> Result<crat
 
 /// `Exists` unless directory `dir` lacks `name`.
 fn must_be_absent(c: &mut FsCore, dir: u64, ddi: &Dinode, name: &[u8]) -> Result<()> {
-    if c.dir_lookup(dir, ddi, name)?.is_some() {
+    if modifying_lookup(c, |c| c.dir_lookup(dir, ddi, name))?.is_some() {
         return Err(Error::new(
             ErrorKind::Exists,
             format!("{} exists", String::from_utf8_lossy(name)),

@@ -75,16 +75,25 @@ enum Which {
         #[arg(long, default_value = "on", value_parser = ["on", "off"])]
         vmiodir: String,
     },
-    /// Seed 004's evaluation: tar (extract, find, remove of a ports-like
-    /// tree), the MH folder (create, pack, remove) and Postmark under all
-    /// 16 combinations of soft updates, dirpref, vmiodir and dirhash on a
-    /// modeled disk; writes paper.json and paper.csv, then the rank tables,
-    /// linear models and figures with `analysis/paper_stats.py`.
+    /// Seed 004's evaluation: tar, the MH folder, Bonnie++'s small-file
+    /// tests, Andrew, Postmark (10k and 20k), Netnews, a build, maildir
+    /// (seed 002) and a large directory (seed 001) under all 16
+    /// combinations of soft updates, dirpref, vmiodir and dirhash on a
+    /// modeled disk and CPU; writes paper.json and paper.csv, the rank
+    /// tables, linear models and figures (`analysis/paper_stats.py`), the
+    /// dirhash per-operation figures, and report.html with findings.md
+    /// (`analysis/paper_report.py`).
     Paper {
-        /// Small sizes (the whole generated tree, 3,000 messages, Postmark
-        /// with 2,000 files and transactions) instead of the paper's.
+        /// Small sizes (a few minutes) instead of the paper's.
         #[arg(long)]
         quick: bool,
+        /// Workloads to run (comma-separated; default all): tar, folder,
+        /// bonnie, andrew, postmark, netnews, build, maildir, largedir.
+        #[arg(long, value_delimiter = ',')]
+        workloads: Vec<String>,
+        /// Runs side by side (the figures do not depend on it).
+        #[arg(long, default_value_t = 2)]
+        jobs: usize,
     },
 }
 
@@ -362,47 +371,107 @@ pub fn cmd_bench(a: BenchArgs) -> Result<(), String> {
                 plot("plot_writeorder.py", &json, &a.out);
             }
         }
-        Which::Paper { quick } => {
-            let p = if quick {
+        Which::Paper {
+            quick,
+            workloads,
+            jobs,
+        } => {
+            let mut p = if quick {
                 paper::Profile::quick()
             } else {
                 paper::Profile::full()
             };
-            let t = paper::tar_tree(&p);
+            p.jobs = jobs.max(1);
+            let ws: Vec<paper::Workload> = if workloads.is_empty() {
+                paper::Workload::ALL.to_vec()
+            } else {
+                workloads
+                    .iter()
+                    .map(|n| {
+                        paper::Workload::by_name(n).ok_or_else(|| {
+                            format!(
+                                "bench paper: no workload {n:?} (known: {})",
+                                paper::Workload::ALL.map(|w| w.name()).join(", ")
+                            )
+                        })
+                    })
+                    .collect::<Result<_, _>>()?
+            };
             println!(
-                "disk {}, {} MiB file system, buffer cache {} MiB; tree {} entries, {} messages, postmark {} files / {} transactions; 16 combinations, cold cache at the start of each run",
+                "{} profile: disk {}, {} MiB file system, buffer cache {} MiB, CPU model {}, syncer every {} modeled s; {} workloads ({}), 16 combinations, {} jobs",
+                p.name,
                 p.disk,
                 p.fs_bytes >> 20,
                 p.cache_bytes >> 20,
-                t.entries.len(),
-                p.messages,
-                p.postmark_files,
-                p.postmark_transactions
+                paper::cpu::CpuModel::pentium4_2002().name,
+                p.sync_every_s,
+                ws.len(),
+                ws.iter().map(|w| w.name()).collect::<Vec<_>>().join(" "),
+                p.jobs
             );
             let b = bar(1);
-            let r = paper::run_all(&p, &mut |done, total, msg| {
+            let r = paper::run_all(&p, &ws, &mut |done, total, msg| {
                 b.set_length(total.max(1));
                 b.set_position(done);
                 b.set_message(msg.to_string());
             })
             .map_err(|e| format!("bench paper: {e}"))?;
             b.finish_and_clear();
-            print_paper_table(&r);
+            print_paper_table(&r, &ws);
             let json = a.out.join("paper.json");
             write_json(&json, &r)?;
             let csv = a.out.join("paper.csv");
             std::fs::write(&csv, paper::to_csv(&r))
                 .map_err(|e| format!("{}: {e}", csv.display()))?;
-            println!("results: {} {}", json.display(), csv.display());
+            println!(
+                "results: {} {} ({:.0} s)",
+                json.display(),
+                csv.display(),
+                r.wall_s
+            );
             if !r.fsck_clean() {
                 return Err("an image was not fsck clean after the benchmark".into());
             }
+            // The per-operation figures of section 3 (Figures 2-6).
+            let cfg = if quick {
+                dirhash_ops::OpsConfig::quick()
+            } else {
+                dirhash_ops::OpsConfig::full()
+            };
+            let ops = dirhash_ops::run(&cfg, &mut |_, _, msg| b.set_message(msg.to_string()))
+                .map_err(|e| format!("bench paper (dirhash per operation): {e}"))?;
+            let ops_json = a.out.join("dirhash_ops.json");
+            write_json(&ops_json, &ops)?;
+            if !ops.fsck_clean {
+                return Err("an image was not fsck clean after the dirhash figures".into());
+            }
             if !a.no_plots {
+                plot("plot_dirhash.py", &ops_json, &a.out);
                 paper_stats(&csv, &a.out);
+                paper_report(&a.out);
             }
         }
     }
     Ok(())
+}
+
+/// Runs `analysis/paper_report.py` on the results directory: report.html
+/// and findings.md; a missing Python or library is reported, not an error.
+fn paper_report(out: &Path) {
+    let s = analysis_dir().join("paper_report.py");
+    match std::process::Command::new("python3")
+        .arg(&s)
+        .arg(out)
+        .output()
+    {
+        Ok(o) if o.status.success() => print!("{}", String::from_utf8_lossy(&o.stdout)),
+        Ok(o) => eprintln!(
+            "ufskit: report not written ({}): {}",
+            s.display(),
+            String::from_utf8_lossy(&o.stderr).trim()
+        ),
+        Err(e) => eprintln!("ufskit: report not written: python3: {e}"),
+    }
 }
 
 /// Runs `analysis/paper_stats.py` on the CSV; a missing Python or library
@@ -433,7 +502,7 @@ fn paper_stats(csv: &Path, out: &Path) {
 
 /// Per test: modeled seconds with every optimisation off, with all on, and
 /// the best combination.
-fn print_paper_table(r: &paper::Report) {
+fn print_paper_table(r: &paper::Report, ws: &[paper::Workload]) {
     let all = paper::Combo::all();
     let (none, every) = (all[0], all[15]);
     println!(
@@ -441,10 +510,10 @@ fn print_paper_table(r: &paper::Report) {
         r.runs.len()
     );
     println!(
-        "{:<14} {:>10} {:>10} {:>8}   {:<13} {:>10} {:>8}",
+        "{:<20} {:>10} {:>10} {:>8}   {:<13} {:>10} {:>8}",
         "test", "none", "all", "gain", "best", "best s", "gain"
     );
-    for t in paper::all_tests() {
+    for t in paper::all_tests(ws) {
         let (Some(n), Some(e)) = (r.row(t, none), r.row(t, every)) else {
             continue;
         };
@@ -457,7 +526,7 @@ fn print_paper_table(r: &paper::Report) {
             continue;
         };
         println!(
-            "{:<14} {:>10.3} {:>10.3} {:>7.2}x   {:<13} {:>10.3} {:>7.2}x",
+            "{:<20} {:>10.3} {:>10.3} {:>7.2}x   {:<13} {:>10.3} {:>7.2}x",
             t,
             n.seconds,
             e.seconds,

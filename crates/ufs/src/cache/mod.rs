@@ -117,6 +117,8 @@ pub struct BufferCache {
     /// Least recently used first, per pool: stamp to address.
     lru: [BTreeMap<u64, u64>; 2],
     clock: u64,
+    /// Buffers now dirty (kept with every change of a buffer's flag).
+    ndirty: usize,
     bytes: [u64; 2],
     limit: u64,
     /// Directory blocks share the main cache (vmiodir on, FreeBSD's default
@@ -136,6 +138,7 @@ impl BufferCache {
             bufs: BTreeMap::new(),
             lru: [BTreeMap::new(), BTreeMap::new()],
             clock: 0,
+            ndirty: 0,
             bytes: [0, 0],
             limit: limit_bytes.max(1 << 20),
             dir_pool: None,
@@ -276,6 +279,9 @@ impl BufferCache {
     /// Takes a buffer out of the cache and its pool's accounting.
     fn remove_buf(&mut self, addr: u64) -> Option<Buf> {
         let b = self.bufs.remove(&addr)?;
+        if b.dirty {
+            self.ndirty -= 1;
+        }
         let p = self.pool(b.kind) as usize;
         self.lru[p].remove(&b.stamp);
         self.bytes[p] -= b.data.len() as u64;
@@ -323,6 +329,9 @@ impl BufferCache {
         self.clock += 1;
         self.bytes[p as usize] += data.len() as u64;
         self.lru[p as usize].insert(self.clock, addr);
+        if dirty {
+            self.ndirty += 1;
+        }
         self.bufs.insert(
             addr,
             Buf {
@@ -409,6 +418,9 @@ impl BufferCache {
         self.set_kind(addr, kind);
         self.join_epoch(addr);
         let b = self.bufs.get_mut(&addr).expect("buffer just ensured");
+        if !b.dirty {
+            self.ndirty += 1;
+        }
         b.dirty = true;
         Ok(&mut b.data[..])
     }
@@ -451,6 +463,9 @@ impl BufferCache {
             )));
         }
         let b = self.bufs.get_mut(&addr).expect("buffer just ensured");
+        if !b.dirty {
+            self.ndirty += 1;
+        }
         b.dirty = true;
         let region = b.deps.held.get(&(roff as u32));
         // Earlier changes of the same region go to disk in the same write
@@ -545,6 +560,9 @@ impl BufferCache {
             self.set_kind(addr, kind);
             let b = self.bufs.get_mut(&addr).expect("buffer present");
             b.data.fill(0);
+            if !b.dirty {
+                self.ndirty += 1;
+            }
             b.dirty = true;
             let old = std::mem::take(&mut b.deps);
             self.ledger.moot(&old.ids());
@@ -611,6 +629,9 @@ impl BufferCache {
         let p = self.pool(kind) as usize;
         let b = self.bufs.get_mut(&addr).expect("buffer just ensured");
         b.data.resize(new_len, 0);
+        if !b.dirty {
+            self.ndirty += 1;
+        }
         b.dirty = true;
         let mut cut = Vec::new();
         b.deps.held.retain(|&off, (len, s)| {
@@ -824,7 +845,11 @@ impl BufferCache {
         if top != 0 {
             b.deps.written = top;
         }
-        b.dirty = !b.deps.held.is_empty();
+        let still = !b.deps.held.is_empty();
+        if b.dirty && !still {
+            self.ndirty -= 1;
+        }
+        b.dirty = still;
         let st = &mut self.stats.by_kind[b.kind.idx()];
         st.writes += 1;
         st.write_bytes += b.data.len() as u64;
@@ -1079,7 +1104,8 @@ impl BufferCache {
     }
 
     pub fn dirty_count(&self) -> usize {
-        self.bufs.values().filter(|b| b.dirty).count()
+        debug_assert_eq!(self.ndirty, self.bufs.values().filter(|b| b.dirty).count());
+        self.ndirty
     }
 }
 

@@ -94,6 +94,11 @@ pub struct DirhashStats {
     pub findfree_hash: u64,
     /// Directory entries examined by linear scans.
     pub entries_scanned: u64,
+    /// Of those, the entries examined by the linear lookup of an operation
+    /// that changes the directory, which then sweeps it again from the
+    /// start to place or remove the entry (FreeBSD's `namei` makes only
+    /// that second sweep; cost models subtract these).
+    pub entries_rescanned: u64,
     /// Self-check disagreements (must stay 0).
     pub check_failures: u64,
     /// Bytes reserved by indexes now, the most ever, and the budget.

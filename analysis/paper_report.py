@@ -1,0 +1,870 @@
+#!/usr/bin/env python3
+"""The report of `ufskit bench paper`: one self-contained HTML page and a
+table of findings set beside the claims of section 4 of the FFS-
+optimisations paper (seed 004).
+
+usage: python3 analysis/paper_report.py DIR [--title T]
+
+Reads DIR/paper.csv (one row per run: test, su, dp, vm, dh, run, seconds,
+disk_s, cpu_s, syncs, wall_ms, reads, writes, fsck_clean), DIR/paper.json
+(the run's configuration: profile, disk, cpu_model), DIR/paper_stats.json
+with the figures and tables of analysis/paper_stats.py (computed here with
+paper_stats' own functions when it is missing or does not match the CSV)
+and, when present, the dirhash per-operation figures of
+analysis/plot_dirhash.py (fig2_create.png .. fig6_stat_missing.png).
+
+Writes
+  DIR/report.html  one page, every figure embedded as a data: URI, CSS and
+                   script inline, no external requests: configuration,
+                   findings, Figure 10, per test the rank table (Table 1
+                   form), the linear model (Tables 2-3 form), Figures 8
+                   and 9, the dirhash Figures 2-6, every run with its fsck
+                   status. Each <img> has data-figure="<file name>"; an
+                   inline script writes "figures rendered: K/N" into
+                   #figure-check once the page has loaded;
+  DIR/findings.md  each claim of the paper beside what we measured, a
+                   verdict and a "why" from EXPLANATIONS below (or
+                   DIR/explanations.json, {claim id: text}, overriding it).
+Prints the paths written. Exit 2 on usage, 1 on bad input.
+
+Definitions (also printed in findings.md's header):
+  m(S)        mean seconds of the runs of the combination with exactly the
+              optimisations S on (every other factor off);
+  gain(X|S)   m(S) / m(S+X): the factor by which enabling X makes the test
+              faster, every factor not in S and not X off (> 1 helps);
+  change(X|S) 100 * (m(S+X) / m(S) - 1), % of the time (negative saves);
+  S empty is "X alone". Dirhash claims (g, h, i, j, k) name their context
+  (with soft updates on, S = {SU}, or off). The linear model's coefficients
+  (claims f, l) are those of paper_stats.fit_model: with every interaction
+  in the model they are the same contrasts of these cell means, in
+  percentage points of m({}).
+"""
+import argparse
+import html
+import base64
+import json
+import math
+import os
+import re
+import sys
+
+import plotenv
+
+matplotlib, pd = plotenv.load(__file__)
+import paper_stats as ps  # noqa: E402  (re-executes under the system Python if statsmodels is missing)
+
+BadInput = plotenv.BadInput
+
+# ------------------------------------------------------- explanations
+# The "why" column of findings.md, by claim id: edit here, or put a JSON
+# object {claim id: text} in DIR/explanations.json to override per run.
+EXPLANATIONS = {
+    "a": "",
+    "b": "",
+    "c": "",
+    "d": "",
+    "e": "",
+    "f": "",
+    "g": "",
+    "h": "",
+    "i": "",
+    "j": "",
+    "k": "",
+    "l": "",
+}
+
+# ----------------------------------------------------------- thresholds
+NOISE_PCT = 1.0        # a change smaller than this (or than the test's noise, if larger) is no effect
+NOISE_SE = 2.0 * math.sqrt(2.0)  # test's noise: this many times the median standard error (in %)
+RATIO_TOL = 2.0        # a measured factor agrees with the paper's within x/÷ this
+RANGE_LO, RANGE_HI = 0.5, 1.5  # a paper range [lo, hi] % matches [lo*RANGE_LO, hi*RANGE_HI]
+AFFECTED_PCT = 10.0    # "significantly affected" by an optimisation: |change| at least this
+CLEAR_PCT = 5.0        # a "clear" improvement: a saving of at least this
+SLIGHT_PCT = 5.0       # "slightly" hurt: a slowdown of at most this
+MOST = 0.5             # "most": more than this fraction
+ALMOST_ALL = 0.75      # "almost all": at least this fraction
+OVERLAP_MIN = 0.25     # an overlap: the interaction is at least this fraction of the smaller main effect
+TINY_PCT = 0.1         # for the paper's 1-2% claims: a saving under this is none at all
+
+VERDICTS = ("agrees", "partly", "disagrees", "not measured")
+
+READ_ONLY = {"find", "stat", "grep", "ls", "poll"}
+TRAVERSAL = ("andrew", "build", "netnews", "tar")
+DIRHASH_FIGURES = [("fig2_create.png", "Figure 2: file creation, cost per creation"),
+                   ("fig3_remove.png", "Figure 3: file removal, cost per removal"),
+                   ("fig4_stat_seq.png", "Figure 4: sequential stat(2), cost per stat"),
+                   ("fig5_stat_random.png", "Figure 5: random stat(2), cost per stat"),
+                   ("fig6_stat_missing.png", "Figure 6: stat(2) of nonexistent files, cost per stat")]
+
+
+def read_only(test):
+    """Whether a test does not write: a find, stat, grep, ls or poll phase."""
+    return bool(READ_ONLY & set(test.lower().split("-")))
+
+
+def benchmark(test):
+    return test.split("-", 1)[0].lower()
+
+
+# ------------------------------------------------------------- measures
+
+class Data:
+    """The runs with cell means per test, and the measures above."""
+
+    def __init__(self, df, factors):
+        self.df, self.factors = df, factors
+        self.cells = {t: ps.cells(df, t, factors) for t in ps.tests_of(df)}
+        # Only tests with runs of every combination take part in the findings.
+        self.tests = [t for t in ps.tests_of(df) if len(self.cells[t]) == 2 ** len(factors)]
+        self.incomplete = [t for t in ps.tests_of(df) if t not in self.tests]
+        self._models = {}
+
+    def has(self, test):
+        return test in self.tests
+
+    def key(self, on):
+        if any(f not in self.factors for f in on):
+            return None
+        return tuple(1 if f in on else 0 for f in self.factors)
+
+    def m(self, test, on=()):
+        """m(S); None when the test or the combination has no runs."""
+        c, k = self.cells.get(test), self.key(on)
+        if c is None or k is None or k not in c.index:
+            return None
+        return float(c.loc[[k], "mean"].iloc[0])
+
+    def gain(self, test, x, given=()):
+        a, b = self.m(test, given), self.m(test, tuple(given) + (x,))
+        return None if a is None or b is None else a / b
+
+    def change(self, test, x, given=()):
+        g = self.gain(test, x, given)
+        return None if g is None else 100.0 * (1.0 / g - 1.0)
+
+    def noise(self, test):
+        """The test's noise in % of the time: NOISE_PCT, or NOISE_SE times
+        the median standard error of its cells if that is larger."""
+        c = self.cells[test]
+        se = (100.0 * c["se"] / c.attrs["base_mean"]).dropna()
+        return max(NOISE_PCT, NOISE_SE * float(se.median())) if len(se) else NOISE_PCT
+
+    def model(self, test):
+        """{term: (estimate %, p)} of paper_stats.fit_model; {} if not fitted."""
+        if test not in self._models:
+            full = ps.fit_model(self.df, test, self.factors)
+            self._models[test] = {r["term"]: (float(r["estimate"]), float(r["p"]))
+                                  for _, r in full.iterrows()}
+        return self._models[test]
+
+    def largest(self, test):
+        """(factor, gain) of the factor with the largest |log gain(X|{})|."""
+        best = None
+        for f in self.factors:
+            g = self.gain(test, f)
+            if g is not None and (best is None or abs(math.log(g)) > abs(math.log(best[1]))):
+                best = (f, g)
+        return best
+
+    def matching(self, pred):
+        return [t for t in self.tests if pred(t)]
+
+
+def fx(g):
+    return "\u2014" if g is None else "\u00d7%.3g" % g
+
+
+def fp(p):
+    return "\u2014" if p is None else "%+.2f%%" % (p + 0.0 if abs(p) >= 0.005 else 0.0)
+
+
+def sv(p):
+    """A saving in %, two decimals, never -0.00."""
+    return "%.2f%%" % (p if abs(p) >= 0.005 else 0.0)
+
+
+def ratio_ok(got, want):
+    return got is not None and got > 0 and 1.0 / RATIO_TOL <= got / want <= RATIO_TOL
+
+
+def in_range(saving, lo, hi):
+    return saving is not None and lo * RANGE_LO <= saving <= hi * RANGE_HI
+
+
+def grade(scores):
+    """A verdict from per-item scores 2 (matches), 1 (right direction), 0
+    (does not): all 2 agrees; more than half 0 disagrees; else partly."""
+    if not scores:
+        return "not measured"
+    if all(s == 2 for s in scores):
+        return "agrees"
+    if sum(1 for s in scores if s == 0) * 2 > len(scores):
+        return "disagrees"
+    return "partly"
+
+
+def L(f):
+    return ps.label(f)
+
+
+# ---------------------------------------------------------------- claims
+# Each returns (measured, verdict, details): a one-line summary for the
+# table, a verdict of VERDICTS, and lines of per-test numbers.
+
+def claim_a(d):
+    if "su" not in d.factors:
+        return "no soft updates factor", "not measured", []
+    writing, ro, details = [], [], []
+    for t in d.tests:
+        f, g = d.largest(t)
+        beyond = abs(100.0 * (1.0 / g - 1.0)) >= d.noise(t)
+        kind = "read-only" if read_only(t) else "writes"
+        details.append("%s (%s): largest %s %s%s; SU alone %s" % (
+            t, kind, L(f), fx(g), "" if beyond else " (within noise)", fx(d.gain(t, "su"))))
+        (ro if read_only(t) else writing).append((t, f == "su" and beyond))
+    if not writing:
+        return "no writing tests", "not measured", details
+    n_su = sum(1 for _, s in writing if s)
+    ro_su = [t for t, s in ro if s]
+    frac = n_su / len(writing)
+    measured = ("SU the largest effect in %d of %d writing tests; in %d of %d read-only tests%s"
+                % (n_su, len(writing), len(ro_su), len(ro), (" (%s)" % ", ".join(ro_su)) if ro_su else ""))
+    if frac >= ALMOST_ALL and not ro_su:
+        v = "agrees"
+    elif frac > MOST:
+        v = "partly"
+    else:
+        v = "disagrees"
+    return measured, v, details
+
+
+def claim_b(d):
+    if "su" not in d.factors:
+        return "no soft updates factor", "not measured", []
+    aff, details = [], []
+    for t in d.tests:
+        c = d.change(t, "su")
+        if c is not None and abs(c) >= AFFECTED_PCT:
+            g = d.gain(t, "su")
+            aff.append((t, g))
+            details.append("%s: SU alone %s (%s)" % (t, fx(g), fp(c)))
+    if not aff:
+        return "no test changed by %g%% or more by SU alone" % AFFECTED_PCT, "not measured", details
+    big = [t for t, g in aff if g > 2.0]
+    frac = len(big) / len(aff)
+    measured = "%d of %d tests affected by SU (|change| \u2265 %g%%) faster by more than \u00d72 with SU alone" % (
+        len(big), len(aff), AFFECTED_PCT)
+    v = "agrees" if frac > MOST else ("partly" if big else "disagrees")
+    return measured, v, details
+
+
+def claim_c(d):
+    ro = [t for t in d.tests if read_only(t) and d.change(t, "su") is not None]
+    if not ro:
+        return "no read-only tests", "not measured", []
+    details, worst = [], "agrees"
+    paper = {"andrew-grep": 0.7, "andrew-stat": 2.4}
+    parts = []
+    for t in ro:
+        c, n = d.change(t, "su"), d.noise(t)
+        extra = " (paper %+.1f%%)" % paper[t] if t in paper else ""
+        details.append("%s: SU alone %s%s, noise %.2g%%" % (t, fp(c), extra, n))
+        parts.append("%s %s" % (t, fp(c)))
+        if -c >= AFFECTED_PCT or c > 4 * SLIGHT_PCT:
+            worst = "disagrees"
+        elif not (-n <= c <= SLIGHT_PCT) and worst == "agrees":
+            worst = "partly"
+    return "SU alone on read-only tests: " + ", ".join(parts), worst, details
+
+
+def claim_d(d):
+    if "dp" not in d.factors:
+        return "no dirpref factor", "not measured", []
+    trav = [t for t in d.tests if benchmark(t) in TRAVERSAL and d.change(t, "dp") is not None]
+    if not trav:
+        return "no Andrew, build, Netnews or tar tests", "not measured", []
+    details = []
+    rest = [t for t in trav if t != "andrew-compile"]
+    ok = [t for t in rest if in_range(-d.change(t, "dp"), 10, 20)]
+    helped = [t for t in rest if -d.change(t, "dp") >= d.noise(t)]
+    for t in trav:
+        details.append("%s: DP alone %s (saving %s)%s" % (t, fx(d.gain(t, "dp")), sv(-d.change(t, "dp")),
+                                                               " [the paper: not noticeable]"
+                                                               if t == "andrew-compile" else ""))
+    measured = "DP alone saves %g\u2013%g%% in %d of %d traversal tests" % (
+        10 * RANGE_LO, 20 * RANGE_HI, len(ok), len(rest))
+    compile_ok = True
+    if "andrew-compile" in trav:
+        c = d.change("andrew-compile", "dp")
+        compile_ok = abs(c) < max(d.noise("andrew-compile"), 2.0)
+        measured += "; Andrew compile %s" % fp(c)
+    if rest and len(ok) / len(rest) > MOST and compile_ok:
+        v = "agrees"
+    elif helped:
+        v = "partly"
+    else:
+        v = "disagrees"
+    return measured, v, details
+
+
+def claim_e(d):
+    if "vm" not in d.factors:
+        return "no vmiodir factor", "not measured", []
+    named = [t for t in ("andrew-compile", "build-compile", "build-remove") if d.has(t)]
+    details, scores = [], []
+    for t in named:
+        s = -d.change(t, "vm")
+        scores.append(in_range(s, 1, 3))
+        details.append("%s: VM alone saves %s (paper about 2%%)" % (t, sv(s)))
+    changes = [abs(d.change(t, "vm")) for t in d.tests if d.change(t, "vm") is not None]
+    tops = [t for t in d.tests if d.largest(t)[0] == "vm" and abs(d.change(t, "vm")) >= d.noise(t)]
+    med = sorted(changes)[len(changes) // 2] if changes else 0.0
+    hard = not tops and med <= 2.0
+    details.append("median |VM alone change| over %d tests %.2f%%; VM the largest effect in: %s"
+                   % (len(changes), med, ", ".join(tops) or "none"))
+    measured = "median |change| %.2f%%, VM the largest effect in %d test(s)" % (med, len(tops))
+    if named:
+        measured += "; VM alone " + ", ".join("%s %s" % (t, fp(d.change(t, "vm"))) for t in named)
+    else:
+        measured += "; Andrew compile and build phases not run"
+    parts = [hard] + ([all(scores)] if named else [])
+    v = "agrees" if all(parts) else ("partly" if any(parts) else "disagrees")
+    return measured, v, details
+
+
+def claim_f(d):
+    if "dp" not in d.factors or "vm" not in d.factors:
+        return "no dirpref or vmiodir factor", "not measured", []
+    named = [t for t in ("andrew-grep", "andrew-remove") if d.has(t)]
+    if not named:
+        return "Andrew grep and remove not run", "not measured", []
+    scores, details, parts = [], [], []
+    for t in named:
+        base = d.m(t)
+        vals = [d.m(t, s) for s in ((), ("dp",), ("vm",), ("dp", "vm"))]
+        if any(v is None for v in vals):
+            continue
+        dp, vm = 100 * (vals[1] - vals[0]) / base, 100 * (vals[2] - vals[0]) / base
+        inter = 100 * (vals[3] - vals[1] - vals[2] + vals[0]) / base
+        p = d.model(t).get("DP:VM", (None, float("nan")))[1]
+        n = d.noise(t)
+        both = dp <= -n and vm <= -n
+        frac = inter / min(abs(dp), abs(vm)) if both else 0.0
+        sig = not math.isfinite(p) or p < ps.PAPER_ALPHA
+        scores.append(2 if both and frac >= OVERLAP_MIN and sig else (1 if both else 0))
+        details.append("%s: DP %+.2f, VM %+.2f, DP:VM %+.2f percentage points (%.0f%% of the smaller)%s"
+                       % (t, dp, vm, inter, 100 * frac, "" if not math.isfinite(p) else ", p %.2g" % p))
+        parts.append("%s DP %+.1f, VM %+.1f, DP:VM %+.1f pp" % (t, dp, vm, inter))
+    return "; ".join(parts) or "combinations missing", grade(scores), details
+
+
+FOLDER = [("folder-create", 29.0, 12.0), ("folder-pack", 13.0, 38.0), ("folder-remove", 77.0, 3.0)]
+
+
+def claim_g(d):
+    if "su" not in d.factors or "dh" not in d.factors:
+        return "no soft updates or dirhash factor", "not measured", []
+    scores, details, parts = [], [], []
+    for t, su_want, dh_want in FOLDER:
+        if not d.has(t):
+            continue
+        su, dh = d.gain(t, "su"), d.gain(t, "dh", ("su",))
+        for got, want in ((su, su_want), (dh, dh_want)):
+            scores.append(2 if ratio_ok(got, want) else
+                          (1 if got is not None and 100 * (1 - 1 / got) >= d.noise(t) else 0))
+        details.append("%s: SU alone %s (paper \u00d7%g); DH given SU %s (paper \u00d7%g)"
+                       % (t, fx(su), su_want, fx(dh), dh_want))
+        parts.append("%s SU %s, DH|SU %s" % (t.split("-", 1)[1], fx(su), fx(dh)))
+    if not parts:
+        return "folder tests not run", "not measured", []
+    return "; ".join(parts), grade(scores), details
+
+
+def claim_h(d):
+    if "su" not in d.factors or "dh" not in d.factors:
+        return "no soft updates or dirhash factor", "not measured", []
+    helped = [t for t in d.tests if (d.gain(t, "dh", ("su",)) or 0) >= 1 + AFFECTED_PCT / 100.0]
+    if not helped:
+        return ("no test where dirhash given SU saves %g%% or more" % AFFECTED_PCT, "not measured", [])
+    details, lost = [], []
+    for t in helped:
+        c = d.change(t, "dh")
+        small = -c < max(d.noise(t), CLEAR_PCT)
+        lost.append(small)
+        details.append("%s: DH given SU %s, DH alone %s (%s)" % (
+            t, fx(d.gain(t, "dh", ("su",))), fx(d.gain(t, "dh")), fp(c)))
+    n = sum(lost)
+    measured = ("of %d tests where DH given SU saves \u2265 %g%%, DH without SU saves < %g%% in %d"
+                % (len(helped), AFFECTED_PCT, CLEAR_PCT, n))
+    v = "agrees" if n == len(lost) else ("partly" if n else "disagrees")
+    return measured, v, details
+
+
+def claim_i(d):
+    if "dh" not in d.factors:
+        return "no dirhash factor", "not measured", []
+    bon = [t for t in d.tests if benchmark(t) == "bonnie"]
+    if not bon:
+        return "Bonnie++ tests not run", "not measured", []
+    given = ("su",) if "su" in d.factors else ()
+    scores, details, parts = [], [], []
+    for t in bon:
+        s = -d.change(t, "dh", given)
+        if t == "bonnie-seq-stat":
+            scores.append(2 if s < CLEAR_PCT else 1)
+            note = " (the paper: no clear improvement)"
+        else:
+            scores.append(2 if s >= CLEAR_PCT else (1 if s >= d.noise(t) else 0))
+            note = ""
+        details.append("%s: DH given SU saves %s, DH alone %s%s" % (t, sv(s), fp(d.change(t, "dh")), note))
+        parts.append("%s %s" % (t[len("bonnie-"):], sv(s)))
+    return "DH given SU saves: " + ", ".join(parts), grade(scores), details
+
+
+def claim_j(d):
+    if "dh" not in d.factors:
+        return "no dirhash factor", "not measured", []
+    pm = [t for t in d.tests if benchmark(t) == "postmark"]
+    if not pm:
+        return "Postmark not run", "not measured", []
+
+    def size(t):
+        m = re.search(r"(\d+)k?$", t)
+        return int(m.group(1)) if m else 0
+    pm.sort(key=size)
+    given = ("su",) if "su" in d.factors else ()
+    savings = [(t, -d.change(t, "dh", given)) for t in pm]
+    details = ["%s: DH given SU saves %s (paper 1\u20132%%), DH alone %s" % (t, sv(s), fp(d.change(t, "dh")))
+               for t, s in savings]
+    scores = [2 if in_range(s, 1, 2) else (1 if s >= TINY_PCT else 0) for _, s in savings]
+    measured = "DH given SU saves " + ", ".join("%s %s" % (t, sv(s)) for t, s in savings)
+    if len(savings) >= 2:
+        larger = savings[-1][1] > savings[0][1] and savings[-1][1] >= TINY_PCT
+        scores.append(2 if larger else 0)
+        measured += "; larger with more files: %s" % ("yes" if larger else "no")
+    return measured, grade(scores), details
+
+
+def claim_k(d):
+    t = "folder-remove"
+    if not d.has(t) or "su" not in d.factors or "dh" not in d.factors:
+        return "folder remove not run", "not measured", []
+    base, su, both = d.m(t), d.m(t, ("su",)), d.m(t, ("su", "dh"))
+    if None in (base, su, both):
+        return "combinations missing", "not measured", []
+    p_su, p_both = 100 * su / base, 100 * both / base
+    scores = [2 if ratio_ok(p_su, 1.3) else (1 if p_su < 100 else 0),
+              2 if ratio_ok(p_both, 0.3) else (1 if p_both < p_su else 0)]
+    measured = "SU: %.3g%% of the time; SU+DH: %.3g%%" % (p_su, p_both)
+    return measured, grade(scores), ["%s: m(SU)/m() %.3g%% (paper 1.3%%), m(SU+DH)/m() %.3g%% (paper 0.3%%)"
+                                     % (t, p_su, p_both)]
+
+
+TABLE2 = [("SU", -42.71), ("DP", -14.28), ("VM", -1.91), ("DP:SU", 4.57)]
+
+
+def claim_l(d):
+    t = "build-compile"
+    if not d.has(t):
+        return "build-compile not run", "not measured", []
+    coef = d.model(t)
+    if not coef:
+        return "model not fitted (combinations missing)", "not measured", []
+    scores, details, parts = [], [], []
+    for term, want in TABLE2:
+        got, p = coef.get(term, (None, float("nan")))
+        if got is None:
+            scores.append(0)
+            continue
+        scores.append(2 if ratio_ok(got / want, 1.0) else (1 if got * want > 0 else 0))
+        details.append("%s: %s %+.2f percentage points (paper %+.2f)%s" % (
+            t, term, got, want, "" if not math.isfinite(p) else ", p %.2g" % p))
+        parts.append("%s %+.2f" % (term, got))
+    return "build-compile: " + ", ".join(parts), grade(scores), details
+
+
+CLAIMS = [
+    ("a", "\u00a74.4", "Soft updates is the most significant factor in almost all the benchmarks; the only "
+     "exceptions are benchmarks that do not involve writing.", claim_a),
+    ("b", "\u00a74.4", "Of the tests significantly affected by soft updates, most saw the elapsed time reduced "
+     "by a factor of more than 2 with soft updates alone.", claim_b),
+    ("c", "\u00a74.4", "Some read-only tests were slightly adversely affected by soft updates (Andrew's grep "
+     "0.7%, Andrew's stat 2.4%).", claim_c),
+    ("d", "\u00a74.4", "dirpref is an important factor in benchmarks involving directory traversal (Andrew, "
+     "Buildworld, Netnews, X11 archive): for most of their tests it improves times by 10%\u201320%; only "
+     "Andrew's compile is not noticeably affected.", claim_d),
+    ("e", "\u00a74.4", "The impact of vmiodir was much harder to spot; on Andrew's compile phase and the build "
+     "and remove phases of Buildworld it improved times by around 2%.", claim_e),
+    ("f", "\u00a74.4", "vmiodir and dirpref interact on Andrew's grep and remove phases: similar-sized effects "
+     "that overlap significantly.", claim_f),
+    ("g", "\u00a74.4", "Folder: soft updates gives \u00d729, \u00d713 and \u00d777 (create, pack, remove) and "
+     "dirhash improves them further by \u00d712, \u00d738 and \u00d73.", claim_g),
+    ("h", "\u00a74.4", "Without soft updates, dirhash's improvements are often lost in the noise.", claim_h),
+    ("i", "\u00a74.4", "Bonnie++'s large-directory tests improve with dirhash; only sequential file reads "
+     "(stat) fail to show clear improvements.", claim_i),
+    ("j", "\u00a74.4", "Postmark improves with dirhash, more with 20,000 files than with 10,000; combined with "
+     "soft updates the gains are about 1%\u20132%.", claim_j),
+    ("k", "\u00a74.3, Table 3", "Removing the MH mailbox: soft updates reduces the time to 1.3%, dirhash "
+     "further to 0.3%.", claim_k),
+    ("l", "\u00a74.3, Table 2", "Buildworld's linear model: SU \u221242.71%, DP \u221214.28%, VM \u22121.91%, "
+     "DP:SU +4.57 percentage points (compared with our build-compile).", claim_l),
+]
+
+
+def load_explanations(outdir):
+    """EXPLANATIONS, overridden by DIR/explanations.json when present."""
+    out = dict(EXPLANATIONS)
+    path = os.path.join(outdir, "explanations.json")
+    if not os.path.exists(path):
+        return out
+    try:
+        doc = plotenv.read_json(path)
+    except BadInput as e:
+        raise BadInput("%s: %s" % (path, e))
+    if not isinstance(doc, dict) or not all(isinstance(v, str) for v in doc.values()):
+        raise BadInput("%s: expected an object {claim id: text}" % path)
+    unknown = sorted(set(doc) - {c[0] for c in CLAIMS})
+    if unknown:
+        raise BadInput("%s: unknown claim id(s) %s" % (path, ", ".join(unknown)))
+    out.update(doc)
+    return out
+
+
+def findings(d, explanations=None):
+    """One dict per claim: id, section, claim, measured, verdict, why, details."""
+    explanations = EXPLANATIONS if explanations is None else explanations
+    out = []
+    for cid, sec, text, fn in CLAIMS:
+        measured, verdict, details = fn(d)
+        assert verdict in VERDICTS, verdict
+        out.append(dict(id=cid, section=sec, claim=text, measured=measured, verdict=verdict,
+                        why=explanations.get(cid, ""), details=details))
+    return out
+
+
+DEFINITIONS = [
+    "m(S): mean seconds of the runs of the combination with exactly the optimisations S on, every "
+    "other factor off.",
+    "gain(X|S) = m(S) / m(S+X): the factor by which enabling X makes the test faster (> 1 helps); "
+    "\"X alone\" is S empty, i.e. every other factor off (the paper's \"soft updates alone\"; the "
+    "main effects of its Tables 2 and 3 are the same contrasts).",
+    "change(X|S) = 100 \u00b7 (m(S+X) / m(S) \u2212 1) %, negative when X saves time; a saving is "
+    "\u2212change.",
+    "Dirhash claims use the context the paper names: \"DH given SU\" is gain(DH|{SU}) (claims g, i, j), "
+    "\"DH alone\" gain(DH|{}) (claim h).",
+    "Largest effect of a test: the factor with the largest |log gain(X|{})|.",
+    "Model coefficients (f, l): paper_stats.fit_model, pct ~ su*dp*vm*dh, in percentage points of m({}); "
+    "with every interaction in the model these are the same cell-mean contrasts (e.g. DP:VM = m(DP+VM) "
+    "\u2212 m(DP) \u2212 m(VM) + m({})).",
+    "Read-only tests: names with a find, stat, grep, ls or poll part; traversal benchmarks: andrew-*, "
+    "build-*, netnews-*, tar-*.",
+]
+
+
+def thresholds():
+    return [
+        "Noise of a test: max(%g%%, %.2f \u00d7 the median standard error of its cells in %% of m({})); "
+        "a change within it is no effect." % (NOISE_PCT, NOISE_SE),
+        "A measured factor matches the paper's when within \u00d7/\u00f7%g of it; a paper range "
+        "[lo, hi]%% matches [%g\u00b7lo, %g\u00b7hi]%%." % (RATIO_TOL, RANGE_LO, RANGE_HI),
+        "\"Significantly affected\": |change| \u2265 %g%%; \"clear\" improvement: saving \u2265 %g%%; "
+        "\"slightly\" hurt: slowdown \u2264 %g%%; \"most\": more than %g%%; \"almost all\": at least %g%%; "
+        "an overlap: interaction \u2265 %g%% of the smaller main effect; for the 1\u20132%% "
+        "claims (e, j) a saving under %g%% is none."
+        % (AFFECTED_PCT, CLEAR_PCT, SLIGHT_PCT, 100 * MOST, 100 * ALMOST_ALL, 100 * OVERLAP_MIN, TINY_PCT),
+        "Claims with several numbers score each: matches (within the tolerance), right direction only, "
+        "or wrong; agrees when all match, disagrees when more than half are wrong, partly otherwise; "
+        "not measured when the tests are missing.",
+    ]
+
+
+def _md_cell(s):
+    return str(s).replace("|", "\\|").replace("\n", " ")
+
+
+def findings_markdown(rows, source, incomplete=()):
+    lines = ["# Findings beside the paper's claims (seed 004, section 4)", "",
+             "Computed from `%s`." % source, ""]
+    if incomplete:
+        lines += ["Left out (a combination of the factors has no runs): %s." % ", ".join(incomplete), ""]
+    lines += ["Definitions:", ""]
+    lines += ["- " + x for x in DEFINITIONS]
+    lines += ["", "Verdict thresholds:", ""] + ["- " + x for x in thresholds()]
+    lines += ["", "| id | claim | what we measured | verdict | why |", "|:--|:--|:--|:--|:--|"]
+    for r in rows:
+        lines.append("| %s | %s (%s) | %s | %s | %s |" % (
+            r["id"], _md_cell(r["claim"]), r["section"], _md_cell(r["measured"]), r["verdict"],
+            _md_cell(r["why"])))
+    lines += ["", "## Details", ""]
+    for r in rows:
+        lines.append("### %s. %s" % (r["id"], r["verdict"]))
+        lines.append("")
+        lines += ["- " + x for x in r["details"]] or ["- (nothing measured)"]
+        lines.append("")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- input
+
+def load_runs(outdir):
+    """(raw DataFrame, checked runs, factors) of DIR/paper.csv; BadInput."""
+    path = os.path.join(outdir, "paper.csv")
+    if not os.path.exists(path):
+        raise BadInput("%s: no such file (run `ufskit bench paper --out %s` first)" % (path, outdir))
+    try:
+        raw = ps.read_results(path)
+        if "test" not in raw.columns or "seconds" not in raw.columns:
+            raise BadInput("missing column %r" % ("test" if "test" not in raw.columns else "seconds"))
+        df, factors = ps.prepare(raw, None)
+    except BadInput as e:
+        raise BadInput("%s: %s" % (path, e))
+    return raw, df, factors
+
+
+def stats_doc(df, factors, outdir, written):
+    """DIR/paper_stats.json, written with paper_stats when missing or not
+    matching the CSV's tests or factors, or when a figure it names is
+    missing."""
+    path = os.path.join(outdir, "paper_stats.json")
+    doc = None
+    if os.path.exists(path):
+        try:
+            doc = plotenv.read_json(path)
+            ok = (isinstance(doc, dict) and doc.get("factors") == factors
+                  and [t.get("test") for t in doc.get("tests", [])] == ps.tests_of(df)
+                  and all(os.path.isfile(os.path.join(outdir, t["files"][k]))
+                          for t in doc["tests"] for k in ("fig8", "fig9"))
+                  and os.path.isfile(os.path.join(outdir, doc["files"]["fig10"])))
+        except (BadInput, KeyError, TypeError, AttributeError):
+            ok = False
+        if not ok:
+            doc = None
+    if doc is None:
+        written += ps.write_outputs(df, outdir, factors, source=os.path.join(outdir, "paper.csv"))
+        doc = plotenv.read_json(path)
+    return doc
+
+
+def config(outdir):
+    """paper.json without its runs; {} if absent or unreadable."""
+    try:
+        doc = plotenv.read_json(os.path.join(outdir, "paper.json"))
+    except BadInput:
+        return {}
+    return {k: v for k, v in doc.items() if k != "runs"} if isinstance(doc, dict) else {}
+
+
+# ----------------------------------------------------------------- HTML
+
+E = html.escape
+
+CSS = """
+body{font-family:sans-serif;margin:1.5em auto;max-width:1200px;color:#222;line-height:1.35}
+h1{font-size:1.5em}h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:2em}
+h3{margin-top:1.5em}
+table{border-collapse:collapse;margin:.6em 0;font-size:.85em}
+th,td{border:1px solid #ccc;padding:.2em .5em;vertical-align:top}
+th{background:#f0f0f0}td.n{text-align:right;font-variant-numeric:tabular-nums}
+td.c{text-align:center}
+.agrees{background:#dff0d8}.partly{background:#fcf8e3}.disagrees{background:#f2dede}
+.not-measured{background:#eee;color:#666}.bad{background:#f2dede;font-weight:bold}
+figure{margin:.8em 0}figure img{max-width:100%;border:1px solid #ddd}
+figcaption{font-size:.85em;color:#555}
+#figure-check{font-family:monospace;background:#f7f7f7;padding:.3em .6em;display:inline-block}
+.pair{display:flex;flex-wrap:wrap;gap:1em}.pair figure{flex:1 1 45%;min-width:380px}
+details{margin:.4em 0}ul.d{font-size:.85em;margin:.2em 0}
+.muted{color:#666;font-size:.85em}
+"""
+
+SCRIPT = """
+window.addEventListener("load", function () {
+  var imgs = document.getElementsByTagName("img"), ok = 0;
+  for (var i = 0; i < imgs.length; i++) {
+    if (imgs[i].complete && imgs[i].naturalWidth > 0) ok++;
+  }
+  document.getElementById("figure-check").textContent = "figures rendered: " + ok + "/" + imgs.length;
+});
+"""
+
+
+def img(outdir, fname, caption, embedded):
+    path = os.path.join(outdir, fname)
+    if not os.path.isfile(path):
+        return '<p class="muted">%s: %s not found</p>' % (E(caption), E(fname))
+    with open(path, "rb") as f:
+        data = base64.b64encode(f.read()).decode("ascii")
+    embedded.append(fname)
+    return ('<figure><img data-figure="%s" alt="%s" src="data:image/png;base64,%s">'
+            '<figcaption>%s</figcaption></figure>' % (E(fname), E(caption), data, E(caption)))
+
+
+def _num(x):
+    return "\u2014" if x is None else ps._num(x)
+
+
+def _pct(x):
+    return "\u2014" if x is None else "%.2f" % x
+
+
+def table(heads, rows, classes=None):
+    """An HTML table; a row one longer than `heads` ends with its class."""
+    out = ["<table><tr>%s</tr>" % "".join("<th>%s</th>" % E(h) for h in heads)]
+    cls = classes or [""] * len(heads)
+    for r in rows:
+        rc = r.pop() if len(r) > len(heads) else ""
+        out.append("<tr%s>%s</tr>" % (' class="%s"' % rc if rc else "",
+                                      "".join('<td%s>%s</td>' % (' class="%s"' % c if c else "", E(str(v)))
+                                              for v, c in zip(r, cls))))
+    out.append("</table>")
+    return "\n".join(out)
+
+
+def rank_html(entry, doc):
+    labels = [doc["labels"][f] for f in doc["factors"]]
+    heads = labels + ["Mean (s)", "Time%", "\u03c3/\u221an (%)", "\u03c3/\u221an (s)", "n"]
+    rows = [[r.get(l, "") for l in labels] + [_num(r["mean_s"]), _pct(r["time_pct"]), _pct(r["se_pct"]),
+                                              _num(r["se_s"]), r["n"]] for r in entry["rank_table"]]
+    return table(heads, rows, ["c"] * len(labels) + ["n"] * 5)
+
+
+def model_html(entry, doc):
+    m = entry["model"]
+    coeffs = m["coefficients"]
+    exact = all(c["p"] is None for c in coeffs)
+    shown = [c for c in coeffs if exact or c["term"] == "base" or c["significant"]]
+    what = ("every coefficient (no significance to judge)" if exact else
+            "base and the coefficients with p < %g" % doc["alpha"])
+    rows = [[c["term"], "%.2f" % c["estimate"], _pct(c["se"]),
+             "\u2014" if c["p"] is None else ps._p(c["p"]), _num(c["estimate_s"])] for c in shown]
+    note = ("<p class=\"muted\">Note: %s.</p>" % E(m["note"])) if m.get("note") else ""
+    return ('<p class="muted"><code>%s</code>; %d runs; %s.</p>%s' % (E(m["formula"]), m["nobs"], E(what), note)
+            + (table(["Factor", "\u0394 %Time", "\u03c3", "p", "\u0394 s"], rows,
+                     ["", "n", "n", "n", "n"]) if rows else ""))
+
+
+def config_html(cfg):
+    if not cfg:
+        return '<p class="muted">paper.json not found: no configuration to show.</p>'
+    prof = cfg.get("profile") or {}
+    cpu = cfg.get("cpu_model") or {}
+    rows, more = [], []
+    if isinstance(prof, dict):
+        rows.append(["profile", prof.get("name", "")])
+        more += [["profile." + k, json.dumps(v)] for k, v in prof.items() if k != "name"]
+    else:
+        rows.append(["profile", json.dumps(prof)])
+    rows.append(["disk", "%s \u2014 %s" % (cfg.get("disk", ""), cfg.get("disk_description", ""))])
+    if isinstance(cpu, dict):
+        rows.append(["cpu_model", cpu.get("name", "")])
+        more += [["cpu_model." + k, json.dumps(v)] for k, v in cpu.items() if k != "name"]
+    else:
+        rows.append(["cpu_model", json.dumps(cpu)])
+    for k in ("workloads", "wall_s"):
+        if k in cfg:
+            rows.append([k, json.dumps(cfg[k])])
+    return (table(["setting", "value"], rows)
+            + ("<details><summary>every setting of the profile and CPU model</summary>%s</details>"
+               % table(["setting", "value"], more) if more else ""))
+
+
+def runs_html(raw):
+    cols = [c for c in ["test", "su", "dp", "vm", "dh", "run", "seconds", "disk_s", "cpu_s", "syncs",
+                        "wall_ms", "reads", "writes", "fsck_clean"] if c in raw.columns]
+    rows = []
+    for _, r in raw.iterrows():
+        vals = []
+        for c in cols:
+            v = r[c]
+            vals.append(ps._num(float(v)) if c in ("seconds", "disk_s", "cpu_s", "wall_ms") else v)
+        clean = str(r["fsck_clean"]).strip().lower() if "fsck_clean" in cols else ""
+        vals.append("" if clean in ("true", "1", "") else "bad")
+        rows.append(vals)
+    n_bad = sum(1 for r in rows if r[-1] == "bad")
+    head = ("<p>%d runs; %s</p>" % (len(rows), "fsck clean after every run" if "fsck_clean" in cols and not n_bad
+                                    else ("%d not fsck clean (highlighted)" % n_bad if n_bad else
+                                          "no fsck status recorded")))
+    return head + table(cols, rows, ["" if c == "test" else "n" for c in cols])
+
+
+def report_html(title, outdir, raw, doc, rows, cfg, embedded):
+    out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+           "<title>%s</title><style>%s</style></head><body>" % (E(title), CSS),
+           "<h1>%s</h1>" % E(title),
+           '<p id="figure-check">figures rendered: not checked (script did not run)</p>',
+           "<h2>Configuration</h2>", config_html(cfg),
+           "<h2>Findings beside the paper's claims</h2>",
+           "<details><summary>Definitions and thresholds</summary><ul class=\"d\">%s</ul></details>"
+           % "".join("<li>%s</li>" % E(x) for x in DEFINITIONS + thresholds())]
+    out.append('<table><tr><th>id</th><th>claim</th><th>what we measured</th><th>verdict</th>'
+               '<th>why</th></tr>')
+    for r in rows:
+        det = ('<details><summary>details</summary><ul class="d">%s</ul></details>'
+               % "".join("<li>%s</li>" % E(x) for x in r["details"])) if r["details"] else ""
+        out.append('<tr><td>%s</td><td>%s <span class="muted">(%s)</span></td><td>%s%s</td>'
+                   '<td class="%s">%s</td><td>%s</td></tr>'
+                   % (E(r["id"]), E(r["claim"]), E(r["section"]), E(r["measured"]), det,
+                      r["verdict"].replace(" ", "-"), E(r["verdict"]), E(r["why"])))
+    out.append("</table>")
+    out += ["<h2>Summary of results (Figure 10)</h2>",
+            img(outdir, doc["files"]["fig10"], "Figure 10: summary of results by benchmark", embedded)]
+    out.append("<h2>Per test: rank tables, linear models, Figures 8 and 9</h2>")
+    out.append("<p>%s</p>" % " \u00b7 ".join('<a href="#t-%s">%s</a>' % (E(ps.slugs([e["test"]])[e["test"]]),
+                                                                         E(e["test"])) for e in doc["tests"]))
+    for e in doc["tests"]:
+        t = e["test"]
+        out.append('<h3 id="t-%s">%s</h3>' % (E(ps.slugs([t])[t]), E(t)))
+        out.append("<p class=\"muted\">Time%% relative to no optimisation (%s s = 100%%).</p>"
+                   % E(_num(e["base_mean_s"])))
+        out += ['<div class="pair"><div>', "<h4>Rank table (Table 1 form)</h4>", rank_html(e, doc),
+                "</div><div>", "<h4>Linear model (Tables 2\u20133 form)</h4>", model_html(e, doc),
+                "</div></div>", '<div class="pair">',
+                img(outdir, e["files"]["fig8"], "Figure 8: improvement by optimisation, %s" % t, embedded),
+                img(outdir, e["files"]["fig9"], "Figure 9: improvement lattice, %s" % t, embedded), "</div>"]
+    present = [(f, c) for f, c in DIRHASH_FIGURES if os.path.isfile(os.path.join(outdir, f))]
+    out.append("<h2>Dirhash per operation (Figures 2\u20136)</h2>")
+    if present:
+        out += [img(outdir, f, c, embedded) for f, c in present]
+    else:
+        out.append('<p class="muted">Not in this directory (analysis/plot_dirhash.py writes them from '
+                   '`ufskit bench dirhash`).</p>')
+    out += ["<h2>Every run</h2>", runs_html(raw), "<script>%s</script>" % SCRIPT, "</body></html>"]
+    return "\n".join(out) + "\n"
+
+
+# ------------------------------------------------------------------ main
+
+def main(argv):
+    prog = os.path.basename(argv[0])
+    ap = argparse.ArgumentParser(prog=prog, description="report.html and findings.md of `ufskit bench "
+                                 "paper`'s results directory.")
+    ap.add_argument("dir", help="the results directory (holding paper.csv)")
+    ap.add_argument("--title", default="ufskit: reproduction of the FFS optimisations paper, section 4")
+    args = ap.parse_args(argv[1:])
+    outdir = args.dir
+    written = []
+    try:
+        raw, df, factors = load_runs(outdir)
+        explanations = load_explanations(outdir)
+    except BadInput as e:
+        print("%s: %s" % (prog, e), file=sys.stderr)
+        return 1
+    doc = stats_doc(df, factors, outdir, written)
+    d = Data(df, factors)
+    rows = findings(d, explanations)
+    md = os.path.join(outdir, "findings.md")
+    with open(md, "w", encoding="utf-8") as f:
+        f.write(findings_markdown(rows, os.path.join(outdir, "paper.csv"), d.incomplete))
+    written.append(md)
+    embedded = []
+    page = report_html(args.title, outdir, raw, doc, rows, config(outdir), embedded)
+    rep = os.path.join(outdir, "report.html")
+    with open(rep, "w", encoding="utf-8") as f:
+        f.write(page)
+    written.append(rep)
+    for p in written:
+        print(p)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,521 @@
+//! Seed `004_*`'s evaluation (section 4): its benchmarks, and those of
+//! seeds `001_*` and `002_*`, under all 16 combinations of the four
+//! optimisations it studies, soft updates (SU: `softdep` against `normal`
+//! write ordering), dirpref (DP: Orlov against the traditional directory
+//! placement), vmiodir (VM: directory blocks in the main buffer cache
+//! against a small pool of their own) and dirhash (DH: a 2 MiB budget
+//! against none), one "test" per timed phase, as rows for
+//! `analysis/paper_stats.py` and `analysis/paper_report.py`.
+//!
+//! Layout: this module holds the profiles, the combinations, the rows and
+//! the runner (combinations side by side on `jobs` threads); [`meter`] the
+//! modeled clock (disk + CPU + declared user time, with a syncer and a
+//! buffer daemon on that clock) and the timing of tests; [`cpu`] the CPU
+//! cost model of the paper's Pentium 4; the workloads are in `classic`
+//! (tar, MH folder, Postmark), `bonnie`, `andrew`, `netnews`, `build` and
+//! `seeds` (maildir of seed 002, large directory of seed 001). See
+//! `docs/EVALUATION.md`.
+//!
+//! Invariants: each run starts from a fresh file system (the paper's era of
+//! FFS: 8 KB blocks, 1 KB fragments, 8 MiB groups, fixed seed and time) on
+//! a sparse memory device under the modeled disk, mounted with a 64 MiB
+//! buffer cache and no host read-ahead; the cache is dropped once before
+//! the first test (the paper removed the benchmark directory between runs
+//! so nothing useful was cached) and kept between tests, each of which
+//! ends with its sync (nothing delayed crosses into the next test). All
+//! inputs come from seeded generators and the modeled time is a function
+//! of counters, so a profile gives the same figures every time and
+//! whatever the number of jobs: repeated runs would be identical, so there
+//! is one, recorded as `run` 0. Each workload checks what it left and
+//! fails otherwise; every image is unmounted and checked with fsck at the
+//! end of its run and the result recorded in each of its rows.
+mod andrew;
+mod bonnie;
+mod build;
+mod classic;
+pub mod cpu;
+mod meter;
+mod netnews;
+mod seeds;
+
+use crate::Progress;
+pub use classic::tar_tree;
+use meter::Meter;
+use std::sync::Arc;
+use std::time::Instant;
+use ufs::dev::model::{preset, ModeledDisk};
+use ufs::dev::{BlockDevice, SparseDevice};
+use ufs::dir::dirhash::DirhashConfig;
+use ufs::fs::DirPref;
+use ufs::newfs::{newfs, NewfsParams};
+use ufs::order::WriteMode;
+use ufs::{Fs, MountOptions};
+
+const MIB: u64 = 1 << 20;
+
+/// The paper's machine had a "20GB IDE hard disk" of 2001.
+pub const DISK: &str = "ide-20g-2001";
+
+/// Sizes of a profile.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Profile {
+    pub name: String,
+    /// Entries of the ports tree to extract (a prefix, still in archive
+    /// order); `None`: the whole tree.
+    pub tree_entries: Option<usize>,
+    /// Messages of the MH folder.
+    pub messages: u64,
+    /// Postmark runs: (initial files, transactions), one test each.
+    pub postmark: Vec<(u64, u64)>,
+    /// Bonnie++'s small-file tests: files in the one directory (`-n 16`
+    /// is 16 * 1024).
+    pub bonnie_files: u64,
+    /// Andrew: copies of the source tree.
+    pub andrew_copies: u64,
+    /// Netnews: articles arriving in the replay.
+    pub netnews_articles: u64,
+    /// Build-like: source files of the tree checked out and compiled.
+    pub build_files: u64,
+    /// Maildir (seed 002): maildirs, and messages in each `cur`.
+    pub maildirs: u64,
+    pub maildir_messages: u64,
+    /// Large directory (seed 001): files of 4 KB in the one directory.
+    pub largedir_files: u64,
+    pub disk: String,
+    pub fs_bytes: u64,
+    pub cache_bytes: u64,
+    /// Modeled seconds between syncer runs (0: no syncer).
+    pub sync_every_s: f64,
+    /// Dirty buffers that make the modeled buffer daemon flush (0: never).
+    pub dirty_high: usize,
+    /// Worker threads running combinations side by side (results do not
+    /// depend on it).
+    pub jobs: usize,
+    pub seed: u64,
+}
+
+impl Profile {
+    /// The paper's sizes where it gives them: the whole tree, 33,164
+    /// messages, Postmark with 10,000 and 20,000 files, Bonnie++ `-n 16`,
+    /// Andrew with 100 copies.
+    pub fn full() -> Profile {
+        Profile {
+            name: "full".into(),
+            tree_entries: None,
+            messages: 33_164,
+            postmark: vec![(10_000, 10_000), (20_000, 20_000)],
+            bonnie_files: 16 * 1024,
+            andrew_copies: 100,
+            netnews_articles: 30_000,
+            build_files: 12_000,
+            maildirs: 100,
+            maildir_messages: 400,
+            largedir_files: 20_000,
+            disk: DISK.into(),
+            fs_bytes: 4 << 30,
+            cache_bytes: 64 * MIB,
+            sync_every_s: meter::SYNC_EVERY_S,
+            dirty_high: meter::DIRTY_HIGH,
+            jobs: 2,
+            seed: 1,
+        }
+    }
+
+    /// Small enough for CI (a few minutes): the whole tree (small already,
+    /// and large enough that its directories overflow the pool vmiodir off
+    /// leaves them), the other workloads at about a tenth.
+    pub fn quick() -> Profile {
+        Profile {
+            name: "quick".into(),
+            tree_entries: None,
+            messages: 3_000,
+            postmark: vec![(1_000, 1_000), (2_000, 2_000)],
+            bonnie_files: 2048,
+            andrew_copies: 10,
+            netnews_articles: 3_000,
+            build_files: 1_200,
+            maildirs: 10,
+            maildir_messages: 400,
+            largedir_files: 3_000,
+            ..Profile::full()
+        }
+    }
+}
+
+/// One combination of the four optimisations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Combo {
+    pub su: bool,
+    pub dp: bool,
+    pub vm: bool,
+    pub dh: bool,
+}
+
+impl Combo {
+    /// All 16, from everything off to everything on.
+    pub fn all() -> Vec<Combo> {
+        (0..16u8)
+            .map(|i| Combo {
+                su: i & 8 != 0,
+                dp: i & 4 != 0,
+                vm: i & 2 != 0,
+                dh: i & 1 != 0,
+            })
+            .collect()
+    }
+
+    /// `SU DP VM DH` with `-` for the factors off.
+    pub fn label(&self) -> String {
+        let f = |on: bool, s: &'static str| if on { s } else { "-" };
+        format!(
+            "{} {} {} {}",
+            f(self.su, "SU"),
+            f(self.dp, "DP"),
+            f(self.vm, "VM"),
+            f(self.dh, "DH")
+        )
+    }
+
+    fn mount_options(&self, p: &Profile) -> MountOptions {
+        MountOptions {
+            dirpref: if self.dp {
+                DirPref::Orlov
+            } else {
+                DirPref::Traditional
+            },
+            cache_bytes: p.cache_bytes,
+            readahead: 0,
+            seed: Some(p.seed),
+            write_mode: Some(if self.su {
+                WriteMode::Softdep
+            } else {
+                WriteMode::Normal
+            }),
+            vmiodir: self.vm,
+            dirhash: DirhashConfig {
+                enabled: self.dh,
+                maxmem: if self.dh { 2 * MIB } else { 0 },
+                ..DirhashConfig::default()
+            },
+            ..Default::default()
+        }
+    }
+}
+
+/// The workloads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Workload {
+    Tar,
+    Folder,
+    Bonnie,
+    Andrew,
+    Postmark,
+    Netnews,
+    Build,
+    Maildir,
+    Largedir,
+}
+
+impl Workload {
+    pub const ALL: [Workload; 9] = [
+        Workload::Tar,
+        Workload::Folder,
+        Workload::Bonnie,
+        Workload::Andrew,
+        Workload::Postmark,
+        Workload::Netnews,
+        Workload::Build,
+        Workload::Maildir,
+        Workload::Largedir,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Workload::Tar => "tar",
+            Workload::Folder => "folder",
+            Workload::Bonnie => "bonnie",
+            Workload::Andrew => "andrew",
+            Workload::Postmark => "postmark",
+            Workload::Netnews => "netnews",
+            Workload::Build => "build",
+            Workload::Maildir => "maildir",
+            Workload::Largedir => "largedir",
+        }
+    }
+
+    pub fn by_name(name: &str) -> Option<Workload> {
+        Workload::ALL.into_iter().find(|w| w.name() == name)
+    }
+
+    /// The tests (timed phases), in the order they run.
+    pub fn tests(self) -> &'static [&'static str] {
+        match self {
+            Workload::Tar => classic::TAR_TESTS,
+            Workload::Folder => classic::FOLDER_TESTS,
+            Workload::Bonnie => bonnie::TESTS,
+            Workload::Andrew => andrew::TESTS,
+            Workload::Postmark => classic::POSTMARK_TESTS,
+            Workload::Netnews => netnews::TESTS,
+            Workload::Build => build::TESTS,
+            Workload::Maildir => seeds::MAILDIR_TESTS,
+            Workload::Largedir => seeds::LARGEDIR_TESTS,
+        }
+    }
+
+    fn run(self, p: &Profile, m: &mut Meter) -> ufs::Result<()> {
+        match self {
+            Workload::Tar => classic::tar_workload(p, m),
+            Workload::Folder => classic::folder_workload(p, m),
+            Workload::Bonnie => bonnie::workload(p, m),
+            Workload::Andrew => andrew::workload(p, m),
+            Workload::Postmark => classic::postmark_workload(p, m),
+            Workload::Netnews => netnews::workload(p, m),
+            Workload::Build => build::workload(p, m),
+            Workload::Maildir => seeds::maildir_workload(p, m),
+            Workload::Largedir => seeds::largedir_workload(p, m),
+        }
+    }
+}
+
+/// Every test of `workloads`, in the order they run.
+pub fn all_tests(workloads: &[Workload]) -> Vec<&'static str> {
+    workloads
+        .iter()
+        .flat_map(|w| w.tests().iter().copied())
+        .collect()
+}
+
+/// One test under one combination: the input format of
+/// `analysis/paper_stats.py`.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Row {
+    pub test: String,
+    pub su: u8,
+    pub dp: u8,
+    pub vm: u8,
+    pub dh: u8,
+    pub run: u32,
+    /// Modeled time of the phase and its sync: disk plus CPU.
+    pub seconds: f64,
+    /// Of which the disk's busy time, and the modeled CPU time.
+    pub disk_s: f64,
+    pub cpu_s: f64,
+    /// Runs of the modeled syncer during the phase.
+    pub syncs: u64,
+    pub wall_ms: f64,
+    /// Device requests of the phase and its sync.
+    pub reads: u64,
+    pub writes: u64,
+    /// The image was fsck clean at the end of the run that held this test.
+    pub fsck_clean: bool,
+}
+
+impl Row {
+    pub fn combo(&self) -> Combo {
+        Combo {
+            su: self.su == 1,
+            dp: self.dp == 1,
+            vm: self.vm == 1,
+            dh: self.dh == 1,
+        }
+    }
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Report {
+    pub profile: Profile,
+    pub disk: String,
+    pub disk_description: String,
+    pub cpu_model: cpu::CpuModel,
+    pub workloads: Vec<String>,
+    pub runs: Vec<Row>,
+    pub wall_s: f64,
+}
+
+impl Report {
+    pub fn row(&self, test: &str, c: Combo) -> Option<&Row> {
+        self.runs.iter().find(|r| r.test == test && r.combo() == c)
+    }
+
+    pub fn fsck_clean(&self) -> bool {
+        self.runs.iter().all(|r| r.fsck_clean)
+    }
+}
+
+/// The rows as CSV, header
+/// `test,su,dp,vm,dh,run,seconds,disk_s,cpu_s,syncs,wall_ms,reads,writes,fsck_clean`.
+pub fn to_csv(r: &Report) -> String {
+    let mut s = String::from(
+        "test,su,dp,vm,dh,run,seconds,disk_s,cpu_s,syncs,wall_ms,reads,writes,fsck_clean\n",
+    );
+    for x in &r.runs {
+        s.push_str(&format!(
+            "{},{},{},{},{},{},{},{},{},{},{:.3},{},{},{}\n",
+            x.test,
+            x.su,
+            x.dp,
+            x.vm,
+            x.dh,
+            x.run,
+            x.seconds,
+            x.disk_s,
+            x.cpu_s,
+            x.syncs,
+            x.wall_ms,
+            x.reads,
+            x.writes,
+            x.fsck_clean
+        ));
+    }
+    s
+}
+
+pub(crate) fn invalid(msg: String) -> ufs::Error {
+    ufs::Error::new(ufs::ErrorKind::Invalid, msg)
+}
+
+/// A fresh file system for `combo` on the modeled disk.
+fn make_fs(p: &Profile, combo: Combo) -> ufs::Result<(Arc<ModeledDisk<SparseDevice>>, Fs)> {
+    let spec = preset(&p.disk).ok_or_else(|| invalid(format!("no disk model {}", p.disk)))?;
+    let dev = Arc::new(ModeledDisk::new(
+        SparseDevice::new(p.fs_bytes),
+        spec,
+        false,
+    )?);
+    newfs(
+        &*dev,
+        &NewfsParams {
+            bsize: 8192,
+            fsize: 1024,
+            density: Some(4096),
+            maxblkspercg: Some(8192),
+            seed: Some(1),
+            time: Some(1_020_000_000),
+            ..Default::default()
+        },
+    )?;
+    let fs = Fs::open(Box::new(dev.clone()), combo.mount_options(p))?;
+    Ok((dev, fs))
+}
+
+/// One workload under one combination, on a fresh file system; `progress`
+/// gets each test's name as it starts.
+pub fn run(
+    p: &Profile,
+    workload: Workload,
+    combo: Combo,
+    progress: &mut dyn FnMut(&str),
+) -> ufs::Result<Vec<Row>> {
+    let (dev, fs) = make_fs(p, combo)?;
+    fs.drop_caches()?;
+    let mut m = Meter::new(
+        &fs,
+        dev.clone(),
+        cpu::CpuModel::pentium4_2002(),
+        p.sync_every_s,
+        p.dirty_high,
+        progress,
+    );
+    workload.run(p, &mut m)?;
+    let measured = std::mem::take(&mut m.out);
+    drop(m);
+    let end = fs.stats(None, false)?;
+    let want = if combo.su { "softdep" } else { "normal" };
+    if end.order.mode != want || end.vmiodir != combo.vm {
+        return Err(invalid(format!(
+            "mounted for {} but the engine runs {} with vmiodir {}",
+            combo.label(),
+            end.order.mode,
+            end.vmiodir
+        )));
+    }
+    fs.unmount()?;
+    drop(fs);
+    let clean = ufs::fsck::fsck(&*dev as &dyn BlockDevice, ufs::fsck::FsckMode::Check)?
+        .findings
+        .is_empty();
+    Ok(measured
+        .into_iter()
+        .map(|x| Row {
+            test: x.test.into(),
+            su: combo.su as u8,
+            dp: combo.dp as u8,
+            vm: combo.vm as u8,
+            dh: combo.dh as u8,
+            run: 0,
+            seconds: x.seconds,
+            disk_s: x.disk_s,
+            cpu_s: x.cpu_s,
+            syncs: x.syncs,
+            wall_ms: x.wall_ms,
+            reads: x.reads,
+            writes: x.writes,
+            fsck_clean: clean,
+        })
+        .collect())
+}
+
+/// `workloads` under every combination, `p.jobs` runs side by side; rows
+/// in workload, then combination order whatever the jobs.
+pub fn run_all(p: &Profile, workloads: &[Workload], progress: Progress) -> ufs::Result<Report> {
+    let wall = Instant::now();
+    let spec = preset(&p.disk).ok_or_else(|| invalid(format!("no disk model {}", p.disk)))?;
+    let combos = Combo::all();
+    let jobs: Vec<(Workload, Combo)> = workloads
+        .iter()
+        .flat_map(|&w| combos.iter().map(move |&c| (w, c)))
+        .collect();
+    let total = all_tests(workloads).len() as u64 * combos.len() as u64;
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let results: Vec<std::sync::Mutex<Option<ufs::Result<Vec<Row>>>>> =
+        jobs.iter().map(|_| std::sync::Mutex::new(None)).collect();
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    std::thread::scope(|s| {
+        for _ in 0..p.jobs.max(1) {
+            let tx = tx.clone();
+            let (next, jobs, results) = (&next, &jobs, &results);
+            s.spawn(move || loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(&(w, c)) = jobs.get(i) else { return };
+                let r = run(p, w, c, &mut |test| {
+                    let _ = tx.send(format!("{test} [{}]", c.label()));
+                });
+                let failed = r.is_err();
+                *results[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
+                if failed {
+                    // Stop handing out work; the error is reported below.
+                    next.store(jobs.len(), std::sync::atomic::Ordering::Relaxed);
+                }
+            });
+        }
+        drop(tx);
+        // Progress on this thread, as the workers start each test.
+        for (done, msg) in rx.iter().enumerate() {
+            progress(done as u64, total, &msg);
+        }
+    });
+    let mut runs = Vec::new();
+    for (i, r) in results.into_iter().enumerate() {
+        match r.into_inner().unwrap_or_else(|e| e.into_inner()) {
+            Some(Ok(rows)) => runs.extend(rows),
+            Some(Err(e)) => {
+                let (w, c) = jobs[i];
+                return Err(ufs::Error::new(
+                    e.kind,
+                    format!("{} under {}: {}", w.name(), c.label(), e.msg),
+                ));
+            }
+            None => {}
+        }
+    }
+    progress(total, total, "done");
+    Ok(Report {
+        profile: p.clone(),
+        disk: p.disk.clone(),
+        disk_description: spec.description.into(),
+        cpu_model: cpu::CpuModel::pentium4_2002(),
+        workloads: workloads.iter().map(|w| w.name().to_string()).collect(),
+        runs,
+        wall_s: wall.elapsed().as_secs_f64(),
+    })
+}
