@@ -61,5 +61,28 @@ pub fn fresh_fs(bytes: u64, density: u64, opts: MountOptions) -> ufs::Result<(Ar
     Ok((dev, fs))
 }
 
+/// A fresh file system made with `params` on a sparse device of `bytes`
+/// under the modeled disk `disk` (a preset name), mounted with `opts`.
+pub fn modeled_fs(
+    disk: &str,
+    bytes: u64,
+    params: &NewfsParams,
+    opts: MountOptions,
+) -> ufs::Result<(
+    Arc<ufs::dev::model::ModeledDisk<ufs::dev::SparseDevice>>,
+    Fs,
+)> {
+    let spec = ufs::dev::model::preset(disk)
+        .ok_or_else(|| ufs::Error::new(ufs::ErrorKind::Invalid, format!("no disk model {disk}")))?;
+    let dev = Arc::new(ufs::dev::model::ModeledDisk::new(
+        ufs::dev::SparseDevice::new(bytes),
+        spec,
+        false,
+    )?);
+    newfs(&*dev, params)?;
+    let fs = Fs::open(Box::new(dev.clone()), opts)?;
+    Ok((dev, fs))
+}
+
 /// Progress callback: `(done, total, message)`.
 pub type Progress<'a> = &'a mut dyn FnMut(u64, u64, &str);

@@ -37,7 +37,7 @@ use std::sync::Arc;
 use std::time::Instant;
 use ufs::dev::model::{preset, DiskStats, ModeledDisk};
 use ufs::dev::{BlockDevice, SparseDevice};
-use ufs::newfs::{newfs, NewfsParams};
+use ufs::newfs::NewfsParams;
 use ufs::order::{OrderStats, WriteMode};
 use ufs::{Cred, Fs, MountOptions, RenameMode};
 
@@ -393,20 +393,11 @@ impl Meter<'_> {
 
 /// A fresh file system on the modeled disk, mounted under `mode`.
 fn make_fs(cfg: &Config, mode: WriteMode) -> ufs::Result<(Arc<ModeledDisk<SparseDevice>>, Fs)> {
-    let spec = preset(&cfg.disk).ok_or_else(|| invalid(format!("no disk model {}", cfg.disk)))?;
-    let dev = Arc::new(ModeledDisk::new(
-        SparseDevice::new(cfg.fs_bytes),
-        spec,
-        false,
-    )?);
-    newfs(
-        &*dev,
-        &NewfsParams {
-            seed: Some(1),
-            time: Some(1_020_000_000),
-            ..Default::default()
-        },
-    )?;
+    let params = NewfsParams {
+        seed: Some(1),
+        time: Some(1_020_000_000),
+        ..Default::default()
+    };
     let opts = MountOptions {
         cache_bytes: cfg.cache_bytes,
         readahead: 0,
@@ -415,8 +406,7 @@ fn make_fs(cfg: &Config, mode: WriteMode) -> ufs::Result<(Arc<ModeledDisk<Sparse
         vmiodir: cfg.vmiodir,
         ..Default::default()
     };
-    let fs = Fs::open(Box::new(dev.clone()), opts)?;
-    Ok((dev, fs))
+    crate::modeled_fs(&cfg.disk, cfg.fs_bytes, &params, opts)
 }
 
 /// `files`: N empty files in one directory, then unlink them all.

@@ -47,7 +47,7 @@ use ufs::dev::model::{preset, ModeledDisk};
 use ufs::dev::{BlockDevice, SparseDevice};
 use ufs::dir::dirhash::DirhashConfig;
 use ufs::fs::DirPref;
-use ufs::newfs::{newfs, NewfsParams};
+use ufs::newfs::NewfsParams;
 use ufs::order::WriteMode;
 use ufs::{Fs, MountOptions};
 
@@ -376,26 +376,16 @@ pub(crate) fn invalid(msg: String) -> ufs::Error {
 
 /// A fresh file system for `combo` on the modeled disk.
 fn make_fs(p: &Profile, combo: Combo) -> ufs::Result<(Arc<ModeledDisk<SparseDevice>>, Fs)> {
-    let spec = preset(&p.disk).ok_or_else(|| invalid(format!("no disk model {}", p.disk)))?;
-    let dev = Arc::new(ModeledDisk::new(
-        SparseDevice::new(p.fs_bytes),
-        spec,
-        false,
-    )?);
-    newfs(
-        &*dev,
-        &NewfsParams {
-            bsize: 8192,
-            fsize: 1024,
-            density: Some(4096),
-            maxblkspercg: Some(8192),
-            seed: Some(1),
-            time: Some(1_020_000_000),
-            ..Default::default()
-        },
-    )?;
-    let fs = Fs::open(Box::new(dev.clone()), combo.mount_options(p))?;
-    Ok((dev, fs))
+    let params = NewfsParams {
+        bsize: 8192,
+        fsize: 1024,
+        density: Some(4096),
+        maxblkspercg: Some(8192),
+        seed: Some(1),
+        time: Some(1_020_000_000),
+        ..Default::default()
+    };
+    crate::modeled_fs(&p.disk, p.fs_bytes, &params, combo.mount_options(p))
 }
 
 /// One workload under one combination, on a fresh file system; `progress`
