@@ -53,12 +53,17 @@ impl Tree {
     }
 }
 
-/// Log-normal size with the given median and spread, in [1, 64 KiB].
-fn size(rng: &mut StdRng, median: f64, sigma: f64) -> u64 {
-    // Box-Muller from two uniforms: deterministic with the seeded RNG.
+/// A log-normal draw around `median` with spread `sigma`, by Box-Muller
+/// from two uniforms: deterministic with a seeded generator.
+pub fn lognormal(rng: &mut StdRng, median: f64, sigma: f64) -> f64 {
     let (u1, u2): (f64, f64) = (rng.gen_range(f64::EPSILON..1.0), rng.gen());
     let z = (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos();
-    (median * (sigma * z).exp()).round().clamp(1.0, 65536.0) as u64
+    median * (sigma * z).exp()
+}
+
+/// Log-normal size with the given median and spread, in [1, 64 KiB].
+fn size(rng: &mut StdRng, median: f64, sigma: f64) -> u64 {
+    lognormal(rng, median, sigma).round().clamp(1.0, 65536.0) as u64
 }
 
 pub const PORTS_DIRS: usize = 6_596;

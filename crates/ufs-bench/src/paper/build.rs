@@ -75,9 +75,10 @@
 //! size of its members and headers; grep must see every kernel file and
 //! count exactly the `#include` lines generated there; after the removals
 //! the root lists what it listed before.
-use super::classic::write_all;
+use super::classic::{root_names, write_all};
 use super::meter::{Meter, UserCpu};
 use super::{invalid, Profile};
+use crate::tree::lognormal;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::HashMap;
@@ -145,12 +146,6 @@ struct Src {
     installed: Vec<(usize, usize, String)>,
     /// Kernel headers: (dir, file, path under sys/).
     kernel_headers: Vec<(usize, usize, String)>,
-}
-
-fn lognormal(rng: &mut StdRng, median: f64, sigma: f64) -> f64 {
-    let (u1, u2): (f64, f64) = (rng.gen_range(f64::EPSILON..1.0), rng.gen());
-    let z = (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos();
-    median * (sigma * z).exp()
 }
 
 /// Name stems for directories and files.
@@ -957,16 +952,6 @@ fn grep(fs: &Fs, dir: u64, user: &UserCpu) -> ufs::Result<(u64, u64, u64)> {
     Ok(out)
 }
 
-fn root_names(fs: &Fs) -> ufs::Result<Vec<Vec<u8>>> {
-    let mut v: Vec<Vec<u8>> = fs
-        .readdir(fs.root(), 0, usize::MAX)?
-        .into_iter()
-        .map(|e| e.name)
-        .collect();
-    v.sort();
-    Ok(v)
-}
-
 pub(super) fn workload(p: &Profile, m: &mut Meter) -> ufs::Result<()> {
     let src = make_src(p);
     let filler = content_filler();
@@ -1038,7 +1023,8 @@ pub(super) fn workload(p: &Profile, m: &mut Meter) -> ufs::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{run, Combo, Profile, Workload};
+    use super::super::testing::checked_rows;
+    use super::super::{Combo, Profile, Workload};
     use super::*;
 
     fn small() -> Profile {
@@ -1048,12 +1034,7 @@ mod tests {
         }
     }
 
-    const OFF: Combo = Combo {
-        su: false,
-        dp: false,
-        vm: false,
-        dh: false,
-    };
+    const OFF: Combo = Combo::NONE;
 
     #[test]
     fn tree_has_the_stated_shape() {
@@ -1090,21 +1071,10 @@ mod tests {
     fn tests_run_in_order_check_clean_and_soft_updates_speed_the_compile() {
         let p = small();
         let su = Combo { su: true, ..OFF };
-        let all = Combo {
-            su: true,
-            dp: true,
-            vm: true,
-            dh: true,
-        };
+        let all = Combo::EVERY;
         let mut compile = Vec::new();
         for c in [OFF, su, all] {
-            let rows = run(&p, Workload::Build, c, &mut |_| {}).unwrap();
-            let names: Vec<&str> = rows.iter().map(|r| r.test.as_str()).collect();
-            assert_eq!(names, TESTS, "{}", c.label());
-            for r in &rows {
-                assert!(r.seconds > 0.0, "{} {}", r.test, c.label());
-                assert!(r.fsck_clean, "{} {}", r.test, c.label());
-            }
+            let rows = checked_rows(&p, Workload::Build, c);
             // The compilers' time is on the clock: most of the compile is
             // CPU once soft updates remove the synchronous writes.
             assert!(rows[1].cpu_s > 1.0, "{}", rows[1].cpu_s);

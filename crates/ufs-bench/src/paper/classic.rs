@@ -53,6 +53,18 @@ pub(super) fn find(fs: &Fs, dir: u64) -> ufs::Result<u64> {
     Ok(seen)
 }
 
+/// The names in the root directory, sorted (what a workload must leave as
+/// it found).
+pub(super) fn root_names(fs: &Fs) -> ufs::Result<Vec<Vec<u8>>> {
+    let mut v: Vec<Vec<u8>> = fs
+        .readdir(fs.root(), 0, usize::MAX)?
+        .into_iter()
+        .map(|e| e.name)
+        .collect();
+    v.sort();
+    Ok(v)
+}
+
 pub(super) fn tar_workload(p: &Profile, m: &mut Meter) -> ufs::Result<()> {
     let tree = tar_tree(p);
     let root = m.fs.root();

@@ -152,6 +152,21 @@ pub struct Combo {
 }
 
 impl Combo {
+    /// Every optimisation off (the paper's 100%).
+    pub const NONE: Combo = Combo {
+        su: false,
+        dp: false,
+        vm: false,
+        dh: false,
+    };
+    /// Every optimisation on.
+    pub const EVERY: Combo = Combo {
+        su: true,
+        dp: true,
+        vm: true,
+        dh: true,
+    };
+
     /// All 16, from everything off to everything on.
     pub fn all() -> Vec<Combo> {
         (0..16u8)
@@ -508,4 +523,29 @@ pub fn run_all(p: &Profile, workloads: &[Workload], progress: Progress) -> ufs::
         runs,
         wall_s: wall.elapsed().as_secs_f64(),
     })
+}
+
+/// What the workloads' tests share: a run whose rows are checked for what
+/// every run must give, and a row by test name.
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::{run, Combo, Profile, Row, Workload};
+
+    /// The rows of `w` under `c`: each of its tests once, in order, with
+    /// time on the clock and an fsck-clean image.
+    pub(crate) fn checked_rows(p: &Profile, w: Workload, c: Combo) -> Vec<Row> {
+        let rows = run(p, w, c, &mut |_| {}).expect("the workload runs");
+        let names: Vec<&str> = rows.iter().map(|r| r.test.as_str()).collect();
+        assert_eq!(names, w.tests(), "{}", c.label());
+        for r in &rows {
+            assert!(r.seconds > 0.0, "{} under {}: {r:?}", r.test, c.label());
+            assert!(r.fsck_clean, "{} under {}", r.test, c.label());
+        }
+        rows
+    }
+
+    /// The row of `test`.
+    pub(crate) fn row<'a>(rows: &'a [Row], test: &str) -> &'a Row {
+        rows.iter().find(|r| r.test == test).expect(test)
+    }
 }

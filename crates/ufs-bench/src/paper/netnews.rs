@@ -55,9 +55,10 @@
 //! surviving crossposts must have one link per remaining group; after the
 //! removal the root lists what it listed before the workload. Any mismatch
 //! fails the run.
-use super::classic::write_all;
+use super::classic::{root_names, write_all};
 use super::meter::Meter;
 use super::{invalid, Profile};
+use crate::tree::lognormal;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::HashMap;
@@ -228,13 +229,6 @@ struct Feed {
     articles: Vec<Article>,
     /// The last article number of every group.
     last: Vec<u64>,
-}
-
-/// Log-normal around `median`, from two uniforms (Box-Muller).
-fn lognormal(rng: &mut StdRng, median: f64, sigma: f64) -> f64 {
-    let (u1, u2): (f64, f64) = (rng.gen_range(f64::EPSILON..1.0), rng.gen());
-    let z = (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos();
-    median * (sigma * z).exp()
 }
 
 fn article_size(rng: &mut StdRng) -> usize {
@@ -733,16 +727,6 @@ fn check_groups(fs: &Fs, f: &Feed, sp: &Spooled, expired_half: bool) -> ufs::Res
     Ok(())
 }
 
-fn root_names(fs: &Fs) -> ufs::Result<Vec<Vec<u8>>> {
-    let mut v: Vec<Vec<u8>> = fs
-        .readdir(fs.root(), 0, usize::MAX)?
-        .into_iter()
-        .map(|e| e.name)
-        .collect();
-    v.sort();
-    Ok(v)
-}
-
 pub(super) fn workload(p: &Profile, m: &mut Meter) -> ufs::Result<()> {
     let f = make_feed(p);
     let body = body_text();
@@ -857,7 +841,8 @@ pub(super) fn workload(p: &Profile, m: &mut Meter) -> ufs::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{run, Combo, Profile, Workload};
+    use super::super::testing::checked_rows;
+    use super::super::{Combo, Profile, Workload};
     use super::*;
 
     fn small() -> Profile {
@@ -867,12 +852,7 @@ mod tests {
         }
     }
 
-    const OFF: Combo = Combo {
-        su: false,
-        dp: false,
-        vm: false,
-        dh: false,
-    };
+    const OFF: Combo = Combo::NONE;
 
     #[test]
     fn feed_has_the_stated_shape() {
@@ -925,21 +905,10 @@ mod tests {
     fn tests_run_in_order_check_clean_and_soft_updates_speed_the_unbatch() {
         let p = small();
         let su = Combo { su: true, ..OFF };
-        let all = Combo {
-            su: true,
-            dp: true,
-            vm: true,
-            dh: true,
-        };
+        let all = Combo::EVERY;
         let mut seconds = Vec::new();
         for c in [OFF, su, all] {
-            let rows = run(&p, Workload::Netnews, c, &mut |_| {}).unwrap();
-            let names: Vec<&str> = rows.iter().map(|r| r.test.as_str()).collect();
-            assert_eq!(names, TESTS, "{}", c.label());
-            for r in &rows {
-                assert!(r.seconds > 0.0, "{} {}", r.test, c.label());
-                assert!(r.fsck_clean, "{} {}", r.test, c.label());
-            }
+            let rows = checked_rows(&p, Workload::Netnews, c);
             seconds.push(rows[0].seconds);
         }
         // Soft updates delay the creations and links the normal mode writes

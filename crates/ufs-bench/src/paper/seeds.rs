@@ -593,30 +593,10 @@ pub(super) fn largedir_workload(p: &Profile, m: &mut Meter) -> ufs::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{run, Combo, Profile, Row, Workload};
+    use super::super::testing::{checked_rows as rows, row as get};
+    use super::super::{Combo, Profile, Workload};
 
-    const OFF: Combo = Combo {
-        su: false,
-        dp: false,
-        vm: false,
-        dh: false,
-    };
-
-    /// The rows of `w` under `c`, checked for what every run must give.
-    fn rows(p: &Profile, w: Workload, c: Combo) -> Vec<Row> {
-        let rows = run(p, w, c, &mut |_| {}).expect("the workload runs");
-        let names: Vec<&str> = rows.iter().map(|r| r.test.as_str()).collect();
-        assert_eq!(names, w.tests(), "{}", c.label());
-        for r in &rows {
-            assert!(r.seconds > 0.0, "{} under {}: {r:?}", r.test, c.label());
-            assert!(r.fsck_clean, "{} under {}", r.test, c.label());
-        }
-        rows
-    }
-
-    fn get<'a>(rows: &'a [Row], test: &str) -> &'a Row {
-        rows.iter().find(|r| r.test == test).expect("test row")
-    }
+    const OFF: Combo = Combo::NONE;
 
     #[test]
     fn maildir_runs_and_dirhash_lowers_poll_cpu() {
