@@ -16,20 +16,28 @@ import sys
 import tempfile
 
 
-def render(page):
-    exe = shutil.which("chromium")
+class RenderError(Exception):
+    pass
+
+
+def render(page, exe=None):
+    """(rendered, total) from the page's #figure-check once headless
+    Chromium has loaded `page`; RenderError if it could not."""
+    exe = exe or shutil.which("chromium")
     if not exe:
-        print("render_report.py: chromium is not installed (apt-get install -y chromium)", file=sys.stderr)
-        sys.exit(2)
+        raise RenderError("chromium is not installed (apt-get install -y chromium)")
+    # A profile of its own: no clash with another chromium, no need of a writable HOME.
     with tempfile.TemporaryDirectory() as profile:
         cmd = [exe, "--headless", "--no-sandbox", "--disable-gpu", "--user-data-dir=" + profile,
                "--virtual-time-budget=10000", "--dump-dom", "file://" + os.path.abspath(page)]
-        r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=300)
+        try:
+            r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=300)
+        except subprocess.TimeoutExpired:
+            raise RenderError("chromium timed out: %s" % " ".join(cmd))
     m = re.search(r'id="figure-check"[^>]*>\s*figures rendered: (\d+)/(\d+)', r.stdout)
     if r.returncode != 0 or not m:
-        print("render_report.py: chromium did not render %s (rc %d): %s"
-              % (page, r.returncode, r.stderr.strip()[-400:]), file=sys.stderr)
-        sys.exit(1)
+        raise RenderError("chromium did not render %s (rc %d): %s"
+                          % (page, r.returncode, r.stderr.strip()[-400:]))
     return int(m.group(1)), int(m.group(2))
 
 
@@ -44,7 +52,14 @@ def main(argv):
     except OSError as e:
         print("render_report.py: %s" % e, file=sys.stderr)
         return 1
-    ok, total = render(page)
+    if not shutil.which("chromium"):
+        print("render_report.py: chromium is not installed (apt-get install -y chromium)", file=sys.stderr)
+        return 2
+    try:
+        ok, total = render(page)
+    except RenderError as e:
+        print("render_report.py: %s" % e, file=sys.stderr)
+        return 1
     print("%s: figures rendered %d/%d (%d images in the file)" % (page, ok, total, n))
     return 0 if ok == total == n and n > 0 else 1
 

@@ -39,6 +39,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 import paper_report as pr  # noqa: E402
+import render_report  # noqa: E402
 import plottest  # noqa: E402
 from plottest import check  # noqa: E402
 
@@ -167,19 +168,11 @@ def check_verdicts_in_process():
 def render(exe, page):
     """(rendered, total) of #figure-check once chromium has loaded `page`;
     None (and a failure) if it could not."""
-    # A profile of its own: no clash with another chromium, no need of a writable HOME.
-    profile = os.path.join(os.path.dirname(os.path.abspath(page)), "chromium-profile")
-    cmd = [exe, "--headless", "--no-sandbox", "--disable-gpu", "--user-data-dir=" + profile,
-           "--virtual-time-budget=10000", "--dump-dom", "file://" + os.path.abspath(page)]
     try:
-        r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=180)
-    except subprocess.TimeoutExpired:
-        check(False, "chromium timed out: %s" % " ".join(cmd))
+        return render_report.render(page, exe)
+    except render_report.RenderError as e:
+        check(False, str(e))
         return None
-    m = re.search(r'id="figure-check"[^>]*>\s*figures rendered: (\d+)/(\d+)', r.stdout)
-    check(r.returncode == 0 and m is not None, "chromium rendered %s (rc %d, %s)"
-          % (page, r.returncode, r.stderr.strip()[-300:]))
-    return (int(m.group(1)), int(m.group(2))) if m else None
 
 
 def chromium_check(report, n_images):
