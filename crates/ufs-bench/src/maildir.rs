@@ -171,7 +171,7 @@ pub struct Phase {
     pub ops_start: u64,
     pub ops_end: u64,
     /// Dirhash over the phase, the difference of the snapshots at its start
-    /// and end (`delta`): `built`, `recycled`, `lookups_linear`,
+    /// and end (`DirhashStats::since`): `built`, `recycled`, `lookups_linear`,
     /// `entries_scanned` and the other counters count what happened during
     /// the phase; `mem_in_use`, `mem_peak` (the engine's own peak since
     /// mount) and the other gauges are as at its end. Flattened into the
@@ -181,35 +181,6 @@ pub struct Phase {
     pub dirhash: DirhashStats,
     /// Highest memory in use seen after any operation of the phase.
     pub mem_peak_phase: u64,
-}
-
-/// What dirhash did between two snapshots: `later - earlier` for the
-/// counters, `later`'s value for the gauges (memory in use, peak memory,
-/// budget, number of indexes, directory bytes hashed).
-fn delta(later: &DirhashStats, earlier: &DirhashStats) -> DirhashStats {
-    DirhashStats {
-        built: later.built - earlier.built,
-        build_refused: later.build_refused - earlier.build_refused,
-        recycled: later.recycled - earlier.recycled,
-        dropped: later.dropped - earlier.dropped,
-        dropped_inconsistent: later.dropped_inconsistent - earlier.dropped_inconsistent,
-        freed_with_dir: later.freed_with_dir - earlier.freed_with_dir,
-        lowmem_events: later.lowmem_events - earlier.lowmem_events,
-        lowmem_freed: later.lowmem_freed - earlier.lowmem_freed,
-        lowmem_freed_bytes: later.lowmem_freed_bytes - earlier.lowmem_freed_bytes,
-        lookups_hash: later.lookups_hash - earlier.lookups_hash,
-        lookups_sequential: later.lookups_sequential - earlier.lookups_sequential,
-        lookups_linear: later.lookups_linear - earlier.lookups_linear,
-        findfree_hash: later.findfree_hash - earlier.findfree_hash,
-        entries_scanned: later.entries_scanned - earlier.entries_scanned,
-        entries_rescanned: later.entries_rescanned - earlier.entries_rescanned,
-        check_failures: later.check_failures - earlier.check_failures,
-        mem_in_use: later.mem_in_use,
-        mem_peak: later.mem_peak,
-        maxmem: later.maxmem,
-        hashes: later.hashes,
-        dir_bytes_hashed: later.dir_bytes_hashed,
-    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -319,7 +290,7 @@ fn end(m: &mut Meter, p: PhaseStart) -> Phase {
         ops_start: p.ops,
         ops_end: m.ops,
         mem_peak_phase: m.phase_peak.max(now.mem_in_use),
-        dirhash: delta(&now, &p.stats),
+        dirhash: now.since(&p.stats),
     }
 }
 

@@ -107,18 +107,6 @@ impl CpuModel {
     }
 }
 
-/// The directory counters that the model reads, from `earlier` to `later`.
-pub fn dir_work_since(later: &DirhashStats, earlier: &DirhashStats) -> DirhashStats {
-    DirhashStats {
-        lookups_linear: later.lookups_linear - earlier.lookups_linear,
-        lookups_hash: later.lookups_hash - earlier.lookups_hash,
-        lookups_sequential: later.lookups_sequential - earlier.lookups_sequential,
-        entries_scanned: later.entries_scanned - earlier.entries_scanned,
-        entries_rescanned: later.entries_rescanned - earlier.entries_rescanned,
-        ..DirhashStats::default()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

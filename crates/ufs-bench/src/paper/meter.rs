@@ -25,7 +25,7 @@
 //! device's and engine's counters plus declared user time, so identical
 //! runs read identical clocks; the hook holds no engine lock while it
 //! syncs, and is removed when the meter is dropped.
-use super::cpu::{dir_work_since, CpuModel};
+use super::cpu::CpuModel;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use ufs::calls::CallStats;
@@ -73,7 +73,7 @@ impl Clock {
     fn read(&self, fs: &Fs) -> Reading {
         let d = ModeledDisk::disk_stats(&self.dev);
         let calls = fs.call_stats().since(&self.calls0);
-        let dir = fs.with_core(|c| dir_work_since(&c.dirhash.stats, &self.dir0));
+        let dir = fs.with_core(|c| c.dirhash.stats.since(&self.dir0));
         Reading {
             disk_s: d.busy_ms / 1e3,
             cpu_s: self.cpu.seconds(&calls, &dir),

@@ -110,6 +110,37 @@ pub struct DirhashStats {
     pub dir_bytes_hashed: u64,
 }
 
+impl DirhashStats {
+    /// What dirhash did since the snapshot `earlier`: the difference for the
+    /// counters, this snapshot's value for the gauges (memory in use, peak memory,
+    /// budget, number of indexes, directory bytes hashed).
+    pub fn since(&self, earlier: &DirhashStats) -> DirhashStats {
+        DirhashStats {
+            built: self.built - earlier.built,
+            build_refused: self.build_refused - earlier.build_refused,
+            recycled: self.recycled - earlier.recycled,
+            dropped: self.dropped - earlier.dropped,
+            dropped_inconsistent: self.dropped_inconsistent - earlier.dropped_inconsistent,
+            freed_with_dir: self.freed_with_dir - earlier.freed_with_dir,
+            lowmem_events: self.lowmem_events - earlier.lowmem_events,
+            lowmem_freed: self.lowmem_freed - earlier.lowmem_freed,
+            lowmem_freed_bytes: self.lowmem_freed_bytes - earlier.lowmem_freed_bytes,
+            lookups_hash: self.lookups_hash - earlier.lookups_hash,
+            lookups_sequential: self.lookups_sequential - earlier.lookups_sequential,
+            lookups_linear: self.lookups_linear - earlier.lookups_linear,
+            findfree_hash: self.findfree_hash - earlier.findfree_hash,
+            entries_scanned: self.entries_scanned - earlier.entries_scanned,
+            entries_rescanned: self.entries_rescanned - earlier.entries_rescanned,
+            check_failures: self.check_failures - earlier.check_failures,
+            mem_in_use: self.mem_in_use,
+            mem_peak: self.mem_peak,
+            maxmem: self.maxmem,
+            hashes: self.hashes,
+            dir_bytes_hashed: self.dir_bytes_hashed,
+        }
+    }
+}
+
 struct Slot {
     index: Option<Box<DirIndex>>,
     gen: u32,
