@@ -5,7 +5,7 @@
 //! modeled machine: soft updates is the most significant factor in every
 //! benchmark that writes, and dirhash's gain on the MH folder shows with
 //! soft updates.
-use ufs_bench::paper::{all_tests, run_all, to_csv, Combo, Profile, Report, Workload};
+use ufs_bench::paper::{all_tests, run_all, to_csv, Combo, Factor, Profile, Report, Workload};
 
 const WORKLOADS: [Workload; 3] = [Workload::Tar, Workload::Folder, Workload::Postmark];
 
@@ -22,7 +22,7 @@ fn tiny(jobs: usize) -> Profile {
 }
 
 fn run(jobs: usize) -> Report {
-    run_all(&tiny(jobs), &WORKLOADS, &mut |_, _, _| {}).unwrap()
+    run_all(&tiny(jobs), &WORKLOADS, &Factor::PAPER, &mut |_, _, _| {}).unwrap()
 }
 
 #[test]
@@ -49,14 +49,19 @@ fn sixteen_combinations_clean_deterministic_and_soft_updates_wins() {
     for (x, y) in a.runs.iter().zip(&b.runs) {
         assert_eq!((&x.test, x.combo()), (&y.test, y.combo()));
         assert_eq!(x.seconds.to_bits(), y.seconds.to_bits(), "{x:?} / {y:?}");
-        assert_eq!((x.reads, x.writes), (y.reads, y.writes));
+        assert_eq!(x.counters, y.counters);
     }
 
     let csv = to_csv(&a);
     let mut lines = csv.lines();
     assert_eq!(
         lines.next(),
-        Some("test,su,dp,vm,dh,run,seconds,disk_s,cpu_s,syncs,wall_ms,reads,writes,fsck_clean")
+        Some(
+            "test,su,dp,vm,dh,io,gd,run,seconds,disk_s,cpu_s,syncs,wall_ms,reads,writes,seeks,\
+             cache_hits,cache_misses,dir_hits,dir_misses,evictions,dh_lookups_hash,\
+             dh_lookups_linear,dh_entries_scanned,dh_built,dh_recycled,dh_lowmem_freed,\
+             dh_mem_bytes,fsck_clean"
+        )
     );
     assert_eq!(lines.count(), a.runs.len());
 
@@ -88,14 +93,13 @@ fn dirhash_gains_on_the_folder_show_with_soft_updates() {
         messages: 3_000,
         ..tiny(2)
     };
-    let r = run_all(&p, &[Workload::Folder], &mut |_, _, _| {}).unwrap();
+    let r = run_all(&p, &[Workload::Folder], &Factor::PAPER, &mut |_, _, _| {}).unwrap();
     assert!(r.fsck_clean());
     for t in ["folder-create", "folder-pack"] {
         let su = Combo {
             su: true,
-            dp: false,
             vm: true,
-            dh: false,
+            ..Combo::NONE
         };
         let off = r.row(t, su).unwrap();
         let on = r.row(t, Combo { dh: true, ..su }).unwrap();
@@ -106,4 +110,90 @@ fn dirhash_gains_on_the_folder_show_with_soft_updates() {
             "{t}: dirhash {on:?} / linear {off:?}"
         );
     }
+}
+
+#[test]
+fn further_factors_inode_order_and_growing_dirhash_do_what_they_name() {
+    // A small cache so the maildirs overflow it and the syncer, run every
+    // modeled second, sees memory pressure.
+    let p = Profile {
+        largedir_files: 3_000,
+        maildirs: 6,
+        cache_bytes: 2 << 20,
+        sync_every_s: 1.0,
+        ..tiny(2)
+    };
+    let factors = Factor::parse_list("gd,io,dh").unwrap();
+    assert_eq!(factors, [Factor::Dh, Factor::Io, Factor::Gd]);
+    let r = run_all(
+        &p,
+        &[Workload::Largedir, Workload::Maildir],
+        &factors,
+        &mut |_, _, _| {},
+    )
+    .unwrap();
+    assert!(r.fsck_clean());
+    assert_eq!(r.factors, factors);
+    let tests = all_tests(&[Workload::Largedir, Workload::Maildir]);
+    assert_eq!(r.runs.len(), tests.len() * 8);
+    for x in &r.runs {
+        let c = x.combo();
+        assert!(!c.su && !c.dp && !c.vm, "a factor not varied is off: {x:?}");
+        let want = if c.io { "offset" } else { "off" };
+        assert_eq!(x.config.inode_order, want);
+        let budget = match (c.dh, c.gd) {
+            (false, _) => 0,
+            (true, false) => 2 << 20,
+            (true, true) => p.cache_bytes,
+        };
+        assert_eq!(x.config.dirhash_maxmem, budget, "{x:?}");
+        if !(c.dh && c.gd) {
+            assert_eq!(x.counters.dh_lowmem_freed, 0, "{x:?}");
+        }
+    }
+    // Inodes in name order: listing the large directory with its inodes
+    // (ls -l) seeks less and takes less time, with or without dirhash.
+    for dh in [false, true] {
+        let off = Combo { dh, ..Combo::NONE };
+        let on = Combo { io: true, ..off };
+        let (a, b) = (
+            r.row("largedir-ls", off).unwrap(),
+            r.row("largedir-ls", on).unwrap(),
+        );
+        assert!(
+            b.seconds < a.seconds && b.counters.seeks < a.counters.seeks,
+            "ls: name order {b:?}, FFS order {a:?}"
+        );
+    }
+    // The growing budget gives memory back when the cache is under
+    // pressure; without dirhash it changes nothing.
+    let freed: u64 = r
+        .runs
+        .iter()
+        .filter(|x| x.dh == 1 && x.gd == 1)
+        .map(|x| x.counters.dh_lowmem_freed)
+        .sum();
+    assert!(freed > 0, "no index freed by a low-memory event");
+    for t in &tests {
+        let (a, b) = (
+            r.row(t, Combo::NONE).unwrap(),
+            r.row(
+                t,
+                Combo {
+                    gd: true,
+                    ..Combo::NONE
+                },
+            )
+            .unwrap(),
+        );
+        assert_eq!(a.seconds.to_bits(), b.seconds.to_bits(), "{t}");
+        assert_eq!(a.counters, b.counters, "{t}");
+    }
+    let csv = to_csv(&r);
+    let io_on = csv
+        .lines()
+        .skip(1)
+        .filter(|l| l.split(',').nth(5) == Some("1"))
+        .count();
+    assert_eq!(io_on, r.runs.len() / 2, "the io column");
 }

@@ -94,6 +94,14 @@ enum Which {
         /// Runs side by side (the figures do not depend on it).
         #[arg(long, default_value_t = 2)]
         jobs: usize,
+        /// Factors to vary, every combination of them (comma-separated;
+        /// the others stay off): the paper's su (soft updates), dp
+        /// (dirpref), vm (vmiodir), dh (dirhash 2 MiB), and this project's
+        /// io (inodes of large directories in name order) and gd (with
+        /// dirhash: a budget growing to the cache size, given back on
+        /// low-memory events).
+        #[arg(long, default_value = "su,dp,vm,dh")]
+        factors: String,
     },
 }
 
@@ -375,7 +383,10 @@ pub fn cmd_bench(a: BenchArgs) -> Result<(), String> {
             quick,
             workloads,
             jobs,
+            factors,
         } => {
+            let factors =
+                paper::Factor::parse_list(&factors).map_err(|e| format!("bench paper: {e}"))?;
             let mut p = if quick {
                 paper::Profile::quick()
             } else {
@@ -398,7 +409,7 @@ pub fn cmd_bench(a: BenchArgs) -> Result<(), String> {
                     .collect::<Result<_, _>>()?
             };
             println!(
-                "{} profile: disk {}, {} MiB file system, buffer cache {} MiB, CPU model {}, syncer every {} modeled s; {} workloads ({}), 16 combinations, {} jobs",
+                "{} profile: disk {}, {} MiB file system, buffer cache {} MiB, CPU model {}, syncer every {} modeled s; {} workloads ({}), {} combinations of {}, {} jobs",
                 p.name,
                 p.disk,
                 p.fs_bytes >> 20,
@@ -407,17 +418,19 @@ pub fn cmd_bench(a: BenchArgs) -> Result<(), String> {
                 p.sync_every_s,
                 ws.len(),
                 ws.iter().map(|w| w.name()).collect::<Vec<_>>().join(" "),
+                1u32 << factors.len(),
+                factors.iter().map(|f| f.name()).collect::<Vec<_>>().join(","),
                 p.jobs
             );
             let b = bar(1);
-            let r = paper::run_all(&p, &ws, &mut |done, total, msg| {
+            let r = paper::run_all(&p, &ws, &factors, &mut |done, total, msg| {
                 b.set_length(total.max(1));
                 b.set_position(done);
                 b.set_message(msg.to_string());
             })
             .map_err(|e| format!("bench paper: {e}"))?;
             b.finish_and_clear();
-            print_paper_table(&r, &ws);
+            print_paper_table(&r, &ws, &factors);
             let json = a.out.join("paper.json");
             write_json(&json, &r)?;
             let csv = a.out.join("paper.csv");
@@ -447,7 +460,7 @@ pub fn cmd_bench(a: BenchArgs) -> Result<(), String> {
             }
             if !a.no_plots {
                 plot("plot_dirhash.py", &ops_json, &a.out);
-                paper_stats(&csv, &a.out);
+                paper_stats(&csv, &a.out, &factors);
                 paper_report(&a.out);
             }
         }
@@ -476,13 +489,16 @@ fn paper_report(out: &Path) {
 
 /// Runs `analysis/paper_stats.py` on the CSV; a missing Python or library
 /// is reported, not an error.
-fn paper_stats(csv: &Path, out: &Path) {
+fn paper_stats(csv: &Path, out: &Path, factors: &[paper::Factor]) {
     let s = analysis_dir().join("paper_stats.py");
+    let names: Vec<&str> = factors.iter().map(|f| f.name()).collect();
     match std::process::Command::new("python3")
         .arg(&s)
         .arg(csv)
         .arg("--out")
         .arg(out)
+        .arg("--factors")
+        .arg(names.join(","))
         .output()
     {
         Ok(o) if o.status.success() => {
@@ -500,10 +516,10 @@ fn paper_stats(csv: &Path, out: &Path) {
     }
 }
 
-/// Per test: modeled seconds with every optimisation off, with all on, and
-/// the best combination.
-fn print_paper_table(r: &paper::Report, ws: &[paper::Workload]) {
-    let (none, every) = (paper::Combo::NONE, paper::Combo::EVERY);
+/// Per test: modeled seconds with every optimisation off, with every
+/// factor varied on, and the best combination.
+fn print_paper_table(r: &paper::Report, ws: &[paper::Workload], factors: &[paper::Factor]) {
+    let (none, every) = (paper::Combo::NONE, paper::Combo::every(factors));
     println!(
         "modeled seconds of each test with its final sync ({} runs)",
         r.runs.len()

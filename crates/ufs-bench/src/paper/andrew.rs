@@ -687,6 +687,7 @@ mod tests {
             dp: true,
             vm: false,
             dh: true,
+            ..Combo::NONE
         };
         let soft = Combo { su: true, ..normal };
         let other = Combo {
@@ -694,6 +695,7 @@ mod tests {
             dp: false,
             vm: true,
             dh: false,
+            ..Combo::NONE
         };
         let (a, b, c) = (rows(&p, normal), rows(&p, soft), rows(&p, other));
         let (x, y) = (

@@ -17,6 +17,15 @@
 //! dirty block (the daemon writes down to half the mark, FreeBSD's
 //! `lodirtybuffers`; writing all of them is the simplification).
 //!
+//! Memory pressure, for runs with a growing dirhash budget: when the
+//! buffer cache has evicted blocks since the syncer's previous run (memory
+//! is short: the file data no longer fits), that run delivers a dirhash
+//! low-memory event, the 2008 handler without its age rule (index ages
+//! are real time, which means nothing on this clock): 10% of the memory in
+//! use is freed from the cold end of the list. FreeBSD's `vm_lowmem` comes
+//! from the page daemon when free pages run short; an evicting cache is
+//! this model's sign of it.
+//!
 //! A test (phase) is timed from its start to the end of a `sync` after it,
 //! so nothing it delayed is left for the next test; its modeled seconds are
 //! the clock's advance, split into disk and CPU time in its row.
@@ -28,6 +37,7 @@
 use super::cpu::CpuModel;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
+use ufs::cache::BlockKind;
 use ufs::calls::CallStats;
 use ufs::dev::model::ModeledDisk;
 use ufs::dev::SparseDevice;
@@ -40,13 +50,127 @@ pub const SYNC_EVERY_S: f64 = 30.0;
 /// FreeBSD's `hidirtybuffers` on the paper's machine (estimate; see above).
 pub const DIRTY_HIGH: usize = 1000;
 
+/// The device, buffer-cache and dirhash counters of a test, as recorded
+/// in its row.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct Counters {
+    /// Requests to the modeled disk, and those that moved the arm.
+    pub reads: u64,
+    pub writes: u64,
+    pub seeks: u64,
+    /// Buffer-cache lookups found and missed, all kinds of block.
+    pub cache_hits: u64,
+    pub cache_misses: u64,
+    /// Of which directory blocks.
+    pub dir_hits: u64,
+    pub dir_misses: u64,
+    /// Buffers evicted to make room.
+    pub evictions: u64,
+    /// Lookups answered by dirhash (hash chains or the sequential
+    /// shortcut) and by a linear scan, and the entries scans examined.
+    pub dh_lookups_hash: u64,
+    pub dh_lookups_linear: u64,
+    pub dh_entries_scanned: u64,
+    /// Indexes built, recycled for room, and freed by low-memory events.
+    pub dh_built: u64,
+    pub dh_recycled: u64,
+    pub dh_lowmem_freed: u64,
+    /// Dirhash memory in use at the end of the test (a gauge).
+    pub dh_mem_bytes: u64,
+}
+
+impl Counters {
+    /// CSV column names, in [`Counters::values`] order.
+    pub const COLUMNS: [&'static str; 15] = [
+        "reads",
+        "writes",
+        "seeks",
+        "cache_hits",
+        "cache_misses",
+        "dir_hits",
+        "dir_misses",
+        "evictions",
+        "dh_lookups_hash",
+        "dh_lookups_linear",
+        "dh_entries_scanned",
+        "dh_built",
+        "dh_recycled",
+        "dh_lowmem_freed",
+        "dh_mem_bytes",
+    ];
+
+    pub fn values(&self) -> [u64; 15] {
+        [
+            self.reads,
+            self.writes,
+            self.seeks,
+            self.cache_hits,
+            self.cache_misses,
+            self.dir_hits,
+            self.dir_misses,
+            self.evictions,
+            self.dh_lookups_hash,
+            self.dh_lookups_linear,
+            self.dh_entries_scanned,
+            self.dh_built,
+            self.dh_recycled,
+            self.dh_lowmem_freed,
+            self.dh_mem_bytes,
+        ]
+    }
+
+    fn read(fs: &Fs, dev: &ModeledDisk<SparseDevice>) -> Counters {
+        let d = dev.disk_stats();
+        let c = fs.cache_stats();
+        let all = |f: fn(&ufs::cache::KindStats) -> u64| c.by_kind.iter().map(f).sum::<u64>();
+        let dir = c.kind(BlockKind::Dir);
+        let h = fs.with_core(|c| c.dirhash.snapshot());
+        Counters {
+            reads: d.reads,
+            writes: d.writes,
+            seeks: d.seeks,
+            cache_hits: all(|k| k.hits),
+            cache_misses: all(|k| k.misses),
+            dir_hits: dir.hits,
+            dir_misses: dir.misses,
+            evictions: c.evictions,
+            dh_lookups_hash: h.lookups_hash + h.lookups_sequential,
+            dh_lookups_linear: h.lookups_linear,
+            dh_entries_scanned: h.entries_scanned,
+            dh_built: h.built,
+            dh_recycled: h.recycled,
+            dh_lowmem_freed: h.lowmem_freed,
+            dh_mem_bytes: h.mem_in_use,
+        }
+    }
+
+    /// Counts since `earlier`; the gauge is this reading's.
+    fn since(&self, e: &Counters) -> Counters {
+        Counters {
+            reads: self.reads - e.reads,
+            writes: self.writes - e.writes,
+            seeks: self.seeks - e.seeks,
+            cache_hits: self.cache_hits - e.cache_hits,
+            cache_misses: self.cache_misses - e.cache_misses,
+            dir_hits: self.dir_hits - e.dir_hits,
+            dir_misses: self.dir_misses - e.dir_misses,
+            evictions: self.evictions - e.evictions,
+            dh_lookups_hash: self.dh_lookups_hash - e.dh_lookups_hash,
+            dh_lookups_linear: self.dh_lookups_linear - e.dh_lookups_linear,
+            dh_entries_scanned: self.dh_entries_scanned - e.dh_entries_scanned,
+            dh_built: self.dh_built - e.dh_built,
+            dh_recycled: self.dh_recycled - e.dh_recycled,
+            dh_lowmem_freed: self.dh_lowmem_freed - e.dh_lowmem_freed,
+            dh_mem_bytes: self.dh_mem_bytes,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, Default)]
 struct Reading {
     disk_s: f64,
     cpu_s: f64,
     user_s: f64,
-    reads: u64,
-    writes: u64,
 }
 
 impl Reading {
@@ -64,6 +188,10 @@ struct Clock {
     user_s: f64,
     sync_every_s: f64,
     dirty_high: usize,
+    /// Deliver a dirhash low-memory event with a run of the syncer when
+    /// the buffer cache evicted since the previous run.
+    lowmem: bool,
+    evictions: u64,
     next_sync_s: f64,
     syncs: u64,
     sync_error: Option<String>,
@@ -78,8 +206,6 @@ impl Clock {
             disk_s: d.busy_ms / 1e3,
             cpu_s: self.cpu.seconds(&calls, &dir),
             user_s: self.user_s,
-            reads: d.reads,
-            writes: d.writes,
         }
     }
 }
@@ -102,9 +228,8 @@ pub(crate) struct Measured {
     pub disk_s: f64,
     pub cpu_s: f64,
     pub wall_ms: f64,
-    pub reads: u64,
-    pub writes: u64,
     pub syncs: u64,
+    pub counters: Counters,
 }
 
 /// Runs a workload's tests on `fs` and measures each.
@@ -122,6 +247,7 @@ impl<'a> Meter<'a> {
         cpu: CpuModel,
         sync_every_s: f64,
         dirty_high: usize,
+        lowmem: bool,
         progress: &'a mut dyn FnMut(&str),
     ) -> Meter<'a> {
         let clock = Arc::new(Mutex::new(Clock {
@@ -132,6 +258,8 @@ impl<'a> Meter<'a> {
             user_s: 0.0,
             sync_every_s,
             dirty_high,
+            lowmem,
+            evictions: fs.cache_stats().evictions,
             next_sync_s: sync_every_s,
             syncs: 0,
             sync_error: None,
@@ -151,6 +279,13 @@ impl<'a> Meter<'a> {
                     let after = c.read(fs).total();
                     if timed {
                         c.next_sync_s = after + c.sync_every_s;
+                        if c.lowmem {
+                            let evictions = fs.cache_stats().evictions;
+                            if evictions > c.evictions {
+                                fs.with_core(|core| core.dirhash.lowmem_share());
+                            }
+                            c.evictions = evictions;
+                        }
                     }
                 }
             })));
@@ -167,9 +302,9 @@ impl<'a> Meter<'a> {
         UserCpu(self.clock.clone())
     }
 
-    fn read(&self) -> (Reading, u64) {
+    fn read(&self) -> (Reading, u64, Counters) {
         let c = self.clock.lock().unwrap_or_else(|p| p.into_inner());
-        (c.read(self.fs), c.syncs)
+        (c.read(self.fs), c.syncs, Counters::read(self.fs, &c.dev))
     }
 
     /// Runs test `name` and a sync after it; records the pair.
@@ -179,12 +314,12 @@ impl<'a> Meter<'a> {
         f: impl FnOnce(&Fs) -> ufs::Result<T>,
     ) -> ufs::Result<T> {
         (self.progress)(name);
-        let (r0, s0) = self.read();
+        let (r0, s0, n0) = self.read();
         let t = Instant::now();
         let out = f(self.fs)?;
         self.fs.sync()?;
         let wall_ms = t.elapsed().as_secs_f64() * 1e3;
-        let (r1, s1) = self.read();
+        let (r1, s1, n1) = self.read();
         if let Some(e) = self
             .clock
             .lock()
@@ -203,9 +338,8 @@ impl<'a> Meter<'a> {
             disk_s: r1.disk_s - r0.disk_s,
             cpu_s: (r1.cpu_s + r1.user_s) - (r0.cpu_s + r0.user_s),
             wall_ms,
-            reads: r1.reads - r0.reads,
-            writes: r1.writes - r0.writes,
             syncs: s1 - s0,
+            counters: n1.since(&n0),
         });
         Ok(out)
     }

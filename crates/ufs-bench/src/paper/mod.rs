@@ -5,7 +5,13 @@
 //! placement), vmiodir (VM: directory blocks in the main buffer cache
 //! against a small pool of their own) and dirhash (DH: a 2 MiB budget
 //! against none), one "test" per timed phase, as rows for
-//! `analysis/paper_stats.py` and `analysis/paper_report.py`.
+//! `analysis/paper_stats.py` and `analysis/paper_report.py`. Two further
+//! factors of this project can join the design ([`Factor`]): IO, inodes of
+//! large directories placed in name order (`inodeorder=offset`, seed 001)
+//! against FFS's own placement, and GD, a dirhash budget that grows to the
+//! cache size and gives memory back under pressure (seed 002) against the
+//! fixed 2 MiB (it only matters with DH on). Factors a run does not vary
+//! are off, so the paper's 16 combinations run FFS as it was in 2002.
 //!
 //! Layout: this module holds the profiles, the combinations, the rows and
 //! the runner (combinations side by side on `jobs` threads); [`meter`] the
@@ -28,7 +34,9 @@
 //! whatever the number of jobs: repeated runs would be identical, so there
 //! is one, recorded as `run` 0. Each workload checks what it left and
 //! fails otherwise; every image is unmounted and checked with fsck at the
-//! end of its run and the result recorded in each of its rows.
+//! end of its run and the result recorded in each of its rows, with the
+//! run's whole configuration ([`RunConfig`]) and the device, buffer-cache
+//! and dirhash counters of each test ([`Counters`]).
 mod andrew;
 mod bonnie;
 mod build;
@@ -40,9 +48,11 @@ mod seeds;
 
 use crate::Progress;
 pub use classic::tar_tree;
+pub use meter::Counters;
 use meter::Meter;
 use std::sync::Arc;
 use std::time::Instant;
+use ufs::alloc::placement::InodeOrder;
 use ufs::dev::model::{preset, ModeledDisk};
 use ufs::dev::{BlockDevice, SparseDevice};
 use ufs::dir::dirhash::DirhashConfig;
@@ -108,7 +118,7 @@ impl Profile {
             andrew_copies: 100,
             netnews_articles: 30_000,
             build_files: 12_000,
-            maildirs: 100,
+            maildirs: 300,
             maildir_messages: 400,
             largedir_files: 20_000,
             disk: DISK.into(),
@@ -142,14 +152,99 @@ impl Profile {
     }
 }
 
-/// One combination of the four optimisations.
+/// A factor of the design: the paper's four, and two this project adds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Factor {
+    /// Soft updates (`softdep`) against synchronous metadata writes.
+    Su,
+    /// Orlov's directory placement against the traditional one.
+    Dp,
+    /// Directory blocks in the main buffer cache against a small pool.
+    Vm,
+    /// Dirhash with a 2 MiB budget against none.
+    Dh,
+    /// Inodes of large directories placed in name order (`inodeorder=offset`)
+    /// against FFS's own choice (`off`), from the layout work of seed 001.
+    Io,
+    /// With dirhash on: a budget that grows to the cache size and gives
+    /// memory back on low-memory events (seed 002) against the fixed 2 MiB.
+    Gd,
+}
+
+impl Factor {
+    /// In column order.
+    pub const ALL: [Factor; 6] = [
+        Factor::Su,
+        Factor::Dp,
+        Factor::Vm,
+        Factor::Dh,
+        Factor::Io,
+        Factor::Gd,
+    ];
+    /// The paper's four.
+    pub const PAPER: [Factor; 4] = [Factor::Su, Factor::Dp, Factor::Vm, Factor::Dh];
+
+    /// The CSV column (`su`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            Factor::Su => "su",
+            Factor::Dp => "dp",
+            Factor::Vm => "vm",
+            Factor::Dh => "dh",
+            Factor::Io => "io",
+            Factor::Gd => "gd",
+        }
+    }
+
+    pub fn by_name(name: &str) -> Option<Factor> {
+        Factor::ALL.into_iter().find(|f| f.name() == name)
+    }
+
+    /// `su,dp,...` to factors in column order (`paper`: the paper's four,
+    /// `all`: all six); an unknown or repeated name is an error that names
+    /// the known ones.
+    pub fn parse_list(list: &str) -> Result<Vec<Factor>, String> {
+        match list.trim() {
+            "paper" => return Ok(Factor::PAPER.to_vec()),
+            "all" => return Ok(Factor::ALL.to_vec()),
+            _ => {}
+        }
+        let mut out = Vec::new();
+        for n in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            let f = Factor::by_name(n).ok_or_else(|| {
+                format!(
+                    "no factor {n:?} (known: {}; or paper, all)",
+                    Factor::ALL.map(|f| f.name()).join(", ")
+                )
+            })?;
+            if out.contains(&f) {
+                return Err(format!("factor {n:?} named twice"));
+            }
+            out.push(f);
+        }
+        if out.is_empty() {
+            return Err("no factors named".into());
+        }
+        out.sort();
+        Ok(out)
+    }
+}
+
+/// One combination of the optimisations; a factor not varied by a run is
+/// off (FFS as the paper's baseline had it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct Combo {
     pub su: bool,
     pub dp: bool,
     pub vm: bool,
     pub dh: bool,
+    pub io: bool,
+    pub gd: bool,
 }
+
+/// Dirhash budget of the paper's DH (FreeBSD 4.5's `dirhash_maxmem`).
+pub const DIRHASH_PAPER_BUDGET: u64 = 2 * MIB;
 
 impl Combo {
     /// Every optimisation off (the paper's 100%).
@@ -158,37 +253,102 @@ impl Combo {
         dp: false,
         vm: false,
         dh: false,
+        io: false,
+        gd: false,
     };
-    /// Every optimisation on.
+    /// The paper's four optimisations on, this project's off.
     pub const EVERY: Combo = Combo {
         su: true,
         dp: true,
         vm: true,
         dh: true,
+        io: false,
+        gd: false,
     };
 
-    /// All 16, from everything off to everything on.
+    pub fn get(&self, f: Factor) -> bool {
+        match f {
+            Factor::Su => self.su,
+            Factor::Dp => self.dp,
+            Factor::Vm => self.vm,
+            Factor::Dh => self.dh,
+            Factor::Io => self.io,
+            Factor::Gd => self.gd,
+        }
+    }
+
+    pub fn with(mut self, f: Factor, on: bool) -> Combo {
+        match f {
+            Factor::Su => self.su = on,
+            Factor::Dp => self.dp = on,
+            Factor::Vm => self.vm = on,
+            Factor::Dh => self.dh = on,
+            Factor::Io => self.io = on,
+            Factor::Gd => self.gd = on,
+        }
+        self
+    }
+
+    /// The paper's 16, from everything off to everything on.
     pub fn all() -> Vec<Combo> {
-        (0..16u8)
-            .map(|i| Combo {
-                su: i & 8 != 0,
-                dp: i & 4 != 0,
-                vm: i & 2 != 0,
-                dh: i & 1 != 0,
+        Combo::over(&Factor::PAPER)
+    }
+
+    /// All 2^k combinations of `factors` (the others off), from everything
+    /// off to everything on, the first factor as the highest bit.
+    pub fn over(factors: &[Factor]) -> Vec<Combo> {
+        let k = factors.len();
+        (0..1u32 << k)
+            .map(|i| {
+                factors.iter().enumerate().fold(Combo::NONE, |c, (j, &f)| {
+                    c.with(f, i & (1 << (k - 1 - j)) != 0)
+                })
             })
             .collect()
     }
 
-    /// `SU DP VM DH` with `-` for the factors off.
+    /// Every factor of `factors` on.
+    pub fn every(factors: &[Factor]) -> Combo {
+        factors.iter().fold(Combo::NONE, |c, &f| c.with(f, true))
+    }
+
+    /// `SU DP VM DH` with `-` for the factors off, then ` IO` and ` GD`
+    /// when on.
     pub fn label(&self) -> String {
-        let f = |on: bool, s: &'static str| if on { s } else { "-" };
-        format!(
-            "{} {} {} {}",
-            f(self.su, "SU"),
-            f(self.dp, "DP"),
-            f(self.vm, "VM"),
-            f(self.dh, "DH")
-        )
+        let mut s = Factor::PAPER
+            .iter()
+            .map(|&f| {
+                if self.get(f) {
+                    f.name().to_uppercase()
+                } else {
+                    "-".into()
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(" ");
+        for f in [Factor::Io, Factor::Gd] {
+            if self.get(f) {
+                s.push(' ');
+                s.push_str(&f.name().to_uppercase());
+            }
+        }
+        s
+    }
+
+    /// Dirhash's budget under this combination (0: no dirhash): the paper's
+    /// 2 MiB, or with GD the cache size (the budget may grow as far as the
+    /// memory the buffer cache has).
+    fn dirhash_budget(&self, p: &Profile) -> u64 {
+        match (self.dh, self.gd) {
+            (false, _) => 0,
+            (true, false) => DIRHASH_PAPER_BUDGET,
+            (true, true) => p.cache_bytes,
+        }
+    }
+
+    /// Whether the run delivers dirhash low-memory events (with GD).
+    pub fn lowmem_events(&self) -> bool {
+        self.dh && self.gd
     }
 
     fn mount_options(&self, p: &Profile) -> MountOptions {
@@ -209,12 +369,76 @@ impl Combo {
             vmiodir: self.vm,
             dirhash: DirhashConfig {
                 enabled: self.dh,
-                maxmem: if self.dh { 2 * MIB } else { 0 },
+                maxmem: self.dirhash_budget(p),
                 ..DirhashConfig::default()
+            },
+            inode_order: if self.io {
+                InodeOrder::Offset
+            } else {
+                InodeOrder::Off
             },
             ..Default::default()
         }
     }
+
+    /// The configuration this combination runs, as recorded with its rows.
+    pub fn config(&self, p: &Profile) -> RunConfig {
+        let o = self.mount_options(p);
+        let n = newfs_params();
+        RunConfig {
+            write_mode: if self.su { "softdep" } else { "normal" }.into(),
+            dirpref: if self.dp { "orlov" } else { "traditional" }.into(),
+            vmiodir: o.vmiodir,
+            dir_pool_bytes: if o.vmiodir {
+                None
+            } else {
+                Some(ufs::fs::dir_pool_bytes(o.cache_bytes))
+            },
+            dirhash: o.dirhash.enabled,
+            dirhash_maxmem: o.dirhash.maxmem,
+            dirhash_minsize: o.dirhash.minsize,
+            dirhash_lowmem_every_s: if self.lowmem_events() {
+                Some(p.sync_every_s)
+            } else {
+                None
+            },
+            inode_order: o.inode_order.name().into(),
+            inode_order_min: o.inode_order_min,
+            cache_bytes: o.cache_bytes,
+            readahead: o.readahead,
+            bsize: n.bsize,
+            fsize: n.fsize,
+            density: n.density.unwrap_or_default(),
+            maxblkspercg: n.maxblkspercg.unwrap_or_default(),
+            fs_bytes: p.fs_bytes,
+            disk: p.disk.clone(),
+        }
+    }
+}
+
+/// The full configuration of a run (JSON only; the CSV has the factors).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RunConfig {
+    pub write_mode: String,
+    pub dirpref: String,
+    pub vmiodir: bool,
+    /// With vmiodir off, the directory pool's size.
+    pub dir_pool_bytes: Option<u64>,
+    pub dirhash: bool,
+    pub dirhash_maxmem: u64,
+    pub dirhash_minsize: u64,
+    /// Modeled seconds between dirhash low-memory events, when delivered.
+    pub dirhash_lowmem_every_s: Option<f64>,
+    pub inode_order: String,
+    pub inode_order_min: u64,
+    pub cache_bytes: u64,
+    pub readahead: u64,
+    pub bsize: u64,
+    pub fsize: u64,
+    pub density: u64,
+    pub maxblkspercg: u64,
+    pub fs_bytes: u64,
+    pub disk: String,
 }
 
 /// The workloads.
@@ -309,6 +533,8 @@ pub struct Row {
     pub dp: u8,
     pub vm: u8,
     pub dh: u8,
+    pub io: u8,
+    pub gd: u8,
     pub run: u32,
     /// Modeled time of the phase and its sync: disk plus CPU.
     pub seconds: f64,
@@ -318,11 +544,13 @@ pub struct Row {
     /// Runs of the modeled syncer during the phase.
     pub syncs: u64,
     pub wall_ms: f64,
-    /// Device requests of the phase and its sync.
-    pub reads: u64,
-    pub writes: u64,
+    /// Device, buffer-cache and dirhash counters of the phase and its sync.
+    #[serde(flatten)]
+    pub counters: Counters,
     /// The image was fsck clean at the end of the run that held this test.
     pub fsck_clean: bool,
+    /// Everything the run was configured with (JSON only).
+    pub config: RunConfig,
 }
 
 impl Row {
@@ -332,6 +560,8 @@ impl Row {
             dp: self.dp == 1,
             vm: self.vm == 1,
             dh: self.dh == 1,
+            io: self.io == 1,
+            gd: self.gd == 1,
         }
     }
 }
@@ -343,6 +573,8 @@ pub struct Report {
     pub disk_description: String,
     pub cpu_model: cpu::CpuModel,
     pub workloads: Vec<String>,
+    /// The factors varied (the others off in every run).
+    pub factors: Vec<Factor>,
     pub runs: Vec<Row>,
     pub wall_s: f64,
 }
@@ -357,30 +589,32 @@ impl Report {
     }
 }
 
-/// The rows as CSV, header
-/// `test,su,dp,vm,dh,run,seconds,disk_s,cpu_s,syncs,wall_ms,reads,writes,fsck_clean`.
+/// The CSV header: `test`, the six factors, `run`, the times, the
+/// counters of [`Counters::COLUMNS`], `fsck_clean`.
+pub fn csv_header() -> String {
+    let mut cols = vec!["test"];
+    cols.extend(Factor::ALL.map(|f| f.name()));
+    cols.extend(["run", "seconds", "disk_s", "cpu_s", "syncs", "wall_ms"]);
+    cols.extend(Counters::COLUMNS);
+    cols.push("fsck_clean");
+    cols.join(",")
+}
+
+/// The rows as CSV under [`csv_header`].
 pub fn to_csv(r: &Report) -> String {
-    let mut s = String::from(
-        "test,su,dp,vm,dh,run,seconds,disk_s,cpu_s,syncs,wall_ms,reads,writes,fsck_clean\n",
-    );
+    let mut s = csv_header();
+    s.push('\n');
     for x in &r.runs {
-        s.push_str(&format!(
-            "{},{},{},{},{},{},{},{},{},{},{:.3},{},{},{}\n",
-            x.test,
-            x.su,
-            x.dp,
-            x.vm,
-            x.dh,
-            x.run,
-            x.seconds,
-            x.disk_s,
-            x.cpu_s,
-            x.syncs,
-            x.wall_ms,
-            x.reads,
-            x.writes,
-            x.fsck_clean
-        ));
+        let mut f: Vec<String> = vec![x.test.clone()];
+        f.extend(Factor::ALL.map(|k| (x.combo().get(k) as u8).to_string()));
+        f.push(x.run.to_string());
+        f.extend([x.seconds, x.disk_s, x.cpu_s].map(|v| v.to_string()));
+        f.push(x.syncs.to_string());
+        f.push(format!("{:.3}", x.wall_ms));
+        f.extend(x.counters.values().map(|v| v.to_string()));
+        f.push(x.fsck_clean.to_string());
+        s.push_str(&f.join(","));
+        s.push('\n');
     }
     s
 }
@@ -389,9 +623,10 @@ pub(crate) fn invalid(msg: String) -> ufs::Error {
     ufs::Error::new(ufs::ErrorKind::Invalid, msg)
 }
 
-/// A fresh file system for `combo` on the modeled disk.
-fn make_fs(p: &Profile, combo: Combo) -> ufs::Result<(Arc<ModeledDisk<SparseDevice>>, Fs)> {
-    let params = NewfsParams {
+/// The paper's era of FFS: 8 KB blocks, 1 KB fragments, an inode per
+/// 4 KB, 8 MiB groups; fixed seed and time.
+fn newfs_params() -> NewfsParams {
+    NewfsParams {
         bsize: 8192,
         fsize: 1024,
         density: Some(4096),
@@ -399,8 +634,12 @@ fn make_fs(p: &Profile, combo: Combo) -> ufs::Result<(Arc<ModeledDisk<SparseDevi
         seed: Some(1),
         time: Some(1_020_000_000),
         ..Default::default()
-    };
-    crate::modeled_fs(&p.disk, p.fs_bytes, &params, combo.mount_options(p))
+    }
+}
+
+/// A fresh file system for `combo` on the modeled disk.
+fn make_fs(p: &Profile, combo: Combo) -> ufs::Result<(Arc<ModeledDisk<SparseDevice>>, Fs)> {
+    crate::modeled_fs(&p.disk, p.fs_bytes, &newfs_params(), combo.mount_options(p))
 }
 
 /// One workload under one combination, on a fresh file system; `progress`
@@ -419,6 +658,7 @@ pub fn run(
         cpu::CpuModel::pentium4_2002(),
         p.sync_every_s,
         p.dirty_high,
+        combo.lowmem_events(),
         progress,
     );
     workload.run(p, &mut m)?;
@@ -426,12 +666,19 @@ pub fn run(
     drop(m);
     let end = fs.stats(None, false)?;
     let want = if combo.su { "softdep" } else { "normal" };
-    if end.order.mode != want || end.vmiodir != combo.vm {
+    let config = combo.config(p);
+    if end.order.mode != want
+        || end.vmiodir != combo.vm
+        || end.inode_order != config.inode_order
+        || end.dirhash_config.maxmem != config.dirhash_maxmem
+    {
         return Err(invalid(format!(
-            "mounted for {} but the engine runs {} with vmiodir {}",
+            "mounted for {} but the engine runs {} with vmiodir {}, inode order {} and a dirhash budget of {} bytes",
             combo.label(),
             end.order.mode,
-            end.vmiodir
+            end.vmiodir,
+            end.inode_order,
+            end.dirhash_config.maxmem
         )));
     }
     fs.unmount()?;
@@ -447,25 +694,36 @@ pub fn run(
             dp: combo.dp as u8,
             vm: combo.vm as u8,
             dh: combo.dh as u8,
+            io: combo.io as u8,
+            gd: combo.gd as u8,
             run: 0,
             seconds: x.seconds,
             disk_s: x.disk_s,
             cpu_s: x.cpu_s,
             syncs: x.syncs,
             wall_ms: x.wall_ms,
-            reads: x.reads,
-            writes: x.writes,
+            counters: x.counters,
             fsck_clean: clean,
+            config: config.clone(),
         })
         .collect())
 }
 
-/// `workloads` under every combination, `p.jobs` runs side by side; rows
-/// in workload, then combination order whatever the jobs.
-pub fn run_all(p: &Profile, workloads: &[Workload], progress: Progress) -> ufs::Result<Report> {
+/// `workloads` under every combination of `factors` (the others off),
+/// `p.jobs` runs side by side; rows in workload, then combination order
+/// whatever the jobs.
+pub fn run_all(
+    p: &Profile,
+    workloads: &[Workload],
+    factors: &[Factor],
+    progress: Progress,
+) -> ufs::Result<Report> {
     let wall = Instant::now();
     let spec = preset(&p.disk).ok_or_else(|| invalid(format!("no disk model {}", p.disk)))?;
-    let combos = Combo::all();
+    let mut factors = factors.to_vec();
+    factors.sort();
+    factors.dedup();
+    let combos = Combo::over(&factors);
     let jobs: Vec<(Workload, Combo)> = workloads
         .iter()
         .flat_map(|&w| combos.iter().map(move |&c| (w, c)))
@@ -520,6 +778,7 @@ pub fn run_all(p: &Profile, workloads: &[Workload], progress: Progress) -> ufs::
         disk_description: spec.description.into(),
         cpu_model: cpu::CpuModel::pentium4_2002(),
         workloads: workloads.iter().map(|w| w.name().to_string()).collect(),
+        factors,
         runs,
         wall_s: wall.elapsed().as_secs_f64(),
     })

@@ -399,17 +399,32 @@ impl Dirhash {
     /// until at least `reclaim_percent` of the memory in use when the event
     /// arrived has been freed. Returns the bytes freed.
     pub fn lowmem(&mut self, now: Instant) -> u64 {
+        self.lowmem_event(Some(now))
+    }
+
+    /// A low-memory event without the age rule: frees from the head of the
+    /// list until `reclaim_percent` of the memory in use is freed. For
+    /// callers whose clock is not real time (modeled runs), where the
+    /// indexes' real idle times mean nothing. Returns the bytes freed.
+    pub fn lowmem_share(&mut self) -> u64 {
+        self.lowmem_event(None)
+    }
+
+    fn lowmem_event(&mut self, now: Option<Instant>) -> u64 {
         self.stats.lowmem_events += 1;
         let wanted = self.mem * self.cfg.reclaim_percent / 100;
         let mut freed = 0u64;
-        let mut cur = self.head;
-        while let Some(ino) = cur {
-            let s = &self.map[&ino];
-            cur = s.next;
-            if s.index.is_some() && now.saturating_duration_since(s.last_used) > self.cfg.reclaimage
-            {
-                freed += self.free(ino);
-                self.stats.lowmem_freed += 1;
+        if let Some(now) = now {
+            let mut cur = self.head;
+            while let Some(ino) = cur {
+                let s = &self.map[&ino];
+                cur = s.next;
+                if s.index.is_some()
+                    && now.saturating_duration_since(s.last_used) > self.cfg.reclaimage
+                {
+                    freed += self.free(ino);
+                    self.stats.lowmem_freed += 1;
+                }
             }
         }
         let mut cur = self.head;
@@ -531,6 +546,25 @@ mod tests {
         let freed = d.lowmem(at);
         assert!(freed * 10 >= before && freed > 0);
         assert!(d.mem() < before);
+    }
+
+    #[test]
+    fn lowmem_share_ignores_age_and_frees_ten_percent_from_the_head() {
+        let t0 = Instant::now();
+        let mut d = Dirhash::new(cfg(1 << 30));
+        for ino in 1..=20 {
+            assert!(build(&mut d, ino, 1000, t0));
+        }
+        let before = d.mem();
+        // Every index is older than the reclaim age, yet only the head goes.
+        let freed = d.lowmem_share();
+        assert!(
+            freed * 10 >= before && freed * 5 < before,
+            "{freed} of {before}"
+        );
+        assert!(!d.has_index(1) && d.has_index(20));
+        assert_eq!(d.stats.lowmem_events, 1);
+        assert_eq!(d.mem(), before - freed);
     }
 
     #[test]
