@@ -10,9 +10,9 @@ usage: python3 analysis/paper_stats.py RESULTS.csv|RESULTS.json --out DIR
 
 Input: one row per run, as CSV or as a JSON list of objects (or an object
 whose "runs" is that list), with columns `test` (string), one 0/1 column per
-factor (default: whichever of su, dp, vm, dh exist: soft updates, dirpref,
-vmiodir, dirhash; `--factors` names them exactly, in order, and may add
-others), optionally `run` (repeat index) and `seconds` (the measured time,
+factor (default: whichever of su, dp, vm, dh, io, gd exist and vary: soft
+updates, dirpref, vmiodir, dirhash, inode order, growing dirhash;
+`--factors` names them exactly, in order, and may add others), optionally `run` (repeat index) and `seconds` (the measured time,
 finite and > 0).
 
 Invariants (checked on input, relied on everywhere):
@@ -58,8 +58,12 @@ except ImportError as e:  # a Python with matplotlib and pandas but not statsmod
 
 BadInput = plotenv.BadInput
 
-KNOWN_FACTORS = ["su", "dp", "vm", "dh"]
-NAMES = {"su": "soft updates", "dp": "dirpref", "vm": "vmiodir", "dh": "dirhash"}
+# The paper's four, then this project's two (`ufskit bench paper --factors`):
+# io, inodes of large directories in name order (seed 001); gd, a dirhash
+# budget that grows and gives memory back (seed 002).
+KNOWN_FACTORS = ["su", "dp", "vm", "dh", "io", "gd"]
+NAMES = {"su": "soft updates", "dp": "dirpref", "vm": "vmiodir", "dh": "dirhash",
+         "io": "inode order", "gd": "growing dirhash"}
 # Seed 004, section 4.3: "Only coefficients that have a statistical
 # significance of more than 1/1000 are shown."
 PAPER_ALPHA = 0.001
@@ -85,12 +89,16 @@ def colour(f, factors):
     return COLOURS[factors.index(f) % len(COLOURS)]
 
 
-def default_factors(columns, listed=None):
+def default_factors(columns, listed=None, df=None):
     """The factor columns: `listed` (exactly, in its order) when given, else
-    whichever of su, dp, vm, dh are among `columns`."""
+    whichever of su, dp, vm, dh, io, gd are among `columns` and, when the
+    runs `df` are given, take more than one value in them (a column held
+    at one level, as ufskit writes for the factors a run did not vary, is
+    configuration, not a factor)."""
     if listed:
         return list(listed)
-    return [f for f in KNOWN_FACTORS if f in columns]
+    return [f for f in KNOWN_FACTORS
+            if f in columns and (df is None or df[f].nunique(dropna=False) > 1)]
 
 
 def read_results(path):
@@ -139,7 +147,7 @@ def prepare(df, factors=None):
     `seconds` as float. BadInput names the first offending row."""
     if not isinstance(df, pd.DataFrame) or df.empty:
         raise BadInput("no runs")
-    factors = default_factors(df.columns, factors)
+    factors = default_factors(df.columns, factors, df)
     if df.attrs.get("paper_stats_factors") == factors:
         return df, factors  # already checked (by this function)
     if not factors:

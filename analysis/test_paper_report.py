@@ -18,6 +18,10 @@ paper`) on a synthetic paper.csv whose effects are planted:
 - if chromium is installed, the page rendered headless: #figure-check says
   N/N with N the number of embedded images (SKIP without chromium, a
   failure if UFSKIT_REQUIRE_CHROMIUM=1);
+- the further factors (su, dh, io, gd varied; dp, vm held at 0): inode
+  order saving on the large-directory listings and the growing dirhash
+  budget on maildir give claims m and n "agrees"; no inode-order effect
+  gives m "disagrees";
 - a missing or malformed paper.csv and a bad explanations.json rejected
   with exit 1 and a message.
 Plain python; exits non-zero on failure.
@@ -90,6 +94,41 @@ PLANTED = {
 }
 EXPECTED = dict.fromkeys("abcdefghikl", "agrees")
 EXPECTED["j"] = "disagrees"
+EXPECTED.update(m="not measured", n="not measured")  # no io or gd factor in this design
+CLAIM_IDS = "abcdefghijklmn"
+
+# The further factors: su, dh, io, gd varied, dp and vm held at 0 as
+# `ufskit bench paper --factors su,dh,io,gd` writes them.
+FURTHER = ["su", "dh", "io", "gd"]
+
+
+def further_planted(io_helps=True):
+    """test: (seconds, relative time); gd acts only with dirhash on."""
+    def gd(c, v):
+        return v if c["gd"] and c["dh"] else 1.0
+    io_ls, io_find = (0.80, 0.85) if io_helps else (1.0, 1.0)
+    return {
+        "largedir-ls": (1.0, lambda c: (io_ls if c["io"] else 1.0) * (0.98 if c["dh"] else 1.0)),
+        "largedir-find": (1.2, lambda c: (io_find if c["io"] else 1.0)),
+        "tar-extract": (500.0, lambda c: mult(c, su=1 / 2.5) * (1.002 if c["io"] else 1.0)),
+        "maildir-imap": (700.0, lambda c: mult(c, su=1 / 20, dh=0.99) * gd(c, 0.92)),
+        "maildir-poll": (20.0, lambda c: mult(c, dh=0.9) * gd(c, 0.90)),
+    }
+
+
+def further(io_helps=True, recycle=True, seed=5):
+    rng = np.random.RandomState(seed)
+    k = len(FURTHER)
+    rows = []
+    for i in range(2 ** k):
+        c = dict(zip(FURTHER, ((i >> (k - 1 - j)) & 1 for j in range(k))))
+        c.update(dp=0, vm=0)
+        for r in range(RUNS):
+            for t, (base, rel) in further_planted(io_helps).items():
+                recycled = 40 if recycle and t.startswith("maildir") and c["dh"] and not c["gd"] else 0
+                rows.append(dict(test=t, run=r, seconds=base * rel(c) * (1 + rng.normal(0, NOISE)),
+                                 dh_recycled=recycled, **c))
+    return pd.DataFrame(rows)
 
 
 def combos():
@@ -165,6 +204,30 @@ def check_verdicts_in_process():
           and pr.read_only("maildir-poll") and not pr.read_only("largedir-create"), "read-only classification")
 
 
+def check_further_factors():
+    """Claims m (inode order, seed 001) and n (growing dirhash, seed 002)
+    on planted effects; the factors held at 0 are not factors."""
+    df, factors = pr.ps.prepare(further(), None)
+    check(factors == FURTHER, "factors of a su,dh,io,gd design: %s" % factors)
+    rows = {r["id"]: r for r in pr.findings(pr.Data(df, factors))}
+    for cid in "mn":
+        check(rows[cid]["verdict"] == "agrees", "claim %s: %s (measured: %s; %s)"
+              % (cid, rows[cid]["verdict"], rows[cid]["measured"], rows[cid]["details"]))
+    check("largedir-ls 20" in rows["m"]["measured"], "claim m measures the ls saving: %s" % rows["m"]["measured"])
+    for cid in "dfl":  # no dirpref or vmiodir factor, no build
+        check(rows[cid]["verdict"] == "not measured", "claim %s without its factors: %s"
+              % (cid, rows[cid]["verdict"]))
+    df2, _ = pr.ps.prepare(further(io_helps=False), None)
+    rows2 = {r["id"]: r for r in pr.findings(pr.Data(df2, factors))}
+    check(rows2["m"]["verdict"] == "disagrees", "inode order without effect: claim m %s (%s)"
+          % (rows2["m"]["verdict"], rows2["m"]["measured"]))
+    # The fixed budget never recycled: the claim's premise is absent.
+    df3, _ = pr.ps.prepare(further(recycle=False), None)
+    rows3 = {r["id"]: r for r in pr.findings(pr.Data(df3, factors))}
+    check(rows3["n"]["verdict"] == "not measured" and "held every index" in rows3["n"]["measured"],
+          "no recycling with 2 MiB: claim n %s (%s)" % (rows3["n"]["verdict"], rows3["n"]["measured"]))
+
+
 def render(exe, page):
     """(rendered, total) of #figure-check once chromium has loaded `page`;
     None (and a failure) if it could not."""
@@ -220,8 +283,8 @@ def check_end_to_end(tmp):
         return None
     with open(md, encoding="utf-8") as f:
         text = f.read()
-    lines = {m.group(1): m.group(2) for m in re.finditer(r"^\| ([a-l]) \|(.*)$", text, re.M)}
-    check(sorted(lines) == list("abcdefghijkl"), "findings.md: a row per claim (got %s)" % sorted(lines))
+    lines = {m.group(1): m.group(2) for m in re.finditer(r"^\| ([a-n]) \|(.*)$", text, re.M)}
+    check(sorted(lines) == list(CLAIM_IDS), "findings.md: a row per claim (got %s)" % sorted(lines))
     for cid, want in EXPECTED.items():
         cells = [c.strip() for c in re.split(r"(?<!\\)\|", lines.get(cid, ""))]
         check(len(cells) >= 4 and cells[2] == want, "findings.md claim %s: %s, want %s"
@@ -309,6 +372,7 @@ def check_bad_inputs(tmp):
 def main():
     start = time.time()
     check_verdicts_in_process()
+    check_further_factors()
     with tempfile.TemporaryDirectory(prefix="paper-report-test.") as tmp:
         rendered = check_end_to_end(tmp)
         check_computes_stats(tmp)

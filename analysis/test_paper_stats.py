@@ -291,6 +291,31 @@ def check_cli(tmp):
     except (OSError, ValueError, KeyError, IndexError) as e:
         check(False, "extra factor JSON: %s" % e)
 
+    # ufskit's CSV with --factors su,io: all six columns, four held at 0.
+    # The varying ones are the factors by default; the constant ones are not.
+    rng = np.random.RandomState(11)
+    six = pd.DataFrame([dict(test="ls", su=c["su"], dp=0, vm=0, dh=0, io=c["io"], gd=0, run=r,
+                             seconds=30 - 10 * c["su"] - 6 * c["io"] + rng.normal(0, 0.05))
+                        for c in combos(["su", "io"]) for r in range(3)])
+    check(ps.default_factors(six.columns, None, six) == ["su", "io"],
+          "default factors are the known columns that vary: %s" % ps.default_factors(six.columns, None, six))
+    sx = os.path.join(tmp, "six.csv")
+    six.to_csv(sx, index=False)
+    out5 = os.path.join(tmp, "out5")
+    r = run(sx, "--out", out5)
+    check(r.returncode == 0, "six columns, two varying: exits 0 (stderr: %s)" % r.stderr.strip())
+    try:
+        with open(os.path.join(out5, "paper_stats.json")) as f:
+            doc = json.load(f)
+        t = doc["tests"][0]
+        check(doc["factors"] == ["su", "io"] and t["model"]["formula"] == "pct ~ su*io"
+              and set(t["significant"]) == {"base", "SU", "IO"},
+              "io modelled: %s %s %s" % (doc["factors"], t["model"]["formula"], t["significant"]))
+        coeffs = {c["term"]: c for c in t["model"]["coefficients"]}
+        check(close(coeffs["IO"]["estimate_s"], -6.0, 0.2), "IO effect %.3f s, want -6" % coeffs["IO"]["estimate_s"])
+    except (OSError, ValueError, KeyError, IndexError) as e:
+        check(False, "six-column JSON: %s" % e)
+
     # Single runs through the CLI: exact effects, no crash.
     single = os.path.join(tmp, "single.csv")
     table1().to_csv(single, index=False)

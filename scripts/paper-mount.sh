@@ -186,7 +186,7 @@ else:
             own = ("%s.h" % leaf.replace(".", "_"), b)
             write("%s/src/%s" % (top, name), source(name, [own] + rng.sample(hs, rng.randint(1, 3))))
             objs.append("$(OBJ)/%s.o" % name[:-2])
-        lib = "$(OBJ)/%s/lib%s.a" % (d, leaf)
+        lib = "$(OBJ)/%s/%s.a" % (d, leaf if leaf.startswith("lib") else "lib" + leaf)
         mk.append("LIBS += " + lib)
         rules += ["%s: %s" % (lib, " ".join(objs)), "\t$(AR) rcs $@ $^", ""]
     mk += ["", "all: $(LIBS)", "", "$(OBJ)/%.o: %.c", "\t@mkdir -p $(@D)",
