@@ -41,3 +41,10 @@ target/release/ufskit bench paper --quick --factors su,dh,io,gd --workloads tar,
   --out "${TMPDIR:-/tmp}/ufskit-ci-further"
 grep -q '^| m |.*| agrees |' "${TMPDIR:-/tmp}/ufskit-ci-further/findings.md"
 python3 analysis/render_report.py "${TMPDIR:-/tmp}/ufskit-ci-further/report.html"
+# The evaluation with real programs through the FUSE mount, quick profile:
+# tar, find, rm, bonnie++, postmark, Andrew (cp, ls, du, grep, wc, make)
+# and a build under the 16 combinations, every image fsck clean (the script
+# stops otherwise), its report rendered.
+scripts/paper-mount.sh --quick --out "${TMPDIR:-/tmp}/ufskit-ci-mount"
+test -s "${TMPDIR:-/tmp}/ufskit-ci-mount/findings.md"
+python3 analysis/render_report.py "${TMPDIR:-/tmp}/ufskit-ci-mount/report.html"
