@@ -26,7 +26,8 @@
 # .c to obj/<dir>/<name>.o with gcc's temporaries in obj/tmp, each
 # directory archived into lib<dir>.a), build-grep (grep -r '#include'
 # src/sys), build-remove (rm -rf obj; src is then removed untimed).
-# The daemon's clean blocks are dropped (SIGUSR1) before every read-only
+# The daemon's cache is dropped (`ufskit stats --drop-caches`, which writes
+# what is dirty and returns once the cache is empty) before every read-only
 # test. Every phase checks what it left (directories, files, bytes, matches,
 # objects, nothing after a removal) and stops the script otherwise.
 #
@@ -210,6 +211,11 @@ echo "tree $tree ($(tar -tf "$work/tree.tar" | wc -l) entries), bonnie++ -n $bn,
 csv=$out/paper-raw.csv
 echo "test,su,dp,vm,dh,run,seconds,fsck_clean" > "$csv"
 now() { date +%s.%N; }
+# Cold cache for the next test: the kernel's dirty pages to the daemon,
+# then the daemon writes its dirty blocks and drops every cached block and
+# index, answering once done (a signal would return at once and leave the
+# flush of soft updates' delayed writes inside the next test's time).
+cold() { sync; $U stats --drop-caches "$work/mnt" >/dev/null; }
 # expect WHAT GOT WANTED: stops the script when a phase left something else.
 expect() {
   [ "$2" = "$3" ] || { echo "paper-mount.sh: $1: $2, expected $3 ($opts)" >&2; exit 1; }
@@ -231,13 +237,12 @@ for run in $(seq 0 $((runs - 1))); do
     rm -f "$work/ufs.img"
     $U newfs -b 8192 -f 1024 -s 2G "$work/ufs.img" >/dev/null
     $U mount -o "$opts" "$work/ufs.img" "$work/mnt"
-    daemon=$(pgrep -f "ufskit mount -f .*$work/mnt" | head -1)
     rows=()
     row() { rows+=("$1,$su,$dp,$vm,$dh,$run,$2"); }
-    # tar: extract, find, remove; the daemon's clean blocks dropped before
-    # each (SIGUSR1), as the paper removed its trees between runs.
+    # tar: extract, find, remove; the daemon's cache dropped before the
+    # find, as the paper removed its trees between runs.
     t=$(now); tar -C "$work/mnt" -xf "$work/tree.tar"; row tar-extract "$(since "$t")"
-    kill -USR1 "$daemon"; sync
+    cold
     t=$(now); find "$work/mnt" -print >/dev/null; row tar-find "$(since "$t")"
     t=$(now); rm -rf "$work/mnt/$(basename "$tree")"; row tar-remove "$(since "$t")"
     # bonnie++: its own CSV line; a rate of "+++++" means the test took
@@ -272,9 +277,9 @@ for run in $(seq 0 $((runs - 1))); do
     expect "andrew-mkdir: directories" "$(find "$a" -type d | wc -l)" $((1 + ac * a_dirs))
     t=$(now); for c in "${copies[@]}"; do cp -r "$work/andrew/." "$c/"; done; row andrew-copy "$(since "$t")"
     expect "andrew-copy: files" "$(find "$a" -type f | wc -l)" $((ac * a_files))
-    kill -USR1 "$daemon"; sync
+    cold
     t=$(now); find "$a" -exec ls -l {} + >/dev/null; du -s "$a" >/dev/null; row andrew-stat "$(since "$t")"
-    kill -USR1 "$daemon"; sync
+    cold
     t=$(now)
     inc=$(grep -r -c '#include' "$a" | addup)
     bytes=$(find "$a" -type f -exec wc {} + | awk '$NF != "total" { s += $3 } END { print s + 0 }')
@@ -299,7 +304,7 @@ for run in $(seq 0 $((runs - 1))); do
     expect "build-compile: objects" "$(find "$b/obj" -name '*.o' | wc -l)" "$b_c"
     expect "build-compile: archives" "$(find "$b/obj" -name '*.a' | wc -l)" "$bd"
     expect "build-compile: temporaries left" "$(find "$b/obj/tmp" -type f | wc -l)" 0
-    kill -USR1 "$daemon"; sync
+    cold
     t=$(now); inc=$(grep -r '#include' "$b/src/sys" | wc -l); row build-grep "$(since "$t")"
     expect "build-grep: #include lines" "$inc" "$b_inc"
     t=$(now); rm -rf "$b/obj"; row build-remove "$(since "$t")"

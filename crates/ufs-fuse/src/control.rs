@@ -25,6 +25,11 @@ pub enum Request {
     Stats { path: PathBuf, verify: bool },
     /// A dirhash low-memory event, as memory pressure would deliver.
     Lowmem,
+    /// Write everything dirty, then drop every clean cached block and every
+    /// index (what SIGUSR1 does), answering once done: cold-cache
+    /// benchmarks wait for it, where a signal returns at once.
+    #[serde(rename = "drop_caches")]
+    DropCaches,
 }
 
 fn runtime_dir(uid: u32) -> PathBuf {
@@ -129,6 +134,10 @@ fn serve_one(fs: &ufs::Fs, stream: UnixStream) -> Result<(), String> {
         Ok(Request::Lowmem) => {
             serde_json::json!({ "freed_bytes": fs.dirhash_lowmem(), "stats": fs.stats(None, false).ok() })
         }
+        Ok(Request::DropCaches) => match fs.drop_caches() {
+            Ok(()) => serde_json::json!({ "dropped": true, "stats": fs.stats(None, false).ok() }),
+            Err(e) => serde_json::json!({ "error": format!("dropping caches: {e}") }),
+        },
         Ok(Request::Stats { path, verify }) => match fs
             .resolve(&path)
             .and_then(|ino| fs.stats(Some(ino), verify))
@@ -219,5 +228,7 @@ mod tests {
         assert!(matches!(r, Request::Stats { verify: true, .. }));
         let r: Request = serde_json::from_str(r#"{"op":"lowmem"}"#).unwrap();
         assert!(matches!(r, Request::Lowmem));
+        let r: Request = serde_json::from_str(r#"{"op":"drop_caches"}"#).unwrap();
+        assert!(matches!(r, Request::DropCaches));
     }
 }

@@ -78,6 +78,11 @@ enum Cmd {
         /// Deliver a dirhash low-memory event instead.
         #[arg(long)]
         lowmem: bool,
+        /// Instead: write everything dirty and drop the daemon's clean
+        /// cache and dirhash indexes, returning when done (SIGUSR1 does the
+        /// same without waiting).
+        #[arg(long, conflicts_with = "lowmem")]
+        drop_caches: bool,
         /// A directory inside a ufskit mount.
         dir: PathBuf,
     },
@@ -550,8 +555,9 @@ fn run() -> Result<ExitCode, String> {
             json,
             verify,
             lowmem,
+            drop_caches,
             dir,
-        } => stats::cmd_stats(&dir, json, verify, lowmem)?,
+        } => stats::cmd_stats(&dir, json, verify, lowmem, drop_caches)?,
         Cmd::Bench(a) => bench::cmd_bench(a)?,
         Cmd::Crashtest(a) => return crashtest::cmd_crashtest(a),
     }

@@ -3,7 +3,32 @@
 use std::path::Path;
 use ufs_fuse::control::{query, Request};
 
-pub fn cmd_stats(dir: &Path, json: bool, verify: bool, lowmem: bool) -> Result<(), String> {
+pub fn cmd_stats(
+    dir: &Path,
+    json: bool,
+    verify: bool,
+    lowmem: bool,
+    drop_caches: bool,
+) -> Result<(), String> {
+    if drop_caches {
+        let v = query(dir, &Request::DropCaches)?;
+        if let Some(e) = v.get("error").and_then(|e| e.as_str()) {
+            return Err(e.to_string());
+        }
+        let cached = v
+            .pointer("/stats/cache/bytes_cached")
+            .and_then(|b| b.as_u64())
+            .unwrap_or(0);
+        if json {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?
+            );
+        } else {
+            println!("caches dropped: {cached} bytes left cached");
+        }
+        return Ok(());
+    }
     if lowmem {
         let v = query(dir, &Request::Lowmem)?;
         let freed = v.get("freed_bytes").and_then(|f| f.as_u64()).unwrap_or(0);

@@ -497,7 +497,8 @@ fn killed_daemon_keeps_fsynced_and_synced_data() {
 }
 
 /// dirhash through a real mount: options, `ufskit stats` (plain, --json,
-/// --verify, --lowmem), the self-check staying silent, dirhash=off.
+/// --verify, --lowmem, --drop-caches), the self-check staying silent,
+/// dirhash=off.
 #[test]
 fn dirhash_options_and_stats_through_the_mount() {
     if skip_without_fuse() {
@@ -541,6 +542,26 @@ fn dirhash_options_and_stats_through_the_mount() {
     );
     let l = json(&["--lowmem"]);
     assert!(l["freed_bytes"].as_u64().unwrap() > 0, "{l}");
+    // Dropping the caches answers once done: no index and (nothing being
+    // dirty after its sync) no cached block is left, and the files remain.
+    std::fs::write(d.join("written-before-drop"), b"kept").unwrap();
+    let dr = json(&["--drop-caches"]);
+    assert_eq!(dr["dropped"].as_bool(), Some(true), "{dr}");
+    assert_eq!(
+        dr["stats"]["dirhash"]["mem_in_use"].as_u64(),
+        Some(0),
+        "{dr}"
+    );
+    assert_eq!(
+        dr["stats"]["cache"]["bytes_cached"].as_u64(),
+        Some(0),
+        "{dr}"
+    );
+    assert_eq!(
+        std::fs::read(d.join("written-before-drop")).unwrap(),
+        b"kept"
+    );
+    std::fs::remove_file(d.join("written-before-drop")).unwrap();
     // A path outside any ufskit mount gets a clear error.
     let out = ufskit().arg("stats").arg(t.path()).output().unwrap();
     assert!(!out.status.success());
