@@ -37,13 +37,13 @@ for mode in $modes; do
   rm -f "$work/ufs.img"
   $U newfs -s 4G "$work/ufs.img" >/dev/null
   $U mount -o "$mode${UFSKIT_MOUNT_OPTS:+,$UFSKIT_MOUNT_OPTS}" "$work/ufs.img" "$work/ufs"
-  # ufskit keeps its own buffer cache in the daemon: SIGUSR1 drops its clean
-  # blocks, so "cold" means cold for both.
-  daemon=$(pgrep -f "ufskit mount -f .*$work/ufs" | head -1)
+  # ufskit keeps its own buffer cache in the daemon: `stats --drop-caches`
+  # empties it and returns when done, so "cold" means cold for both.
+  drop="$U stats --drop-caches $work/ufs"
   for i in $(seq "$runs"); do
     e=$(bash "$peer" "$work/ext4" "$work/tree.tar")
-    kill -USR1 "$daemon"
-    u=$(UFSKIT_DROP="kill -USR1 $daemon" bash "$peer" "$work/ufs" "$work/tree.tar")
+    $drop >/dev/null
+    u=$(UFSKIT_DROP="$drop" bash "$peer" "$work/ufs" "$work/tree.tar")
     echo "run $i ext4:            $e" | tee -a "$out"
     printf 'run %s ufskit %-8s %s\n' "$i" "$mode:" "$u" | tee -a "$out"
   done

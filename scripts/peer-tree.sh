@@ -6,7 +6,7 @@
 set -e
 M=$1; T=$2
 export TIMEFORMAT=%3R
-drop() { sync; echo 3 > /proc/sys/vm/drop_caches; if [ -n "${UFSKIT_DROP:-}" ]; then $UFSKIT_DROP; sleep 0.2; fi; }
+drop() { sync; echo 3 > /proc/sys/vm/drop_caches; if [ -n "${UFSKIT_DROP:-}" ]; then $UFSKIT_DROP >/dev/null; fi; }
 drop
 x=$( { time tar -xf $T -C $M ; } 2>&1 )
 drop
