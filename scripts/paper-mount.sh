@@ -4,7 +4,8 @@
 # (orlov/traditional), vmiodir (on/off) and dirhash (2 MiB/off), on a fresh
 # image each time: tar extract of a real tree, find -print, rm -rf;
 # bonnie++'s small-file tests (-s 0 -n N: sequential and random create,
-# stat, delete); postmark 1.5 with its default file sizes; the Andrew
+# stat, delete); postmark 1.5 with its default file sizes; the MH folder
+# (messages created in inbox order, nmh's folder -pack, rm -rf); the Andrew
 # benchmark; a build standing in for buildworld. Wall-clock seconds of this
 # machine (not the modeled 2002 machine of `ufskit bench paper`), repeated
 # RUNS times because they vary; the CSV then goes through
@@ -33,12 +34,14 @@
 #
 # usage: scripts/paper-mount.sh [--quick] [--runs N] [--out DIR] [--tree DIR]  (as root)
 #   --quick: the tree /usr/include/linux, bonnie++ -n 1 (1,024 files),
-#   postmark 1,000 files and transactions, andrew 3 copies with the first
-#   compiled (48 .c), build 4 directories of 4 .c (16 objects), 1 run;
-#   default: /usr/include, -n 16 (16,384 files, as the paper), postmark
-#   10,000 files and transactions, andrew 10 copies all compiled (480 .c),
-#   build 24 directories of 12 .c (288 objects), 3 runs.
-# Needs cc, make and ar (gcc, make, binutils) besides scripts/deps.sh's.
+#   postmark 1,000 files and transactions, a folder of 3,000 messages,
+#   andrew 3 copies with the first compiled (48 .c), build 4 directories
+#   of 4 .c (16 objects), 1 run; default: /usr/include, -n 16 (16,384
+#   files, as the paper), postmark 10,000 files and transactions, the
+#   paper's folder of 33,164 messages, andrew 10 copies all compiled (480
+#   .c), build 24 directories of 12 .c (288 objects), 3 runs.
+# Needs cc, make and ar (gcc, make, binutils) besides scripts/deps.sh's
+# (which installs nmh for folder).
 # Every image is checked with `ufskit fsck -n` after its run; a finding
 # stops the script (exit 1).
 set -euo pipefail
@@ -57,15 +60,17 @@ done
 [ "$(id -u)" = 0 ] || { echo "paper-mount.sh must run as root (FUSE mounts for bonnie++ -u root)" >&2; exit 1; }
 if [ $quick = 1 ]; then
   bn=1 pm=1000 runs=${runs:-1} tree=${tree:-/usr/include/linux}
-  ac=3 acc=1 bd=4 bf=4
+  ac=3 acc=1 bd=4 bf=4 mh=3000
 else
   bn=16 pm=10000 runs=${runs:-3} tree=${tree:-/usr/include}
-  ac=10 acc=10 bd=24 bf=12
+  ac=10 acc=10 bd=24 bf=12 mh=33164
 fi
 scripts/deps.sh
 cargo build --release -q -p ufskit
 U=$PWD/target/release/ufskit
 BONNIE=$(command -v bonnie++ || echo /usr/sbin/bonnie++)
+FOLDER=$(command -v folder || echo /usr/bin/mh/folder)
+[ -x "$FOLDER" ] || { echo "paper-mount.sh: nmh's folder not found (apt-get install nmh)" >&2; exit 1; }
 for p in cc make ar; do
   command -v $p >/dev/null || {
     echo "paper-mount.sh: $p not found: the andrew and build workloads compile C (apt-get install gcc make binutils)" >&2
@@ -199,6 +204,30 @@ python3 "$work/gen.py" build "$work/build" "$bd" "$bf"
 tar -C "$work/build" -cf "$work/build.tar" src
 # What the phases must leave, counted on the trees outside the mount.
 addup() { awk -F: '{ s += $NF } END { print s + 0 }'; }
+# An MH inbox of N messages in DIR, created in ascending number order: the
+# numbers mostly consecutive with the gaps deleted messages left (a gap
+# after 30% of them, of up to 5, one time in ten up to 200), 1 to 8 KiB of
+# header and text each (log-uniform), from a fixed seed; as the in-process
+# folder workload (crates/ufs-bench/src/writeorder.rs) makes them.
+mh_create() {
+  python3 - "$1" "$2" <<'PY'
+import os, random, sys
+d, n = sys.argv[1], int(sys.argv[2])
+rng = random.Random(4)
+os.mkdir(d)
+num = 1
+for _ in range(n):
+    if rng.random() < 0.3:
+        num += rng.randint(1, 200 if rng.random() < 0.1 else 5)
+    size = min(8192, max(1024, round(1024 * 8 ** rng.random())))
+    head = ("From: Correspondent %d <c%d@example.org>\nTo: reader@example.org\n"
+            "Subject: message %d\n\n" % (num % 97, num % 97, num)).encode()
+    body = b"the quick brown fox jumps over the lazy dog, again.\n" * (size // 52 + 1)
+    with open(os.path.join(d, str(num)), "wb") as f:
+        f.write((head + body)[:size - 1] + b"\n")
+    num += 1
+PY
+}
 a_dirs=$(find "$work/andrew" -type d | wc -l) a_files=$(find "$work/andrew" -type f | wc -l)
 a_c=$(find "$work/andrew" -name '*.c' | wc -l)
 a_bytes=$(find "$work/andrew" -type f -printf '%s\n' | addup)
@@ -267,6 +296,20 @@ for run in $(seq 0 $((runs - 1))); do
       "$work/mnt/pm" "$pm" "$pm" | postmark >/dev/null
     row postmark "$(since "$t")"
     rmdir "$work/mnt/pm"
+    # folder (seed 004's MH benchmark): the inbox's messages created in
+    # ascending order with the gaps deletions left, nmh's `folder -pack`
+    # renumbering them 1..N, rm -rf.
+    mkdir -p "$work/mnt/Mail"
+    t=$(now); mh_create "$work/mnt/Mail/inbox" "$mh"; row folder-create "$(since "$t")"
+    expect "folder-create: messages" "$(ls "$work/mnt/Mail/inbox" | wc -l)" "$mh"
+    printf 'Path: %s\n' "$work/mnt/Mail" > "$work/mh_profile"
+    t=$(now)
+    MH=$work/mh_profile MHCONTEXT=$work/mh_context "$FOLDER" +inbox -pack >/dev/null
+    row folder-pack "$(since "$t")"
+    expect "folder-pack: messages numbered 1..$mh" "$(ls "$work/mnt/Mail/inbox" | sort -n | awk '$0 != NR { bad++ } END { print NR - bad }')" "$mh"
+    t=$(now); rm -rf "$work/mnt/Mail/inbox"; row folder-remove "$(since "$t")"
+    expect "folder-remove: left" "$(ls -A "$work/mnt/Mail" | wc -l)" 0
+    rmdir "$work/mnt/Mail"
     # andrew: C copies of the tree in andrew/a000, a001, ...
     a=$work/mnt/andrew dirs=() copies=()
     for c in $(seq 0 $((ac - 1))); do
