@@ -27,6 +27,10 @@
 # .c to obj/<dir>/<name>.o with gcc's temporaries in obj/tmp, each
 # directory archived into lib<dir>.a), build-grep (grep -r '#include'
 # src/sys), build-remove (rm -rf obj; src is then removed untimed).
+# maildir (seed 002, scripts/paper_maildir.py): maildir-setup, -deliver,
+# -imap, -poll, -remove, as the in-process workload. largedir (seed 001's
+# script): largedir-create (files of 4 KB with random names in one
+# directory), -ls (ls -l), -find, -remove, each from a cold cache.
 # The daemon's cache is dropped (`ufskit stats --drop-caches`, which writes
 # what is dirty and returns once the cache is empty) before every read-only
 # test. Every phase checks what it left (directories, files, bytes, matches,
@@ -39,7 +43,9 @@
 #   of 4 .c (16 objects), 1 run; default: /usr/include, -n 16 (16,384
 #   files, as the paper), postmark 10,000 files and transactions, the
 #   paper's folder of 33,164 messages, andrew 10 copies all compiled (480
-#   .c), build 24 directories of 12 .c (288 objects), 3 runs.
+#   .c), build 24 directories of 12 .c (288 objects), 300 maildirs of 400
+#   messages, a large directory of 20,000 files, 3 runs (quick: 4
+#   maildirs of 300, 1,000 files).
 # Needs cc, make and ar (gcc, make, binutils) besides scripts/deps.sh's
 # (which installs nmh for folder).
 # Every image is checked with `ufskit fsck -n` after its run; a finding
@@ -60,10 +66,10 @@ done
 [ "$(id -u)" = 0 ] || { echo "paper-mount.sh must run as root (FUSE mounts for bonnie++ -u root)" >&2; exit 1; }
 if [ $quick = 1 ]; then
   bn=1 pm=1000 runs=${runs:-1} tree=${tree:-/usr/include/linux}
-  ac=3 acc=1 bd=4 bf=4 mh=3000
+  ac=3 acc=1 bd=4 bf=4 mh=3000 md=4 mk=300 ld=1000
 else
   bn=16 pm=10000 runs=${runs:-3} tree=${tree:-/usr/include}
-  ac=10 acc=10 bd=24 bf=12 mh=33164
+  ac=10 acc=10 bd=24 bf=12 mh=33164 md=300 mk=400 ld=20000
 fi
 scripts/deps.sh
 cargo build --release -q -p ufskit
@@ -204,6 +210,20 @@ python3 "$work/gen.py" build "$work/build" "$bd" "$bf"
 tar -C "$work/build" -cf "$work/build.tar" src
 # What the phases must leave, counted on the trees outside the mount.
 addup() { awk -F: '{ s += $NF } END { print s + 0 }'; }
+# N files of 4 KB with random names (16 hexadecimal digits) in the new
+# directory DIR, from a fixed seed.
+ld_create() {
+  python3 - "$1" "$2" <<'PY'
+import os, random, sys
+d, n = sys.argv[1], int(sys.argv[2])
+rng = random.Random(1)
+os.mkdir(d)
+data = b"x" * 4095 + b"\n"
+for _ in range(n):
+    with open(os.path.join(d, "%016x" % rng.getrandbits(64)), "wb") as f:
+        f.write(data)
+PY
+}
 # An MH inbox of N messages in DIR, created in ascending number order: the
 # numbers mostly consecutive with the gaps deleted messages left (a gap
 # after 30% of them, of up to 5, one time in ten up to 200), 1 to 8 KiB of
@@ -353,6 +373,23 @@ for run in $(seq 0 $((runs - 1))); do
     t=$(now); rm -rf "$b/obj"; row build-remove "$(since "$t")"
     rm -rf "$b"
     expect "build-remove: left" "$(find "$work/mnt" -path "$b*" | wc -l)" 0
+    # maildir (seed 002): scripts/paper_maildir.py, one phase per call;
+    # each phase checks what it leaves and fails the script otherwise.
+    mkdir "$work/mnt/mail"
+    for ph in setup deliver imap poll remove; do
+      t=$(now); python3 scripts/paper_maildir.py $ph "$work/mnt/mail" "$md" "$mk"; row "maildir-$ph" "$(since "$t")"
+    done
+    rmdir "$work/mnt/mail"
+    # largedir (seed 001's script): files of 4 KB with random 16-hex-digit
+    # names in one directory, then ls -l, find and rm -rf, each from a
+    # cold cache as the script's drop_caches made them.
+    l=$work/mnt/largedir
+    t=$(now); ld_create "$l" "$ld"; row largedir-create "$(since "$t")"
+    expect "largedir-create: files" "$(ls -f "$l" | wc -l)" $((ld + 2))
+    cold; t=$(now); ls -l "$l" >/dev/null; row largedir-ls "$(since "$t")"
+    cold; t=$(now); find "$l" >/dev/null; row largedir-find "$(since "$t")"
+    cold; t=$(now); rm -rf "$l"; row largedir-remove "$(since "$t")"
+    expect "largedir-remove: left" "$([ -e "$l" ] && echo "$l" || echo nothing)" nothing
     $U umount "$work/mnt"
     if $U fsck -n "$work/ufs.img" >/dev/null; then clean=true; else clean=false; fi
     for r in "${rows[@]}"; do echo "$r,$clean" >> "$csv"; done

@@ -43,7 +43,8 @@ grep -q '^| m |.*| agrees |' "${TMPDIR:-/tmp}/ufskit-ci-further/findings.md"
 python3 analysis/render_report.py "${TMPDIR:-/tmp}/ufskit-ci-further/report.html"
 # The evaluation with real programs through the FUSE mount, quick profile:
 # tar, find, rm, bonnie++, postmark, nmh's folder -pack, Andrew (cp, ls,
-# du, grep, wc, make) and a build under the 16 combinations, every image
+# du, grep, wc, make), a build, seed 002's maildir and seed 001's large
+# directory under the 16 combinations, every image
 # fsck clean (the script stops otherwise), its report rendered.
 scripts/paper-mount.sh --quick --out "${TMPDIR:-/tmp}/ufskit-ci-mount"
 test -s "${TMPDIR:-/tmp}/ufskit-ci-mount/findings.md"
