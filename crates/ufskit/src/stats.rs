@@ -3,6 +3,32 @@
 use std::path::Path;
 use ufs_fuse::control::{query, Request};
 
+/// The daemon's refusal (`{"error": ...}`) as an error.
+fn daemon_error(v: &serde_json::Value) -> Result<(), String> {
+    match v.get("error").and_then(|e| e.as_str()) {
+        Some(e) => Err(e.to_string()),
+        None => Ok(()),
+    }
+}
+
+/// The daemon's answer as pretty JSON, or `line` of it.
+fn answer(
+    v: &serde_json::Value,
+    json: bool,
+    line: impl FnOnce(&serde_json::Value) -> String,
+) -> Result<(), String> {
+    daemon_error(v)?;
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(v).map_err(|e| e.to_string())?
+        );
+    } else {
+        println!("{}", line(v));
+    }
+    Ok(())
+}
+
 pub fn cmd_stats(
     dir: &Path,
     json: bool,
@@ -11,36 +37,18 @@ pub fn cmd_stats(
     drop_caches: bool,
 ) -> Result<(), String> {
     if drop_caches {
-        let v = query(dir, &Request::DropCaches)?;
-        if let Some(e) = v.get("error").and_then(|e| e.as_str()) {
-            return Err(e.to_string());
-        }
-        let cached = v
-            .pointer("/stats/cache/bytes_cached")
-            .and_then(|b| b.as_u64())
-            .unwrap_or(0);
-        if json {
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?
-            );
-        } else {
-            println!("caches dropped: {cached} bytes left cached");
-        }
-        return Ok(());
+        return answer(&query(dir, &Request::DropCaches)?, json, |v| {
+            let cached = v
+                .pointer("/stats/cache/bytes_cached")
+                .and_then(|b| b.as_u64());
+            format!("caches dropped: {} bytes left cached", cached.unwrap_or(0))
+        });
     }
     if lowmem {
-        let v = query(dir, &Request::Lowmem)?;
-        let freed = v.get("freed_bytes").and_then(|f| f.as_u64()).unwrap_or(0);
-        if json {
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?
-            );
-        } else {
-            println!("low-memory event: dirhash freed {freed} bytes");
-        }
-        return Ok(());
+        return answer(&query(dir, &Request::Lowmem)?, json, |v| {
+            let freed = v.get("freed_bytes").and_then(|f| f.as_u64()).unwrap_or(0);
+            format!("low-memory event: dirhash freed {freed} bytes")
+        });
     }
     let v = query(
         dir,
@@ -50,12 +58,9 @@ pub fn cmd_stats(
         },
     )?;
     if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?
-        );
-        return Ok(());
+        return answer(&v, true, |_| String::new());
     }
+    daemon_error(&v)?;
     let d = &v["dirhash"];
     let n = |k: &str| d[k].as_u64().unwrap_or(0);
     let cfg = &v["dirhash_config"];
