@@ -670,8 +670,10 @@ def findings(d, explanations=None):
     for cid, sec, text, fn in CLAIMS:
         measured, verdict, details = fn(d)
         assert verdict in VERDICTS, verdict
+        # The why explains a measurement; a claim this run did not measure has none.
+        why = "" if verdict == "not measured" else explanations.get(cid, "")
         out.append(dict(id=cid, section=sec, claim=text, measured=measured, verdict=verdict,
-                        why=explanations.get(cid, ""), details=details))
+                        why=why, details=details))
     return out
 
 

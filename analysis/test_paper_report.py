@@ -290,6 +290,8 @@ def check_end_to_end(tmp):
         check(len(cells) >= 4 and cells[2] == want, "findings.md claim %s: %s, want %s"
               % (cid, cells[2] if len(cells) > 2 else cells, want))
     check("planted: dirhash slows Postmark down |" in lines.get("j", ""), "explanations.json fills the why")
+    check(lines.get("m", "").rstrip().endswith("| not measured |  |"),
+          "a claim not measured has no why: %r" % lines.get("m"))
     for needle in ("gain(X|S) = m(S) / m(S+X)", "within \u00d7/\u00f7", "| id | claim | what we measured |"
                    " verdict | why |"):
         check(needle in text, "findings.md header has %r" % needle)
