@@ -589,19 +589,21 @@ def claim_n(d):
         return "maildir IMAP and poll phases not run", "not measured", []
     given = ("su", "dh") if "su" in d.factors else ("dh",)
     ctx = "+".join(L(f) for f in given)
-    recycled = [d.counter(t, "dh_recycled", given) for t in named]
-    if all(r is not None for r in recycled) and sum(recycled) == 0:
-        return ("the fixed 2 MiB held every index of %s under %s (none recycled): nothing for GD to "
-                "improve at this size" % (", ".join(named), ctx), "not measured",
+    # The premise: the fixed budget bound (an index recycled or a build refused).
+    bound = [(d.counter(t, "dh_recycled", given), d.counter(t, "dh_build_refused", given)) for t in named]
+    if all(r is not None and f is not None for r, f in bound) and sum(r + f for r, f in bound) == 0:
+        return ("the fixed 2 MiB held every index of %s under %s (none recycled or refused): nothing "
+                "for GD to improve at this size" % (", ".join(named), ctx), "not measured",
                 ["%s: GD given %s saves %s" % (t, ctx, sv(-d.change(t, "gd", given))) for t in named])
     scores, details, parts = [], [], []
     for t in named:
         s = -d.change(t, "gd", given)
         scores.append(2 if s >= CLEAR_PCT else (1 if s >= d.noise(t) else 0))
-        rec = d.counter(t, "dh_recycled", given)
-        details.append("%s: GD given %s saves %s; given DH alone %s%s" % (
+        rec, ref = d.counter(t, "dh_recycled", given), d.counter(t, "dh_build_refused", given)
+        details.append("%s: GD given %s saves %s; given DH alone %s%s%s" % (
             t, ctx, sv(s), sv(-d.change(t, "gd", ("dh",))),
-            "" if rec is None else "; indexes recycled with the fixed budget: %.0f" % rec))
+            "" if rec is None else "; indexes recycled with the fixed budget: %.0f" % rec,
+            "" if ref is None else ", builds refused: %.0f" % ref))
         parts.append("%s %s" % (t, sv(s)))
     worse = [t for t in d.tests if (d.change(t, "gd", given) or 0.0) >= max(d.noise(t), CLEAR_PCT)]
     scores.append(0 if worse else 2)

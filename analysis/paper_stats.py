@@ -97,8 +97,20 @@ def default_factors(columns, listed=None, df=None):
     configuration, not a factor)."""
     if listed:
         return list(listed)
-    return [f for f in KNOWN_FACTORS
-            if f in columns and (df is None or df[f].nunique(dropna=False) > 1)]
+    out = []
+    for f in KNOWN_FACTORS:
+        if f not in columns:
+            continue
+        if df is not None:
+            # Levels as prepare() reads them (0, "0", 0.0 and False are one
+            # level). An empty column is no factor; a value that is no level
+            # makes the column one, so that prepare() rejects it by row.
+            vals = [v for v in df[f] if not (isinstance(v, float) and math.isnan(v))]
+            levels = {_zero_one(v) for v in vals}
+            if not vals or (None not in levels and len(levels) < 2):
+                continue
+        out.append(f)
+    return out
 
 
 def read_results(path):

@@ -116,7 +116,7 @@ def further_planted(io_helps=True):
     }
 
 
-def further(io_helps=True, recycle=True, seed=5):
+def further(io_helps=True, recycle=True, refuse=False, seed=5):
     rng = np.random.RandomState(seed)
     k = len(FURTHER)
     rows = []
@@ -125,10 +125,14 @@ def further(io_helps=True, recycle=True, seed=5):
         c.update(dp=0, vm=0)
         for r in range(RUNS):
             for t, (base, rel) in further_planted(io_helps).items():
-                recycled = 40 if recycle and t.startswith("maildir") and c["dh"] and not c["gd"] else 0
+                bound = recycle and t.startswith("maildir") and c["dh"] and not c["gd"]
                 rows.append(dict(test=t, run=r, seconds=base * rel(c) * (1 + rng.normal(0, NOISE)),
-                                 dh_recycled=recycled, **c))
-    return pd.DataFrame(rows)
+                                 dh_recycled=40 if bound else 0, dh_build_refused=0, **c))
+    df = pd.DataFrame(rows)
+    if refuse:  # the budget binds by refusing builds, never recycling
+        bound = df["test"].str.startswith("maildir") & (df["dh"] == 1) & (df["gd"] == 0)
+        df.loc[bound, "dh_build_refused"] = 25
+    return df
 
 
 def combos():
@@ -226,6 +230,11 @@ def check_further_factors():
     rows3 = {r["id"]: r for r in pr.findings(pr.Data(df3, factors))}
     check(rows3["n"]["verdict"] == "not measured" and "held every index" in rows3["n"]["measured"],
           "no recycling with 2 MiB: claim n %s (%s)" % (rows3["n"]["verdict"], rows3["n"]["measured"]))
+    # Refused builds alone show the budget binds: judged, not "not measured".
+    df4, _ = pr.ps.prepare(further(recycle=False, refuse=True), None)
+    rows4 = {r["id"]: r for r in pr.findings(pr.Data(df4, factors))}
+    check(rows4["n"]["verdict"] == "agrees", "refused builds with 2 MiB: claim n %s (%s)"
+          % (rows4["n"]["verdict"], rows4["n"]["measured"]))
 
 
 def render(exe, page):

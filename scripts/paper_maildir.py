@@ -16,9 +16,10 @@ usage: paper_maildir.py PHASE DIR MAILDIRS MESSAGES
            cur, stat every message in random order
   remove   rm -rf of every maildir
 
-Every phase draws from a generator seeded by its name, so a phase makes the
-same calls on every file system given the same state; the state is read
-back from the directories. Each phase checks what it leaves (counts, no
+Every phase draws from a generator seeded by its name and sorts what it
+lists before drawing, so a phase makes the same calls on every file system
+given the same files, whatever order readdir returns them in; the state is
+read back from the directories. Each phase checks what it leaves (counts, no
 message left in new after imap, nothing after remove) and exits 1 with a
 message otherwise.
 """
@@ -94,12 +95,12 @@ def deliver(d, m):
 def session(rng, md):
     """One IMAP session's steps, as a generator (the caller interleaves)."""
     new, cur = os.path.join(md, "new"), os.path.join(md, "cur")
-    arrived = os.listdir(new)
+    arrived = sorted(os.listdir(new))
     yield
     for nm in arrived:
         os.rename(os.path.join(new, nm), os.path.join(cur, nm + ":2,S"))
         yield
-    msgs = os.listdir(cur)
+    msgs = sorted(os.listdir(cur))
     rng.shuffle(msgs)
     for nm in msgs:
         os.stat(os.path.join(cur, nm))
@@ -135,7 +136,7 @@ def imap(d):
 
 def poll_visit(rng, md):
     for sub in ("new", "cur"):
-        msgs = os.listdir(os.path.join(md, sub))
+        msgs = sorted(os.listdir(os.path.join(md, sub)))
         yield
         rng.shuffle(msgs)
         for nm in msgs:

@@ -59,7 +59,7 @@ fn sixteen_combinations_clean_deterministic_and_soft_updates_wins() {
         Some(
             "test,su,dp,vm,dh,io,gd,run,seconds,disk_s,cpu_s,syncs,wall_ms,reads,writes,seeks,\
              cache_hits,cache_misses,dir_hits,dir_misses,evictions,dh_lookups_hash,\
-             dh_lookups_linear,dh_entries_scanned,dh_built,dh_recycled,dh_lowmem_freed,\
+             dh_lookups_linear,dh_entries_scanned,dh_built,dh_build_refused,dh_recycled,dh_lowmem_freed,\
              dh_mem_bytes,fsck_clean"
         )
     );

@@ -181,6 +181,12 @@ pub fn query(dir: &Path, req: &Request) -> Result<serde_json::Value, String> {
             root.display()
         ));
     };
+    // A cache drop first writes everything dirty, which on a modeled,
+    // sleeping disk or under a large cache can take minutes.
+    let wait = match req {
+        Request::DropCaches => Duration::from_secs(900),
+        _ => Duration::from_secs(30),
+    };
     let mut req = serde_json::to_value(req).map_err(|e| e.to_string())?;
     if let Some(p) = req.get_mut("path") {
         let abs = std::fs::canonicalize(dir).map_err(|e| e.to_string())?;
@@ -192,7 +198,7 @@ pub fn query(dir: &Path, req: &Request) -> Result<serde_json::Value, String> {
     }
     let mut stream = UnixStream::connect(sock).map_err(|e| format!("{}: {e}", sock.display()))?;
     stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
+        .set_read_timeout(Some(wait))
         .map_err(|e| e.to_string())?;
     let mut line = serde_json::to_vec(&req).map_err(|e| e.to_string())?;
     line.push(b'\n');

@@ -303,8 +303,11 @@ fn vmiodir_off_keeps_directory_blocks_in_their_pool() {
             let lim = st.dir_pool_limit.expect("a pool with vmiodir off");
             assert_eq!(lim, ufs::fs::dir_pool_bytes(8 << 20));
             assert!(st.dir_pool_bytes.unwrap() <= lim, "{st:?}");
+            // The pool evicts; the main cache, with room to spare, does not.
+            assert!(st.evictions > 0 && st.evictions_main == 0, "{st:?}");
         } else {
             assert!(st.dir_pool_limit.is_none());
+            assert_eq!(st.evictions, st.evictions_main, "{st:?}");
         }
         fs.unmount().unwrap();
         st.kind(ufs::cache::BlockKind::Dir).reads - before

@@ -17,14 +17,19 @@
 //! dirty block (the daemon writes down to half the mark, FreeBSD's
 //! `lodirtybuffers`; writing all of them is the simplification).
 //!
-//! Memory pressure, for runs with a growing dirhash budget: when the
+//! Memory pressure, for runs with a growing dirhash budget: when the main
 //! buffer cache has evicted blocks since the syncer's previous run (memory
-//! is short: the file data no longer fits), that run delivers a dirhash
+//! is short: the file data no longer fits; the directory pool of vmiodir
+//! off evicts by its own small size, which is not counted), that run
+//! delivers a dirhash
 //! low-memory event, the 2008 handler without its age rule (index ages
 //! are real time, which means nothing on this clock): 10% of the memory in
 //! use is freed from the cold end of the list. FreeBSD's `vm_lowmem` comes
 //! from the page daemon when free pages run short; an evicting cache is
-//! this model's sign of it.
+//! this model's sign of it. The signal is one-way: dirhash's memory is not
+//! charged to the buffer cache, so freeing indexes does not stop the
+//! evictions that called for it, and a workload that streams through the
+//! cache gets an event at every syncer run.
 //!
 //! A test (phase) is timed from its start to the end of a `sync` after it,
 //! so nothing it delayed is left for the next test; its modeled seconds are
@@ -71,8 +76,10 @@ pub struct Counters {
     pub dh_lookups_hash: u64,
     pub dh_lookups_linear: u64,
     pub dh_entries_scanned: u64,
-    /// Indexes built, recycled for room, and freed by low-memory events.
+    /// Indexes built, builds refused for lack of budget, indexes recycled
+    /// for room, and indexes freed by low-memory events.
     pub dh_built: u64,
+    pub dh_build_refused: u64,
     pub dh_recycled: u64,
     pub dh_lowmem_freed: u64,
     /// Dirhash memory in use at the end of the test (a gauge).
@@ -81,7 +88,7 @@ pub struct Counters {
 
 impl Counters {
     /// CSV column names, in [`Counters::values`] order.
-    pub const COLUMNS: [&'static str; 15] = [
+    pub const COLUMNS: [&'static str; 16] = [
         "reads",
         "writes",
         "seeks",
@@ -94,12 +101,13 @@ impl Counters {
         "dh_lookups_linear",
         "dh_entries_scanned",
         "dh_built",
+        "dh_build_refused",
         "dh_recycled",
         "dh_lowmem_freed",
         "dh_mem_bytes",
     ];
 
-    pub fn values(&self) -> [u64; 15] {
+    pub fn values(&self) -> [u64; 16] {
         [
             self.reads,
             self.writes,
@@ -113,6 +121,7 @@ impl Counters {
             self.dh_lookups_linear,
             self.dh_entries_scanned,
             self.dh_built,
+            self.dh_build_refused,
             self.dh_recycled,
             self.dh_lowmem_freed,
             self.dh_mem_bytes,
@@ -138,6 +147,7 @@ impl Counters {
             dh_lookups_linear: h.lookups_linear,
             dh_entries_scanned: h.entries_scanned,
             dh_built: h.built,
+            dh_build_refused: h.build_refused,
             dh_recycled: h.recycled,
             dh_lowmem_freed: h.lowmem_freed,
             dh_mem_bytes: h.mem_in_use,
@@ -159,6 +169,7 @@ impl Counters {
             dh_lookups_linear: self.dh_lookups_linear - e.dh_lookups_linear,
             dh_entries_scanned: self.dh_entries_scanned - e.dh_entries_scanned,
             dh_built: self.dh_built - e.dh_built,
+            dh_build_refused: self.dh_build_refused - e.dh_build_refused,
             dh_recycled: self.dh_recycled - e.dh_recycled,
             dh_lowmem_freed: self.dh_lowmem_freed - e.dh_lowmem_freed,
             dh_mem_bytes: self.dh_mem_bytes,
@@ -259,7 +270,7 @@ impl<'a> Meter<'a> {
             sync_every_s,
             dirty_high,
             lowmem,
-            evictions: fs.cache_stats().evictions,
+            evictions: fs.cache_stats().evictions_main,
             next_sync_s: sync_every_s,
             syncs: 0,
             sync_error: None,
@@ -280,7 +291,7 @@ impl<'a> Meter<'a> {
                     if timed {
                         c.next_sync_s = after + c.sync_every_s;
                         if c.lowmem {
-                            let evictions = fs.cache_stats().evictions;
+                            let evictions = fs.cache_stats().evictions_main;
                             if evictions > c.evictions {
                                 fs.with_core(|core| core.dirhash.lowmem_share());
                             }

@@ -75,7 +75,12 @@ pub struct KindStats {
 #[derive(Debug, Default, Clone, Serialize)]
 pub struct CacheStats {
     pub by_kind: [KindStats; 7],
+    /// Buffers evicted to make room, in either pool; of which from the
+    /// main cache (with vmiodir off the directory pool evicts on its own
+    /// when the main cache has room: a sign of the pool's size, not of
+    /// memory running short).
     pub evictions: u64,
+    pub evictions_main: u64,
     pub bytes_cached: u64,
     pub limit_bytes: u64,
     /// vmiodir off: bytes of directory blocks held, and their pool's size.
@@ -298,6 +303,9 @@ impl BufferCache {
                 self.write_behind(p)?;
             }
             self.stats.evictions += 1;
+            if p == Pool::Main {
+                self.stats.evictions_main += 1;
+            }
             self.evict(addr, true)?;
         }
         Ok(())
