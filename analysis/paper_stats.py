@@ -509,8 +509,13 @@ def plot_improvement(df, test, factors, path):
     ax.set_xticks(range(1, len(order) + 1))
     ax.set_xticklabels(["%s\n(%s)" % (label(f), name(f)) for f in order], fontsize=8)
     ax.set_ylabel("improvement over no optimisation (log scale)")
-    ax.set_title("Improvement by optimisation: %s (cf. paper Figure 8)" % test, fontsize=9)
     ax.grid(True, axis="y", which="both", alpha=0.3)
+    return _save(fig, ax, "Improvement by optimisation: %s (cf. paper Figure 8)" % test, path)
+
+
+def _save(fig, ax, title, path):
+    """Titles, lays out, writes and closes a figure; returns `path`."""
+    ax.set_title(title, fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -582,12 +587,8 @@ def plot_lattice(df, test, factors, path):
                                        label="+%s (%s)" % (label(f), name(f))) for f in factors]
     handles.append(matplotlib.lines.Line2D([], [], color="black", linestyle="--", label="worse"))
     ax.legend(handles=handles, fontsize=7, loc="upper left")
-    ax.set_title("Improvement lattice: %s (cf. paper Figure 9)" % test, fontsize=9)
     ax.grid(True, axis="y", which="both", alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, ax, "Improvement lattice: %s (cf. paper Figure 9)" % test, path)
 
 
 # ----------------------------------------------------------- Figure 10
@@ -639,12 +640,8 @@ def plot_summary(df, tests, factors, path):
     handles.append(Rectangle((0, 0), 1, 1, fill=False, linestyle="--", label="best combination"))
     ax.legend(handles=handles, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.18 - 0.2 / len(tests)),
               ncol=min(len(handles), 5), frameon=False)
-    ax.set_title("Summary of results by benchmark: uppermost path across the lattice "
-                 "(cf. paper Figure 10)", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, ax, "Summary of results by benchmark: uppermost path across the lattice "
+                 "(cf. paper Figure 10)", path)
 
 
 # ------------------------------------------------------------ markdown

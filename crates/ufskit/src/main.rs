@@ -81,7 +81,7 @@ enum Cmd {
         /// Instead: write everything dirty and drop the daemon's clean
         /// cache and dirhash indexes, returning when done (SIGUSR1 does the
         /// same without waiting).
-        #[arg(long, conflicts_with = "lowmem")]
+        #[arg(long, conflicts_with_all = ["lowmem", "verify"])]
         drop_caches: bool,
         /// A directory inside a ufskit mount.
         dir: PathBuf,

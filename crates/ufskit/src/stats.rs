@@ -3,21 +3,13 @@
 use std::path::Path;
 use ufs_fuse::control::{query, Request};
 
-/// The daemon's refusal (`{"error": ...}`) as an error.
-fn daemon_error(v: &serde_json::Value) -> Result<(), String> {
-    match v.get("error").and_then(|e| e.as_str()) {
-        Some(e) => Err(e.to_string()),
-        None => Ok(()),
-    }
-}
-
-/// The daemon's answer as pretty JSON, or `line` of it.
+/// The daemon's answer (`query` has turned a refusal into an error) as
+/// pretty JSON, or `line` of it.
 fn answer(
     v: &serde_json::Value,
     json: bool,
     line: impl FnOnce(&serde_json::Value) -> String,
 ) -> Result<(), String> {
-    daemon_error(v)?;
     if json {
         println!(
             "{}",
@@ -60,7 +52,6 @@ pub fn cmd_stats(
     if json {
         return answer(&v, true, |_| String::new());
     }
-    daemon_error(&v)?;
     let d = &v["dirhash"];
     let n = |k: &str| d[k].as_u64().unwrap_or(0);
     let cfg = &v["dirhash_config"];

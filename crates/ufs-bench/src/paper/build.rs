@@ -75,7 +75,7 @@
 //! size of its members and headers; grep must see every kernel file and
 //! count exactly the `#include` lines generated there; after the removals
 //! the root lists what it listed before.
-use super::classic::{root_names, write_all};
+use super::classic::{root_names, root_restored, write_all};
 use super::meter::{Meter, UserCpu};
 use super::{invalid, Profile};
 use crate::tree::lognormal;
@@ -1010,15 +1010,7 @@ pub(super) fn workload(p: &Profile, m: &mut Meter) -> ufs::Result<()> {
     })?;
     // The source tree goes too, untimed.
     crate::dirpref::remove(m.fs, root, b"src")?;
-    let after = root_names(m.fs)?;
-    if after != before {
-        return Err(bad(format!(
-            "the root lists {} entries after the removals, {} before",
-            after.len(),
-            before.len()
-        )));
-    }
-    Ok(())
+    root_restored(m.fs, &before, "build")
 }
 
 #[cfg(test)]

@@ -65,6 +65,19 @@ pub(super) fn root_names(fs: &Fs) -> ufs::Result<Vec<Vec<u8>>> {
     Ok(v)
 }
 
+/// Fails unless the root lists what it listed `before` the workload.
+pub(super) fn root_restored(fs: &Fs, before: &[Vec<u8>], what: &str) -> ufs::Result<()> {
+    let after = root_names(fs)?;
+    if after != before {
+        return Err(super::invalid(format!(
+            "{what}: the root lists {} entries after the removals, {} before",
+            after.len(),
+            before.len()
+        )));
+    }
+    Ok(())
+}
+
 pub(super) fn tar_workload(p: &Profile, m: &mut Meter) -> ufs::Result<()> {
     let tree = tar_tree(p);
     let root = m.fs.root();

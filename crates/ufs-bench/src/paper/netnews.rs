@@ -55,7 +55,7 @@
 //! surviving crossposts must have one link per remaining group; after the
 //! removal the root lists what it listed before the workload. Any mismatch
 //! fails the run.
-use super::classic::{root_names, write_all};
+use super::classic::{root_names, root_restored, write_all};
 use super::meter::Meter;
 use super::{invalid, Profile};
 use crate::tree::lognormal;
@@ -828,15 +828,7 @@ pub(super) fn workload(p: &Profile, m: &mut Meter) -> ufs::Result<()> {
     m.phase("netnews-remove", |fs| {
         crate::dirpref::remove(fs, root, b"news")
     })?;
-    let after = root_names(m.fs)?;
-    if after != before {
-        return Err(invalid(format!(
-            "netnews: the root lists {} entries after the removal, {} before",
-            after.len(),
-            before.len()
-        )));
-    }
-    Ok(())
+    root_restored(m.fs, &before, "netnews")
 }
 
 #[cfg(test)]
