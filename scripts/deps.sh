@@ -11,6 +11,10 @@ command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v bonnie++ >/dev/null 2>&1 || [ -x /usr/sbin/bonnie++ ] || need+=(bonnie++)
 command -v postmark >/dev/null 2>&1 || need+=(postmark)
 command -v folder >/dev/null 2>&1 || [ -x /usr/bin/mh/folder ] || need+=(nmh)
+# The mount evaluation's Andrew and build workloads compile C.
+command -v cc >/dev/null 2>&1 || need+=(gcc)
+command -v make >/dev/null 2>&1 || need+=(make)
+command -v ar >/dev/null 2>&1 || need+=(binutils)
 # Plots and analysis use Debian's matplotlib, pandas and statsmodels (system python3).
 /usr/bin/python3 -c 'import matplotlib, pandas, statsmodels' >/dev/null 2>&1 || need+=(python3-matplotlib python3-pandas python3-statsmodels)
 if [ ${#need[@]} -gt 0 ]; then
