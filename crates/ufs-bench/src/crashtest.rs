@@ -91,10 +91,17 @@ pub enum Workload {
     /// removed, some renamed in place, some removed names created again,
     /// then all of it removed.
     Bigdir,
+    /// Files created one at a time right after a sync (the rhythm of the
+    /// mount's syncer) in a directory large enough for inodes in
+    /// directory order, so that new inode blocks are claimed while their
+    /// cylinder group is clean: the group's `cg_initediblk` must reach the
+    /// disk before any name of an inode in those blocks (FreeBSD's fsck
+    /// reads no inode beyond it).
+    Inodes,
 }
 
 impl Workload {
-    pub const ALL: [Workload; 7] = [
+    pub const ALL: [Workload; 8] = [
         Workload::Create,
         Workload::Mkdir,
         Workload::Rename,
@@ -102,6 +109,7 @@ impl Workload {
         Workload::Truncate,
         Workload::Maildir,
         Workload::Bigdir,
+        Workload::Inodes,
     ];
 
     pub fn name(self) -> &'static str {
@@ -113,6 +121,7 @@ impl Workload {
             Workload::Truncate => "truncate",
             Workload::Maildir => "maildir",
             Workload::Bigdir => "bigdir",
+            Workload::Inodes => "inodes",
         }
     }
 
@@ -123,11 +132,18 @@ impl Workload {
     /// Files and directories present before recording starts.
     fn populate(self, s: &mut Session) -> ufs::Result<()> {
         match self {
-            Workload::Create | Workload::Mkdir | Workload::Bigdir => Ok(()),
+            Workload::Create | Workload::Mkdir | Workload::Bigdir | Workload::Inodes => Ok(()),
             Workload::Rename => populate_rename(s),
             Workload::Unlink => populate_unlink(s),
             Workload::Truncate => populate_truncate(s),
             Workload::Maildir => populate_maildir(s),
+        }
+    }
+
+    /// The buffer cache of its mount.
+    fn cache_bytes(self) -> u64 {
+        match self {
+            _ => CACHE_BYTES,
         }
     }
 
@@ -141,6 +157,7 @@ impl Workload {
             Workload::Truncate => run_truncate(s),
             Workload::Maildir => run_maildir(s),
             Workload::Bigdir => run_bigdir(s),
+            Workload::Inodes => run_inodes(s),
         }
     }
 }
@@ -355,11 +372,11 @@ fn newfs_params() -> NewfsParams {
     }
 }
 
-fn mount_opts(mode: WriteMode, seed: u64) -> MountOptions {
+fn mount_opts(mode: WriteMode, seed: u64, w: Workload) -> MountOptions {
     MountOptions {
         write_mode: Some(mode),
         seed: Some(seed),
-        cache_bytes: CACHE_BYTES,
+        cache_bytes: w.cache_bytes(),
         ..Default::default()
     }
 }
@@ -381,7 +398,7 @@ pub fn run_one(
         Error::new(e.kind, format!("{}/{}: {what}: {e}", mode.name(), w.name()))
     };
     let mut s = Session::new(
-        Fs::open(Box::new(dev.clone()), mount_opts(mode, seed)).map_err(|e| ctx(e, "mount"))?,
+        Fs::open(Box::new(dev.clone()), mount_opts(mode, seed, w)).map_err(|e| ctx(e, "mount"))?,
         None,
         seed,
     );
@@ -391,7 +408,7 @@ pub fn run_one(
     s.ops.clear();
 
     let rec = Arc::new(RecordingDevice::new(dev.clone())?);
-    s.fs = Fs::open(Box::new(rec.clone()), mount_opts(mode, seed)).map_err(|e| ctx(e, "mount"))?;
+    s.fs = Fs::open(Box::new(rec.clone()), mount_opts(mode, seed, w)).map_err(|e| ctx(e, "mount"))?;
     s.rec = Some(rec.clone());
     w.run(&mut s).map_err(|e| ctx(e, "workload"))?;
     s.begin("unmount".to_string());
@@ -1319,6 +1336,33 @@ fn run_bigdir(s: &mut Session) -> ufs::Result<()> {
         s.unlink(&p)?;
     }
     s.rmdir("big")?;
+    Ok(())
+}
+
+/// A tar-like extraction with the smallest cache: directories made
+/// depth first, each filled with files of 1-12 KiB before the next, so
+/// that blocks are evicted (and cylinder groups forced out for the names
+/// that need them) while the inode blocks they initialise are not yet on
+/// disk; one file in 40 fsynced.
+fn run_inodes(s: &mut Session) -> ufs::Result<()> {
+    let mut n = 0;
+    for t in 0..4 {
+        let top = format!("x{t}");
+        s.mkdir(&top)?;
+        for d in 0..5 {
+            let dir = format!("{top}/d{d}");
+            s.mkdir(&dir)?;
+            for f in 0..(20 + (t * 5 + d) % 13) {
+                let p = format!("{dir}/f{f:02}");
+                let len = 512 + s.below(4 * 1024);
+                s.create(&p, len)?;
+                n += 1;
+                if n % 100 == 99 {
+                    s.fsync(&p)?;
+                }
+            }
+        }
+    }
     Ok(())
 }
 

@@ -15,6 +15,8 @@ use crate::{CG_HEADER_SIZE, CG_MAGIC, MAXFRAG};
 pub const CG_CS_OFF: usize = 24;
 pub const CG_FRSUM_OFF: usize = 52;
 pub const CG_CKHASH_OFF: usize = 132;
+/// Byte offset of `cg_initediblk` (inodes whose blocks are initialised).
+pub const CG_INITEDIBLK_OFF: usize = 120;
 
 #[derive(Clone, PartialEq, Eq)]
 pub struct Cg {

@@ -353,13 +353,20 @@ impl FsCore {
     }
 
     /// What a pointer to inode `ino` (a directory entry) needs: the inode's
-    /// newest change and its bitmap bit.
-    pub fn inode_pointer_needs(&self, ino: u64) -> [ChangeId; 2] {
+    /// newest change, its bitmap bit, and the group's count of initialised
+    /// inode blocks (`cg_initediblk`: fsck reads no inode past it). The
+    /// count is a region of the group held back until the blocks it adds
+    /// are on disk, while the rest of the group goes out: the group's
+    /// newest change can be younger than the held count and be written
+    /// without it, so the count is needed on its own.
+    pub fn inode_pointer_needs(&self, ino: u64) -> [ChangeId; 3] {
         let addr = self.g.ino_to_fsba(ino);
         let off = self.g.ino_to_fsbo(ino) as usize * DINODE_SIZE;
+        let cg = self.g.cgtod(self.g.ino_to_cg(ino));
         [
             self.cache.region_latest(addr, off),
-            self.cache.latest(self.g.cgtod(self.g.ino_to_cg(ino))),
+            self.cache.region_latest(cg, 0),
+            self.cache.region_latest(cg, ufs_format::cg::CG_INITEDIBLK_OFF),
         ]
     }
 

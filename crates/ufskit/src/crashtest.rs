@@ -25,7 +25,7 @@ pub struct CrashtestArgs {
     #[arg(
         long = "workload",
         value_delimiter = ',',
-        default_value = "create,mkdir,rename,unlink,truncate,maildir,bigdir"
+        default_value = "create,mkdir,rename,unlink,truncate,maildir,bigdir,inodes"
     )]
     workloads: Vec<String>,
     /// Prefix crash states per mode and workload (evenly spaced over the
@@ -72,7 +72,7 @@ fn config(a: &CrashtestArgs) -> Result<Config, String> {
     for w in &a.workloads {
         let w = Workload::parse(w.trim()).ok_or_else(|| {
             format!(
-                "unknown workload '{w}' (create, mkdir, rename, unlink, truncate, maildir, bigdir)"
+                "unknown workload '{w}' (create, mkdir, rename, unlink, truncate, maildir, bigdir, inodes)"
             )
         })?;
         if !workloads.contains(&w) {

@@ -28,9 +28,6 @@ use ufs_format::*;
 /// For every pattern of a block's fragment bits (bit i = fragment i free),
 /// the set of maximal free run lengths it contains (bit n = a run of n).
 /// The role of FreeBSD's `fragtbl`, computed rather than tabulated.
-/// Byte offset of `cg_initediblk` in a cylinder group (`struct cg`).
-const CG_INITEDIBLK_OFF: usize = 120;
-
 const fn run_table(frag: u32) -> [u16; 256] {
     let mut t = [0u16; 256];
     let mut bits = 0;
@@ -628,6 +625,13 @@ impl FsCore {
                 b[off..off + 4].copy_from_slice(&gen.to_le_bytes());
             }
             cg.set_cg_initediblk(cg.cg_initediblk() + g.inopb as u32);
+            if self.cache.mode().delays() {
+                // Written at once, as FreeBSD's ffs_nodealloccg does with
+                // a barrier write: the group's count can then follow at
+                // its next write after a flush, instead of waiting for the
+                // block to age out of the cache.
+                self.cache.write_buf(addr)?;
+            }
             made.push(self.cache.latest(addr));
         }
         if !made.is_empty() && self.cache.mode().tracks() {
@@ -640,7 +644,7 @@ impl FsCore {
                 g.cgtod(c),
                 len,
                 BlockKind::Cg,
-                CG_INITEDIBLK_OFF,
+                ufs_format::cg::CG_INITEDIBLK_OFF,
                 4,
                 &made,
                 Vec::new(),
