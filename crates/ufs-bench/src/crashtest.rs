@@ -63,6 +63,10 @@ pub const FSIZE: u64 = 512;
 /// Buffer cache of the recorded mount: the engine's minimum, so that the
 /// larger workloads evict (and write) dirty blocks between fsyncs.
 pub const CACHE_BYTES: u64 = 1 << 20;
+/// The engine's smallest cache: what one operation uses at once, little
+/// more, so that blocks are evicted (and what they need forced out) in the
+/// middle of other clients' operations, as on a busy mount.
+pub const SMALL_CACHE_BYTES: u64 = ufs::cache::MIN_LIMIT;
 
 /// The workloads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -98,10 +102,16 @@ pub enum Workload {
     /// disk before any name of an inode in those blocks (FreeBSD's fsck
     /// reads no inode beyond it).
     Inodes,
+    /// The mount's shape: three clients on threads of their own (file
+    /// creation with fsyncs, a maildir, renames and removals) and a syncer
+    /// thread flushing everything every few milliseconds, with the
+    /// smallest cache. The only workload whose write log differs from run
+    /// to run (the threads interleave as the scheduler lets them).
+    Threads,
 }
 
 impl Workload {
-    pub const ALL: [Workload; 8] = [
+    pub const ALL: [Workload; 9] = [
         Workload::Create,
         Workload::Mkdir,
         Workload::Rename,
@@ -110,6 +120,7 @@ impl Workload {
         Workload::Maildir,
         Workload::Bigdir,
         Workload::Inodes,
+        Workload::Threads,
     ];
 
     pub fn name(self) -> &'static str {
@@ -122,6 +133,7 @@ impl Workload {
             Workload::Maildir => "maildir",
             Workload::Bigdir => "bigdir",
             Workload::Inodes => "inodes",
+            Workload::Threads => "threads",
         }
     }
 
@@ -132,7 +144,11 @@ impl Workload {
     /// Files and directories present before recording starts.
     fn populate(self, s: &mut Session) -> ufs::Result<()> {
         match self {
-            Workload::Create | Workload::Mkdir | Workload::Bigdir | Workload::Inodes => Ok(()),
+            Workload::Create
+            | Workload::Mkdir
+            | Workload::Bigdir
+            | Workload::Inodes
+            | Workload::Threads => Ok(()),
             Workload::Rename => populate_rename(s),
             Workload::Unlink => populate_unlink(s),
             Workload::Truncate => populate_truncate(s),
@@ -143,6 +159,7 @@ impl Workload {
     /// The buffer cache of its mount.
     fn cache_bytes(self) -> u64 {
         match self {
+            Workload::Threads => SMALL_CACHE_BYTES,
             _ => CACHE_BYTES,
         }
     }
@@ -158,6 +175,7 @@ impl Workload {
             Workload::Maildir => run_maildir(s),
             Workload::Bigdir => run_bigdir(s),
             Workload::Inodes => run_inodes(s),
+            Workload::Threads => run_threads(s),
         }
     }
 }
@@ -398,7 +416,10 @@ pub fn run_one(
         Error::new(e.kind, format!("{}/{}: {what}: {e}", mode.name(), w.name()))
     };
     let mut s = Session::new(
-        Fs::open(Box::new(dev.clone()), mount_opts(mode, seed, w)).map_err(|e| ctx(e, "mount"))?,
+        Arc::new(
+            Fs::open(Box::new(dev.clone()), mount_opts(mode, seed, w))
+                .map_err(|e| ctx(e, "mount"))?,
+        ),
         None,
         seed,
     );
@@ -408,7 +429,9 @@ pub fn run_one(
     s.ops.clear();
 
     let rec = Arc::new(RecordingDevice::new(dev.clone())?);
-    s.fs = Fs::open(Box::new(rec.clone()), mount_opts(mode, seed, w)).map_err(|e| ctx(e, "mount"))?;
+    s.fs = Arc::new(
+        Fs::open(Box::new(rec.clone()), mount_opts(mode, seed, w)).map_err(|e| ctx(e, "mount"))?,
+    );
     s.rec = Some(rec.clone());
     w.run(&mut s).map_err(|e| ctx(e, "workload"))?;
     s.begin("unmount".to_string());
@@ -850,7 +873,7 @@ fn split(path: &str) -> (&str, &str) {
 /// A workload's view of the file system: the operations it makes, a model
 /// of the tree and of every file's bytes, and the fsync records.
 struct Session {
-    fs: Fs,
+    fs: Arc<Fs>,
     rec: Option<Arc<Recorder>>,
     /// Path (relative to the root, no leading slash) to inode.
     nodes: BTreeMap<String, u64>,
@@ -865,7 +888,7 @@ struct Session {
 const ROOT: Cred = Cred::ROOT;
 
 impl Session {
-    fn new(fs: Fs, rec: Option<Arc<Recorder>>, seed: u64) -> Session {
+    fn new(fs: Arc<Fs>, rec: Option<Arc<Recorder>>, seed: u64) -> Session {
         Session {
             fs,
             rec,
@@ -1354,7 +1377,7 @@ fn run_inodes(s: &mut Session) -> ufs::Result<()> {
             s.mkdir(&dir)?;
             for f in 0..(20 + (t * 5 + d) % 13) {
                 let p = format!("{dir}/f{f:02}");
-                let len = 512 + s.below(4 * 1024);
+                let len = 512 + s.below(4096);
                 s.create(&p, len)?;
                 n += 1;
                 if n % 100 == 99 {
@@ -1561,6 +1584,142 @@ fn run_maildir(s: &mut Session) -> ufs::Result<()> {
             if s.below(4) == 0 {
                 s.unlink(&c)?;
             }
+        }
+    }
+    Ok(())
+}
+
+impl Session {
+    /// A session of another client of the same mount: its own model and
+    /// records, to be merged back with [`join`](Self::join). Clients work
+    /// in directories of their own.
+    fn client(&self, n: u64) -> Session {
+        let mut c = Session::new(self.fs.clone(), self.rec.clone(), self.rng ^ (n + 1) << 32);
+        c.dirs = self.dirs.clone();
+        c.nodes = self
+            .nodes
+            .iter()
+            .filter(|(p, _)| self.dirs.contains(*p))
+            .map(|(p, &i)| (p.clone(), i))
+            .collect();
+        c
+    }
+
+    /// Takes back what a client did: its names, files, records and
+    /// operations (in the order of the log).
+    fn join(&mut self, c: Session) {
+        self.nodes.extend(c.nodes);
+        self.dirs.extend(c.dirs);
+        self.content.extend(c.content);
+        self.records.extend(c.records);
+        self.ops.extend(c.ops);
+        self.ops.sort_by_key(|(n, _)| *n);
+    }
+}
+
+/// Three clients on threads and a syncer, as on a mount (see
+/// [`Workload::Threads`]). A client's error ends the workload with it.
+fn run_threads(s: &mut Session) -> ufs::Result<()> {
+    for d in ["c0", "c1", "c2", "c2/Maildir", "c2/Maildir/tmp", "c2/Maildir/new"] {
+        s.mkdir(d)?;
+    }
+    let clients: Vec<Session> = (0..3).map(|n| s.client(n)).collect();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let fs = s.fs.clone();
+    let done = std::thread::scope(|sc| {
+        let syncer = sc.spawn(|| -> ufs::Result<()> {
+            while !stop.load(Ordering::Relaxed) {
+                fs.sync()?;
+                std::thread::sleep(std::time::Duration::from_millis(3));
+            }
+            Ok(())
+        });
+        let work: Vec<_> = clients
+            .into_iter()
+            .enumerate()
+            .map(|(n, mut c)| {
+                sc.spawn(move || {
+                    let r = match n {
+                        0 => client_files(&mut c),
+                        1 => client_churn(&mut c),
+                        _ => client_mail(&mut c),
+                    };
+                    (c, r)
+                })
+            })
+            .collect();
+        let mut out = Vec::new();
+        for h in work {
+            out.push(h.join());
+        }
+        stop.store(true, Ordering::Relaxed);
+        let synced = syncer.join();
+        (out, synced)
+    });
+    let (clients, synced) = done;
+    for c in clients {
+        let (c, r) = c.map_err(|p| Error::new(ErrorKind::Io, panic_text(p)))?;
+        s.join(c);
+        r?;
+    }
+    synced.map_err(|p| Error::new(ErrorKind::Io, panic_text(p)))?
+}
+
+/// Files of every size class, some fsynced, some appended to.
+fn client_files(s: &mut Session) -> ufs::Result<()> {
+    for i in 0..60 {
+        let p = format!("c0/f{i:02}");
+        s.create(&p, 200 * (i % 7) + 4096 * (i % 3) + 60_000 * usize::from(i % 20 == 0))?;
+        if i % 6 == 5 {
+            s.fsync(&p)?;
+        }
+        if i % 10 == 9 {
+            s.write(&format!("c0/f{:02}", i - 4), 10_000, 3000)?;
+        }
+    }
+    Ok(())
+}
+
+/// Directories filled, files renamed across them, truncated and removed.
+fn client_churn(s: &mut Session) -> ufs::Result<()> {
+    for d in 0..4 {
+        let dir = format!("c1/d{d}");
+        s.mkdir(&dir)?;
+        for i in 0..15 {
+            s.create(&format!("{dir}/g{i:02}"), 700 * (i % 5))?;
+        }
+    }
+    for i in 0..15 {
+        s.rename(&format!("c1/d0/g{i:02}"), &format!("c1/d1/m{i:02}"))?;
+        if i % 4 == 0 {
+            s.truncate(&format!("c1/d2/g{i:02}"), 100)?;
+        }
+        if i % 3 == 0 {
+            s.unlink(&format!("c1/d3/g{i:02}"))?;
+        }
+        if i % 5 == 4 {
+            s.fsync(&format!("c1/d1/m{i:02}"))?;
+        }
+    }
+    s.remove_tree("c1/d2")?;
+    Ok(())
+}
+
+/// Mail delivery: tmp, fsync, rename into new; some removed.
+fn client_mail(s: &mut Session) -> ufs::Result<()> {
+    for i in 0..40 {
+        let name = format!("1700{i:03}.M{i}.host");
+        let t = format!("c2/Maildir/tmp/{name}");
+        let len = 300 + s.below(5000);
+        s.create(&t, len)?;
+        s.fsync(&t)?;
+        let n = format!("c2/Maildir/new/{name}");
+        s.rename(&t, &n)?;
+        if i % 3 == 0 {
+            s.fsync(&n)?;
+        }
+        if i % 7 == 6 {
+            s.unlink(&format!("c2/Maildir/new/1700{:03}.M{}.host", i - 5, i - 5))?;
         }
     }
     Ok(())

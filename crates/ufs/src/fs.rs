@@ -335,7 +335,18 @@ impl FsCore {
             &needs,
             Vec::new(),
         )?;
+        let old = Dinode::from_bytes(&b[off..off + DINODE_SIZE]);
         b[off..off + DINODE_SIZE].copy_from_slice(di.as_bytes());
+        if id != 0 && !(di.is_symlink() && di.di_blocks() == 0) {
+            let new_ptrs = (0..UFS_NDADDR)
+                .map(|i| (old.di_db(i), di.di_db(i)))
+                .chain((0..UFS_NIADDR).map(|i| (old.di_ib(i), di.di_ib(i))));
+            for (was, now) in new_ptrs {
+                if now != was && now != 0 {
+                    self.note_reach(now, id);
+                }
+            }
+        }
         if let Some((frees, mut needs)) = self.order.unattached.remove(&ino) {
             // Directory blocks this write cuts off (a removed directory, or
             // empty chunks past a shrunk one's end) hold only removed names:
@@ -368,6 +379,38 @@ impl FsCore {
             self.cache.region_latest(cg, 0),
             self.cache.region_latest(cg, ufs_format::cg::CG_INITEDIBLK_OFF),
         ]
+    }
+
+    /// Notes that `id` stored a pointer to the block at `bno`.
+    pub fn note_reach(&mut self, bno: u64, id: ChangeId) {
+        let o = &mut self.order;
+        o.reach.insert(bno, id);
+        if o.reach.len() >= o.reach_prune_at.max(1024) {
+            let cache = &self.cache;
+            o.reach.retain(|_, id| !cache.is_durable(*id));
+            o.reach_prune_at = 2 * o.reach.len();
+        }
+    }
+
+    /// The undurable pointer changes on the way from an inode to the block
+    /// at `bno` (the pointer to it, and to the indirect block holding that
+    /// pointer, and so on): what is written in the block is seen on disk
+    /// only once they are durable.
+    pub fn reach_needs(&self, bno: u64) -> Vec<ChangeId> {
+        let mut out = Vec::new();
+        let mut at = bno;
+        // An inode's block map is at most four levels deep.
+        for _ in 0..5 {
+            let Some(&id) = self.order.reach.get(&at) else {
+                break;
+            };
+            let Some(holder) = self.cache.owner(id) else {
+                break;
+            };
+            out.push(id);
+            at = holder;
+        }
+        out
     }
 
     /// What a pointer to the block at `bno` needs: its contents and its

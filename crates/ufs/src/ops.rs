@@ -808,7 +808,7 @@ impl Fs {
                 }
             }
         }
-        let new_name = c.order.last_dir_change;
+        let new_name = c.order.last_dir_change.clone();
         touch(&mut npdi, true, true, false);
         // The new name is there only once the directory's size covers it
         // (it may have grown a chunk for it).
@@ -828,9 +828,10 @@ impl Fs {
         }
         // 5. Remove the old name, once the new one is durable.
         let mut pdi = dir_inode(&mut c, parent)?;
-        c.order.dir_needs.extend([new_name, covered]);
+        c.order.dir_needs.extend(new_name);
+        c.order.dir_needs.push(covered);
         c.dir_remove(parent, &mut pdi, name, Reserve::Privileged)?;
-        let old_name_gone = c.order.last_dir_change;
+        let old_name_gone = c.order.last_dir_change.clone();
         touch(&mut pdi, true, true, false);
         c.write_inode(parent, &pdi)?;
         let mut sdi = live_inode(&mut c, src.ino)?;
@@ -841,7 +842,7 @@ impl Fs {
         if moving_dir {
             // Only once the move itself is on disk (FFS: new entry, old
             // entry removed, then '..').
-            c.order.dir_needs.push(old_name_gone);
+            c.order.dir_needs.extend(old_name_gone);
             c.dir_rewrite(src.ino, &sdi, b"..", newparent, dt::DT_DIR)?;
             let mut pdi = dir_inode(&mut c, parent)?;
             pdi.set_nlink(pdi.nlink().saturating_sub(1));

@@ -118,3 +118,79 @@ fn a_name_never_reaches_the_disk_before_the_group_counts_its_inode_block() {
     assert!(preen.clean, "preen repairs the crash image");
     drop(fs);
 }
+
+/// Found by the crash tester's threaded workload: a directory that grows
+/// past its fragment is moved to a new place; the pointer to the new
+/// place is a change of the directory's inode. A name removed afterwards
+/// is removed at the new place, but until that pointer is on disk the
+/// disk still reaches the old place, which holds the name. The link count
+/// (and the freed inode) waited only for the removal, so the disk could
+/// show the name on a zeroed inode (UNALLOCATED).
+#[test]
+fn a_removal_in_a_moved_directory_block_waits_for_the_pointer_to_it() {
+    let (dev, fs) = softdep_fs();
+    let root = fs.root();
+    let mk = |dir: u64, name: &str, len: usize| {
+        let ino = fs
+            .mknod(dir, name.as_bytes(), 0o100644, 0, Cred::ROOT)
+            .unwrap()
+            .ino;
+        if len > 0 {
+            fs.write(ino, 0, &vec![7u8; len], Cred::ROOT).unwrap();
+        }
+        ino
+    };
+    let d = fs.mkdir(root, b"d", 0o755, Cred::ROOT).unwrap().ino;
+    // Fill the inode block the directory's inode is in, so that the
+    // victim's inode lives in another block.
+    for i in 0..20 {
+        mk(d, &format!("p{i:02}"), 0);
+    }
+    let victim = mk(d, "victim", 100);
+    // A file whose fragment follows the directory's: the directory cannot
+    // grow in place.
+    mk(root, "neighbour", 512);
+    fs.sync().unwrap();
+    let block_of = |fs: &Fs| {
+        fs.with_core(|c| {
+            let di = c.read_inode(d).unwrap();
+            (c.bmap(d, &di, 0).unwrap(), di.di_size())
+        })
+    };
+    let (before, size) = block_of(&fs);
+    // Names until the directory outgrows its fragment run and moves.
+    let mut i = 0;
+    while block_of(&fs).0 == before {
+        mk(d, &format!("a-longer-name-to-fill-the-block-{i:03}"), 0);
+        i += 1;
+        assert!(i < 200, "directory of {size} bytes never moved");
+    }
+    let (moved_to, _) = block_of(&fs);
+    // The buffer daemon writes the moved block (not the inode block that
+    // points at it), and something else's flush follows.
+    fs.with_core(|c| {
+        c.cache.write_buf(moved_to).unwrap();
+        c.cache.flush().unwrap();
+    });
+    // The victim's name goes at the new place; its inode is zeroed.
+    fs.unlink(d, b"victim").unwrap();
+    // Its inode block is forced out (an eviction), with what it waits for.
+    fs.with_core(|c| {
+        let addr = c.g.ino_to_fsba(victim);
+        let newest = c.cache.latest(addr);
+        c.cache.force_ids(&[newest]).unwrap();
+    });
+    let img = MemDevice::from_vec(dev.snapshot());
+    let rep = fsck(&img, FsckMode::Check).unwrap();
+    let beyond: Vec<String> = rep
+        .findings
+        .iter()
+        .filter(|f| !f.within_crash_guarantee())
+        .map(|f| format!("{}: {}", f.pass, f.message))
+        .collect();
+    assert!(
+        beyond.is_empty(),
+        "directory moved from {before} to {moved_to}: {beyond:?}"
+    );
+    drop(fs);
+}

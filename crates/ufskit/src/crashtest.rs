@@ -25,7 +25,7 @@ pub struct CrashtestArgs {
     #[arg(
         long = "workload",
         value_delimiter = ',',
-        default_value = "create,mkdir,rename,unlink,truncate,maildir,bigdir,inodes"
+        default_value = "create,mkdir,rename,unlink,truncate,maildir,bigdir,inodes,threads"
     )]
     workloads: Vec<String>,
     /// Prefix crash states per mode and workload (evenly spaced over the
@@ -72,7 +72,7 @@ fn config(a: &CrashtestArgs) -> Result<Config, String> {
     for w in &a.workloads {
         let w = Workload::parse(w.trim()).ok_or_else(|| {
             format!(
-                "unknown workload '{w}' (create, mkdir, rename, unlink, truncate, maildir, bigdir, inodes)"
+                "unknown workload '{w}' (create, mkdir, rename, unlink, truncate, maildir, bigdir, inodes, threads)"
             )
         })?;
         if !workloads.contains(&w) {

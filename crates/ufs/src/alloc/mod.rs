@@ -625,13 +625,6 @@ impl FsCore {
                 b[off..off + 4].copy_from_slice(&gen.to_le_bytes());
             }
             cg.set_cg_initediblk(cg.cg_initediblk() + g.inopb as u32);
-            if self.cache.mode().delays() {
-                // Written at once, as FreeBSD's ffs_nodealloccg does with
-                // a barrier write: the group's count can then follow at
-                // its next write after a flush, instead of waiting for the
-                // block to age out of the cache.
-                self.cache.write_buf(addr)?;
-            }
             made.push(self.cache.latest(addr));
         }
         if !made.is_empty() && self.cache.mode().tracks() {

@@ -94,6 +94,11 @@ impl CacheStats {
     }
 }
 
+/// The smallest cache: room for the buffers one operation uses at once
+/// with the largest blocks, and little more (tests use it to make blocks
+/// evicted in the middle of work).
+pub const MIN_LIMIT: u64 = 256 << 10;
+
 struct Buf {
     data: Vec<u8>,
     kind: BlockKind,
@@ -145,7 +150,7 @@ impl BufferCache {
             clock: 0,
             ndirty: 0,
             bytes: [0, 0],
-            limit: limit_bytes.max(1 << 20),
+            limit: limit_bytes.max(MIN_LIMIT),
             dir_pool: None,
             stats: CacheStats::default(),
             mode: WriteMode::Async,
@@ -176,7 +181,7 @@ impl BufferCache {
         &*self.dev
     }
     pub fn set_limit(&mut self, limit: u64) {
-        self.limit = limit.max(1 << 20);
+        self.limit = limit.max(MIN_LIMIT);
     }
     pub fn stats(&self) -> CacheStats {
         let mut s = self.stats.clone();
@@ -556,6 +561,11 @@ impl BufferCache {
 
     pub fn is_durable(&self, id: ChangeId) -> bool {
         self.ledger.durable(id)
+    }
+
+    /// The address of the buffer holding the undurable change `id`.
+    pub fn owner(&self, id: ChangeId) -> Option<u64> {
+        self.ledger.owner(id)
     }
 
     /// A zero-filled dirty buffer for a freshly allocated block, without

@@ -152,8 +152,12 @@ impl FsCore {
         let (id, b) =
             self.cache
                 .modify_tracked(addr, bsz, BlockKind::Dir, o, DIRBLKSIZ, &needs, ops)?;
-        self.order.last_dir_change = id;
         let r = f(&mut b[o..o + DIRBLKSIZ]);
+        let mut seen = vec![id];
+        if id != 0 {
+            seen.extend(self.reach_needs(addr));
+        }
+        self.order.last_dir_change = seen;
         if self.cache.mode() == crate::order::WriteMode::Normal && id != 0 {
             self.order.op_dir_changes.push(id);
         }
@@ -171,38 +175,41 @@ impl FsCore {
     /// waits for the last directory change (the name that pointed at it
     /// going away).
     fn after_last_dir_change(&mut self, ino: u64) {
-        let id = self.order.last_dir_change;
-        if id != 0 {
-            self.order.inode_needs.entry(ino).or_default().push(id);
-        }
+        let seen = self.order.last_dir_change.iter().filter(|&&i| i != 0);
+        self.order.inode_needs.entry(ino).or_default().extend(seen);
     }
 
     /// Records that `name` left directory `dino` with change `id`.
-    fn note_name_gone(&mut self, dino: u64, name: &[u8], id: ChangeId) {
-        if id == 0 || !self.cache.mode().tracks() {
+    fn note_name_gone(&mut self, dino: u64, name: &[u8], seen: Vec<ChangeId>) {
+        if !self.cache.mode().tracks() || seen.iter().all(|&i| i == 0) {
             return;
         }
         let o = &mut self.order;
-        o.gone_names.insert((dino, name.to_vec()), id);
+        o.gone_names.insert((dino, name.to_vec()), seen);
         if o.gone_names.len() >= o.gone_names_prune_at.max(1024) {
             let cache = &self.cache;
-            o.gone_names.retain(|_, id| !cache.is_durable(*id));
+            o.gone_names
+                .retain(|_, ids| ids.iter().any(|&i| !cache.is_durable(i)));
             o.gone_names_prune_at = 2 * o.gone_names.len();
         }
     }
 
     /// What a new entry `name` in directory `dino` needs: the removal of
     /// an earlier entry of that name, if it may not be on disk yet.
-    fn name_reuse_need(&mut self, dino: u64, name: &[u8]) -> ChangeId {
+    fn name_reuse_need(&mut self, dino: u64, name: &[u8]) -> Vec<ChangeId> {
         let key = (dino, name.to_vec());
-        match self.order.gone_names.get(&key) {
-            Some(&id) if !self.cache.is_durable(id) => id,
-            Some(_) => {
-                self.order.gone_names.remove(&key);
-                0
-            }
-            None => 0,
+        let Some(ids) = self.order.gone_names.get(&key) else {
+            return Vec::new();
+        };
+        let open: Vec<ChangeId> = ids
+            .iter()
+            .copied()
+            .filter(|&i| !self.cache.is_durable(i))
+            .collect();
+        if open.is_empty() {
+            self.order.gone_names.remove(&key);
         }
+        open
     }
 
     /// Runs `f` on the bytes of the chunk at `off`.
@@ -506,10 +513,7 @@ impl FsCore {
                 .into_iter()
                 .filter(|&n| n != 0),
         );
-        let reuse = self.name_reuse_need(dino, name);
-        if reuse != 0 {
-            needs.push(reuse);
-        }
+        needs.extend(self.name_reuse_need(dino, name));
         self.order.dir_needs = needs.clone();
         let op = crate::order::EntryOp {
             name: name.to_vec(),
@@ -754,7 +758,7 @@ impl FsCore {
         who: Reserve,
     ) -> Result<Found> {
         let f = self.dir_remove_entry(dino, ddi, name, who)?;
-        self.note_name_gone(dino, name, self.order.last_dir_change);
+        self.note_name_gone(dino, name, self.order.last_dir_change.clone());
         self.after_last_dir_change(f.ino);
         Ok(f)
     }
@@ -932,9 +936,7 @@ impl FsCore {
         // would already hold the new name.
         let ix = self.dh_take(dino, ddi)?;
         let reuse = self.name_reuse_need(dino, new);
-        if reuse != 0 {
-            self.order.dir_needs.push(reuse);
-        }
+        self.order.dir_needs.extend(reuse);
         self.order.dir_ops = vec![
             removal(old, &f),
             crate::order::EntryOp {
@@ -955,7 +957,7 @@ impl FsCore {
             }
         }
         r?;
-        self.note_name_gone(dino, old, self.order.last_dir_change);
+        self.note_name_gone(dino, old, self.order.last_dir_change.clone());
         Ok(Some(f))
     }
 

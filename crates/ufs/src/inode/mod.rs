@@ -128,6 +128,9 @@ impl FsCore {
             self.cache
                 .modify_tracked(addr, bs, BlockKind::Indir, i, 8, &needs, Vec::new())?;
         b[i..i + 8].copy_from_slice(&v.to_le_bytes());
+        if v != 0 && id != 0 {
+            self.note_reach(v, id);
+        }
         if v == 0 && id != 0 {
             self.order.unattached.entry(ino).or_default().1.push(id);
         }

@@ -292,15 +292,18 @@ pub struct OrderState {
     pub dir_needs: Vec<ChangeId>,
     /// The names the next directory change changes.
     pub dir_ops: Vec<EntryOp>,
-    /// The last directory change made.
-    pub last_dir_change: ChangeId,
+    /// What makes the last directory change seen on disk: the change, and
+    /// the undurable pointers on the way to its block (a block just
+    /// allocated or moved is reached only once they are durable).
+    pub last_dir_change: Vec<ChangeId>,
     /// Normal mode: the directory changes of the current operation, made
     /// durable when it ends.
     pub op_dir_changes: Vec<ChangeId>,
-    /// Per directory and name: the change that removed the name, while it
-    /// may not be durable. A new entry of that name elsewhere in the
-    /// directory waits for it, so the disk never holds one name twice.
-    pub gone_names: HashMap<(u64, Vec<u8>), ChangeId>,
+    /// Per directory and name: what makes the name's removal seen on
+    /// disk, while it may not be durable. A new entry of that name
+    /// elsewhere in the directory waits for it, so the disk never holds one
+    /// name twice.
+    pub gone_names: HashMap<(u64, Vec<u8>), Vec<ChangeId>>,
     /// Size of `gone_names` at which its durable members are dropped.
     pub gone_names_prune_at: usize,
     /// Per inode: released blocks whose pointer-clearing inode write is not
@@ -309,6 +312,14 @@ pub struct OrderState {
     pub unattached: HashMap<u64, (Vec<Freed>, Vec<ChangeId>)>,
     /// Releases waiting for their needs.
     pub deferred: Vec<Deferred>,
+    /// Per block address: the change that stored the pointer to the block
+    /// at that address (in an inode or an indirect block), while it may
+    /// not be durable. Until it is, the disk does not reach what is
+    /// written there: a directory block moved to a bigger fragment run is
+    /// still read at its old place, names removed since included.
+    pub reach: HashMap<u64, ChangeId>,
+    /// Size of `reach` at which its durable members are dropped.
+    pub reach_prune_at: usize,
 }
 
 #[cfg(test)]
