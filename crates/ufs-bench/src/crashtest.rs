@@ -750,7 +750,7 @@ fn durability(img: &Arc<MemDevice>, state: &CrashState, records: &[Record], o: &
 }
 
 /// Every directory of the mounted image that holds one name twice.
-fn names_held_twice(fs: &Fs) -> Vec<String> {
+pub(crate) fn names_held_twice(fs: &Fs) -> Vec<String> {
     let mut out = Vec::new();
     let mut todo = vec![(fs.root(), String::new())];
     let mut seen_dirs = std::collections::HashSet::new();
@@ -807,7 +807,7 @@ fn verify(fs: &Fs, r: &Record) -> Result<(), String> {
     ))
 }
 
-fn read_file(fs: &Fs, path: &str) -> ufs::Result<Vec<u8>> {
+pub(crate) fn read_file(fs: &Fs, path: &str) -> ufs::Result<Vec<u8>> {
     let ino = fs.resolve(Path::new(path))?;
     let a = fs.getattr(ino)?;
     if a.kind != FileKind::File {

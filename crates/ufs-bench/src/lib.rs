@@ -29,6 +29,7 @@ pub mod dirhash_ops;
 pub mod dirpref;
 pub mod largedir;
 pub mod maildir;
+pub mod mountcrash;
 pub mod paper;
 pub mod tree;
 pub mod writeorder;

@@ -3,6 +3,9 @@
 //! what fsync promised), shows a progress bar, prints the table, writes
 //! JSON, and fails when a mode that promises consistency broke it.
 //!
+//! With `--mount` it runs `ufs_bench::mountcrash` instead: the real daemon
+//! killed with SIGKILL under real programs, each image checked.
+//!
 //! Exit status: 0 when normal, sync and softdep kept every guarantee
 //! (async is reported, never judged: it has no ordering by design); 2 when
 //! one of them did not; 1 on a usage or operational error.
@@ -10,15 +13,13 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use ufs::order::WriteMode;
 use ufs_bench::crashtest::{self, Config, Report, Workload};
+use ufs_bench::mountcrash;
 
 #[derive(clap::Args)]
 pub struct CrashtestArgs {
-    /// Write modes to test (comma-separated: normal, sync, async, softdep).
-    #[arg(
-        long = "mode",
-        value_delimiter = ',',
-        default_value = "normal,sync,async,softdep"
-    )]
+    /// Write modes to test (comma-separated: normal, sync, async, softdep;
+    /// default all four, or normal, sync and softdep with --mount).
+    #[arg(long = "mode", value_delimiter = ',')]
     modes: Vec<String>,
     /// Workloads (comma-separated: create, mkdir, rename, unlink, truncate,
     /// maildir).
@@ -57,17 +58,71 @@ pub struct CrashtestArgs {
     /// -n` or `dumpfs`.
     #[arg(long, value_name = "DIR")]
     keep: Option<PathBuf>,
+    /// Kill the real mount daemon instead (root): `ufskit mount -f` under
+    /// tar, cp, mv, rm, a maildir writer with fsyncs, stress-ng (and fsx
+    /// and fsstress when installed), SIGKILL at a random moment, then the
+    /// image checked, repaired, its fsynced mail verified, mounted again.
+    #[arg(long)]
+    mount: bool,
+    /// --mount: kills per mode and image kind.
+    #[arg(long, default_value_t = 20)]
+    iterations: usize,
+    /// --mount: images made with `newfs -U` (on), without (off), or both.
+    #[arg(long, default_value = "both", value_parser = ["on", "off", "both"])]
+    newfs_u: String,
+    /// --mount: size of each image.
+    #[arg(long, default_value = "2G")]
+    size: String,
+    /// --mount: the tree extracted into the mount (tarred once).
+    #[arg(long, default_value = "/usr/include")]
+    tree: PathBuf,
+    /// --mount: the kill comes between MIN and MAX seconds after the load
+    /// starts.
+    #[arg(long, default_value = "2,6", value_name = "MIN,MAX")]
+    kill_after: String,
+    /// --mount: busy loops on every CPU and cache drops during the load
+    /// (on), or a quiet machine (off).
+    #[arg(long, default_value = "on", value_parser = ["on", "off"])]
+    busy: String,
+    /// --mount: what runs beside tar, cp, mv and rm, in turn from one kill
+    /// to the next: bulk (nothing: the cache fills), mail (a maildir writer
+    /// whose fsynced messages are checked, and stress-ng), stress
+    /// (stress-ng, fsx, fsstress).
+    #[arg(long, value_delimiter = ',', default_value = "bulk,mail,bulk,stress")]
+    mix: Vec<String>,
+    /// --mount: the ufskit binary whose newfs and mount daemon are tested
+    /// (default: this one; another build compares versions).
+    #[arg(long, value_name = "PATH")]
+    daemon: Option<PathBuf>,
+    /// --mount: scratch directory (image, mountpoint, daemon log).
+    #[arg(long, default_value = "/tmp/ufskit-crashtest-mount")]
+    work: PathBuf,
 }
 
-fn config(a: &CrashtestArgs) -> Result<Config, String> {
+fn parse_modes(a: &CrashtestArgs) -> Result<Vec<WriteMode>, String> {
+    let given: Vec<String> = if a.modes.is_empty() {
+        let d: &[&str] = if a.mount {
+            &["normal", "sync", "softdep"]
+        } else {
+            &["normal", "sync", "async", "softdep"]
+        };
+        d.iter().map(|s| s.to_string()).collect()
+    } else {
+        a.modes.clone()
+    };
     let mut modes = Vec::new();
-    for m in &a.modes {
+    for m in &given {
         let m = WriteMode::parse(m.trim())
             .ok_or_else(|| format!("unknown mode '{m}' (normal, sync, async, softdep)"))?;
         if !modes.contains(&m) {
             modes.push(m);
         }
     }
+    Ok(modes)
+}
+
+fn config(a: &CrashtestArgs) -> Result<Config, String> {
+    let modes = parse_modes(a)?;
     let mut workloads = Vec::new();
     for w in &a.workloads {
         let w = Workload::parse(w.trim()).ok_or_else(|| {
@@ -197,28 +252,200 @@ fn print_examples(rep: &Report, max: usize) {
     }
 }
 
-pub fn cmd_crashtest(a: CrashtestArgs) -> Result<ExitCode, String> {
-    let cfg = config(&a)?;
-    let json = match (&a.json, &a.out) {
+fn json_path(a: &CrashtestArgs, name: &str) -> Result<Option<PathBuf>, String> {
+    Ok(match (&a.json, &a.out) {
         (Some(_), Some(_)) => return Err("give --json FILE or --out DIR, not both".to_string()),
         (Some(f), None) => Some(f.clone()),
         (None, Some(d)) => {
             std::fs::create_dir_all(d).map_err(|e| format!("{}: {e}", d.display()))?;
-            Some(d.join("crashtest.json"))
+            Some(d.join(name))
         }
         (None, None) => None,
-    };
+    })
+}
+
+fn progress_bar(unit: &str) -> Result<indicatif::ProgressBar, String> {
     let bar = indicatif::ProgressBar::new(1);
     bar.set_style(
-        indicatif::ProgressStyle::with_template(
-            "{elapsed_precise} [{bar:30}] {pos}/{len} states {msg}",
-        )
+        indicatif::ProgressStyle::with_template(&format!(
+            "{{elapsed_precise}} [{{bar:30}}] {{pos}}/{{len}} {unit} {{msg}}"
+        ))
         .map_err(|e| e.to_string())?
         .progress_chars("=> "),
     );
     if std::env::var_os("CI").is_some() {
         bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
     }
+    Ok(bar)
+}
+
+fn mount_config(a: &CrashtestArgs) -> Result<mountcrash::Config, String> {
+    if !nix_is_root() {
+        return Err(
+            "crashtest --mount needs root (it mounts through FUSE, detaches mounts and drops caches)"
+                .to_string(),
+        );
+    }
+    let modes = parse_modes(a)?;
+    let (lo, hi) = a
+        .kill_after
+        .split_once(',')
+        .and_then(|(l, h)| Some((l.trim().parse::<f64>().ok()?, h.trim().parse::<f64>().ok()?)))
+        .filter(|(l, h)| *l >= 0.0 && h >= l)
+        .ok_or_else(|| format!("bad --kill-after '{}': give MIN,MAX in seconds", a.kill_after))?;
+    if a.iterations == 0 {
+        return Err("nothing to run: --iterations is 0".to_string());
+    }
+    let ufskit = match &a.daemon {
+        Some(p) => p.clone(),
+        None => std::env::current_exe().map_err(|e| format!("own binary: {e}"))?,
+    };
+    std::fs::create_dir_all(&a.work).map_err(|e| format!("{}: {e}", a.work.display()))?;
+    if !a.tree.is_dir() {
+        return Err(format!("--tree {}: not a directory", a.tree.display()));
+    }
+    let tarball = a.work.join("tree.tar");
+    let parent = a.tree.parent().unwrap_or(std::path::Path::new("/"));
+    let name = a.tree.file_name().unwrap_or_default();
+    let st = std::process::Command::new("tar")
+        .arg("-cf")
+        .arg(&tarball)
+        .arg("-C")
+        .arg(parent)
+        .arg(name)
+        .status()
+        .map_err(|e| format!("tar: {e}"))?;
+    if !st.success() {
+        return Err(format!("tar of {} failed", a.tree.display()));
+    }
+    Ok(mountcrash::Config {
+        ufskit,
+        work: a.work.clone(),
+        modes,
+        newfs_softupdates: match a.newfs_u.as_str() {
+            "on" => vec![true],
+            "off" => vec![false],
+            _ => vec![false, true],
+        },
+        iterations: a.iterations,
+        image_bytes: crate::parse_size(&a.size)?,
+        tarball,
+        kill_after: (lo, hi),
+        busy: a.busy == "on",
+        use_fsx: true,
+        mixes: a
+            .mix
+            .iter()
+            .map(|m| {
+                mountcrash::Mix::parse(m.trim())
+                    .ok_or_else(|| format!("unknown --mix '{m}' (bulk, mail, stress)"))
+            })
+            .collect::<Result<Vec<_>, String>>()?,
+        seed: a.seed,
+        keep: a.keep.clone(),
+    })
+}
+
+fn nix_is_root() -> bool {
+    std::fs::metadata("/proc/self").is_ok_and(|m| {
+        use std::os::unix::fs::MetadataExt;
+        m.uid() == 0
+    })
+}
+
+fn cmd_mount_crashtest(a: &CrashtestArgs) -> Result<ExitCode, String> {
+    let cfg = mount_config(a)?;
+    let json = json_path(a, "crashtest-mount.json")?;
+    let bar = progress_bar("kills")?;
+    let rep = mountcrash::run(&cfg, &mut |done, total, msg| {
+        bar.set_length(total.max(1));
+        bar.set_position(done);
+        bar.set_message(msg.to_string());
+    })?;
+    bar.finish_and_clear();
+    println!(
+        "{:<8} {:<9} {:>6} {:>6} {:>10} {:>12} {:>13} {:>5} {:>14} {:>8}",
+        "mode", "image", "kills", "clean", "preen-only", "inconsistent", "repair-failed", "lost", "remount-failed", "records"
+    );
+    for s in &rep.summaries {
+        println!(
+            "{:<8} {:<9} {:>6} {:>6} {:>10} {:>12} {:>13} {:>5} {:>14} {:>8}",
+            s.mode,
+            if s.newfs_softupdates { "newfs -U" } else { "newfs" },
+            s.iterations,
+            s.clean,
+            s.preen_only,
+            s.inconsistent,
+            s.repair_failed,
+            s.fsynced_lost,
+            s.remount_failed,
+            s.records_checked
+        );
+    }
+    println!(
+        "{} kills in {:.0} s; programs in the mount: {}",
+        rep.iterations.len(),
+        rep.seconds,
+        rep.iterations
+            .first()
+            .map(|i| i.programs.join(", "))
+            .unwrap_or_default()
+    );
+    if !rep.skipped_programs.is_empty() {
+        println!(
+            "skipped (not installed): {}",
+            rep.skipped_programs.join(", ")
+        );
+    }
+    for it in rep.failures().iter().take(a.examples.max(1) * 3) {
+        println!(
+            "{} {} kill {} after {:.2} s: {:?}",
+            it.mode.name(),
+            if it.newfs_softupdates { "newfs -U" } else { "newfs" },
+            it.index,
+            it.kill_after_s,
+            it.class
+        );
+        if let Some(img) = &it.image {
+            println!("    image: {img}");
+        }
+        for f in it.findings.iter().filter(|f| !f.contains("NOT MARKED CLEAN")).take(4) {
+            println!("    fsck: {f}");
+        }
+        for f in it.after_repair.iter().take(2) {
+            println!("    after repair: {f}");
+        }
+        for l in it.lost.iter().take(2) {
+            println!("    lost: {l}");
+        }
+        if let Some(r) = &it.remount {
+            println!("    remount: {r}");
+        }
+    }
+    if let Some(path) = &json {
+        let text = serde_json::to_string_pretty(&rep).map_err(|e| e.to_string())?;
+        std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+        println!("wrote {}", path.display());
+    }
+    if rep.failures().is_empty() {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        eprintln!(
+            "ufskit: crashtest --mount: {} of {} kills broke a guarantee",
+            rep.failures().len(),
+            rep.iterations.len()
+        );
+        Ok(ExitCode::from(2))
+    }
+}
+
+pub fn cmd_crashtest(a: CrashtestArgs) -> Result<ExitCode, String> {
+    if a.mount {
+        return cmd_mount_crashtest(&a);
+    }
+    let cfg = config(&a)?;
+    let json = json_path(&a, "crashtest.json")?;
+    let bar = progress_bar("states")?;
     let rep = crashtest::run(&cfg, &mut |done, total, msg| {
         bar.set_length(total.max(1));
         bar.set_position(done);

@@ -91,7 +91,9 @@ enum Cmd {
     Bench(bench::BenchArgs),
     /// Crash-test the write modes: run small workloads on a recording
     /// device, check every crash state with fsck and against what fsync
-    /// promised (exit 2 when normal, sync or softdep broke a guarantee).
+    /// promised (exit 2 when normal, sync or softdep broke a guarantee);
+    /// with --mount, kill the real mount daemon with SIGKILL under real
+    /// programs, again and again, and check each image it leaves.
     Crashtest(crashtest::CrashtestArgs),
 }
 
@@ -224,7 +226,7 @@ struct TunefsArgs {
 }
 
 /// Parses `512M`, `40G`, `2T`, `64k` or a plain byte count.
-fn parse_size(s: &str) -> Result<u64, String> {
+pub(crate) fn parse_size(s: &str) -> Result<u64, String> {
     let s = s.trim();
     let (num, mult) = match s.chars().last() {
         Some(c) if c.is_ascii_alphabetic() => {
