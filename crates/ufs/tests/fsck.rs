@@ -1427,3 +1427,74 @@ fn big_directory_size_past_end_is_preen_adjusted() {
     img.set_inode(small, &di);
     preen_refuses(&img.data, "small dir size past end");
 }
+
+/// fsck_ffs pass1: on a soft-updates file system, preen trusts the inode
+/// map and reads no inode past the last one it marks used. A name of an
+/// inode beyond it (its bit never written) is then a name of an
+/// unallocated inode, which preen must refuse (FreeBSD's preen stops at
+/// UNALLOCATED); a full check reads the inode and repairs the map.
+#[test]
+fn softdep_preen_reads_no_inode_past_the_inode_map() {
+    use std::sync::Arc;
+    use ufs::newfs::{newfs, NewfsParams};
+    use ufs::{Cred, Fs, MountOptions};
+    for softupdates in [true, false] {
+        let dev = Arc::new(MemDevice::new(8 << 20));
+        newfs(
+            &*dev,
+            &NewfsParams {
+                bsize: 4096,
+                fsize: 512,
+                seed: Some(4),
+                time: Some(1_700_000_000),
+                softupdates,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let fs = Fs::open(Box::new(dev.clone()), MountOptions::default()).unwrap();
+        let d = fs.mkdir(fs.root(), b"d", 0o755, Cred::ROOT).unwrap().ino;
+        let mut last = 0;
+        for i in 0..5 {
+            last = fs
+                .mknod(d, format!("f{i}").as_bytes(), 0o100644, 0, Cred::ROOT)
+                .unwrap()
+                .ino;
+        }
+        fs.unmount().unwrap();
+        drop(fs);
+        // The newest file's bit never reached its group's map.
+        let mut img = Img::new(dev.snapshot());
+        let g = img.g;
+        let (c, rel) = (last / g.ipg, last % g.ipg);
+        let co = img.cg_off(c);
+        let iused = get_u32(&img.data, co + 92) as usize;
+        img.data[co + iused + (rel / 8) as usize] &= !(1 << (rel % 8));
+        let mut sb = img.sb();
+        sb.set_fs_clean(0);
+        img.set_sb(&sb);
+        add_ckhashes(&mut img);
+        let what = format!("name of an inode past the map (soft updates {softupdates})");
+        if softupdates {
+            let (p, _) = run(&img.data, FsckMode::Preen);
+            assert!(
+                p.findings
+                    .iter()
+                    .any(|f| f.message.starts_with("UNALLOCATED") && !f.fixed),
+                "{what}:\n{}",
+                show(&p)
+            );
+            preen_refuses(&img.data, &what);
+        } else {
+            let (p, _) = run(&img.data, FsckMode::Preen);
+            assert!(
+                !p.findings.iter().any(|f| f.message.starts_with("UNALLOCATED")),
+                "{what}: the inode is read without soft updates:\n{}",
+                show(&p)
+            );
+        }
+        let (y, fixed) = run(&img.data, FsckMode::Yes);
+        assert_eq!(y.exit_code(), 0, "{what}: -y:\n{}", show(&y));
+        assert_clean(&fixed, &what);
+    }
+}

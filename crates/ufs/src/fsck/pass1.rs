@@ -85,6 +85,7 @@ pub(super) fn pass1(ctx: &mut Ctx) -> R<()> {
         let disk_inited = get_u32(b, 120) as u64;
         let trusted =
             get_u32(b, 4) == CG_MAGIC && get_u32(b, 12) as u64 == c && disk_inited <= g.ipg;
+        let sound = problem.is_none();
         if let Some(why) = problem {
             let fix = ctx.ask(
                 P1,
@@ -97,7 +98,17 @@ pub(super) fn pass1(ctx: &mut Ctx) -> R<()> {
             ctx.cgs[c as usize].corrupt = true;
             ctx.cgs[c as usize].rebuild = fix;
         }
-        let inosused = if trusted { disk_inited } else { g.ipg };
+        let mut inosused = if trusted { disk_inited } else { g.ipg };
+        // With soft updates, preen trusts the inode map (fsck_ffs pass1):
+        // no inode past the last one marked used is read, so a name of
+        // such an inode is a name of an unallocated inode.
+        if ctx.mode == FsckMode::Preen
+            && ctx.sb.fs_flags() & FS_DOSOFTDEP != 0
+            && trusted
+            && sound
+        {
+            inosused = last_used_inode(b, inosused).unwrap_or(inosused);
+        }
         {
             let ci = &mut ctx.cgs[c as usize];
             ci.initediblk_disk = disk_inited.min(g.ipg) as u32;
@@ -120,6 +131,19 @@ pub(super) fn pass1(ctx: &mut Ctx) -> R<()> {
         }
     }
     Ok(())
+}
+
+/// One past the last inode below `n` that the group's inode map (in the
+/// group's bytes `cg`) marks used; None when the map lies outside `cg`.
+fn last_used_inode(cg: &[u8], n: u64) -> Option<u64> {
+    let off = get_u32(cg, 92) as usize;
+    let map = cg.get(off..off.checked_add(n.div_ceil(8) as usize)?)?;
+    Some(
+        (0..n)
+            .rev()
+            .find(|&i| map[(i / 8) as usize] & (1 << (i % 8)) != 0)
+            .map_or(0, |i| i + 1),
+    )
 }
 
 /// Reads and checks inodes `0..n` of group `c`.
