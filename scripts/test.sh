@@ -24,6 +24,12 @@ test -s "${TMPDIR:-/tmp}/ufskit-ci-bench/largedir_per_file.png"
 # soft-updates mode over every workload.
 target/release/ufskit bench writeorder --quick --out "${TMPDIR:-/tmp}/ufskit-ci-bench"
 target/release/ufskit crashtest --mode softdep --out "${TMPDIR:-/tmp}/ufskit-ci-bench"
+# The real mount daemon killed with SIGKILL under load (tar, cp, mv, rm, a
+# maildir writer with fsyncs, stress-ng), two kills per mode and image
+# kind: every image classified, repaired, its fsynced mail checked and
+# mounted again (exit 2 on a broken guarantee).
+target/release/ufskit crashtest --mount --iterations 2 --size 1G \
+  --work "${TMPDIR:-/tmp}/ufskit-ci-crashmount" --out "${TMPDIR:-/tmp}/ufskit-ci-bench"
 # The paper's evaluation, quick profile, in-process on the modeled disk
 # and CPU: every workload under the 16 combinations (SU, DP, VM, DH), JSON,
 # CSV, rank tables, linear models, figures, the HTML report and the

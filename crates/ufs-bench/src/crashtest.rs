@@ -34,9 +34,11 @@
 //!   or reading count against the state, never abort the run.
 //!
 //! Workloads are deterministic for a seed (the write log is the same from
-//! run to run, only timestamps differ), small (a few hundred operations on
-//! an 8 MiB file system with 4 KiB blocks and 512-byte fragments, so that
-//! indirect and double-indirect blocks come cheaply) and never print.
+//! run to run, only timestamps differ), except `threads`, whose clients
+//! and syncer interleave as the scheduler lets them; small (a few hundred
+//! operations on an 8 MiB file system with 4 KiB blocks and 512-byte
+//! fragments, so that indirect and double-indirect blocks come cheaply)
+//! and never print.
 //! States are checked on all CPUs; results do not depend on the number of
 //! threads.
 use crate::Progress;
