@@ -6,9 +6,11 @@
 //! checks each image twice:
 //!
 //! 1. **Consistency**: `fsck -n` on the image. No finding: *clean*; only
-//!    findings ordered writes may leave ([`Finding::within_crash_guarantee`]:
+//!    findings the mode may leave ([`within_guarantee`]: with soft updates,
 //!    blocks and inodes marked used but unreferenced, link counts too high,
-//!    counters, the clean flag): *preen-only*; anything else: *inconsistent*.
+//!    counters, the clean flag; in normal and sync modes, anything preen
+//!    repairs, maps that call used resources free included, as FFS without
+//!    soft updates): *preen-only*; anything else: *inconsistent*.
 //!    The image is then repaired (`-p` for preen-only, `-y` otherwise) and
 //!    must check clean afterwards, or the state counts as *repair failed*.
 //! 2. **Durability**: the repaired image is mounted read-only, and every
@@ -234,11 +236,24 @@ pub enum Class {
     Inconsistent,
 }
 
-/// Classifies fsck's findings on a crash image.
-pub fn classify(findings: &[Finding]) -> Class {
+/// Whether a finding is damage a crash may leave in `mode`: with soft
+/// updates, what preen repairs except resources in use that the maps call
+/// free ([`Finding::within_crash_guarantee`]); in normal and sync modes,
+/// which leave the maps to fsck as FFS does, anything preen repairs.
+pub fn within_guarantee(mode: WriteMode, f: &Finding) -> bool {
+    if mode.orders_maps() {
+        f.within_crash_guarantee()
+    } else {
+        f.severity == ufs::fsck::Severity::Preen
+    }
+}
+
+/// Classifies fsck's findings on a crash image of a file system written
+/// in `mode`.
+pub fn classify(mode: WriteMode, findings: &[Finding]) -> Class {
     if findings.is_empty() {
         Class::Clean
-    } else if findings.iter().all(Finding::within_crash_guarantee) {
+    } else if findings.iter().all(|f| within_guarantee(mode, f)) {
         Class::PreenOnly
     } else {
         Class::Inconsistent
@@ -444,7 +459,7 @@ pub fn run_one(
         .wrapping_mul(0x9e37_79b9_7f4a_7c15)
         .wrapping_add((mode as u64) << 8 | w as u64);
     let states = rec.states(cfg.max_prefix, cfg.reorders, state_seed);
-    let outcomes = check_states(&rec, &states, &s.records, cfg.threads, progress);
+    let outcomes = check_states(mode, &rec, &states, &s.records, cfg.threads, progress);
 
     let mut r = RunResult {
         mode,
@@ -559,6 +574,7 @@ impl Checked {
 /// Checks every state, on `threads` threads (0: one per CPU); the
 /// outcomes come back in the order of `states`.
 fn check_states(
+    mode: WriteMode,
     rec: &Recorder,
     states: &[CrashState],
     records: &[Record],
@@ -583,7 +599,7 @@ fn check_states(
                 if i >= states.len() {
                     break;
                 }
-                let o = check_state(rec, &states[i], records);
+                let o = check_state(mode, rec, &states[i], records);
                 if tx.send((i, o)).is_err() {
                     break;
                 }
@@ -618,8 +634,8 @@ fn panic_text(p: Box<dyn std::any::Any + Send>) -> String {
 
 /// "pass: [inode N:] message", marked "[beyond]" when the finding is not
 /// damage a crash may leave under ordered writes.
-fn finding_text(f: &Finding) -> String {
-    let mark = if f.within_crash_guarantee() {
+fn finding_text(mode: WriteMode, f: &Finding) -> String {
+    let mark = if within_guarantee(mode, f) {
         ""
     } else {
         "[beyond] "
@@ -632,13 +648,13 @@ fn finding_text(f: &Finding) -> String {
 
 /// Builds the image of `state`, checks, repairs, rechecks, mounts and
 /// verifies the fsync records that apply to it.
-fn check_state(rec: &Recorder, state: &CrashState, records: &[Record]) -> Checked {
+fn check_state(mode: WriteMode, rec: &Recorder, state: &CrashState, records: &[Record]) -> Checked {
     let img = match rec.image(state) {
         Ok(i) => Arc::new(i),
         Err(e) => return Checked::broken(format!("image: {e}")),
     };
     let mut o = Checked::new();
-    consistency(&img, &mut o);
+    consistency(mode, &img, &mut o);
     if o.class == Class::Inconsistent {
         o.preen_alone = Some(rec.image(state).is_ok_and(|copy| preen_repairs(&copy)));
     }
@@ -662,14 +678,14 @@ fn preen_repairs(img: &MemDevice) -> bool {
 }
 
 /// Check, repair, check again.
-fn consistency(img: &Arc<MemDevice>, o: &mut Checked) {
+fn consistency(mode: WriteMode, img: &Arc<MemDevice>, o: &mut Checked) {
     let first = catch_unwind(AssertUnwindSafe(|| fsck(&**img, FsckMode::Check)));
     let class = match first {
         Ok(Ok(rep)) => {
-            let class = classify(&rep.findings);
+            let class = classify(mode, &rep.findings);
             let mut f: Vec<&Finding> = rep.findings.iter().collect();
-            f.sort_by_key(|f| f.within_crash_guarantee());
-            o.findings = f.into_iter().map(finding_text).collect();
+            f.sort_by_key(|f| within_guarantee(mode, f));
+            o.findings = f.into_iter().map(|f| finding_text(mode, f)).collect();
             class
         }
         Ok(Err(e)) => {
@@ -686,20 +702,22 @@ fn consistency(img: &Arc<MemDevice>, o: &mut Checked) {
     if class == Class::Clean {
         return;
     }
-    let mode = if class == Class::PreenOnly {
+    let how = if class == Class::PreenOnly {
         FsckMode::Preen
     } else {
         FsckMode::Yes
     };
-    match catch_unwind(AssertUnwindSafe(|| fsck(&**img, mode))) {
+    match catch_unwind(AssertUnwindSafe(|| fsck(&**img, how))) {
         Ok(Ok(_)) => {}
-        Ok(Err(e)) => o.after_repair.push(format!("fsck {mode:?}: {e}")),
+        Ok(Err(e)) => o.after_repair.push(format!("fsck {how:?}: {e}")),
         Err(p) => o
             .after_repair
-            .push(format!("fsck {mode:?} panicked: {}", panic_text(p))),
+            .push(format!("fsck {how:?} panicked: {}", panic_text(p))),
     }
     match catch_unwind(AssertUnwindSafe(|| fsck(&**img, FsckMode::Check))) {
-        Ok(Ok(rep)) => o.after_repair.extend(rep.findings.iter().map(finding_text)),
+        Ok(Ok(rep)) => o
+            .after_repair
+            .extend(rep.findings.iter().map(|f| finding_text(mode, f))),
         Ok(Err(e)) => o.after_repair.push(format!("fsck -n after repair: {e}")),
         Err(p) => o
             .after_repair
@@ -1744,12 +1762,13 @@ mod tests {
 
     #[test]
     fn classification() {
-        assert_eq!(classify(&[]), Class::Clean);
+        let m = WriteMode::Softdep;
+        assert_eq!(classify(m, &[]), Class::Clean);
         let preen = finding(Severity::Preen, "FREE BLK COUNT(S) WRONG IN SUPERBLK");
         let bad = finding(Severity::Inconsistency, "DUP/BAD inode 5");
-        assert_eq!(classify(std::slice::from_ref(&preen)), Class::PreenOnly);
-        assert_eq!(classify(&[preen.clone(), bad.clone()]), Class::Inconsistent);
-        assert_eq!(classify(&[bad]), Class::Inconsistent);
+        assert_eq!(classify(m, std::slice::from_ref(&preen)), Class::PreenOnly);
+        assert_eq!(classify(m, &[preen.clone(), bad.clone()]), Class::Inconsistent);
+        assert_eq!(classify(m, &[bad]), Class::Inconsistent);
         // Preen severity but outside the guarantee: resources in use that
         // the bitmaps call free.
         let used_free = finding(
@@ -1757,7 +1776,15 @@ mod tests {
             "ALLOCATED INODE(S) OR FRAG(S) MARKED FREE IN BIT MAPS",
         );
         assert!(!used_free.within_crash_guarantee());
-        assert_eq!(classify(&[preen, used_free]), Class::Inconsistent);
+        assert_eq!(
+            classify(m, &[preen.clone(), used_free.clone()]),
+            Class::Inconsistent
+        );
+        // FFS's synchronous modes leave maps to preen.
+        assert_eq!(
+            classify(WriteMode::Normal, &[preen, used_free]),
+            Class::PreenOnly
+        );
     }
 
     #[test]

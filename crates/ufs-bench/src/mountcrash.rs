@@ -633,7 +633,7 @@ fn check(
     let open = |writable: bool| FileDevice::open(img, writable).map_err(|e| format!("{}: {e}", img.display()));
     match fsck(&open(false)?, FsckMode::Check) {
         Ok(rep) => {
-            it.class = classify(&rep.findings);
+            it.class = classify(mode, &rep.findings);
             it.findings = rep
                 .findings
                 .iter()

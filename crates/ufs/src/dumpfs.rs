@@ -269,8 +269,12 @@ pub fn newfs_command(dev: &dyn BlockDevice, target: &str) -> Result<String> {
         g.maxbpg,
         g.metaspace,
     );
+    // ufskit's newfs turns soft updates on unless told otherwise (as
+    // FreeBSD's does for UFS2).
     if sb.fs_flags() & FS_DOSOFTDEP != 0 {
         cmd.push_str(" -U");
+    } else {
+        cmd.push_str(" --no-soft-updates");
     }
     if !sb.fs_volname().is_empty() {
         cmd.push_str(&format!(" -L {}", sb.fs_volname()));

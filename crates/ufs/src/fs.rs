@@ -370,12 +370,20 @@ impl FsCore {
     /// are on disk, while the rest of the group goes out: the group's
     /// newest change can be younger than the held count and be written
     /// without it, so the count is needed on its own.
+    ///
+    /// Without map ordering (normal and sync modes) only the inode: the
+    /// group is forced out whenever its count of initialised inode blocks
+    /// grows (see `claim_inode`).
     pub fn inode_pointer_needs(&self, ino: u64) -> [ChangeId; 3] {
         let addr = self.g.ino_to_fsba(ino);
         let off = self.g.ino_to_fsbo(ino) as usize * DINODE_SIZE;
+        let inode = self.cache.region_latest(addr, off);
+        if !self.cache.mode().orders_maps() {
+            return [inode, 0, 0];
+        }
         let cg = self.g.cgtod(self.g.ino_to_cg(ino));
         [
-            self.cache.region_latest(addr, off),
+            inode,
             self.cache.region_latest(cg, 0),
             self.cache.region_latest(cg, ufs_format::cg::CG_INITEDIBLK_OFF),
         ]
@@ -414,8 +422,17 @@ impl FsCore {
     }
 
     /// What a pointer to the block at `bno` needs: its contents and its
-    /// bitmap bits.
+    /// bitmap bits. Without map ordering (normal and sync modes) only the
+    /// contents of a new indirect or directory block (FFS writes those
+    /// synchronously before pointing at them; data and maps are delayed).
     pub fn block_pointer_needs(&self, bno: u64) -> [ChangeId; 2] {
+        if !self.cache.mode().orders_maps() {
+            let meta = matches!(
+                self.cache.kind(bno),
+                Some(BlockKind::Indir | BlockKind::Dir)
+            );
+            return [if meta { self.cache.latest(bno) } else { 0 }, 0];
+        }
         [
             self.cache.latest(bno),
             self.cache.region_latest(self.g.cgtod(self.g.dtog(bno)), 0),
@@ -434,9 +451,12 @@ impl FsCore {
         }
     }
 
-    /// Releases that wait for `needs`;
-    /// in normal and sync modes the needs are forced out and the releases
-    /// done now.
+    /// Releases that wait for `needs`. With soft updates they are done by
+    /// [`process_deferred`](Self::process_deferred) once durable (at the
+    /// end of an operation after a flush, at a sync, or by an allocation
+    /// that finds the disk full and syncs); in normal and sync modes the
+    /// needs are forced out and the releases done now, as FFS writes the
+    /// inode synchronously before `ffs_blkfree` (ffs_truncate).
     pub fn defer(&mut self, frees: Vec<Freed>, needs: Vec<ChangeId>) -> Result<()> {
         self.cache.note_deferred(frees.len() as u64);
         for what in frees {
@@ -548,6 +568,12 @@ impl FsCore {
     /// is made durable before it returns, in normal mode its directory
     /// changes (as FFS writes directory blocks synchronously in
     /// `ufs_direnter`, `ufs_dirremove` and `ufs_dirrewrite`).
+    ///
+    /// In normal mode the directory blocks are written, not flushed: as
+    /// FFS's `bwrite`, which waits for the write, not for the drive's
+    /// cache. The next change that needs them flushes first, so the order
+    /// holds; a daemon killed after the operation returned has them on
+    /// disk. Releases whose pointers are durably gone are done here too.
     pub fn end_op(&mut self) -> Result<()> {
         let dir_changes = std::mem::take(&mut self.order.op_dir_changes);
         if self.read_only {
@@ -555,8 +581,13 @@ impl FsCore {
         }
         match self.cache.mode() {
             WriteMode::Sync => self.sync_blocks()?,
-            WriteMode::Normal if !dir_changes.is_empty() => self.cache.force_ids(&dir_changes)?,
+            WriteMode::Normal if !dir_changes.is_empty() => self.cache.write_ids(&dir_changes)?,
             _ => {}
+        }
+        let flushes = self.cache.flushes();
+        if flushes != self.order.deferred_seen_flushes {
+            self.order.deferred_seen_flushes = flushes;
+            self.process_deferred()?;
         }
         Ok(())
     }
@@ -611,10 +642,14 @@ impl FsCore {
         let mut fresh = Dinode::default();
         fresh.set_di_gen(gen.wrapping_add(1).max(1));
         let cleared = self.write_inode(ino, &fresh)?;
-        if self.cache.mode().tracks() {
+        if self.cache.mode().orders_maps() {
             // The bit is cleared only once the zeroed inode is on disk.
             self.defer(vec![Freed::Inode { ino, was_dir }], vec![cleared])?;
         } else {
+            // FFS's ffs_vfree without soft updates: the map goes first, the
+            // zeroed inode follows when written (a crash leaves an inode in
+            // use that the map calls free, which preen repairs; the name is
+            // already durably gone).
             self.free_inode_now(ino, was_dir)?;
         }
         Ok(cleared)

@@ -130,9 +130,15 @@ struct NewfsArgs {
     /// Maximum blocks per cylinder group.
     #[arg(short = 'c')]
     maxblkspercg: Option<u64>,
-    /// Enable soft updates.
+    /// Enable soft updates (the default, as FreeBSD's newfs does for UFS2;
+    /// kept for FreeBSD's command lines).
     #[arg(short = 'U')]
     softupdates: bool,
+    /// Leave soft updates off: the mount then uses FFS's synchronous
+    /// metadata writes (normal mode) unless `-o softdep` is given
+    /// (`tunefs -n enable|disable` changes it later).
+    #[arg(long = "no-soft-updates", conflicts_with = "softupdates")]
+    no_softupdates: bool,
     /// Space reserved for metadata in each cylinder group, in fragments.
     #[arg(short = 'k')]
     metaspace: Option<u64>,
@@ -292,7 +298,7 @@ fn cmd_newfs(a: NewfsArgs) -> Result<(), String> {
     }
     p.maxbpg = a.maxbpg;
     p.maxblkspercg = a.maxblkspercg;
-    p.softupdates = a.softupdates;
+    p.softupdates = !a.no_softupdates;
     p.metaspace = a.metaspace;
     if let Some(l) = a.volname {
         p.volname = l;

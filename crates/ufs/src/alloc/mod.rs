@@ -660,7 +660,7 @@ impl FsCore {
         }
         cg.set_cg_cs(cs);
         self.commit_cg(c, &mut cg, before)?;
-        if self.cache.mode().tracks() {
+        if self.cache.mode().orders_maps() {
             // The initialised inode goes to disk only after its bit (as
             // soft updates' inode-map dependency): an inode on disk is
             // never in use while its map calls it free.
@@ -668,6 +668,13 @@ impl FsCore {
             if bit != 0 {
                 self.order.inode_needs.entry(ino).or_default().push(bit);
             }
+        } else if !made.is_empty() && self.cache.mode().tracks() {
+            // Names do not wait for the group in normal and sync modes, but
+            // fsck reads no inode past `cg_initediblk`: the group goes out
+            // now that it counts new blocks (one write in 128 files, with
+            // 32 KiB blocks).
+            let id = self.cache.latest(g.cgtod(c));
+            self.cache.force_ids(&[id])?;
         }
         Ok(ino)
     }

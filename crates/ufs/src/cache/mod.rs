@@ -563,6 +563,28 @@ impl BufferCache {
         self.ledger.durable(id)
     }
 
+    /// The kind of the cached buffer at `addr`.
+    pub fn kind(&self, addr: u64) -> Option<BlockKind> {
+        self.bufs.get(&addr).map(|b| b.kind)
+    }
+
+    /// Device flushes so far.
+    pub fn flushes(&self) -> u64 {
+        self.ledger.stats.flushes
+    }
+
+    /// Writes the buffers holding the changes `ids` (rolled back where
+    /// they must be), without a flush.
+    pub fn write_ids(&mut self, ids: &[ChangeId]) -> Result<()> {
+        let mut addrs: Vec<u64> = ids.iter().filter_map(|&i| self.ledger.owner(i)).collect();
+        addrs.sort_unstable();
+        addrs.dedup();
+        for a in addrs {
+            self.write_buf(a)?;
+        }
+        Ok(())
+    }
+
     /// The address of the buffer holding the undurable change `id`.
     pub fn owner(&self, id: ChangeId) -> Option<u64> {
         self.ledger.owner(id)

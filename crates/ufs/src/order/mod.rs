@@ -85,6 +85,18 @@ impl WriteMode {
     pub fn delays(self) -> bool {
         self == WriteMode::Softdep
     }
+
+    /// Whether the maps and file data are ordered before what points at
+    /// them (a map bit before the inode or pointer that uses it, a data
+    /// block before its pointer): soft updates do; FFS's synchronous modes
+    /// order only the metadata that names metadata (inode before the name,
+    /// a new indirect or directory block before its pointer, a removed
+    /// name before the lowered link count, a cleared pointer before the
+    /// freed map bit) and leave maps that say free to fsck, whose preen
+    /// rebuilds them (fsck_ffs pass 5).
+    pub fn orders_maps(self) -> bool {
+        self == WriteMode::Softdep
+    }
 }
 
 /// Names one change to one buffer. 0 means "nothing to wait for".
@@ -312,6 +324,10 @@ pub struct OrderState {
     pub unattached: HashMap<u64, (Vec<Freed>, Vec<ChangeId>)>,
     /// Releases waiting for their needs.
     pub deferred: Vec<Deferred>,
+    /// Device flushes when `deferred` was last looked at: it is looked at
+    /// again only after another flush (nothing can have become durable
+    /// without one).
+    pub deferred_seen_flushes: u64,
     /// Per block address: the change that stored the pointer to the block
     /// at that address (in an inode or an indirect block), while it may
     /// not be durable. Until it is, the disk does not reach what is
