@@ -19,10 +19,11 @@
 //!   entry; POSIX leaves it open whether entries added or removed after
 //!   opendir appear.
 use crate::affinity::Follower;
+use crate::requests::{Op, Requests};
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo,
     KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
-    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow,
+    ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow,
     WriteFlags,
 };
 use std::collections::HashMap;
@@ -187,6 +188,8 @@ pub struct UfsFuse {
     writeback: bool,
     /// Move request threads to their clients' CPUs (`-o affinity=follow`).
     follower: Option<Follower>,
+    /// Requests received, by opcode (`ufskit stats`).
+    pub(crate) requests: Arc<Requests>,
 }
 
 /// One directory entry as captured by a snapshot.
@@ -209,11 +212,14 @@ impl UfsFuse {
             next_fh: AtomicU64::new(1),
             writeback,
             follower,
+            requests: Arc::new(Requests::default()),
         }
     }
 
-    /// Every request starts here: keeps the thread near its client.
-    fn serve(&self, req: &Request) {
+    /// Every request starts here: counts it and keeps the thread near its
+    /// client.
+    fn serve(&self, req: &Request, op: Op) {
+        self.requests.count(op);
         if let Some(f) = &self.follower {
             f.follow(req.pid());
         }
@@ -237,6 +243,19 @@ impl UfsFuse {
                 name: e.name,
             })
             .collect())
+    }
+
+    /// The snapshot a READDIR or READDIRPLUS at `offset` reads: taken anew
+    /// at offset 0 (opendir or rewinddir), else the handle's.
+    fn dir_snapshot(&self, dir: u64, fh: FileHandle, offset: u64) -> ufs::Result<Arc<Vec<Snap>>> {
+        if offset != 0 {
+            if let Some(s) = self.dirs().get(&fh.0).cloned() {
+                return Ok(s);
+            }
+        }
+        let v = Arc::new(self.snapshot(dir)?);
+        self.dirs().insert(fh.0, v.clone());
+        Ok(v)
     }
 
     /// Replies with a new kernel reference to `attr`'s inode.
@@ -284,16 +303,41 @@ impl Filesystem for UfsFuse {
             }
         }
         let _ = config.set_max_write(1 << 20);
+        // Fewer round trips, each where the kernel has it:
+        // - killing setuid/setgid on chown, truncate and write is done
+        //   here (the engine's setattr and write), so the kernel does not
+        //   fetch the mode first (a GETATTR per chown, as tar does for
+        //   every file it extracts as root). Not with write-back caching:
+        //   writes then reach the engine late and as root, so only the
+        //   kernel knows a write should clear setuid;
+        // - readdirplus hands out attributes with the names, so `ls -l`,
+        //   `find` and `rm -rf` need no LOOKUP per entry (the kernel picks
+        //   plain or plus per directory);
+        // - lookups and readdirs of one directory may run in parallel on
+        //   the request threads (the engine locks per operation).
+        let mut caps = vec![
+            fuser::InitFlags::FUSE_DO_READDIRPLUS | fuser::InitFlags::FUSE_READDIRPLUS_AUTO,
+            fuser::InitFlags::FUSE_PARALLEL_DIROPS,
+        ];
+        if !self.writeback {
+            caps.push(fuser::InitFlags::FUSE_HANDLE_KILLPRIV);
+        }
+        for cap in caps {
+            if let Err(e) = config.add_capabilities(cap) {
+                log(format_args!("kernel lacks {e:?}; continuing without it"));
+            }
+        }
         Ok(())
     }
 
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        self.serve(req);
+        self.serve(req, Op::Lookup);
         self.entry(self.fs.lookup(to_ufs(parent), name.as_bytes()), reply);
     }
 
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
         // Forgets come from the kernel's reclaim, not from a waiting client.
+        self.requests.count(Op::Forget);
         self.forget_one(ino, nlookup);
     }
 
@@ -301,7 +345,7 @@ impl Filesystem for UfsFuse {
     // `ForgetOne` type is not nameable outside the crate).
 
     fn getattr(&self, req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        self.serve(req);
+        self.serve(req, Op::Getattr);
         Self::attr(self.fs.getattr(to_ufs(ino)), reply);
     }
 
@@ -315,7 +359,7 @@ impl Filesystem for UfsFuse {
         size: Option<u64>,
         atime: Option<TimeOrNow>,
         mtime: Option<TimeOrNow>,
-        _ctime: Option<SystemTime>,
+        ctime: Option<SystemTime>,
         _fh: Option<FileHandle>,
         _crtime: Option<SystemTime>,
         _chgtime: Option<SystemTime>,
@@ -323,7 +367,7 @@ impl Filesystem for UfsFuse {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
-        self.serve(req);
+        self.serve(req, Op::Setattr);
         let s = SetAttr {
             mode: mode.map(|m| (m & 0o7777) as u16),
             uid,
@@ -331,13 +375,17 @@ impl Filesystem for UfsFuse {
             size,
             atime: atime.map(time_set),
             mtime: mtime.map(time_set),
+            // With write-back caching the kernel keeps the times of the
+            // files it caches and sends them here; they are what it
+            // showed, so they are what the disk keeps.
+            ctime: ctime.map(request_time),
             flags: None,
         };
         Self::attr(self.fs.setattr(to_ufs(ino), &s, cred(req)), reply);
     }
 
     fn readlink(&self, req: &Request, ino: INodeNo, reply: ReplyData) {
-        self.serve(req);
+        self.serve(req, Op::Readlink);
         match self.fs.readlink(to_ufs(ino)) {
             Ok(t) => reply.data(&t),
             Err(e) => reply.error(errno(&e)),
@@ -354,7 +402,7 @@ impl Filesystem for UfsFuse {
         rdev: u32,
         reply: ReplyEntry,
     ) {
-        self.serve(req);
+        self.serve(req, Op::Mknod);
         // The kernel has already applied the umask (no FUSE_DONT_MASK).
         self.entry(
             self.fs
@@ -372,7 +420,7 @@ impl Filesystem for UfsFuse {
         _umask: u32,
         reply: ReplyEntry,
     ) {
-        self.serve(req);
+        self.serve(req, Op::Mkdir);
         self.entry(
             self.fs
                 .mkdir(to_ufs(parent), name.as_bytes(), mode, cred(req)),
@@ -381,12 +429,12 @@ impl Filesystem for UfsFuse {
     }
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        self.serve(req);
+        self.serve(req, Op::Unlink);
         Self::empty(self.fs.unlink(to_ufs(parent), name.as_bytes()), reply);
     }
 
     fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        self.serve(req);
+        self.serve(req, Op::Rmdir);
         Self::empty(self.fs.rmdir(to_ufs(parent), name.as_bytes()), reply);
     }
 
@@ -398,7 +446,7 @@ impl Filesystem for UfsFuse {
         target: &Path,
         reply: ReplyEntry,
     ) {
-        self.serve(req);
+        self.serve(req, Op::Symlink);
         self.entry(
             self.fs.symlink(
                 to_ufs(parent),
@@ -420,7 +468,7 @@ impl Filesystem for UfsFuse {
         flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
-        self.serve(req);
+        self.serve(req, Op::Rename);
         let noreplace = flags.contains(RenameFlags::RENAME_NOREPLACE);
         let exchange = flags.contains(RenameFlags::RENAME_EXCHANGE);
         let known = RenameFlags::RENAME_NOREPLACE | RenameFlags::RENAME_EXCHANGE;
@@ -458,7 +506,7 @@ impl Filesystem for UfsFuse {
         newname: &OsStr,
         reply: ReplyEntry,
     ) {
-        self.serve(req);
+        self.serve(req, Op::Link);
         self.entry(
             self.fs
                 .link(to_ufs(ino), to_ufs(newparent), newname.as_bytes()),
@@ -467,7 +515,12 @@ impl Filesystem for UfsFuse {
     }
 
     fn open(&self, req: &Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        self.serve(req);
+        self.serve(req, Op::Open);
+        // A real OPEN (not FUSE_NO_OPEN_SUPPORT's zero-message opens): its
+        // reply, without FOPEN_KEEP_CACHE, makes the kernel drop the
+        // file's cached pages, so the reads after an open reach the engine
+        // and update atime (relatime); zero-message opens would keep the
+        // cache and serve them without a word to the file system.
         reply.opened(FileHandle(0), FopenFlags::empty());
     }
 
@@ -482,7 +535,7 @@ impl Filesystem for UfsFuse {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        self.serve(req);
+        self.serve(req, Op::Read);
         match self.fs.read(to_ufs(ino), offset, size as usize) {
             Ok(d) => reply.data(&d),
             Err(e) => reply.error(errno(&e)),
@@ -501,7 +554,7 @@ impl Filesystem for UfsFuse {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        self.serve(req);
+        self.serve(req, Op::Write);
         match self.fs.write(to_ufs(ino), offset, data, cred(req)) {
             Ok(n) => reply.written(u32::try_from(n).unwrap_or(u32::MAX)),
             Err(e) => reply.error(errno(&e)),
@@ -522,7 +575,7 @@ impl Filesystem for UfsFuse {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        self.serve(req);
+        self.serve(req, Op::Release);
         reply.ok();
     }
 
@@ -534,12 +587,12 @@ impl Filesystem for UfsFuse {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        self.serve(req);
+        self.serve(req, Op::Fsync);
         Self::empty(self.fs.fsync(to_ufs(ino)), reply);
     }
 
     fn opendir(&self, req: &Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        self.serve(req);
+        self.serve(req, Op::Opendir);
         let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
         self.dirs().insert(fh, Arc::new(Vec::new()));
         reply.opened(FileHandle(fh), FopenFlags::empty());
@@ -553,22 +606,13 @@ impl Filesystem for UfsFuse {
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
-        self.serve(req);
-        let dir = to_ufs(ino);
-        let snap = if offset == 0 || !self.dirs().contains_key(&fh.0) {
-            match self.snapshot(dir) {
-                Ok(v) => {
-                    let v = Arc::new(v);
-                    self.dirs().insert(fh.0, v.clone());
-                    v
-                }
-                Err(e) => {
-                    reply.error(errno(&e));
-                    return;
-                }
+        self.serve(req, Op::Readdir);
+        let snap = match self.dir_snapshot(to_ufs(ino), fh, offset) {
+            Ok(s) => s,
+            Err(e) => {
+                reply.error(errno(&e));
+                return;
             }
-        } else {
-            self.dirs().get(&fh.0).cloned().unwrap_or_default()
         };
         for (i, e) in snap.iter().enumerate().skip(offset as usize) {
             let kind = match FileKind::from_dtype(e.dtype) {
@@ -592,6 +636,60 @@ impl Filesystem for UfsFuse {
         reply.ok();
     }
 
+    fn readdirplus(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectoryPlus,
+    ) {
+        self.serve(req, Op::Readdirplus);
+        let snap = match self.dir_snapshot(to_ufs(ino), fh, offset) {
+            Ok(s) => s,
+            Err(e) => {
+                reply.error(errno(&e));
+                return;
+            }
+        };
+        let dir = to_ufs(ino);
+        for (i, e) in snap.iter().enumerate().skip(offset as usize) {
+            // Each entry but `.` and `..` becomes a lookup reference in the
+            // kernel (fuse_direntplus_link), remembered before the reply
+            // as for LOOKUP. The name is looked up again: the kernel makes
+            // a dentry of it, which must name what the directory holds now
+            // (a name removed since the snapshot is skipped; its inode may
+            // already be another file's).
+            let dot = e.name == b"." || e.name == b"..";
+            let now = if dot {
+                self.fs.getattr(e.ino)
+            } else {
+                self.fs.lookup(dir, &e.name)
+            };
+            let Ok(a) = now else {
+                continue;
+            };
+            if !dot {
+                self.fs.remember(a.ino);
+            }
+            if reply.add(
+                to_fuse(a.ino),
+                i as u64 + 1,
+                OsStr::from_bytes(&e.name),
+                &TTL,
+                &file_attr(&a),
+                generation(&a),
+            ) {
+                // Not sent: the kernel will not take this reference.
+                if !dot {
+                    self.forget_one(to_fuse(a.ino), 1);
+                }
+                break;
+            }
+        }
+        reply.ok();
+    }
+
     fn releasedir(
         &self,
         req: &Request,
@@ -600,7 +698,7 @@ impl Filesystem for UfsFuse {
         _flags: OpenFlags,
         reply: ReplyEmpty,
     ) {
-        self.serve(req);
+        self.serve(req, Op::Releasedir);
         self.dirs().remove(&fh.0);
         reply.ok();
     }
@@ -613,12 +711,12 @@ impl Filesystem for UfsFuse {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        self.serve(req);
+        self.serve(req, Op::Fsyncdir);
         Self::empty(self.fs.fsync(to_ufs(ino)), reply);
     }
 
     fn statfs(&self, req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
-        self.serve(req);
+        self.serve(req, Op::Statfs);
         let s = self.fs.statfs();
         reply.statfs(
             s.blocks,
@@ -642,7 +740,7 @@ impl Filesystem for UfsFuse {
         _flags: i32,
         reply: ReplyCreate,
     ) {
-        self.serve(req);
+        self.serve(req, Op::Create);
         let mode = (mode & 0o7777) | libc::S_IFREG;
         match self
             .fs

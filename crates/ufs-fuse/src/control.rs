@@ -68,7 +68,11 @@ pub struct Control {
 }
 
 impl Control {
-    pub fn start(fs: Arc<ufs::Fs>, mountpoint: &Path) -> Result<Control, String> {
+    pub fn start(
+        fs: Arc<ufs::Fs>,
+        requests: Arc<crate::requests::Requests>,
+        mountpoint: &Path,
+    ) -> Result<Control, String> {
         let uid = nix::unistd::geteuid().as_raw();
         let path = socket_path(uid, mountpoint);
         let dir = path.parent().expect("socket has a directory");
@@ -89,7 +93,7 @@ impl Control {
                 while !flag.load(Ordering::Relaxed) {
                     match listener.accept() {
                         Ok((stream, _)) => {
-                            if let Err(e) = serve_one(&fs, stream) {
+                            if let Err(e) = serve_one(&fs, &requests, stream) {
                                 crate::adapter::log(format_args!("control: {e}"));
                             }
                         }
@@ -120,7 +124,11 @@ impl Control {
     }
 }
 
-fn serve_one(fs: &ufs::Fs, stream: UnixStream) -> Result<(), String> {
+fn serve_one(
+    fs: &ufs::Fs,
+    requests: &crate::requests::Requests,
+    stream: UnixStream,
+) -> Result<(), String> {
     stream.set_nonblocking(false).map_err(|e| e.to_string())?;
     stream
         .set_read_timeout(Some(Duration::from_secs(5)))
@@ -142,7 +150,16 @@ fn serve_one(fs: &ufs::Fs, stream: UnixStream) -> Result<(), String> {
             .resolve(&path)
             .and_then(|ino| fs.stats(Some(ino), verify))
         {
-            Ok(s) => serde_json::to_value(s).unwrap_or_default(),
+            Ok(s) => {
+                let mut v = serde_json::to_value(s).unwrap_or_default();
+                if let Some(o) = v.as_object_mut() {
+                    o.insert(
+                        "fuse_requests".into(),
+                        serde_json::to_value(requests.snapshot()).unwrap_or_default(),
+                    );
+                }
+                v
+            }
             Err(e) => serde_json::json!({ "error": format!("{}: {e}", path.display()) }),
         },
     };

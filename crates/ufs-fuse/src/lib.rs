@@ -17,6 +17,7 @@ mod affinity;
 pub mod control;
 mod mountinfo;
 pub mod pressure;
+pub mod requests;
 
 pub use adapter::UfsFuse;
 pub use mountinfo::MountEntry;
@@ -262,8 +263,10 @@ fn serve_fs(
     config.clone_fd = threads > 1;
 
     let signals = SignalThread::start(mountpoint.to_path_buf(), fs.clone())?;
+    let adapter = UfsFuse::new(fs.clone(), cfg.writeback, cfg.follow_clients);
+    let requests = adapter.requests.clone();
     let session = match fuser::Session::new(
-        UfsFuse::new(fs.clone(), cfg.writeback, cfg.follow_clients),
+        adapter,
         mountpoint,
         &config,
     ) {
@@ -289,7 +292,7 @@ fn serve_fs(
     };
     signals.mounted();
     let syncer = Syncer::start(fs.clone(), cfg.sync_interval);
-    let control = match control::Control::start(fs.clone(), mountpoint) {
+    let control = match control::Control::start(fs.clone(), requests, mountpoint) {
         Ok(c) => Some(c),
         Err(e) => {
             log(format_args!(

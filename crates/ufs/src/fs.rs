@@ -472,6 +472,20 @@ impl FsCore {
         Ok(())
     }
 
+    /// Fragments and inodes whose release waits (FreeBSD's
+    /// `fs_pendingblocks`, `fs_pendinginodes`).
+    pub fn pending_frees(&self) -> (u64, u64) {
+        let mut frags = 0;
+        let mut inodes = 0;
+        for d in &self.order.deferred {
+            match d.what {
+                Freed::Blocks { size, .. } => frags += self.g.numfrags(size),
+                Freed::Inode { .. } => inodes += 1,
+            }
+        }
+        (frags, inodes)
+    }
+
     /// Does every release whose needs are durable.
     pub fn process_deferred(&mut self) -> Result<()> {
         if self.order.deferred.is_empty() {

@@ -123,6 +123,10 @@ pub struct SetAttr {
     pub size: Option<u64>,
     pub atime: Option<TimeSet>,
     pub mtime: Option<TimeSet>,
+    /// An explicit change time: the kernel keeps the times of files it
+    /// caches writes for (FUSE write-back caching) and hands them over
+    /// here; otherwise the change time is "now".
+    pub ctime: Option<Time>,
     pub flags: Option<u32>,
 }
 
@@ -869,8 +873,18 @@ impl Fs {
             }
             let r = c.truncate_data(ino, &mut di, size, cred.reserve());
             touch(&mut di, true, true, false);
+            if cred.uid != 0 {
+                kill_suid(&mut di);
+            }
             c.write_inode(ino, &di)?;
             r?;
+        }
+        // Linux's chown: a new owner or group takes setuid (and setgid with
+        // group execute) away from anything but a directory, whoever asks
+        // (chown(2), notify_change); the FUSE mount hands this to the file
+        // system (FUSE_HANDLE_KILLPRIV) instead of asking for the mode first.
+        if (s.uid.is_some() || s.gid.is_some()) && s.mode.is_none() && !di.is_dir() {
+            kill_suid(&mut di);
         }
         if let Some(m) = s.mode {
             di.set_di_mode((di.di_mode() & dinode::IFMT) | (m & 0o7777));
@@ -902,6 +916,10 @@ impl Fs {
             di.set_di_mtimensec(n);
         }
         touch(&mut di, false, true, false);
+        if let Some(t) = s.ctime {
+            di.set_di_ctime(t.sec);
+            di.set_di_ctimensec(t.nsec as i32);
+        }
         c.write_inode(ino, &di)?;
         attr_of(ino, &di, c.g.bsize)
     }
@@ -942,9 +960,8 @@ impl Fs {
         }
         let r = c.write_data(ino, &mut di, off, data, cred.reserve());
         touch(&mut di, true, true, false);
-        if cred.uid != 0 && di.di_mode() & 0o6000 != 0 {
-            // Writing clears setuid/setgid, as on every Unix.
-            di.set_di_mode(di.di_mode() & !0o6000);
+        if cred.uid != 0 {
+            kill_suid(&mut di);
         }
         c.write_inode(ino, &di)?;
         r
@@ -963,15 +980,20 @@ impl Fs {
         let c = self.lock();
         let t = c.sb.fs_cstotal();
         let g = c.g;
-        let bfree = (t.cs_nbfree * g.frag as i64 + t.cs_nffree).max(0) as u64;
+        // Releases still waiting for their pointers to be durably gone
+        // count as free, as FreeBSD's statfs adds fs_pendingblocks and
+        // fs_pendinginodes: the space is the user's again, an allocation
+        // that needs it waits for it (a sync) rather than failing.
+        let (pending_frags, pending_inodes) = c.pending_frees();
+        let bfree = (t.cs_nbfree * g.frag as i64 + t.cs_nffree).max(0) as u64 + pending_frags;
         StatFs {
             frsize: g.fsize,
             bsize: g.bsize,
             blocks: g.dsize,
             bfree,
-            bavail: c.freespace(g.minfree).max(0) as u64,
+            bavail: (c.freespace(g.minfree) + pending_frags as i64).max(0) as u64,
             files: g.ninodes() - UFS_ROOTINO,
-            ffree: t.cs_nifree.max(0) as u64,
+            ffree: t.cs_nifree.max(0) as u64 + pending_inodes,
             namelen: MAXNAMLEN as u32,
         }
     }
@@ -1211,6 +1233,17 @@ fn fresh_inode(c: &mut FsCore, ino: u64, mode: u16, cred: Cred, parent: &Dinode)
     di.set_di_birthtime(s);
     di.set_di_birthnsec(n);
     Ok(di)
+}
+
+/// Takes setuid away, and setgid when group execute is set (setgid without
+/// it marks mandatory locking and stays), as Linux does when a file is
+/// written, truncated or given away (`should_remove_suid`).
+fn kill_suid(di: &mut Dinode) {
+    let mut m = di.di_mode() & !0o4000;
+    if m & 0o010 != 0 {
+        m &= !0o2000;
+    }
+    di.set_di_mode(m);
 }
 
 /// Frees an inode whose creation failed half-way.

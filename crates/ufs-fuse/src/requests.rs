@@ -1,0 +1,115 @@
+//! Counts of the FUSE requests the kernel sends, by opcode: what a round
+//! trip costs is the adapter's main expense, so `ufskit stats` shows how
+//! many of each a workload needed (LOOKUP, GETATTR, SETATTR per file...).
+//!
+//! Invariants: each request is counted once, when its handler starts,
+//! whatever its outcome; counters only grow.
+use serde::Serialize;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+/// The requests counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    Lookup,
+    Forget,
+    Getattr,
+    Setattr,
+    Readlink,
+    Mknod,
+    Mkdir,
+    Unlink,
+    Rmdir,
+    Symlink,
+    Rename,
+    Link,
+    Open,
+    Read,
+    Write,
+    Release,
+    Fsync,
+    Opendir,
+    Readdir,
+    Readdirplus,
+    Releasedir,
+    Fsyncdir,
+    Statfs,
+    Create,
+}
+
+const N: usize = Op::Create as usize + 1;
+
+const NAMES: [&str; N] = [
+    "lookup",
+    "forget",
+    "getattr",
+    "setattr",
+    "readlink",
+    "mknod",
+    "mkdir",
+    "unlink",
+    "rmdir",
+    "symlink",
+    "rename",
+    "link",
+    "open",
+    "read",
+    "write",
+    "release",
+    "fsync",
+    "opendir",
+    "readdir",
+    "readdirplus",
+    "releasedir",
+    "fsyncdir",
+    "statfs",
+    "create",
+];
+
+#[derive(Debug, Default)]
+pub struct Requests {
+    counts: [AtomicU64; N],
+}
+
+/// A snapshot: every opcode with its count, and the total.
+#[derive(Debug, Clone, Serialize)]
+pub struct RequestCounts {
+    pub total: u64,
+    pub by_op: std::collections::BTreeMap<&'static str, u64>,
+}
+
+impl Requests {
+    pub fn count(&self, op: Op) {
+        self.counts[op as usize].fetch_add(1, Relaxed);
+    }
+
+    pub fn snapshot(&self) -> RequestCounts {
+        let by_op: std::collections::BTreeMap<&'static str, u64> = NAMES
+            .iter()
+            .zip(&self.counts)
+            .map(|(n, c)| (*n, c.load(Relaxed)))
+            .filter(|(_, c)| *c > 0)
+            .collect();
+        RequestCounts {
+            total: by_op.values().sum(),
+            by_op,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_by_name() {
+        let r = Requests::default();
+        r.count(Op::Lookup);
+        r.count(Op::Lookup);
+        r.count(Op::Create);
+        let s = r.snapshot();
+        assert_eq!(s.total, 3);
+        assert_eq!(s.by_op["lookup"], 2);
+        assert_eq!(s.by_op["create"], 1);
+        assert!(!s.by_op.contains_key("write"));
+    }
+}
