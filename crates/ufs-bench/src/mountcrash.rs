@@ -538,9 +538,7 @@ fn one(
     std::fs::create_dir_all(&mnt).map_err(|e| format!("{}: {e}", mnt.display()))?;
     let mut newfs = Command::new(&cfg.ufskit);
     newfs.arg("newfs");
-    if su {
-        newfs.arg("-U");
-    }
+    newfs.arg(if su { "-U" } else { "--no-soft-updates" });
     newfs.args(["-s", &cfg.image_bytes.to_string()]).arg(&img);
     run_cmd(newfs.stdout(Stdio::null()), "ufskit newfs")?;
     let mut daemon = start_daemon(cfg, mode.name(), &img, &mnt, &log)?;

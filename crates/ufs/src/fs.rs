@@ -112,6 +112,11 @@ pub struct FsCore {
     pub orphans: std::collections::BTreeSet<u64>,
     /// Whether the file system was clean when opened.
     pub was_clean: bool,
+    /// The superblock says soft updates (`FS_DOSOFTDEP`) but this mount
+    /// writes in another mode: the flag is off on disk while mounted (fsck
+    /// trusts the maps of a soft-updates file system, which the other
+    /// modes do not keep in order) and comes back at a clean unmount.
+    pub softdep_flag_lent: bool,
     /// Directory indexes (dirhash) and their memory budget.
     pub dirhash: crate::dir::dirhash::Dirhash,
     /// Per directory, the chunk where the last linear lookup succeeded
@@ -257,10 +262,15 @@ impl FsCore {
             lookups: HashMap::new(),
             orphans: Default::default(),
             was_clean,
+            softdep_flag_lent: false,
         };
         if !core.read_only {
             // Mark the file system in use on disk before changing anything.
             core.sb.set_fs_clean(0);
+            if mode != WriteMode::Softdep && core.sb.fs_flags() & FS_DOSOFTDEP != 0 {
+                core.sb.set_fs_flags(core.sb.fs_flags() & !FS_DOSOFTDEP);
+                core.softdep_flag_lent = true;
+            }
             let (t, _) = now();
             core.sb.set_fs_mtime(t);
             core.write_superblock()?;
@@ -615,6 +625,9 @@ impl FsCore {
         self.sync_blocks()?;
         self.sb.set_fs_clean(1);
         self.sb.set_fs_flags(self.sb.fs_flags() & !FS_UNCLEAN);
+        if std::mem::take(&mut self.softdep_flag_lent) {
+            self.sb.set_fs_flags(self.sb.fs_flags() | FS_DOSOFTDEP);
+        }
         self.write_superblock()?;
         self.cache.flush()?;
         Ok(())

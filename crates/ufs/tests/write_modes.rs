@@ -228,6 +228,47 @@ fn mode_follows_the_superblock_unless_an_option_says_otherwise() {
     }
 }
 
+/// fsck_ffs trusts the maps of a file system flagged for soft updates
+/// (preen reads no inode past the last one the map marks used); the other
+/// modes do not keep the maps in that order, so while such a mount is
+/// live the flag is off on disk, and a clean unmount puts it back. A
+/// crash in between leaves an image fsck checks in full, and preen
+/// repairs.
+#[test]
+fn another_mode_on_a_soft_updates_file_system_lends_its_flag() {
+    use ufs_format::FS_DOSOFTDEP;
+    let flag = |dev: &MemDevice| {
+        let (sb, _, _) = ufs::fs::read_superblock(dev).unwrap();
+        sb.fs_flags() & FS_DOSOFTDEP != 0
+    };
+    for mode in [WriteMode::Normal, WriteMode::Sync, WriteMode::Async] {
+        let dev = image(16 << 20, true);
+        assert!(flag(&dev));
+        let fs = Fs::open(Box::new(dev.clone()), opts(Some(mode))).unwrap();
+        assert!(!flag(&dev), "{}: flag left on while mounted", mode.name());
+        let d = fs.mkdir(fs.root(), b"d", 0o755, Cred::ROOT).unwrap().ino;
+        for i in 0..40 {
+            file(&fs, d, &format!("f{i}"), &data(i, 3000));
+        }
+        // A crash now (nothing synced): preen repairs what the mode left.
+        let crashed = MemDevice::from_vec(dev.snapshot());
+        assert!(!flag(&crashed));
+        if mode != WriteMode::Async {
+            let rep = fsck(&crashed, FsckMode::Preen).unwrap();
+            assert!(rep.clean, "{}: preen after a crash: {:?}", mode.name(), rep.findings);
+        }
+        fs.unmount().unwrap();
+        drop(fs);
+        assert!(flag(&dev), "{}: flag not restored at unmount", mode.name());
+        assert!(fsck(&*dev, FsckMode::Check).unwrap().findings.is_empty());
+    }
+    // Soft updates keep it.
+    let dev = image(16 << 20, true);
+    let fs = Fs::open(Box::new(dev.clone()), opts(None)).unwrap();
+    assert!(flag(&dev));
+    fs.unmount().unwrap();
+}
+
 #[test]
 fn a_full_disk_takes_back_released_blocks_before_failing() {
     let dev = image(16 << 20, true);
