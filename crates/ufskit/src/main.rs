@@ -6,6 +6,21 @@
 //! 2 when a write mode that promises consistency broke it.
 #![deny(unsafe_code)]
 use clap::{Parser, Subcommand};
+
+/// jemalloc, with a background thread that gives freed memory back to the
+/// system after a second: glibc's allocator keeps a mount daemon's peak
+/// for good (200 MB after a 100k-file directory whose ordering state was
+/// all written and freed), so the cache size would not bound the daemon.
+#[global_allocator]
+static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+/// jemalloc's options (read at its first allocation): purge dirty and
+/// muzzy pages one second after they were freed, from its own thread.
+/// (Exporting the symbol jemalloc looks for is the one way to set them
+/// before the first allocation; nothing else in the program has the name.)
+#[allow(unsafe_code)]
+#[export_name = "_rjem_malloc_conf"]
+pub static MALLOC_CONF: &[u8] = b"background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:1000\0";
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use ufs::dev::{BlockDevice, FileDevice};

@@ -568,6 +568,22 @@ impl BufferCache {
         self.bufs.get(&addr).map(|b| b.kind)
     }
 
+    /// Changes not yet durable (each holds ledger entries, and a held one
+    /// the bytes of its region as they were).
+    pub fn pending(&self) -> u64 {
+        self.ledger.pending()
+    }
+
+    /// How many undurable changes the ordering state may hold before the
+    /// file system writes everything out: one per 512 bytes of cache (128
+    /// Ki changes for 64 MiB: some 40 MiB of state with the regions held
+    /// changes keep), so that the cache size bounds this memory too
+    /// (FreeBSD bounds its soft-updates structures the same way,
+    /// `max_softdeps`, and speeds up the syncer past it).
+    pub fn max_pending(&self) -> u64 {
+        (self.limit >> 9).max(4096)
+    }
+
     /// Device flushes so far.
     pub fn flushes(&self) -> u64 {
         self.ledger.stats.flushes
