@@ -80,7 +80,7 @@ impl Default for MountOptions {
             seed: None,
             readahead: 128 << 10,
             dirhash: crate::dir::dirhash::DirhashConfig {
-                maxmem: crate::dir::dirhash::DirhashConfig::default_maxmem(64 << 20),
+                maxmem: crate::dir::dirhash::DirhashConfig::growing_maxmem(64 << 20),
                 ..Default::default()
             },
             disk: None,

@@ -431,7 +431,7 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
     }
     // FreeBSD's default budget follows the buffer cache unless set.
     o.dirhash.maxmem =
-        maxmem.unwrap_or_else(|| ufs::dir::dirhash::DirhashConfig::default_maxmem(o.cache_bytes));
+        maxmem.unwrap_or_else(|| ufs::dir::dirhash::DirhashConfig::growing_maxmem(o.cache_bytes));
     Ok((
         o,
         FuseOpts {

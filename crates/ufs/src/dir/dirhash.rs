@@ -49,6 +49,16 @@ impl DirhashConfig {
     pub fn default_maxmem(cache_bytes: u64) -> u64 {
         (2u64 << 20).max(cache_bytes / 64)
     }
+
+    /// ufskit's default budget: as large as the buffer cache, given back
+    /// under memory pressure (low-memory events; seed 002's memory that
+    /// grows while it is free and shrinks when it is not). FreeBSD's fixed
+    /// 2 MiB refuses the index of a directory past some 200,000 entries,
+    /// and every lookup in it then scans (a thousand times slower); the
+    /// cache's 64 MiB index about five million.
+    pub fn growing_maxmem(cache_bytes: u64) -> u64 {
+        Self::default_maxmem(cache_bytes).max(cache_bytes)
+    }
 }
 
 impl Default for DirhashConfig {
