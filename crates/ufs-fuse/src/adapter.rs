@@ -190,6 +190,14 @@ pub struct UfsFuse {
     follower: Option<Follower>,
     /// Requests received, by opcode (`ufskit stats`).
     pub(crate) requests: Arc<Requests>,
+    /// Write-back caching: the channel for telling the kernel its cached
+    /// attributes of an inode are stale (set once the session exists).
+    pub(crate) notifier: Arc<Mutex<Option<fuser::Notifier>>>,
+    /// Write-back caching: files whose cached data the engine refused for
+    /// lack of space. The writer learns it at its next write(): the
+    /// kernel's attributes of the file are invalidated, so that write asks
+    /// for them first, and that one question is answered ENOSPC.
+    out_of_space: Mutex<std::collections::HashSet<u64>>,
 }
 
 /// One directory entry as captured by a snapshot.
@@ -213,6 +221,30 @@ impl UfsFuse {
             writeback,
             follower,
             requests: Arc::new(Requests::default()),
+            notifier: Arc::new(Mutex::new(None)),
+            out_of_space: Mutex::new(std::collections::HashSet::new()),
+        }
+    }
+
+    fn out_of_space(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<u64>> {
+        self.out_of_space.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Write-back caching: a write of cached data failed for lack of space.
+    /// Marks the file and has the kernel drop its attributes (from a
+    /// thread of its own: the notification must not wait inside the
+    /// request that caused it).
+    fn note_out_of_space(&self, ino: u64) {
+        self.out_of_space().insert(ino);
+        let notifier = self.notifier.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        if let Some(n) = notifier {
+            let _ = std::thread::Builder::new()
+                .name("ufs-notify".into())
+                .spawn(move || {
+                    if let Err(e) = n.inval_inode(to_fuse(ino), -1, 0) {
+                        log(format_args!("telling the kernel inode {ino} is full: {e}"));
+                    }
+                });
         }
     }
 
@@ -344,8 +376,15 @@ impl Filesystem for UfsFuse {
     // batch_forget: fuser's default calls `forget` for each node (its
     // `ForgetOne` type is not nameable outside the crate).
 
-    fn getattr(&self, req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+    fn getattr(&self, req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
         self.serve(req, Op::Getattr);
+        // The question a write() asks after its file ran out of space
+        // (write-back caching, see `out_of_space`): answered once with the
+        // error, which the write returns.
+        if self.writeback && fh.is_some() && self.out_of_space().remove(&to_ufs(ino)) {
+            reply.error(Errno::from_i32(libc::ENOSPC));
+            return;
+        }
         Self::attr(self.fs.getattr(to_ufs(ino)), reply);
     }
 
@@ -555,9 +594,15 @@ impl Filesystem for UfsFuse {
         reply: ReplyWrite,
     ) {
         self.serve(req, Op::Write);
-        match self.fs.write(to_ufs(ino), offset, data, cred(req)) {
+        let ufs_ino = to_ufs(ino);
+        match self.fs.write(ufs_ino, offset, data, cred(req)) {
             Ok(n) => reply.written(u32::try_from(n).unwrap_or(u32::MAX)),
-            Err(e) => reply.error(errno(&e)),
+            Err(e) => {
+                if self.writeback && e.kind == ufs::ErrorKind::NoSpace {
+                    self.note_out_of_space(ufs_ino);
+                }
+                reply.error(errno(&e))
+            }
         }
     }
 

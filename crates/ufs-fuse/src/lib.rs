@@ -265,6 +265,7 @@ fn serve_fs(
     let signals = SignalThread::start(mountpoint.to_path_buf(), fs.clone())?;
     let adapter = UfsFuse::new(fs.clone(), cfg.writeback, cfg.follow_clients);
     let requests = adapter.requests.clone();
+    let notifier_slot = adapter.notifier.clone();
     let session = match fuser::Session::new(
         adapter,
         mountpoint,
@@ -280,6 +281,7 @@ fn serve_fs(
             ));
         }
     };
+    *notifier_slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(session.notifier());
     let session = match std::thread::Builder::new()
         .name("ufs-fuse".into())
         .spawn(move || session.run())

@@ -2715,6 +2715,72 @@ fn t_engine_bug_repros(tmp: &Path, makefs: &str, src: &Path) -> R {
     Ok(())
 }
 
+/// The times a program saw after writing are the times the disk keeps:
+/// with write-back caching the kernel keeps a file's mtime and ctime
+/// itself and hands them over later (SETATTR with FATTR_CTIME); the engine
+/// must take both rather than stamping its own "now" when the data arrives.
+/// Checked by dropping the kernel's inode cache, so the next stat asks the
+/// engine.
+fn t_times_kept(c: &Ctx) -> R {
+    let p = c.mnt.join("times-kept");
+    let st = |p: &Path| {
+        fs::metadata(p)
+            .map(|m| (m.mtime(), m.mtime_nsec(), m.ctime(), m.ctime_nsec(), m.len()))
+            .map_err(|e| e.to_string())
+    };
+    let mut f = io("create", File::create(&p))?;
+    io("write", f.write_all(&pattern(300_000, 3)))?;
+    std::thread::sleep(Duration::from_millis(30));
+    io("write", f.write_all(b"tail"))?;
+    let seen = st(&p)?;
+    io("fsync", f.sync_all())?;
+    drop(f);
+    std::thread::sleep(Duration::from_millis(30));
+    io("sync", Command::new("sync").status())?;
+    io("drop_caches", fs::write("/proc/sys/vm/drop_caches", "3"))?;
+    let kept = st(&p)?;
+    ensure!(
+        seen == kept,
+        "times the kernel showed {seen:?}, the engine kept {kept:?}"
+    );
+    io("rm", fs::remove_file(&p))?;
+    Ok(())
+}
+
+/// With write-back caching the kernel accepts writes into its cache
+/// without asking the file system, so the engine's ENOSPC comes when the
+/// cached data is written back. The adapter then has the kernel ask again
+/// before the next write(), and answers ENOSPC: a writer filling the disk
+/// stops with "No space left on device" within the kernel's dirty cache of
+/// the end, instead of writing on forever (it ran to 916 GB on 64 MiB).
+fn t_writeback_enospc(c: &Ctx) -> R {
+    let sv = nix::sys::statvfs::statvfs(&c.mnt).map_err(|e| e.to_string())?;
+    let size = sv.blocks() as u64 * sv.fragment_size() as u64;
+    let p = c.mnt.join("wb-filler");
+    let mut f = io("create", File::create(&p))?;
+    let chunk = vec![0x5au8; 1 << 20];
+    let mut written = 0u64;
+    let err = loop {
+        match f.write(&chunk) {
+            Ok(n) => written += n as u64,
+            Err(e) => break e,
+        }
+        ensure!(
+            written < size + (1 << 30),
+            "write-back: no ENOSPC after {written} bytes on a {size}-byte file system"
+        );
+    };
+    ensure!(
+        err.raw_os_error() == Some(libc::ENOSPC),
+        "write-back filling ended with {err:?}"
+    );
+    // close (or fsync) reports the lost write-back too, or succeeds; the
+    // file system stays consistent either way.
+    drop(f);
+    io("rm", fs::remove_file(&p))?;
+    Ok(())
+}
+
 // ---------------------------------------------------------------- driver
 
 struct Report {
@@ -2905,6 +2971,14 @@ fn run_all(c: &Ctx, rep: &mut Report, geom: &str) {
         }
         r
     });
+    rep.run("times_survive_the_kernel_cache", || t_times_kept(c));
+    if std::env::var_os(ENV_WRITEBACK).is_some() {
+        rep.run("writeback_enospc", || {
+            let r = t_writeback_enospc(c);
+            let _ = fs::remove_file(c.mnt.join("wb-filler"));
+            r
+        });
+    }
     rep.run("file_growth_and_shrink", || t_growth(c));
     rep.run("directory_churn", || t_dir_churn(c));
     let seed = std::env::var("UFS_FUSE_TEST_SEED")
