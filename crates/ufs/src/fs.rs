@@ -466,16 +466,19 @@ impl FsCore {
     /// end of an operation after a flush, at a sync, or by an allocation
     /// that finds the disk full and syncs); in normal and sync modes the
     /// needs are forced out and the releases done now, as FFS writes the
-    /// inode synchronously before `ffs_blkfree` (ffs_truncate).
+    /// inode synchronously before `ffs_blkfree` (ffs_truncate), except for
+    /// runs whose contents moved ([`Freed::Moved`]), which wait.
     pub fn defer(&mut self, frees: Vec<Freed>, needs: Vec<ChangeId>) -> Result<()> {
         self.cache.note_deferred(frees.len() as u64);
+        let force = !self.cache.mode().delays()
+            && frees.iter().any(|f| !matches!(f, Freed::Moved { .. }));
         for what in frees {
             self.order.deferred.push(Deferred {
                 needs: needs.clone(),
                 what,
             });
         }
-        if !self.cache.mode().delays() {
+        if force {
             self.cache.force_ids(&needs)?;
             self.process_deferred()?;
         }
@@ -489,7 +492,9 @@ impl FsCore {
         let mut inodes = 0;
         for d in &self.order.deferred {
             match d.what {
-                Freed::Blocks { size, .. } => frags += self.g.numfrags(size),
+                Freed::Blocks { size, .. } | Freed::Moved { size, .. } => {
+                    frags += self.g.numfrags(size)
+                }
                 Freed::Inode { .. } => inodes += 1,
             }
         }
@@ -508,7 +513,7 @@ impl FsCore {
         self.order.deferred = wait;
         for d in ready {
             match d.what {
-                Freed::Blocks { bno, size } => {
+                Freed::Blocks { bno, size } | Freed::Moved { bno, size } => {
                     self.cache.discard(bno, self.g.numfrags(size));
                     self.free_blocks_now(bno, size)?
                 }

@@ -465,16 +465,29 @@ impl FsCore {
     /// write clearing the pointer is durable (the next `write_inode(ino)`
     /// attaches them). Unwritten data in them is abandoned now.
     pub fn free_blocks(&mut self, ino: u64, bno: u64, size: u64) -> Result<()> {
+        self.release_blocks(ino, crate::order::Freed::Blocks { bno, size })
+    }
+
+    /// Like [`free_blocks`](Self::free_blocks), for a fragment run whose
+    /// contents moved to a new place (see [`crate::order::Freed::Moved`]).
+    pub fn free_moved_blocks(&mut self, ino: u64, bno: u64, size: u64) -> Result<()> {
+        self.release_blocks(ino, crate::order::Freed::Moved { bno, size })
+    }
+
+    fn release_blocks(&mut self, ino: u64, what: crate::order::Freed) -> Result<()> {
+        let (crate::order::Freed::Blocks { bno, size } | crate::order::Freed::Moved { bno, size }) =
+            what
+        else {
+            return Err(Error::new(
+                crate::error::ErrorKind::Invalid,
+                "internal error: releasing an inode as blocks",
+            ));
+        };
         if ino == 0 || !self.cache.mode().tracks() {
             return self.free_blocks_now(bno, size);
         }
         self.cache.discard_data(bno, self.g.numfrags(size));
-        self.order
-            .unattached
-            .entry(ino)
-            .or_default()
-            .0
-            .push(crate::order::Freed::Blocks { bno, size });
+        self.order.unattached.entry(ino).or_default().0.push(what);
         Ok(())
     }
 

@@ -217,7 +217,7 @@ impl FsCore {
             self.free_blocks(0, bno + self.g.numfrags(nsize), request - nsize)?;
         }
         self.note_new_block(ino, bno);
-        self.free_blocks(ino, bprev, osize)?;
+        self.free_moved_blocks(ino, bprev, osize)?;
         Ok(bno)
     }
 

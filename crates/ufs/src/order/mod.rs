@@ -283,6 +283,13 @@ impl Ledger {
 pub enum Freed {
     /// `size` bytes of blocks at fragment `bno`.
     Blocks { bno: u64, size: u64 },
+    /// `size` bytes at fragment `bno` whose contents moved elsewhere (a
+    /// fragment run reallocated to a bigger place). Released, like any
+    /// block, once the pointer to the new place is durable, but normal and
+    /// sync modes do not force that pointer out for it: FFS frees the old
+    /// run at once in `ffs_realloccg`; here it waits for the next flush,
+    /// so a crash never leaves two files pointing at it.
+    Moved { bno: u64, size: u64 },
     /// An inode (its bitmap bit).
     Inode { ino: u64, was_dir: bool },
 }
