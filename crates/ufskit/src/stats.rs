@@ -130,6 +130,16 @@ pub fn cmd_stats(
         o["deferred_frees"],
         o["pending_now"]
     );
+    let fr = &v["fuse_requests"];
+    if let Some(by) = fr["by_op"].as_object() {
+        let mut ops: Vec<(&String, u64)> = by
+            .iter()
+            .map(|(k, n)| (k, n.as_u64().unwrap_or(0)))
+            .collect();
+        ops.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+        let list: Vec<String> = ops.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        println!("FUSE requests: {} ({})", fr["total"], list.join(", "));
+    }
     let c = &v["cache"];
     match c["dir_pool_limit"].as_u64() {
         Some(lim) => println!(

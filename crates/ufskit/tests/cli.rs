@@ -1,5 +1,6 @@
 //! The command line end to end, as a user runs it: newfs, mount through
 //! FUSE, real tools on the mount, umount, fsck, dumpfs, tunefs.
+use std::io::Write;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -203,6 +204,20 @@ fn newfs_dumpfs_tunefs_roundtrip() {
             .collect::<Vec<_>>()
     };
     assert_eq!(geom(&d), geom(&d2));
+    // Soft updates are on by default, as FreeBSD's newfs has them for
+    // UFS2; --no-soft-updates leaves them off; dumpfs -m says which.
+    let flags = |d: &str| d.lines().find(|l| l.starts_with("flags")).unwrap_or("").to_string();
+    assert!(flags(&d).contains("soft-updates"), "{}", flags(&d));
+    assert!(flags(&d2).contains("soft-updates"), "{}", flags(&d2));
+    assert!(cmdline.contains(" -U"), "{cmdline}");
+    let img3 = t.path().join("c.img");
+    run(ufskit()
+        .args(["newfs", "--no-soft-updates", "-s", "1G"])
+        .arg(&img3));
+    let d3 = String::from_utf8(run(ufskit().args(["dumpfs", "-s"]).arg(&img3)).stdout).unwrap();
+    assert!(!flags(&d3).contains("soft-updates"), "{}", flags(&d3));
+    let m3 = String::from_utf8(run(ufskit().args(["dumpfs", "-m"]).arg(&img3)).stdout).unwrap();
+    assert!(m3.contains("--no-soft-updates"), "{m3}");
     // tunefs changes what it is asked to, and fsck stays clean.
     run(ufskit()
         .args([
@@ -494,6 +509,90 @@ fn killed_daemon_keeps_fsynced_and_synced_data() {
         b"written before the syncer ran"
     );
     m.umount();
+}
+
+/// What a file costs in FUSE round trips, as `tar -x` makes it (create,
+/// two writes, chown, chmod, times, close), counted by the daemon
+/// (`ufskit stats`): LOOKUP and CREATE, one GETATTR (the kernel's
+/// permission check of the directory it just changed), the writes, three
+/// SETATTRs and RELEASE. No GETATTR before each chown (the file system
+/// kills setuid itself, FUSE_HANDLE_KILLPRIV); and `ls -l` of the
+/// directory looks nothing up (READDIRPLUS).
+#[test]
+fn fuse_round_trips_per_created_file() {
+    if skip_without_fuse() {
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let t = tempfile::tempdir().unwrap();
+    let img = new_image(t.path(), "img", "256m");
+    let mnt = t.path().join("m");
+    let m = Mounted::new(&img, &mnt, &[]);
+    let d = mnt.join("d");
+    std::fs::create_dir(&d).unwrap();
+    let counts = || -> serde_json::Value {
+        let out = run(ufskit().args(["stats", "--json"]).arg(&mnt));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["fuse_requests"]["by_op"].clone()
+    };
+    let before = counts();
+    let n = 300u64;
+    for i in 0..n {
+        let p = d.join(format!("file-{i:04}"));
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&p)
+            .unwrap();
+        f.write_all(&[7u8; 10240]).unwrap();
+        f.write_all(&[8u8; 3000]).unwrap();
+        std::os::unix::fs::fchown(&f, Some(1000), Some(1000)).unwrap();
+        f.set_permissions(std::fs::Permissions::from_mode(0o640)).unwrap();
+        f.set_times(
+            std::fs::FileTimes::new()
+                .set_modified(std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_600_000_000)),
+        )
+        .unwrap();
+    }
+    let after = counts();
+    let per = |op: &str| {
+        (after[op].as_u64().unwrap_or(0) - before[op].as_u64().unwrap_or(0)) as f64 / n as f64
+    };
+    let total: f64 = after
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(|k| per(k))
+        .sum();
+    assert!(per("getattr") <= 1.05, "GETATTR per file: {} ({after})", per("getattr"));
+    assert!(per("setattr") <= 3.05, "SETATTR per file: {}", per("setattr"));
+    // The kernel decides how the two writes travel (here three WRITEs);
+    // everything else is one request each.
+    assert!(
+        total - per("write") <= 7.05,
+        "{total} requests per file, {} of them WRITE ({after})",
+        per("write")
+    );
+    // The kernel shows what was set.
+    let md = std::fs::metadata(d.join("file-0007")).unwrap();
+    assert_eq!((md.uid(), md.mode() & 0o7777, md.len()), (1000, 0o640, 13240));
+    // ls -l: names come with their attributes.
+    let lookups = after["lookup"].as_u64().unwrap_or(0);
+    run(Command::new("sh").arg("-c").arg(format!(
+        "echo 3 > /proc/sys/vm/drop_caches; ls -l '{}' > /dev/null",
+        d.display()
+    )));
+    let listed = counts();
+    assert!(
+        listed["readdirplus"].as_u64().unwrap_or(0) > 0,
+        "no READDIRPLUS: {listed}"
+    );
+    assert!(
+        listed["lookup"].as_u64().unwrap_or(0) - lookups < n / 10,
+        "ls -l looked names up one by one: {listed}"
+    );
+    m.umount();
+    fsck_clean(&img);
 }
 
 /// dirhash through a real mount: options, `ufskit stats` (plain, --json,
