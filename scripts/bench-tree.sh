@@ -1,52 +1,122 @@
 #!/usr/bin/env bash
 # Tar extraction of /usr/include, find, rm -rf, with caches dropped between
 # steps (../shared/tools/peer-tree.sh), on a ufskit FUSE mount and on the
-# kernel's ext4 on a loop device, side by side in one run; ufskit once per
-# write mode (UFSKIT_MODES, default "normal sync async softdep"; each on a
-# fresh image), so the modes and ext4 share the machine's state.
-# usage: scripts/bench-tree.sh [RUNS] [TREE]   (as root)
-# Results also go to results/bench-tree.txt.
+# kernel's ext4 on a loop device, side by side in one run: each round runs
+# ext4 and then every ufskit configuration, so they share the machine's
+# state; the medians over the rounds are compared.
+#
+# usage: scripts/bench-tree.sh [RUNS] [TREE]   (as root; default 3 runs)
+# env:   UFSKIT_MODES="default normal ..."  ufskit configurations, each on
+#          its own fresh image: "default" is `ufskit newfs` + `ufskit mount`
+#          with no option (soft updates), anything else a mount option list
+#          (normal, sync, async, softdep, writeback, threads=2, ...)
+#        UFSKIT_BUSY=1  a busy machine: a CPU hog on every CPU for the whole
+#          run (results differ between a quiet and a busy machine)
+# Results: results/bench-tree.txt (every run, then the medians and ratios)
+# and results/bench-tree.json; the daemon's peak memory (VmHWM) per
+# configuration is reported too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-3}
 tree=${2:-/usr/include}
 [ "$(id -u)" = 0 ] || { echo "bench-tree.sh must run as root (loop mount, drop_caches)" >&2; exit 1; }
+[[ $runs =~ ^[1-9][0-9]*$ ]] || { echo "bench-tree.sh: RUNS must be a positive integer: $runs" >&2; exit 2; }
 scripts/deps.sh
 cargo build --release -q -p ufskit
 U=$PWD/target/release/ufskit
 peer=$PWD/scripts/peer-tree.sh
 work=$(mktemp -d /tmp/ufskit-bench.XXXXXX)
+hogs=()
 cleanup() {
-  mountpoint -q "$work/ufs" && $U umount "$work/ufs" || true
+  for h in "${hogs[@]}"; do kill "$h" 2>/dev/null || true; done
+  for d in "$work"/ufs-*; do
+    mountpoint -q "$d" && { $U umount "$d" || umount -l "$d"; } || true
+  done
   mountpoint -q "$work/ext4" && umount "$work/ext4" || true
   rm -rf "$work"
 }
 trap cleanup EXIT
+trap 'exit 130' INT TERM
 tar -C "$(dirname "$tree")" -cf "$work/tree.tar" "$(basename "$tree")"
 entries=$(tar -tf "$work/tree.tar" | wc -l)
 bytes=$(du -sb "$tree" | cut -f1)
-echo "tree: $tree ($entries entries, $((bytes / 1000000)) MB), $runs runs"
-mkdir -p "$work/ufs" "$work/ext4"
+modes=(${UFSKIT_MODES:-default normal})
+busy=${UFSKIT_BUSY:-0}
+machine=quiet
+if [ "$busy" = 1 ]; then
+  machine=busy
+  for _ in $(seq "$(nproc)"); do
+    ( while :; do :; done ) &
+    hogs+=($!)
+  done
+fi
+echo "tree: $tree ($entries entries, $((bytes / 1000000)) MB), $runs runs, $machine machine, ufskit: ${modes[*]}"
+mkdir -p "$work/ext4"
 truncate -s 4G "$work/ext4.img" && mkfs.ext4 -q -F "$work/ext4.img"
 mount -o loop "$work/ext4.img" "$work/ext4"
-modes=${UFSKIT_MODES:-normal sync async softdep}
 out=results/bench-tree.txt
 mkdir -p results
-echo "tree: $tree ($entries entries), runs: $runs, modes: $modes, seconds (wall)" > "$out"
-for mode in $modes; do
-  rm -f "$work/ufs.img"
-  $U newfs -s 4G "$work/ufs.img" >/dev/null
-  $U mount -o "$mode${UFSKIT_MOUNT_OPTS:+,$UFSKIT_MOUNT_OPTS}" "$work/ufs.img" "$work/ufs"
-  # ufskit keeps its own buffer cache in the daemon: `stats --drop-caches`
-  # empties it and returns when done, so "cold" means cold for both.
-  drop="$U stats --drop-caches $work/ufs"
-  for i in $(seq "$runs"); do
-    e=$(bash "$peer" "$work/ext4" "$work/tree.tar")
-    $drop >/dev/null
-    u=$(UFSKIT_DROP="$drop" bash "$peer" "$work/ufs" "$work/tree.tar")
-    echo "run $i ext4:            $e" | tee -a "$out"
-    printf 'run %s ufskit %-8s %s\n' "$i" "$mode:" "$u" | tee -a "$out"
-  done
-  $U umount "$work/ufs"
-  echo "fsck after $mode: $($U fsck -n "$work/ufs.img" | tail -1)" | tee -a "$out"
+echo "tree: $tree ($entries entries), runs: $runs, $machine machine, seconds (wall)" > "$out"
+: > "$work/raw"
+daemon_pid() { pgrep -f "ufskit mount.*$1" | head -1; }
+for i in $(seq 0 $((${#modes[@]} - 1))); do
+  m=${modes[$i]}
+  mkdir -p "$work/ufs-$i"
+  $U newfs -s 4G "$work/ufs-$i.img" >/dev/null
+  if [ "$m" = default ]; then
+    $U mount "$work/ufs-$i.img" "$work/ufs-$i"
+  else
+    $U mount -o "$m" "$work/ufs-$i.img" "$work/ufs-$i"
+  fi
 done
+for r in $(seq "$runs"); do
+  e=$(bash "$peer" "$work/ext4" "$work/tree.tar")
+  echo "run $r ext4: $e" | tee -a "$out"
+  echo "ext4 $e" >> "$work/raw"
+  for i in $(seq 0 $((${#modes[@]} - 1))); do
+    m=${modes[$i]}
+    # ufskit keeps its own buffer cache in the daemon: `stats
+    # --drop-caches` empties it and returns when done, so "cold" means
+    # cold for both.
+    drop="$U stats --drop-caches $work/ufs-$i"
+    $drop >/dev/null
+    u=$(UFSKIT_DROP="$drop" bash "$peer" "$work/ufs-$i" "$work/tree.tar")
+    echo "run $r ufskit $m: $u" | tee -a "$out"
+    echo "ufskit:$m $u" >> "$work/raw"
+  done
+done
+for i in $(seq 0 $((${#modes[@]} - 1))); do
+  m=${modes[$i]}
+  pid=$(daemon_pid "ufs-$i.img")
+  hwm=$(awk '/VmHWM/ {print $2}' /proc/"$pid"/status 2>/dev/null || echo 0)
+  echo "ufskit:$m hwm_kib=$hwm" >> "$work/raw"
+  $U umount "$work/ufs-$i"
+  echo "fsck after $m: $($U fsck -n "$work/ufs-$i.img" | tail -1)" | tee -a "$out"
+done
+python3 - "$work/raw" "$out" "$machine" "$tree" "$entries" <<'EOF' | tee -a "$out"
+import json, re, statistics, sys
+raw, out, machine, tree, entries = sys.argv[1:6]
+runs, hwm = {}, {}
+for line in open(raw):
+    name, rest = line.split(None, 1)
+    if rest.startswith("hwm_kib="):
+        hwm[name] = int(rest.split("=")[1])
+        continue
+    vals = dict((k, float(v)) for k, v in re.findall(r"(\w+)=([0-9.]+)", rest))
+    runs.setdefault(name, []).append(vals)
+steps = ["extract", "find", "rm"]
+med = {n: {s: statistics.median(v[s] for v in vs) for s in steps} for n, vs in runs.items()}
+print("\nmedians of %d runs, %s machine (seconds; ratio to ext4)" % (len(runs["ext4"]), machine))
+print("%-24s %16s %16s %16s %10s" % ("file system", "extract", "find", "rm -rf", "peak RSS"))
+for n in med:
+    cells = []
+    for s in steps:
+        v, e = med[n][s], med["ext4"][s]
+        cells.append("%.3f" % v if n == "ext4" else "%.3f (%.1fx)" % (v, v / e if e else 0))
+    rss = "%d MB" % (hwm[n] // 1024) if n in hwm else "-"
+    print("%-24s %16s %16s %16s %10s" % (n, *cells, rss))
+json.dump({"tree": tree, "entries": int(entries), "machine": machine, "runs": runs,
+           "medians": med, "daemon_peak_rss_kib": hwm},
+          open(out.replace(".txt", ".json"), "w"), indent=1)
+EOF
+echo "wrote $out and ${out%.txt}.json"
