@@ -537,6 +537,134 @@ pub fn run_one(
     Ok(r)
 }
 
+/// What a run with an injected device failure showed.
+#[derive(Debug, Clone, Serialize)]
+pub struct FaultOutcome {
+    pub mode: WriteMode,
+    pub workload: Workload,
+    pub fault: String,
+    /// The fault happened (the workload issued that many requests).
+    pub fired: bool,
+    /// The error the workload or the unmount met, if any.
+    pub error: Option<String>,
+    /// Writes and flushes the engine still asked for after the failure.
+    pub requests_after_fault: usize,
+    /// Writes and flushes asked for in all (the failing one included).
+    pub writes: usize,
+    pub flushes: usize,
+    /// The unmount after the failure refused to mark the image clean.
+    pub unmount_refused: bool,
+    /// `fs_clean` on the image as the failure left it.
+    pub marked_clean: bool,
+    /// Findings of `fsck -y`, then of `fsck -n` after it (must be none).
+    pub repaired: usize,
+    pub after_repair: Vec<String>,
+    /// A panic anywhere (must not happen).
+    pub panic: Option<String>,
+}
+
+impl FaultOutcome {
+    /// What a failing device must leave: no panic, no write after the
+    /// failure, no clean flag on a damaged image, and an image fsck -y
+    /// repairs.
+    pub fn ok(&self) -> bool {
+        self.panic.is_none()
+            && self.after_repair.is_empty()
+            && (!self.fired
+                || (self.requests_after_fault == 0 && self.unmount_refused && !self.marked_clean))
+    }
+}
+
+/// Runs `w` in `mode` on a device that fails as `fault` says, then
+/// unmounts, and checks what the failure left (see [`FaultOutcome`]).
+pub fn fault_run(mode: WriteMode, w: Workload, fault: ufs::dev::fault::Fault) -> FaultOutcome {
+    use ufs::dev::fault::FaultDevice;
+    let mut out = FaultOutcome {
+        mode,
+        workload: w,
+        fault: format!("{fault:?}"),
+        fired: false,
+        error: None,
+        requests_after_fault: 0,
+        writes: 0,
+        flushes: 0,
+        unmount_refused: false,
+        marked_clean: true,
+        repaired: 0,
+        after_repair: Vec::new(),
+        panic: None,
+    };
+    let dev = Arc::new(MemDevice::new(IMAGE_BYTES));
+    let prepared = catch_unwind(AssertUnwindSafe(|| -> ufs::Result<Session> {
+        newfs(&*dev, &newfs_params())?;
+        let mut s = Session::new(
+            Arc::new(Fs::open(Box::new(dev.clone()), mount_opts(mode, 1, w))?),
+            None,
+            1,
+        );
+        w.populate(&mut s)?;
+        s.fs.unmount()?;
+        Ok(s)
+    }));
+    let mut s = match prepared {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => {
+            out.panic = Some(format!("preparing the image: {e}"));
+            return out;
+        }
+        Err(p) => {
+            out.panic = Some(format!("preparing the image: {}", panic_text(p)));
+            return out;
+        }
+    };
+    let faulty = Arc::new(FaultDevice::new(dev.clone(), fault));
+    let ran = catch_unwind(AssertUnwindSafe(|| {
+        s.fs = match Fs::open(Box::new(faulty.clone()), mount_opts(mode, 1, w)) {
+            Ok(fs) => Arc::new(fs),
+            Err(e) => return (Some(format!("mount: {e}")), true),
+        };
+        let r = w.run(&mut s);
+        let u = s.fs.unmount();
+        let refused = u.is_err();
+        let err = r.err().or(u.err()).map(|e| e.to_string());
+        (err, refused)
+    }));
+    match ran {
+        Ok((err, refused)) => {
+            out.error = err;
+            out.unmount_refused = refused;
+        }
+        Err(p) => {
+            out.panic = Some(panic_text(p));
+            return out;
+        }
+    }
+    out.fired = faulty.fired();
+    out.requests_after_fault = faulty.requests_after_fault();
+    (out.writes, out.flushes) = faulty.counts();
+    out.marked_clean = ufs::fs::read_superblock(&*dev).is_ok_and(|(sb, _, _)| sb.fs_clean() != 0);
+    let repair = catch_unwind(AssertUnwindSafe(|| -> Result<(usize, Vec<String>), String> {
+        let y = fsck(&*dev, FsckMode::Yes).map_err(|e| format!("fsck -y: {e}"))?;
+        let n = fsck(&*dev, FsckMode::Check).map_err(|e| format!("fsck -n: {e}"))?;
+        Ok((
+            y.findings.len(),
+            n.findings
+                .iter()
+                .map(|f| format!("{}: {}", f.pass, f.message))
+                .collect(),
+        ))
+    }));
+    match repair {
+        Ok(Ok((n, after))) => {
+            out.repaired = n;
+            out.after_repair = after;
+        }
+        Ok(Err(e)) => out.after_repair.push(e),
+        Err(p) => out.panic = Some(format!("fsck: {}", panic_text(p))),
+    }
+    out
+}
+
 /// What one crash state showed.
 struct Checked {
     class: Class,

@@ -198,3 +198,39 @@ fn runs_repeat_exactly() {
     assert_eq!(key(&a), key(&b));
     assert_eq!(a.total_states, a.results.iter().map(|r| r.states).sum());
 }
+
+/// A device that fails (a write, a short write, a flush) in the middle of
+/// every workload, in every ordered mode: nothing panics, the engine asks
+/// the dead device for nothing more (it stops writing at the first
+/// failure), the unmount refuses to mark the image clean, and fsck -y
+/// repairs what is left.
+#[test]
+fn a_failing_device_stops_writing_and_leaves_a_repairable_image() {
+    use ufs::dev::fault::Fault;
+    use ufs_bench::crashtest::fault_run;
+    let mut bad = Vec::new();
+    let mut fired = 0;
+    for mode in [WriteMode::Softdep, WriteMode::Normal, WriteMode::Sync] {
+        for w in Workload::ALL {
+            let clean = fault_run(mode, w, Fault::Write(usize::MAX));
+            assert!(clean.ok() && !clean.fired, "{clean:?}");
+            assert!(!clean.unmount_refused && clean.marked_clean, "{clean:?}");
+            let (n, f) = (clean.writes, clean.flushes);
+            assert!(n > 10 && f > 1, "{clean:?}");
+            for fault in [
+                Fault::Write(n / 10),
+                Fault::ShortWrite(n / 2),
+                Fault::Write(n * 9 / 10),
+                Fault::Flush(f / 2),
+            ] {
+                let o = fault_run(mode, w, fault);
+                fired += usize::from(o.fired);
+                if !o.ok() {
+                    bad.push(format!("{o:?}"));
+                }
+            }
+        }
+    }
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+    assert!(fired > 60, "only {fired} faults fired");
+}

@@ -170,6 +170,13 @@ pub fn serve(cfg: &MountConfig, on_ready: impl FnOnce()) -> Result<(), String> {
     );
 
     // The session is over: no kernel request can reach the engine any more.
+    // A session that panicked may have left an operation half done: write
+    // nothing more, leave the image marked unclean.
+    if let Err(e) = &served {
+        if e.contains("panicked") {
+            fs.fail("the FUSE session panicked");
+        }
+    }
     let flushed = fs
         .unmount()
         .map_err(|e| format!("{}: flushing at unmount: {e}", image.display()));

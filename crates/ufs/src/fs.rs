@@ -286,6 +286,12 @@ impl FsCore {
                 "file system is mounted read-only",
             ));
         }
+        if let Some(why) = self.cache.failure() {
+            return Err(Error::new(
+                ErrorKind::Io,
+                format!("writing stopped after a failure ({why}); unmount and run fsck"),
+            ));
+        }
         Ok(())
     }
 
@@ -628,10 +634,13 @@ impl FsCore {
     }
 
     /// Frees orphans, flushes everything and marks the file system clean.
+    /// After a failure (see [`BufferCache::fail`]) nothing is written and
+    /// the file system stays marked unclean: the error says why.
     pub fn unmount(&mut self) -> Result<()> {
         if self.read_only {
             return Ok(());
         }
+        self.check_writable()?;
         self.free_orphans()?;
         self.sync_blocks()?;
         self.sb.set_fs_clean(1);

@@ -254,8 +254,16 @@ impl Fs {
         Fs::open(dev, opts)
     }
 
+    /// The engine, locked. An operation that panicked while holding it may
+    /// have left a change half made: the first lock after that stops all
+    /// writing (the file system is never marked clean again in this
+    /// mount), while reads go on.
     fn lock(&self) -> MutexGuard<'_, FsCore> {
-        self.core.lock().unwrap_or_else(|p| p.into_inner())
+        self.core.lock().unwrap_or_else(|p| {
+            let mut g = p.into_inner();
+            g.cache.fail("an operation panicked half-way");
+            g
+        })
     }
 
     /// Counts a call of kind `k` moving `bytes` of file data, then runs
@@ -1004,6 +1012,12 @@ impl Fs {
         self.counted(Call::Fsync, 0, r)
     }
 
+    /// Stops all writing for good (see `BufferCache::fail`): the file
+    /// system is not marked clean at unmount and fsck must run.
+    pub fn fail(&self, why: &str) {
+        self.lock().cache.fail(why);
+    }
+
     pub fn sync(&self) -> Result<()> {
         self.lock().sync()
     }
@@ -1060,6 +1074,7 @@ impl Fs {
                 ..c.placement.stats
             },
             order: c.cache.order_stats(),
+            failure: c.cache.failure().map(str::to_string),
             vmiodir: c.opts.vmiodir,
             calls: self.calls.snapshot(),
         })
@@ -1117,6 +1132,8 @@ pub struct EngineStats {
     pub placement: crate::alloc::placement::PlacementStats,
     /// Write ordering: the mode and what it did.
     pub order: crate::order::OrderStats,
+    /// Why writing stopped, if it did (a device failure, a panic).
+    pub failure: Option<String>,
     pub vmiodir: bool,
     /// Calls made, by kind.
     pub calls: CallStats,

@@ -137,6 +137,11 @@ pub struct BufferCache {
     stats: CacheStats,
     mode: WriteMode,
     ledger: Ledger,
+    /// Why writing stopped: set by the first failed device write or flush,
+    /// or by the file system when an operation panicked half-way. Nothing
+    /// reaches the device after it (what the ledger says is durable may no
+    /// longer be true, and a half-done change must not be completed).
+    failed: Option<String>,
 }
 
 impl BufferCache {
@@ -155,7 +160,39 @@ impl BufferCache {
             stats: CacheStats::default(),
             mode: WriteMode::Async,
             ledger: Ledger::default(),
+            failed: None,
         }
+    }
+
+    /// Stops all writing for good, giving the reason (kept: the first).
+    pub fn fail(&mut self, why: impl Into<String>) {
+        if self.failed.is_none() {
+            self.failed = Some(why.into());
+        }
+    }
+
+    /// Why writing stopped, if it did.
+    pub fn failure(&self) -> Option<&str> {
+        self.failed.as_deref()
+    }
+
+    /// An error if writing has stopped.
+    fn healthy(&self) -> Result<()> {
+        match &self.failed {
+            None => Ok(()),
+            Some(why) => Err(crate::error::Error::new(
+                crate::error::ErrorKind::Io,
+                format!("writing stopped after a failure ({why}); unmount and run fsck"),
+            )),
+        }
+    }
+
+    /// The outcome of a device write or flush, its failure latched.
+    fn latched<T>(&mut self, r: Result<T>) -> Result<T> {
+        if let Err(e) = &r {
+            self.fail(format!("device: {}", e.msg));
+        }
+        r
     }
 
     /// Turns on cylinder-group check-hashes over the first `cgsize` bytes.
@@ -895,7 +932,16 @@ impl BufferCache {
         let off = addr.checked_mul(1 << fshift).ok_or_else(|| {
             crate::error::Error::corrupt(format!("block address {addr} overflows"))
         })?;
-        self.dev.write_at(off, out.as_deref().unwrap_or(&b.data))?;
+        if let Some(why) = &self.failed {
+            return Err(crate::error::Error::new(
+                crate::error::ErrorKind::Io,
+                format!("writing stopped after a failure ({why}); unmount and run fsck"),
+            ));
+        }
+        if let Err(e) = self.dev.write_at(off, out.as_deref().unwrap_or(&b.data)) {
+            self.failed = Some(format!("device: {}", e.msg));
+            return Err(e);
+        }
         written.push(std::mem::take(&mut b.deps.epoch));
         let top = written.iter().copied().max().unwrap_or(0);
         if top != 0 {
@@ -920,7 +966,9 @@ impl BufferCache {
 
     /// Asks the device to make every write so far durable.
     pub fn flush(&mut self) -> Result<()> {
-        self.dev.flush()?;
+        self.healthy()?;
+        let r = self.dev.flush();
+        self.latched(r)?;
         self.ledger.flushed();
         Ok(())
     }
@@ -1130,7 +1178,9 @@ impl BufferCache {
     pub fn write_raw(&mut self, byte_off: u64, data: &[u8], kind: BlockKind) -> Result<()> {
         let n = self.nfrags(data.len()).max(1);
         self.clear_overlaps(byte_off >> self.fshift, n, None)?;
-        self.dev.write_at(byte_off, data)?;
+        self.healthy()?;
+        let r = self.dev.write_at(byte_off, data);
+        self.latched(r)?;
         let st = &mut self.stats.by_kind[kind.idx()];
         st.writes += 1;
         st.write_bytes += data.len() as u64;
