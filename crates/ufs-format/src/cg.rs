@@ -154,6 +154,18 @@ impl Cg {
                 format!("cg_initediblk {} exceeds fs_ipg", cg.cg_initediblk()),
             ));
         }
+        // Inode blocks are initialised whole (ffs_nodealloccg): a count
+        // inside a block would make the next one zero inodes in use.
+        if !(cg.cg_initediblk() as u64).is_multiple_of(g.inopb) {
+            return Err(FormatError::corrupt(
+                what(),
+                format!(
+                    "cg_initediblk {} is not a multiple of {} inodes per block",
+                    cg.cg_initediblk(),
+                    g.inopb
+                ),
+            ));
+        }
         Ok(cg)
     }
 

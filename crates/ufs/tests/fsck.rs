@@ -1498,3 +1498,71 @@ fn softdep_preen_reads_no_inode_past_the_inode_map() {
         assert_clean(&fixed, &what);
     }
 }
+
+/// Preen on a soft-updates file system reads fewer inodes (up to the last
+/// one the map marks used) but must not count fewer as initialised: it
+/// once wrote that short count into `cg_initediblk` (4 instead of 256),
+/// and the next inode the engine handed out made it initialise the block
+/// again, zeroing `.snap`. A count inside an inode block is a damaged
+/// group: fsck rebuilds it, the engine refuses it.
+#[test]
+fn softdep_preen_keeps_the_initialised_inode_count() {
+    use std::sync::Arc;
+    use ufs::newfs::{newfs, NewfsParams};
+    use ufs::{Cred, Fs, MountOptions};
+    let dev = Arc::new(MemDevice::new(32 << 20));
+    newfs(
+        &*dev,
+        &NewfsParams {
+            bsize: 4096,
+            fsize: 512,
+            seed: Some(4),
+            time: Some(1_700_000_000),
+            softupdates: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let mut img = Img::new(dev.snapshot());
+    let inited = get_u32(&img.data, img.cg_off(0) + 120);
+    assert!(inited as u64 >= 2 * img.g.inopb, "newfs initialised {inited}");
+    let mut sb = img.sb();
+    sb.set_fs_clean(0);
+    img.set_sb(&sb);
+    add_ckhashes(&mut img);
+    let (p, preened) = run(&img.data, FsckMode::Preen);
+    assert_eq!(p.exit_code(), 0, "{}", show(&p));
+    let after = Img::new(preened.clone());
+    assert_eq!(get_u32(&after.data, after.cg_off(0) + 120), inited);
+    // The engine on the preened image: new files, then a clean check.
+    let dev = Arc::new(MemDevice::from_vec(preened));
+    let fs = Fs::open(Box::new(dev.clone()), MountOptions::default()).unwrap();
+    for i in 0..5 {
+        fs.mknod(fs.root(), format!("f{i}").as_bytes(), 0o100644, 0, Cred::ROOT)
+            .unwrap();
+    }
+    fs.unmount().unwrap();
+    drop(fs);
+    assert_clean(&dev.snapshot(), "engine after preen");
+
+    // A count that is not a multiple of the inodes per block.
+    let mut img = Img::new(dev.snapshot());
+    let co = img.cg_off(0);
+    set_u32(&mut img.data, co + 120, 4);
+    add_ckhashes(&mut img);
+    detect_and_repair(&img.data, "INTEGRITY CHECK FAILED", "unaligned cg_initediblk");
+    let dev = Arc::new(MemDevice::from_vec(img.data.clone()));
+    let fs = Fs::open(
+        Box::new(dev),
+        MountOptions {
+            force: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let e = fs
+        .mknod(fs.root(), b"new", 0o100644, 0, Cred::ROOT)
+        .unwrap_err();
+    assert_eq!(e.kind, ufs::ErrorKind::Corrupt, "{e}");
+    assert!(e.to_string().contains("cg_initediblk"), "{e}");
+}

@@ -42,6 +42,13 @@ pub(super) fn cg_header_problem(ctx: &Ctx, c: u64, b: &[u8], proto: &Cg) -> Opti
     if f(120) as u64 > g.ipg {
         return Some(format!("cg_initediblk {} exceeds fs_ipg {}", f(120), g.ipg));
     }
+    if !(f(120) as u64).is_multiple_of(g.inopb) {
+        return Some(format!(
+            "cg_initediblk {} is not a multiple of {} inodes per block",
+            f(120),
+            g.inopb
+        ));
+    }
     for (name, o) in [
         ("cg_iusedoff", 92),
         ("cg_freeoff", 96),
@@ -83,8 +90,10 @@ pub(super) fn pass1(ctx: &mut Ctx) -> R<()> {
         let b = &b[..g.cgsize as usize];
         let problem = cg_header_problem(ctx, c, b, &proto);
         let disk_inited = get_u32(b, 120) as u64;
-        let trusted =
-            get_u32(b, 4) == CG_MAGIC && get_u32(b, 12) as u64 == c && disk_inited <= g.ipg;
+        let trusted = get_u32(b, 4) == CG_MAGIC
+            && get_u32(b, 12) as u64 == c
+            && disk_inited <= g.ipg
+            && disk_inited.is_multiple_of(g.inopb);
         let sound = problem.is_none();
         if let Some(why) = problem {
             let fix = ctx.ask(
@@ -98,23 +107,26 @@ pub(super) fn pass1(ctx: &mut Ctx) -> R<()> {
             ctx.cgs[c as usize].corrupt = true;
             ctx.cgs[c as usize].rebuild = fix;
         }
-        let mut inosused = if trusted { disk_inited } else { g.ipg };
+        let inosused = if trusted { disk_inited } else { g.ipg };
         // With soft updates, preen trusts the inode map (fsck_ffs pass1):
         // no inode past the last one marked used is read, so a name of
-        // such an inode is a name of an unallocated inode.
-        if ctx.mode == FsckMode::Preen
+        // such an inode is a name of an unallocated inode. Only the scan
+        // is shorter: the group still counts the inodes it initialised.
+        let scanned = if ctx.mode == FsckMode::Preen
             && ctx.sb.fs_flags() & FS_DOSOFTDEP != 0
             && trusted
             && sound
         {
-            inosused = last_used_inode(b, inosused).unwrap_or(inosused);
-        }
+            last_used_inode(b, inosused).unwrap_or(inosused)
+        } else {
+            inosused
+        };
         {
             let ci = &mut ctx.cgs[c as usize];
             ci.initediblk_disk = disk_inited.min(g.ipg) as u32;
             ci.initediblk = inosused as u32;
         }
-        scan_group(ctx, c, inosused)?;
+        scan_group(ctx, c, scanned)?;
         let ci = &mut ctx.cgs[c as usize];
         // Trim the table to the last allocated inode.
         let last = ci
