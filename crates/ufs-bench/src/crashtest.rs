@@ -643,17 +643,19 @@ pub fn fault_run(mode: WriteMode, w: Workload, fault: ufs::dev::fault::Fault) ->
     out.requests_after_fault = faulty.requests_after_fault();
     (out.writes, out.flushes) = faulty.counts();
     out.marked_clean = ufs::fs::read_superblock(&*dev).is_ok_and(|(sb, _, _)| sb.fs_clean() != 0);
-    let repair = catch_unwind(AssertUnwindSafe(|| -> Result<(usize, Vec<String>), String> {
-        let y = fsck(&*dev, FsckMode::Yes).map_err(|e| format!("fsck -y: {e}"))?;
-        let n = fsck(&*dev, FsckMode::Check).map_err(|e| format!("fsck -n: {e}"))?;
-        Ok((
-            y.findings.len(),
-            n.findings
-                .iter()
-                .map(|f| format!("{}: {}", f.pass, f.message))
-                .collect(),
-        ))
-    }));
+    let repair = catch_unwind(AssertUnwindSafe(
+        || -> Result<(usize, Vec<String>), String> {
+            let y = fsck(&*dev, FsckMode::Yes).map_err(|e| format!("fsck -y: {e}"))?;
+            let n = fsck(&*dev, FsckMode::Check).map_err(|e| format!("fsck -n: {e}"))?;
+            Ok((
+                y.findings.len(),
+                n.findings
+                    .iter()
+                    .map(|f| format!("{}: {}", f.pass, f.message))
+                    .collect(),
+            ))
+        },
+    ));
     match repair {
         Ok(Ok((n, after))) => {
             out.repaired = n;
@@ -1768,7 +1770,14 @@ impl Session {
 /// Three clients on threads and a syncer, as on a mount (see
 /// [`Workload::Threads`]). A client's error ends the workload with it.
 fn run_threads(s: &mut Session) -> ufs::Result<()> {
-    for d in ["c0", "c1", "c2", "c2/Maildir", "c2/Maildir/tmp", "c2/Maildir/new"] {
+    for d in [
+        "c0",
+        "c1",
+        "c2",
+        "c2/Maildir",
+        "c2/Maildir/tmp",
+        "c2/Maildir/new",
+    ] {
         s.mkdir(d)?;
     }
     let clients: Vec<Session> = (0..3).map(|n| s.client(n)).collect();
@@ -1817,7 +1826,10 @@ fn run_threads(s: &mut Session) -> ufs::Result<()> {
 fn client_files(s: &mut Session) -> ufs::Result<()> {
     for i in 0..60 {
         let p = format!("c0/f{i:02}");
-        s.create(&p, 200 * (i % 7) + 4096 * (i % 3) + 60_000 * usize::from(i % 20 == 0))?;
+        s.create(
+            &p,
+            200 * (i % 7) + 4096 * (i % 3) + 60_000 * usize::from(i % 20 == 0),
+        )?;
         if i % 6 == 5 {
             s.fsync(&p)?;
         }
@@ -1895,7 +1907,10 @@ mod tests {
         let preen = finding(Severity::Preen, "FREE BLK COUNT(S) WRONG IN SUPERBLK");
         let bad = finding(Severity::Inconsistency, "DUP/BAD inode 5");
         assert_eq!(classify(m, std::slice::from_ref(&preen)), Class::PreenOnly);
-        assert_eq!(classify(m, &[preen.clone(), bad.clone()]), Class::Inconsistent);
+        assert_eq!(
+            classify(m, &[preen.clone(), bad.clone()]),
+            Class::Inconsistent
+        );
         assert_eq!(classify(m, &[bad]), Class::Inconsistent);
         // Preen severity but outside the guarantee: resources in use that
         // the bitmaps call free.

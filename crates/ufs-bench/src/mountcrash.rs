@@ -320,7 +320,13 @@ fn dev_of(p: &Path) -> Option<u64> {
 
 /// Starts `ufskit mount -f` and waits until the mountpoint is a new file
 /// system.
-fn start_daemon(cfg: &Config, opts: &str, img: &Path, mnt: &Path, log: &Path) -> Result<Child, String> {
+fn start_daemon(
+    cfg: &Config,
+    opts: &str,
+    img: &Path,
+    mnt: &Path,
+    log: &Path,
+) -> Result<Child, String> {
     let parent = dev_of(mnt.parent().unwrap_or(Path::new("/")));
     let logf = std::fs::File::create(log).map_err(|e| format!("{}: {e}", log.display()))?;
     let mut child = Command::new(&cfg.ufskit)
@@ -355,7 +361,13 @@ fn detach(mnt: &Path) {
 
 /// The maildir writer: delivers until `stop` or its first error (the
 /// daemon's death shows as ENOTCONN).
-fn mail_writer(root: PathBuf, seed: u64, first: u64, records: Arc<Mutex<Vec<MailRecord>>>, stop: Arc<AtomicBool>) {
+fn mail_writer(
+    root: PathBuf,
+    seed: u64,
+    first: u64,
+    records: Arc<Mutex<Vec<MailRecord>>>,
+    stop: Arc<AtomicBool>,
+) {
     let fsync_dir = |d: &Path| std::fs::File::open(d).and_then(|f| f.sync_all());
     let tmp = root.join("tmp");
     let new = root.join("new");
@@ -373,10 +385,13 @@ fn mail_writer(root: PathBuf, seed: u64, first: u64, records: Arc<Mutex<Vec<Mail
             let nn = new.join(&name);
             std::fs::rename(&t, &nn)?;
             fsync_dir(&new)?;
-            records.lock().unwrap_or_else(|p| p.into_inner()).push(MailRecord {
-                n,
-                names: vec![format!("new/{name}")],
-            });
+            records
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(MailRecord {
+                    n,
+                    names: vec![format!("new/{name}")],
+                });
             // Every third message, the one delivered three before is
             // read: moved into cur with a flag; one in five of those is
             // then deleted.
@@ -414,7 +429,12 @@ fn mail_writer(root: PathBuf, seed: u64, first: u64, records: Arc<Mutex<Vec<Mail
 }
 
 /// Programs inside the mount, each a child process of its own.
-fn start_load(cfg: &Config, mnt: &Path, programs: &[String], seed: u64) -> Result<Vec<(String, Child)>, String> {
+fn start_load(
+    cfg: &Config,
+    mnt: &Path,
+    programs: &[String],
+    seed: u64,
+) -> Result<Vec<(String, Child)>, String> {
     let mut out = Vec::new();
     let sh = format!(
         "mkdir -p '{m}/t' && tar -xf '{t}' -C '{m}/t' && cp -a '{m}/t' '{m}/c' && mv '{m}/c' '{m}/moved' \
@@ -439,7 +459,17 @@ fn start_load(cfg: &Config, mnt: &Path, programs: &[String], seed: u64) -> Resul
                 out.push(spawn(
                     "stress-ng",
                     Command::new("stress-ng")
-                        .args(["--dir", "1", "--rename", "1", "--link", "1", "--timeout", "60s", "--temp-path"])
+                        .args([
+                            "--dir",
+                            "1",
+                            "--rename",
+                            "1",
+                            "--link",
+                            "1",
+                            "--timeout",
+                            "60s",
+                            "--temp-path",
+                        ])
                         .arg(&d),
                 )?);
             }
@@ -560,7 +590,11 @@ fn one(
     }
     let extra: Vec<String> = match mix {
         Mix::Bulk => Vec::new(),
-        Mix::Mail => programs.iter().filter(|p| *p == "stress-ng").cloned().collect(),
+        Mix::Mail => programs
+            .iter()
+            .filter(|p| *p == "stress-ng")
+            .cloned()
+            .collect(),
         Mix::Stress => programs.to_vec(),
     };
     let load = start_load(cfg, &mnt, &extra, seed)?;
@@ -591,7 +625,9 @@ fn one(
     ran.extend(extra);
     reap(load);
     let records = std::mem::take(&mut *records.lock().unwrap_or_else(|p| p.into_inner()));
-    let mut it = check(cfg, mode, su, index, delay, &img, &mnt, &log, records, seed, ran)?;
+    let mut it = check(
+        cfg, mode, su, index, delay, &img, &mnt, &log, records, seed, ran,
+    )?;
     it.mix = mix;
     it.cache_drops = drops;
     Ok(it)
@@ -628,7 +664,9 @@ fn check(
         programs,
         image: None,
     };
-    let open = |writable: bool| FileDevice::open(img, writable).map_err(|e| format!("{}: {e}", img.display()));
+    let open = |writable: bool| {
+        FileDevice::open(img, writable).map_err(|e| format!("{}: {e}", img.display()))
+    };
     match fsck(&open(false)?, FsckMode::Check) {
         Ok(rep) => {
             it.class = classify(mode, &rep.findings);
@@ -653,9 +691,11 @@ fn check(
             it.after_repair.push(format!("fsck {how:?}: {e}"));
         }
         match fsck(&open(false)?, FsckMode::Check) {
-            Ok(r) => it
-                .after_repair
-                .extend(r.findings.iter().map(|f| format!("{}: {}", f.pass, f.message))),
+            Ok(r) => it.after_repair.extend(
+                r.findings
+                    .iter()
+                    .map(|f| format!("{}: {}", f.pass, f.message)),
+            ),
             Err(e) => it.after_repair.push(format!("fsck -n after repair: {e}")),
         }
     }
@@ -676,7 +716,8 @@ fn check(
                     .iter()
                     .any(|n| read_file(&fs, &format!("Maildir/{n}")).is_ok_and(|d| d == want));
                 if !ok {
-                    it.lost.push(format!("message {} (as {})", r.n, r.names.join(" or ")));
+                    it.lost
+                        .push(format!("message {} (as {})", r.n, r.names.join(" or ")));
                 }
             }
             it.lost.extend(names_held_twice(&fs));
@@ -692,7 +733,13 @@ fn check(
 
 /// The repaired image through the daemon again: a new file, a listing,
 /// a clean unmount, then `fsck -n` must find nothing.
-fn remount(cfg: &Config, mode: WriteMode, img: &Path, mnt: &Path, log: &Path) -> Result<(), String> {
+fn remount(
+    cfg: &Config,
+    mode: WriteMode,
+    img: &Path,
+    mnt: &Path,
+    log: &Path,
+) -> Result<(), String> {
     let mut d = start_daemon(cfg, mode.name(), img, mnt, log)?;
     let r = (|| -> Result<(), String> {
         let f = mnt.join("after-crash");
@@ -703,7 +750,10 @@ fn remount(cfg: &Config, mode: WriteMode, img: &Path, mnt: &Path, log: &Path) ->
         }
         Ok(())
     })();
-    let um = run_cmd(Command::new(&cfg.ufskit).arg("umount").arg(mnt), "ufskit umount");
+    let um = run_cmd(
+        Command::new(&cfg.ufskit).arg("umount").arg(mnt),
+        "ufskit umount",
+    );
     let _ = d.wait();
     r?;
     um?;

@@ -23,8 +23,8 @@ use crate::requests::{Op, Requests};
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo,
     KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
-    ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow,
-    WriteFlags,
+    ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite,
+    Request, TimeOrNow, WriteFlags,
 };
 use std::collections::HashMap;
 use std::ffi::OsStr;
@@ -236,7 +236,11 @@ impl UfsFuse {
     /// request that caused it).
     fn note_out_of_space(&self, ino: u64) {
         self.out_of_space().insert(ino);
-        let notifier = self.notifier.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let notifier = self
+            .notifier
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
         if let Some(n) = notifier {
             let _ = std::thread::Builder::new()
                 .name("ufs-notify".into())
@@ -339,21 +343,19 @@ impl Filesystem for UfsFuse {
         // - killing setuid/setgid on chown, truncate and write is done
         //   here (the engine's setattr and write), so the kernel does not
         //   fetch the mode first (a GETATTR per chown, as tar does for
-        //   every file it extracts as root). Not with write-back caching:
-        //   writes then reach the engine late and as root, so only the
-        //   kernel knows a write should clear setuid;
+        //   every file it extracts as root). Version 2, where the kernel
+        //   marks the writes that must kill (FUSE_WRITE_KILL_SUIDGID) and
+        //   writes a setuid file through its write-back cache at once;
         // - readdirplus hands out attributes with the names, so `ls -l`,
         //   `find` and `rm -rf` need no LOOKUP per entry (the kernel picks
         //   plain or plus per directory);
         // - lookups and readdirs of one directory may run in parallel on
         //   the request threads (the engine locks per operation).
-        let mut caps = vec![
+        let caps = [
             fuser::InitFlags::FUSE_DO_READDIRPLUS | fuser::InitFlags::FUSE_READDIRPLUS_AUTO,
             fuser::InitFlags::FUSE_PARALLEL_DIROPS,
+            fuser::InitFlags::FUSE_HANDLE_KILLPRIV_V2,
         ];
-        if !self.writeback {
-            caps.push(fuser::InitFlags::FUSE_HANDLE_KILLPRIV);
-        }
         for cap in caps {
             if let Err(e) = config.add_capabilities(cap) {
                 log(format_args!("kernel lacks {e:?}; continuing without it"));
@@ -588,14 +590,18 @@ impl Filesystem for UfsFuse {
         _fh: FileHandle,
         offset: u64,
         data: &[u8],
-        _write_flags: WriteFlags,
+        write_flags: WriteFlags,
         _flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
         self.serve(req, Op::Write);
         let ufs_ino = to_ufs(ino);
-        match self.fs.write(ufs_ino, offset, data, cred(req)) {
+        let kill = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
+        match self
+            .fs
+            .write_killing(ufs_ino, offset, data, cred(req), kill)
+        {
             Ok(n) => reply.written(u32::try_from(n).unwrap_or(u32::MAX)),
             Err(e) => {
                 if self.writeback && e.kind == ufs::ErrorKind::NoSpace {

@@ -273,11 +273,7 @@ fn serve_fs(
     let adapter = UfsFuse::new(fs.clone(), cfg.writeback, cfg.follow_clients);
     let requests = adapter.requests.clone();
     let notifier_slot = adapter.notifier.clone();
-    let session = match fuser::Session::new(
-        adapter,
-        mountpoint,
-        &config,
-    ) {
+    let session = match fuser::Session::new(adapter, mountpoint, &config) {
         Ok(s) => s,
         Err(e) => {
             signals.stop();

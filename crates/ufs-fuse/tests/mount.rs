@@ -2725,7 +2725,15 @@ fn t_times_kept(c: &Ctx) -> R {
     let p = c.mnt.join("times-kept");
     let st = |p: &Path| {
         fs::metadata(p)
-            .map(|m| (m.mtime(), m.mtime_nsec(), m.ctime(), m.ctime_nsec(), m.len()))
+            .map(|m| {
+                (
+                    m.mtime(),
+                    m.mtime_nsec(),
+                    m.ctime(),
+                    m.ctime_nsec(),
+                    m.len(),
+                )
+            })
             .map_err(|e| e.to_string())
     };
     let mut f = io("create", File::create(&p))?;

@@ -401,7 +401,8 @@ impl FsCore {
         [
             inode,
             self.cache.region_latest(cg, 0),
-            self.cache.region_latest(cg, ufs_format::cg::CG_INITEDIBLK_OFF),
+            self.cache
+                .region_latest(cg, ufs_format::cg::CG_INITEDIBLK_OFF),
         ]
     }
 
@@ -476,8 +477,8 @@ impl FsCore {
     /// runs whose contents moved ([`Freed::Moved`]), which wait.
     pub fn defer(&mut self, frees: Vec<Freed>, needs: Vec<ChangeId>) -> Result<()> {
         self.cache.note_deferred(frees.len() as u64);
-        let force = !self.cache.mode().delays()
-            && frees.iter().any(|f| !matches!(f, Freed::Moved { .. }));
+        let force =
+            !self.cache.mode().delays() && frees.iter().any(|f| !matches!(f, Freed::Moved { .. }));
         for what in frees {
             self.order.deferred.push(Deferred {
                 needs: needs.clone(),

@@ -561,8 +561,24 @@ impl Fs {
         self.counted(Call::Setattr, 0, r)
     }
 
+    /// Writes `data` at `off`; a writer other than root takes setuid (and
+    /// setgid with group execute) away, as Linux does.
     pub fn write(&self, ino: u64, off: u64, data: &[u8], cred: Cred) -> Result<usize> {
-        let r = self.finish(self.write_op(ino, off, data, cred));
+        self.write_killing(ino, off, data, cred, cred.uid != 0)
+    }
+
+    /// [`write`](Self::write) with the setuid decision made by the caller
+    /// (the FUSE kernel knows whether the writer may keep it, and says so
+    /// with FUSE_WRITE_KILL_SUIDGID; write-back data arrives as root).
+    pub fn write_killing(
+        &self,
+        ino: u64,
+        off: u64,
+        data: &[u8],
+        cred: Cred,
+        kill: bool,
+    ) -> Result<usize> {
+        let r = self.finish(self.write_op(ino, off, data, cred, kill));
         self.counted(Call::Write, data.len() as u64, r)
     }
 
@@ -956,7 +972,7 @@ impl Fs {
         Ok(data)
     }
 
-    fn write_op(&self, ino: u64, off: u64, data: &[u8], cred: Cred) -> Result<usize> {
+    fn write_op(&self, ino: u64, off: u64, data: &[u8], cred: Cred, kill: bool) -> Result<usize> {
         let mut c = self.lock();
         c.check_writable()?;
         let mut di = live_inode(&mut c, ino)?;
@@ -968,7 +984,7 @@ impl Fs {
         }
         let r = c.write_data(ino, &mut di, off, data, cred.reserve());
         touch(&mut di, true, true, false);
-        if cred.uid != 0 {
+        if kill {
             kill_suid(&mut di);
         }
         c.write_inode(ino, &di)?;

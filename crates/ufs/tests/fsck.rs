@@ -1488,7 +1488,9 @@ fn softdep_preen_reads_no_inode_past_the_inode_map() {
         } else {
             let (p, _) = run(&img.data, FsckMode::Preen);
             assert!(
-                !p.findings.iter().any(|f| f.message.starts_with("UNALLOCATED")),
+                !p.findings
+                    .iter()
+                    .any(|f| f.message.starts_with("UNALLOCATED")),
                 "{what}: the inode is read without soft updates:\n{}",
                 show(&p)
             );
@@ -1525,7 +1527,10 @@ fn softdep_preen_keeps_the_initialised_inode_count() {
     .unwrap();
     let mut img = Img::new(dev.snapshot());
     let inited = get_u32(&img.data, img.cg_off(0) + 120);
-    assert!(inited as u64 >= 2 * img.g.inopb, "newfs initialised {inited}");
+    assert!(
+        inited as u64 >= 2 * img.g.inopb,
+        "newfs initialised {inited}"
+    );
     let mut sb = img.sb();
     sb.set_fs_clean(0);
     img.set_sb(&sb);
@@ -1538,8 +1543,14 @@ fn softdep_preen_keeps_the_initialised_inode_count() {
     let dev = Arc::new(MemDevice::from_vec(preened));
     let fs = Fs::open(Box::new(dev.clone()), MountOptions::default()).unwrap();
     for i in 0..5 {
-        fs.mknod(fs.root(), format!("f{i}").as_bytes(), 0o100644, 0, Cred::ROOT)
-            .unwrap();
+        fs.mknod(
+            fs.root(),
+            format!("f{i}").as_bytes(),
+            0o100644,
+            0,
+            Cred::ROOT,
+        )
+        .unwrap();
     }
     fs.unmount().unwrap();
     drop(fs);
@@ -1550,7 +1561,11 @@ fn softdep_preen_keeps_the_initialised_inode_count() {
     let co = img.cg_off(0);
     set_u32(&mut img.data, co + 120, 4);
     add_ckhashes(&mut img);
-    detect_and_repair(&img.data, "INTEGRITY CHECK FAILED", "unaligned cg_initediblk");
+    detect_and_repair(
+        &img.data,
+        "INTEGRITY CHECK FAILED",
+        "unaligned cg_initediblk",
+    );
     let dev = Arc::new(MemDevice::from_vec(img.data.clone()));
     let fs = Fs::open(
         Box::new(dev),

@@ -255,7 +255,12 @@ fn another_mode_on_a_soft_updates_file_system_lends_its_flag() {
         assert!(!flag(&crashed));
         if mode != WriteMode::Async {
             let rep = fsck(&crashed, FsckMode::Preen).unwrap();
-            assert!(rep.clean, "{}: preen after a crash: {:?}", mode.name(), rep.findings);
+            assert!(
+                rep.clean,
+                "{}: preen after a crash: {:?}",
+                mode.name(),
+                rep.findings
+            );
         }
         fs.unmount().unwrap();
         drop(fs);
@@ -412,11 +417,20 @@ fn softdep_ordering_state_stays_within_the_cache_bound() {
     let bound = ((1u64 << 20) / 512).max(4096);
     let mut most = 0;
     for i in 0..12_000u64 {
-        fs.mknod(d, format!("entry-{i:05}").as_bytes(), 0o100644, 0, Cred::ROOT)
-            .unwrap();
+        fs.mknod(
+            d,
+            format!("entry-{i:05}").as_bytes(),
+            0o100644,
+            0,
+            Cred::ROOT,
+        )
+        .unwrap();
         let pending = fs.stats(None, false).unwrap().order.pending_now;
         most = most.max(pending);
-        assert!(pending <= bound, "{pending} changes pending after {i} creates");
+        assert!(
+            pending <= bound,
+            "{pending} changes pending after {i} creates"
+        );
     }
     assert!(most > bound / 2, "the bound was never approached ({most})");
     fs.unmount().unwrap();

@@ -292,7 +292,12 @@ fn mount_config(a: &CrashtestArgs) -> Result<mountcrash::Config, String> {
         .split_once(',')
         .and_then(|(l, h)| Some((l.trim().parse::<f64>().ok()?, h.trim().parse::<f64>().ok()?)))
         .filter(|(l, h)| *l >= 0.0 && h >= l)
-        .ok_or_else(|| format!("bad --kill-after '{}': give MIN,MAX in seconds", a.kill_after))?;
+        .ok_or_else(|| {
+            format!(
+                "bad --kill-after '{}': give MIN,MAX in seconds",
+                a.kill_after
+            )
+        })?;
     if a.iterations == 0 {
         return Err("nothing to run: --iterations is 0".to_string());
     }
@@ -365,13 +370,26 @@ fn cmd_mount_crashtest(a: &CrashtestArgs) -> Result<ExitCode, String> {
     bar.finish_and_clear();
     println!(
         "{:<8} {:<9} {:>6} {:>6} {:>10} {:>12} {:>13} {:>5} {:>14} {:>8}",
-        "mode", "image", "kills", "clean", "preen-only", "inconsistent", "repair-failed", "lost", "remount-failed", "records"
+        "mode",
+        "image",
+        "kills",
+        "clean",
+        "preen-only",
+        "inconsistent",
+        "repair-failed",
+        "lost",
+        "remount-failed",
+        "records"
     );
     for s in &rep.summaries {
         println!(
             "{:<8} {:<9} {:>6} {:>6} {:>10} {:>12} {:>13} {:>5} {:>14} {:>8}",
             s.mode,
-            if s.newfs_softupdates { "newfs -U" } else { "newfs" },
+            if s.newfs_softupdates {
+                "newfs -U"
+            } else {
+                "newfs"
+            },
             s.iterations,
             s.clean,
             s.preen_only,
@@ -401,7 +419,11 @@ fn cmd_mount_crashtest(a: &CrashtestArgs) -> Result<ExitCode, String> {
         println!(
             "{} {} kill {} after {:.2} s: {:?}",
             it.mode.name(),
-            if it.newfs_softupdates { "newfs -U" } else { "newfs" },
+            if it.newfs_softupdates {
+                "newfs -U"
+            } else {
+                "newfs"
+            },
             it.index,
             it.kill_after_s,
             it.class
@@ -409,7 +431,12 @@ fn cmd_mount_crashtest(a: &CrashtestArgs) -> Result<ExitCode, String> {
         if let Some(img) = &it.image {
             println!("    image: {img}");
         }
-        for f in it.findings.iter().filter(|f| !f.contains("NOT MARKED CLEAN")).take(4) {
+        for f in it
+            .findings
+            .iter()
+            .filter(|f| !f.contains("NOT MARKED CLEAN"))
+            .take(4)
+        {
             println!("    fsck: {f}");
         }
         for f in it.after_repair.iter().take(2) {

@@ -364,9 +364,13 @@ struct FuseOpts {
 fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), String> {
     let mut o = MountOptions::default();
     let mut allow_other = false;
-    let mut writeback = false;
+    // Measured through the mount beside ext4 (docs/DESIGN.md, "Round trips
+    // and CPU placement"): kernel write-back caching and three request
+    // threads cut `tar -x` of /usr/include from 4.9 s to 2.6 s on a quiet
+    // two-CPU machine and from 2.3 s to 2.0 s on a busy one.
+    let mut writeback = true;
     let mut sync_interval = 30;
-    let mut threads = 1;
+    let mut threads = 3;
     let mut lowmem_watch = true;
     let mut follow_clients = true;
     let mut maxmem: Option<u64> = None;
@@ -390,6 +394,7 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
             ("force", None) => o.force = true,
             ("allow_other", None) => allow_other = true,
             ("writeback", None) => writeback = true,
+            ("writeback", Some(v)) => writeback = on_off(k, v)?,
             ("syncer", Some(v)) => sync_interval = v.parse().map_err(|_| format!("bad syncer interval '{v}' (seconds)"))?,
             ("dirpref", Some("orlov")) => o.dirpref = DirPref::Orlov,
             ("dirpref", Some("traditional")) => o.dirpref = DirPref::Traditional,
@@ -424,7 +429,7 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
             ("affinity", Some("off")) => follow_clients = false,
             _ => {
                 return Err(format!(
-                    "unknown mount option '{item}' (known: ro, rw, force, allow_other, writeback, syncer=SECS, dirpref=orlov|traditional, cache=SIZE, readahead=SIZE, seed=N, threads=N, dirhash=on|off, dirhash_maxmem=SIZE, dirhash_minsize=SIZE, dirhash_reclaimage=SECS, dirhash_check=on|off, lowmem=on|off, affinity=follow|off, disk=MODEL, disk_sleep=on|off, inodeorder=offset|name|hash|off, inodeorder_min=SIZE, contigdirs=on|off, normal|sync|async|softdep, vmiodir=on|off)"
+                    "unknown mount option '{item}' (known: ro, rw, force, allow_other, writeback=on|off, syncer=SECS, dirpref=orlov|traditional, cache=SIZE, readahead=SIZE, seed=N, threads=N, dirhash=on|off, dirhash_maxmem=SIZE, dirhash_minsize=SIZE, dirhash_reclaimage=SECS, dirhash_check=on|off, lowmem=on|off, affinity=follow|off, disk=MODEL, disk_sleep=on|off, inodeorder=offset|name|hash|off, inodeorder_min=SIZE, contigdirs=on|off, normal|sync|async|softdep, vmiodir=on|off)"
                 ))
             }
         }

@@ -131,7 +131,9 @@ pub fn cmd_stats(
         o["pending_now"]
     );
     if let Some(why) = v["failure"].as_str() {
-        println!("WRITING STOPPED: {why} (the file system stays marked unclean; unmount and run fsck)");
+        println!(
+            "WRITING STOPPED: {why} (the file system stays marked unclean; unmount and run fsck)"
+        );
     }
     let fr = &v["fuse_requests"];
     if let Some(by) = fr["by_op"].as_object() {

@@ -98,7 +98,10 @@ impl<D: BlockDevice> BlockDevice for FaultDevice<D> {
                 }
                 Err(Error::new(
                     ErrorKind::Io,
-                    format!("injected fault: short write ({half} of {} bytes)", buf.len()),
+                    format!(
+                        "injected fault: short write ({half} of {} bytes)",
+                        buf.len()
+                    ),
                 ))
             }
             _ => self.inner.write_at(off, buf),
