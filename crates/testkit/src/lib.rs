@@ -10,6 +10,61 @@ pub fn have_makefs() -> bool {
     Command::new("makefs").arg("-h").output().is_ok() || Path::new("/usr/sbin/makefs").exists()
 }
 
+/// Whether a test may run: `ok` says its prerequisite (a program, root,
+/// /dev/fuse) is there. A missing one fails the test, as CI installs
+/// everything (`scripts/deps.sh`); a developer who cannot have it sets
+/// `UFSKIT_ALLOW_SKIPS=1`, and the test is then skipped, said so on
+/// stderr, and counted in [`skip_ledger`], which `scripts/test.sh`
+/// reports at the end. Never a silent pass.
+pub fn prerequisite(ok: bool, test: &str, needs: &str) -> bool {
+    if ok {
+        return true;
+    }
+    if std::env::var_os("UFSKIT_ALLOW_SKIPS").is_none() {
+        panic!(
+            "{test} needs {needs}: install it (scripts/deps.sh), or set UFSKIT_ALLOW_SKIPS=1 to skip such tests and have them counted"
+        );
+    }
+    eprintln!("SKIPPED {test}: needs {needs}");
+    use std::io::Write;
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(skip_ledger())
+    {
+        let _ = writeln!(f, "{test}: needs {needs}");
+    }
+    false
+}
+
+/// Where skipped tests are counted (one line each).
+pub fn skip_ledger() -> PathBuf {
+    std::env::temp_dir().join("ufskit-skipped-tests.txt")
+}
+
+/// [`prerequisite`] for Debian's makefs.
+pub fn needs_makefs(test: &str) -> bool {
+    prerequisite(have_makefs(), test, "makefs (apt-get install makefs)")
+}
+
+/// Root and a usable /dev/fuse (FUSE mounts).
+pub fn have_fuse() -> bool {
+    let root = std::fs::metadata("/proc/self").is_ok_and(|m| {
+        use std::os::unix::fs::MetadataExt;
+        m.uid() == 0
+    });
+    root && std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/fuse")
+        .is_ok()
+}
+
+/// [`prerequisite`] for FUSE mounts.
+pub fn needs_fuse(test: &str) -> bool {
+    prerequisite(have_fuse(), test, "root and /dev/fuse")
+}
+
 pub fn makefs(src: &Path, img: &Path, size: &str) {
     makefs_with(src, img, "version=2", size, &[]);
 }
@@ -365,4 +420,28 @@ pub fn walk_rufs(img: &Path) -> BTreeMap<PathBuf, Node> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A missing prerequisite fails the test unless skips are allowed.
+    #[test]
+    #[should_panic(expected = "needs a thing nobody has")]
+    fn a_missing_prerequisite_fails() {
+        if std::env::var_os("UFSKIT_ALLOW_SKIPS").is_some() {
+            // The developer's mode: skipped and counted instead.
+            assert!(!prerequisite(false, "a_missing_prerequisite_fails", "x"));
+            let ledger = std::fs::read_to_string(skip_ledger()).unwrap_or_default();
+            assert!(ledger.contains("a_missing_prerequisite_fails: needs x"));
+            panic!("needs a thing nobody has (skipped and counted)");
+        }
+        prerequisite(false, "a_missing_prerequisite_fails", "a thing nobody has");
+    }
+
+    #[test]
+    fn a_present_prerequisite_runs() {
+        assert!(prerequisite(true, "a_present_prerequisite_runs", "nothing"));
+    }
 }

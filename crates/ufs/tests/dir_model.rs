@@ -41,7 +41,7 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
     #[test]
     fn directory_matches_model(ops in proptest::collection::vec(op(), 1..1500), order in 0usize..4, mode in 0usize..4) {
-        if !have_makefs() {
+        if !needs_makefs("directory_matches_model") {
             return Ok(());
         }
         let (_t, img) = image();

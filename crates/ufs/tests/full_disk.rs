@@ -5,7 +5,7 @@ use ufs::{Cred, ErrorKind, Fs, MountOptions};
 
 #[test]
 fn enospc_respects_minfree_and_leaves_counters_consistent() {
-    if !have_makefs() {
+    if !needs_makefs("enospc_respects_minfree_and_leaves_counters_consistent") {
         return;
     }
     let t = tempfile::tempdir().unwrap();

@@ -4,8 +4,7 @@ use ufs::{Fs, MountOptions};
 
 #[test]
 fn reads_makefs_image_of_usr_include() {
-    if !have_makefs() {
-        eprintln!("makefs not installed; skipping");
+    if !needs_makefs("reads_makefs_image_of_usr_include") {
         return;
     }
     let t = tempfile::tempdir().unwrap();
@@ -30,7 +29,7 @@ fn reads_makefs_image_of_usr_include() {
 
 #[test]
 fn reads_makefs_image_of_hostile_tree() {
-    if !have_makefs() {
+    if !needs_makefs("reads_makefs_image_of_hostile_tree") {
         return;
     }
     let t = tempfile::tempdir().unwrap();

@@ -15,7 +15,7 @@ fn empty_image(dir: &std::path::Path, size: &str) -> std::path::PathBuf {
 
 #[test]
 fn files_dirs_links_renames_survive_reopen() {
-    if !have_makefs() {
+    if !needs_makefs("files_dirs_links_renames_survive_reopen") {
         return;
     }
     let t = tempfile::tempdir().unwrap();

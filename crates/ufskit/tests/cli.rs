@@ -22,25 +22,6 @@ fn run(cmd: &mut Command) -> Output {
     out
 }
 
-fn fuse_available() -> bool {
-    Path::new("/dev/fuse").exists() && nix_is_root()
-}
-
-fn nix_is_root() -> bool {
-    std::fs::metadata("/proc/self")
-        .map(|m| m.uid() == 0)
-        .unwrap_or(false)
-}
-
-/// True (after saying so) when the machine cannot run FUSE tests.
-fn skip_without_fuse() -> bool {
-    let skip = !fuse_available();
-    if skip {
-        eprintln!("skipping: needs root and /dev/fuse");
-    }
-    skip
-}
-
 /// A fresh UFS2 image `dir/name` of `size` made by `ufskit newfs`.
 fn new_image(dir: &Path, name: &str, size: &str) -> PathBuf {
     let img = dir.join(name);
@@ -264,8 +245,9 @@ fn bad_input_gives_clear_errors() {
 
 #[test]
 fn mount_reads_makefs_images_exactly() {
-    if !fuse_available() || !have_makefs() {
-        eprintln!("needs root, /dev/fuse and makefs; skipping");
+    if !needs_fuse("mount_reads_makefs_images_exactly")
+        || !needs_makefs("mount_reads_makefs_images_exactly")
+    {
         return;
     }
     let t = tempfile::tempdir().unwrap();
@@ -288,7 +270,7 @@ fn mount_reads_makefs_images_exactly() {
 
 #[test]
 fn tools_through_the_mount_then_rufs_and_fsck_agree() {
-    if !fuse_available() {
+    if !needs_fuse("tools_through_the_mount_then_rufs_and_fsck_agree") {
         return;
     }
     let t = tempfile::tempdir().unwrap();
@@ -359,7 +341,13 @@ fn tools_through_the_mount_then_rufs_and_fsck_agree() {
 
 #[test]
 fn stress_ng_through_the_mount_leaves_fsck_clean() {
-    if !fuse_available() || Command::new("stress-ng").arg("--version").output().is_err() {
+    if !needs_fuse("stress_ng_through_the_mount_leaves_fsck_clean")
+        || !prerequisite(
+            Command::new("stress-ng").arg("--version").output().is_ok(),
+            "stress_ng_through_the_mount_leaves_fsck_clean",
+            "stress-ng",
+        )
+    {
         return;
     }
     let t = tempfile::tempdir().unwrap();
@@ -395,7 +383,7 @@ fn stress_ng_through_the_mount_leaves_fsck_clean() {
 
 #[test]
 fn locking_dirty_state_and_signals() {
-    if !fuse_available() {
+    if !needs_fuse("locking_dirty_state_and_signals") {
         return;
     }
     let t = tempfile::tempdir().unwrap();
@@ -463,7 +451,7 @@ fn locking_dirty_state_and_signals() {
 
 #[test]
 fn killed_daemon_keeps_fsynced_and_synced_data() {
-    if !fuse_available() {
+    if !needs_fuse("killed_daemon_keeps_fsynced_and_synced_data") {
         return;
     }
     let t = tempfile::tempdir().unwrap();
@@ -525,7 +513,7 @@ fn killed_daemon_keeps_fsynced_and_synced_data() {
 /// directory looks nothing up (READDIRPLUS).
 #[test]
 fn fuse_round_trips_per_created_file() {
-    if skip_without_fuse() {
+    if !needs_fuse("fuse_round_trips_per_created_file") {
         return;
     }
     use std::os::unix::fs::PermissionsExt;
@@ -619,7 +607,7 @@ fn fuse_round_trips_per_created_file() {
 /// dirhash=off.
 #[test]
 fn dirhash_options_and_stats_through_the_mount() {
-    if skip_without_fuse() {
+    if !needs_fuse("dirhash_options_and_stats_through_the_mount") {
         return;
     }
     let t = tempfile::tempdir().unwrap();
@@ -734,19 +722,22 @@ fn daemon_thread_cpus(img: &Path, name: &str) -> Option<String> {
 
 #[test]
 fn request_threads_follow_a_pinned_client() {
-    if skip_without_fuse() {
+    if !needs_fuse("request_threads_follow_a_pinned_client") {
         return;
     }
-    if std::thread::available_parallelism()
+    let two_cpus = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1)
-        < 2
-        || !Command::new("taskset")
+        >= 2
+        && Command::new("taskset")
             .args(["-c", "1", "true"])
             .status()
-            .is_ok_and(|s| s.success())
-    {
-        eprintln!("skipping: needs two CPUs and taskset");
+            .is_ok_and(|s| s.success());
+    if !prerequisite(
+        two_cpus,
+        "request_threads_follow_a_pinned_client",
+        "two CPUs and taskset",
+    ) {
         return;
     }
     let t = tempfile::tempdir().unwrap();
@@ -796,7 +787,7 @@ fn request_threads_follow_a_pinned_client() {
 
 #[test]
 fn modeled_disk_through_the_mount() {
-    if skip_without_fuse() {
+    if !needs_fuse("modeled_disk_through_the_mount") {
         return;
     }
     let t = tempfile::tempdir().unwrap();
@@ -860,7 +851,7 @@ fn modeled_disk_through_the_mount() {
 
 #[test]
 fn inode_order_through_the_mount_survives_churn_and_remount() {
-    if skip_without_fuse() {
+    if !needs_fuse("inode_order_through_the_mount_survives_churn_and_remount") {
         return;
     }
     let t = tempfile::tempdir().unwrap();
@@ -924,7 +915,7 @@ fn inode_order_through_the_mount_survives_churn_and_remount() {
 /// here while a file with dirty pages is open in the parent.
 #[test]
 fn exec_while_pages_are_dirty_does_not_deadlock_the_daemon() {
-    if skip_without_fuse() {
+    if !needs_fuse("exec_while_pages_are_dirty_does_not_deadlock_the_daemon") {
         return;
     }
     let t = tempfile::tempdir().unwrap();
