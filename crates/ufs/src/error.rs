@@ -66,7 +66,10 @@ impl Error {
             Busy => libc::EBUSY,
             CrossDevice => libc::EXDEV,
             Io => libc::EIO,
-            Corrupt => libc::EIO,
+            // ext4 and xfs answer damaged metadata with EFSCORRUPTED,
+            // which is EUCLEAN ("Structure needs cleaning"): the caller
+            // learns fsck is due, not that the device failed.
+            Corrupt => libc::EUCLEAN,
             Incompatible => libc::EINVAL,
             NotSupported => libc::EOPNOTSUPP,
         }
@@ -120,5 +123,16 @@ impl ErrorKind {
             std::io::ErrorKind::PermissionDenied => ErrorKind::Access,
             _ => ErrorKind::Io,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn damage_is_euclean_and_device_failure_eio() {
+        assert_eq!(Error::corrupt("bad").errno(), libc::EUCLEAN);
+        assert_eq!(Error::new(ErrorKind::Io, "gone").errno(), libc::EIO);
     }
 }

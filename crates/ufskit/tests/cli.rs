@@ -236,7 +236,7 @@ fn bad_input_gives_clear_errors() {
     check(&["newfs", &p], "give its size with -s");
     check(&["newfs", "-s", "12Q", &p], "unknown unit");
     check(&["newfs", "-s", "1G", "-b", "3000", &p], "block size");
-    check(&["newfs", "-s", "64k", &p], "");
+    check(&["newfs", "-s", "64k", &p], "below the minimum");
     std::fs::write(&img, vec![0u8; 1 << 20]).unwrap();
     check(&["fsck", "-n", &p], "superblock");
     check(&["dumpfs", &p], "superblock");
