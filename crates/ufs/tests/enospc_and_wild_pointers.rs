@@ -146,7 +146,9 @@ fn wild_dir_pointer_readdir() {
     );
     // A wild pointer is damage the engine names, not a panic and not a
     // silent success.
-    let e = r.expect("readdir panicked").expect_err("readdir through a wild pointer succeeded");
+    let e = r
+        .expect("readdir panicked")
+        .expect_err("readdir through a wild pointer succeeded");
     assert_eq!(e.kind, ufs::ErrorKind::Corrupt, "{e}");
     assert!(e.to_string().contains("not a valid data block"), "{e}");
 }
@@ -171,7 +173,9 @@ fn wild_file_pointer_unlink() {
     );
     // A wild pointer is damage the engine names, not a panic and not a
     // silent success.
-    let e = r.expect("unlink panicked").expect_err("unlink through a wild pointer succeeded");
+    let e = r
+        .expect("unlink panicked")
+        .expect_err("unlink through a wild pointer succeeded");
     assert_eq!(e.kind, ufs::ErrorKind::Corrupt, "{e}");
     assert!(e.to_string().contains("not a valid data block"), "{e}");
 }
@@ -198,7 +202,9 @@ fn wild_file_pointer_write() {
     );
     // A wild pointer is damage the engine names, not a panic and not a
     // silent success.
-    let e = r.expect("write panicked").expect_err("write through a wild pointer succeeded");
+    let e = r
+        .expect("write panicked")
+        .expect_err("write through a wild pointer succeeded");
     assert_eq!(e.kind, ufs::ErrorKind::Corrupt, "{e}");
     assert!(e.to_string().contains("not a valid data block"), "{e}");
 }

@@ -1432,6 +1432,24 @@ fn big_directory_size_past_end_is_preen_adjusted() {
     preen_refuses(&img.data, "small dir size past end");
 }
 
+/// A fresh image of our newfs with 4 KiB blocks (16 inodes a block).
+fn small_engine_image(bytes: u64, softupdates: bool) -> std::sync::Arc<MemDevice> {
+    let dev = std::sync::Arc::new(MemDevice::new(bytes));
+    ufs::newfs::newfs(
+        &*dev,
+        &ufs::newfs::NewfsParams {
+            bsize: 4096,
+            fsize: 512,
+            seed: Some(4),
+            time: Some(1_700_000_000),
+            softupdates,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    dev
+}
+
 /// fsck_ffs pass1: on a soft-updates file system, preen trusts the inode
 /// map and reads no inode past the last one it marks used. A name of an
 /// inode beyond it (its bit never written) is then a name of an
@@ -1439,23 +1457,9 @@ fn big_directory_size_past_end_is_preen_adjusted() {
 /// UNALLOCATED); a full check reads the inode and repairs the map.
 #[test]
 fn softdep_preen_reads_no_inode_past_the_inode_map() {
-    use std::sync::Arc;
-    use ufs::newfs::{newfs, NewfsParams};
     use ufs::{Cred, Fs, MountOptions};
     for softupdates in [true, false] {
-        let dev = Arc::new(MemDevice::new(8 << 20));
-        newfs(
-            &*dev,
-            &NewfsParams {
-                bsize: 4096,
-                fsize: 512,
-                seed: Some(4),
-                time: Some(1_700_000_000),
-                softupdates,
-                ..Default::default()
-            },
-        )
-        .unwrap();
+        let dev = small_engine_image(8 << 20, softupdates);
         let fs = Fs::open(Box::new(dev.clone()), MountOptions::default()).unwrap();
         let d = fs.mkdir(fs.root(), b"d", 0o755, Cred::ROOT).unwrap().ino;
         let mut last = 0;
@@ -1514,21 +1518,8 @@ fn softdep_preen_reads_no_inode_past_the_inode_map() {
 #[test]
 fn softdep_preen_keeps_the_initialised_inode_count() {
     use std::sync::Arc;
-    use ufs::newfs::{newfs, NewfsParams};
     use ufs::{Cred, Fs, MountOptions};
-    let dev = Arc::new(MemDevice::new(32 << 20));
-    newfs(
-        &*dev,
-        &NewfsParams {
-            bsize: 4096,
-            fsize: 512,
-            seed: Some(4),
-            time: Some(1_700_000_000),
-            softupdates: true,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let dev = small_engine_image(32 << 20, true);
     let mut img = Img::new(dev.snapshot());
     let inited = get_u32(&img.data, img.cg_off(0) + 120);
     assert!(
