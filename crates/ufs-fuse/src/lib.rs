@@ -138,6 +138,20 @@ pub fn serve(cfg: &MountConfig, on_ready: impl FnOnce()) -> Result<(), String> {
             mountpoint.display()
         ));
     }
+    // A second mount on a mount point would hide the first, and one
+    // umount would then take both away: refuse, as mount(8) users expect.
+    if let Some(e) = mountinfo::read_self()?
+        .iter()
+        .rev()
+        .find(|e| e.mount_point == mountpoint)
+    {
+        return Err(format!(
+            "{} is already a mount point (of {}, {}); unmount it first",
+            mountpoint.display(),
+            e.source,
+            e.fstype
+        ));
+    }
     let image_str = image
         .to_str()
         .ok_or_else(|| format!("image path {} is not valid UTF-8", image.display()))?

@@ -129,7 +129,7 @@ pub fn print(dev: &dyn BlockDevice) -> Result<String> {
     let onoff = |b: bool| if b { "enabled" } else { "disabled" };
     Ok(format!(
         "tunefs: soft updates: (-n)                          {}\n\
-         tunefs: soft update journaling: ({{-j}})                {}\n\
+         tunefs: soft update journaling: (-j)                {}\n\
          tunefs: maximum blocks per file in a cylinder group: (-e) {}\n\
          tunefs: average file size: (-f)                          {}\n\
          tunefs: average number of files in a directory: (-s)    {}\n\

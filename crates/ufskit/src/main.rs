@@ -250,7 +250,7 @@ struct TunefsArgs {
 pub(crate) fn parse_size(s: &str) -> Result<u64, String> {
     let s = s.trim();
     let (num, mult) = match s.chars().last() {
-        Some(c) if c.is_ascii_alphabetic() => {
+        Some(c) if c.is_ascii_alphabetic() && s[..s.len() - 1].parse::<u64>().is_ok() => {
             let m: u64 = match c.to_ascii_lowercase() {
                 'b' => 1,
                 'k' => 1 << 10,
@@ -268,7 +268,9 @@ pub(crate) fn parse_size(s: &str) -> Result<u64, String> {
         }
         _ => (s, 1),
     };
-    let n: u64 = num.parse().map_err(|_| format!("bad size '{s}'"))?;
+    let n: u64 = num.parse().map_err(|_| {
+        format!("bad size '{s}': give a number of bytes with an optional unit (k, M, G, T), for example 64M")
+    })?;
     n.checked_mul(mult)
         .ok_or_else(|| format!("size '{s}' is too large"))
 }
@@ -324,7 +326,8 @@ fn cmd_newfs(a: NewfsArgs) -> Result<(), String> {
     p.time = a.time;
     let size = a.size.as_deref().map(parse_size).transpose()?;
     p.size = size;
-    if !a.target.exists() {
+    let created = !a.target.exists();
+    if created {
         let Some(sz) = size else {
             return Err(format!(
                 "{} does not exist; give its size with -s (for example -s 512M)",
@@ -346,10 +349,22 @@ fn cmd_newfs(a: NewfsArgs) -> Result<(), String> {
                 .map_err(|e| format!("cannot grow {}: {e}", a.target.display()))?;
         }
     }
-    let dev = open_dev(&a.target, true)?;
-    let r = ufs::newfs::newfs(&dev, &p).map_err(|e| format!("newfs: {e}"))?;
-    print!("{}", r.summary);
-    Ok(())
+    let made = open_dev(&a.target, true)
+        .and_then(|dev| ufs::newfs::newfs(&dev, &p).map_err(|e| format!("newfs: {e}")));
+    match made {
+        Ok(r) => {
+            print!("{}", r.summary);
+            Ok(())
+        }
+        Err(e) => {
+            // An image this command created for a file system it could not
+            // make is not left behind.
+            if created {
+                let _ = std::fs::remove_file(&a.target);
+            }
+            Err(e)
+        }
+    }
 }
 
 struct FuseOpts {

@@ -146,6 +146,27 @@ pub fn cmd_stats(
         println!("FUSE requests: {} ({})", fr["total"], list.join(", "));
     }
     let c = &v["cache"];
+    println!(
+        "buffer cache: {} of {} bytes held, {} evictions",
+        c["bytes_cached"], c["limit_bytes"], c["evictions"]
+    );
+    if let Some(kinds) = c["by_kind"].as_object() {
+        for (kind, k) in kinds {
+            let n = |key: &str| k[key].as_u64().unwrap_or(0);
+            if n("hits") + n("misses") + n("writes") == 0 {
+                continue;
+            }
+            println!(
+                "  {kind:<10} {} hits, {} misses, {} reads ({} bytes), {} writes ({} bytes)",
+                n("hits"),
+                n("misses"),
+                n("reads"),
+                n("read_bytes"),
+                n("writes"),
+                n("write_bytes")
+            );
+        }
+    }
     match c["dir_pool_limit"].as_u64() {
         Some(lim) => println!(
             "vmiodir: off (directory blocks in a pool of {lim} bytes, {} in use)",

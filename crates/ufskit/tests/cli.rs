@@ -237,6 +237,7 @@ fn bad_input_gives_clear_errors() {
     check(&["newfs", "-s", "12Q", &p], "unknown unit");
     check(&["newfs", "-s", "1G", "-b", "3000", &p], "block size");
     check(&["newfs", "-s", "64k", &p], "below the minimum");
+    assert!(!img.exists(), "a failed newfs left its new image behind");
     std::fs::write(&img, vec![0u8; 1 << 20]).unwrap();
     check(&["fsck", "-n", &p], "superblock");
     check(&["dumpfs", &p], "superblock");
@@ -400,6 +401,22 @@ fn locking_dirty_state_and_signals() {
     std::fs::create_dir_all(&mnt2).unwrap();
     let out = ufskit().arg("mount").arg(&img).arg(&mnt2).output().unwrap();
     assert!(!out.status.success());
+    // Another image on the same mount point would hide the first: refused.
+    let other = t.path().join("other.img");
+    run(ufskit().args(["newfs", "-s", "64M"]).arg(&other));
+    let out = ufskit()
+        .arg("mount")
+        .arg(&other)
+        .arg(&mnt)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("is already a mount point"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(std::fs::read(mnt.join("f")).unwrap(), b"hello");
     // statfs works through the mount.
     let df = run(Command::new("df").arg("-k").arg(&mnt));
     assert!(String::from_utf8_lossy(&df.stdout).contains(mnt.to_str().unwrap()));
@@ -645,6 +662,14 @@ fn dirhash_options_and_stats_through_the_mount() {
     assert!(
         text.contains("hashed") && text.contains("self-check failures: 0"),
         "{text}"
+    );
+    assert!(
+        text.contains("buffer cache:") && text.contains("  directory "),
+        "{text}"
+    );
+    assert!(
+        s["cache"]["by_kind"]["directory"]["hits"].as_u64().unwrap() > 0,
+        "{s}"
     );
     let l = json(&["--lowmem"]);
     assert!(l["freed_bytes"].as_u64().unwrap() > 0, "{l}");

@@ -74,6 +74,9 @@ pub struct KindStats {
 
 #[derive(Debug, Default, Clone, Serialize)]
 pub struct CacheStats {
+    /// By block kind, in [`BlockKind::ALL`]'s order; serialized as an
+    /// object keyed by the kinds' names.
+    #[serde(serialize_with = "by_kind_named")]
     pub by_kind: [KindStats; 7],
     /// Buffers evicted to make room, in either pool; of which from the
     /// main cache (with vmiodir off the directory pool evicts on its own
@@ -86,6 +89,19 @@ pub struct CacheStats {
     /// vmiodir off: bytes of directory blocks held, and their pool's size.
     pub dir_pool_bytes: Option<u64>,
     pub dir_pool_limit: Option<u64>,
+}
+
+/// `by_kind` as `{"superblock": {...}, "cg": {...}, ...}`.
+fn by_kind_named<S: serde::Serializer>(
+    v: &[KindStats; 7],
+    s: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    use serde::ser::SerializeMap;
+    let mut m = s.serialize_map(Some(v.len()))?;
+    for k in BlockKind::ALL {
+        m.serialize_entry(k.name(), &v[k.idx()])?;
+    }
+    m.end()
 }
 
 impl CacheStats {
