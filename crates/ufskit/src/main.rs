@@ -44,6 +44,13 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
+    /// Write a manual page for ufskit and each subcommand into DIR
+    /// (ufskit.1, ufskit-mount.1, ...); scripts/install.sh uses it.
+    #[command(hide = true)]
+    Man { dir: PathBuf },
+    /// Print a completion script for SHELL (bash, zsh, fish, elvish,
+    /// powershell).
+    Completions { shell: clap_complete::Shell },
     /// Create a UFS2 file system (creates a sparse image if TARGET does not exist).
     Newfs(NewfsArgs),
     /// Mount an image through FUSE (returns once the mount is live).
@@ -404,6 +411,14 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
             None => (item, None),
         };
         match (k, v) {
+            // Generic options mount(8) and mount.fuse3 pass along (fstab):
+            // the kernel enforces the first ones on the FUSE mount itself,
+            // the others concern only mount(8).
+            ("dev" | "nodev" | "suid" | "nosuid" | "exec" | "noexec" | "atime" | "noatime"
+            | "relatime" | "norelatime" | "strictatime" | "lazytime" | "nolazytime"
+            | "defaults" | "auto" | "noauto" | "user" | "nouser" | "users" | "_netdev"
+            | "nofail", None) => {}
+            (k, _) if k.starts_with("x-") || k == "comment" => {}
             ("ro", None) => o.read_only = true,
             ("rw", None) => o.read_only = false,
             ("force", None) => o.force = true,
@@ -565,8 +580,32 @@ fn cmd_tunefs(a: TunefsArgs) -> Result<(), String> {
     Ok(())
 }
 
+/// The command line, with the mount helper's convention folded in:
+/// `mount -t fuse.ufskit IMAGE DIR` (and an `/etc/fstab` line of type
+/// `fuse.ufskit`) has `mount.fuse3` run `ufskit IMAGE DIR -o OPTIONS`,
+/// which is `ufskit mount IMAGE DIR -o OPTIONS`.
+fn args() -> Vec<std::ffi::OsString> {
+    let mut a: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let first = a.get(1).map(|s| s.to_string_lossy().into_owned());
+    let is_command = first.as_deref().is_some_and(|f| {
+        f.starts_with('-')
+            || <Cli as clap::CommandFactory>::command()
+                .find_subcommand(f)
+                .is_some()
+    });
+    let positional = a
+        .iter()
+        .skip(1)
+        .filter(|s| !s.to_string_lossy().starts_with('-'))
+        .count();
+    if first.is_some() && !is_command && positional >= 2 {
+        a.insert(1, "mount".into());
+    }
+    a
+}
+
 fn run() -> Result<ExitCode, String> {
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(args());
     if !matches!(cli.cmd, Cmd::Mount(_)) {
         // A report piped into `head` ends quietly, as C tools do. Not for
         // the mount daemon, whose sockets must survive a vanished peer.
@@ -603,6 +642,11 @@ fn run() -> Result<ExitCode, String> {
         } => stats::cmd_stats(&dir, json, verify, lowmem, drop_caches)?,
         Cmd::Bench(a) => bench::cmd_bench(a)?,
         Cmd::Crashtest(a) => return crashtest::cmd_crashtest(a),
+        Cmd::Man { dir } => write_man_pages(&dir)?,
+        Cmd::Completions { shell } => {
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut cmd, "ufskit", &mut std::io::stdout());
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -624,6 +668,28 @@ fn main() -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// ufskit.1 and one page per visible subcommand (ufskit-mount.1, ...),
+/// generated from the command-line definition.
+fn write_man_pages(dir: &Path) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let cmd = <Cli as clap::CommandFactory>::command();
+    let write = |name: &str, c: clap::Command| -> Result<(), String> {
+        let mut buf = Vec::new();
+        clap_mangen::Man::new(c)
+            .render(&mut buf)
+            .map_err(|e| e.to_string())?;
+        let path = dir.join(format!("{name}.1"));
+        std::fs::write(&path, buf).map_err(|e| format!("{}: {e}", path.display()))
+    };
+    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+        let name = format!("ufskit-{}", sub.get_name());
+        write(&name, sub.clone().name(name.clone()))?;
+    }
+    write("ufskit", cmd)?;
+    println!("wrote manual pages in {}", dir.display());
+    Ok(())
 }
 
 /// Readdir- and name-order locality of a directory through the kernel.

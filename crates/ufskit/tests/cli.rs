@@ -619,6 +619,94 @@ fn fuse_round_trips_per_created_file() {
     }
 }
 
+/// Manual pages and completions come from the command-line definition.
+#[test]
+fn manual_pages_and_completions() {
+    let t = tempfile::tempdir().unwrap();
+    run(ufskit().arg("man").arg(t.path()));
+    for sub in [
+        "ufskit",
+        "ufskit-newfs",
+        "ufskit-mount",
+        "ufskit-fsck",
+        "ufskit-crashtest",
+    ] {
+        let page = std::fs::read_to_string(t.path().join(format!("{sub}.1"))).unwrap();
+        assert!(page.contains(".TH"), "{sub}.1 is not a manual page");
+    }
+    let mount = std::fs::read_to_string(t.path().join("ufskit-mount.1")).unwrap();
+    assert!(mount.contains("FUSE"), "{mount}");
+    let bash = run(ufskit().args(["completions", "bash"]));
+    let text = String::from_utf8_lossy(&bash.stdout);
+    assert!(
+        text.contains("_ufskit") && text.contains("crashtest"),
+        "{text}"
+    );
+}
+
+/// The mount helper's convention: `mount -t fuse.ufskit IMAGE DIR -o
+/// OPTS` (what an `/etc/fstab` line of type `fuse.ufskit` does) runs
+/// `ufskit IMAGE DIR -o OPTS` through mount.fuse3, with the generic options
+/// mount(8) passes along; plain `umount DIR` ends it, and the daemon still
+/// leaves the image clean.
+#[test]
+fn mount_helper_and_plain_umount() {
+    if !needs_fuse("mount_helper_and_plain_umount")
+        || !prerequisite(
+            Path::new("/sbin/mount.fuse3").exists(),
+            "mount_helper_and_plain_umount",
+            "mount.fuse3 (apt-get install fuse3)",
+        )
+    {
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let img = new_image(t.path(), "img", "64m");
+    let mnt = t.path().join("m");
+    std::fs::create_dir(&mnt).unwrap();
+    let bin = Path::new(env!("CARGO_BIN_EXE_ufskit")).parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    run(Command::new("mount")
+        .env("PATH", &path)
+        .args([
+            "-t",
+            "fuse.ufskit",
+            "-o",
+            "noatime,nodev,nosuid,x-test.option",
+        ])
+        .arg(&img)
+        .arg(&mnt));
+    std::fs::write(mnt.join("via-helper"), b"mounted by mount(8)").unwrap();
+    let mi = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(mi.contains(&format!("ufskit:{}", img.display())), "{mi}");
+    run(Command::new("umount").arg(&mnt));
+    // The daemon writes everything and releases the image after the kernel
+    // let go of the mount point.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let out = ufskit().args(["fsck", "-n"]).arg(&img).output().unwrap();
+        if out.status.success() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "image not clean after umount: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let m = Mounted::new(&img, &mnt, &["ro"]);
+    assert_eq!(
+        std::fs::read(mnt.join("via-helper")).unwrap(),
+        b"mounted by mount(8)"
+    );
+    m.umount();
+}
+
 /// dirhash through a real mount: options, `ufskit stats` (plain, --json,
 /// --verify, --lowmem, --drop-caches), the self-check staying silent,
 /// dirhash=off.
