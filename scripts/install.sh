@@ -18,9 +18,11 @@ command -v mandb >/dev/null 2>&1 && mandb -q "$prefix/share/man" 2>/dev/null || 
 echo "installed $bin ($("$bin" --version))"
 echo "manual pages in $man (man ufskit, man ufskit-mount, ...)"
 echo "bash completion in $comp/ufskit"
-case ":$PATH:" in
+# mount(8) starts its helpers without the caller's PATH; mount.fuse3 then
+# finds ufskit through /bin/sh's default path only.
+case ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:" in
   *":$prefix/bin:"*) ;;
-  *) echo "note: $prefix/bin is not on PATH; mount -t fuse.ufskit needs ufskit there" ;;
+  *) echo "note: mount -t fuse.ufskit and fstab lines find ufskit only in /usr/local/bin, /usr/bin and the sbin directories, not in $prefix/bin" ;;
 esac
 command -v mount.fuse3 >/dev/null 2>&1 || [ -x /sbin/mount.fuse3 ] ||
   echo "note: mount.fuse3 (Debian's fuse3) is needed for mount -t fuse.ufskit and fstab"

@@ -664,14 +664,36 @@ fn mount_helper_and_plain_umount() {
     let img = new_image(t.path(), "img", "64m");
     let mnt = t.path().join("m");
     std::fs::create_dir(&mnt).unwrap();
-    let bin = Path::new(env!("CARGO_BIN_EXE_ufskit")).parent().unwrap();
-    let path = format!(
-        "{}:{}",
-        bin.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
+    // mount(8) runs its helpers without the caller's PATH, and mount.fuse3
+    // starts `ufskit` through /bin/sh, whose default path is
+    // /usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin: the
+    // binary has to be installed there (scripts/install.sh). The build under
+    // test is put at /usr/local/bin/ufskit for the test when nothing is
+    // there, and taken away after; an installed ufskit that is a different
+    // build fails the test rather than testing something else.
+    let exe = Path::new(env!("CARGO_BIN_EXE_ufskit"));
+    let installed = Path::new("/usr/local/bin/ufskit");
+    struct Unlink(Option<&'static Path>);
+    impl Drop for Unlink {
+        fn drop(&mut self) {
+            if let Some(p) = self.0 {
+                let _ = std::fs::remove_file(p);
+            }
+        }
+    }
+    let _link = if std::fs::symlink_metadata(installed).is_ok() {
+        assert!(
+            std::fs::read(installed).unwrap() == std::fs::read(exe).unwrap(),
+            "{} is another build of ufskit than the one under test; run scripts/install.sh or remove it",
+            installed.display()
+        );
+        Unlink(None)
+    } else {
+        std::fs::create_dir_all("/usr/local/bin").unwrap();
+        std::os::unix::fs::symlink(exe, installed).unwrap();
+        Unlink(Some(installed))
+    };
     run(Command::new("mount")
-        .env("PATH", &path)
         .args([
             "-t",
             "fuse.ufskit",
