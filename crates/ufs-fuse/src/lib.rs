@@ -126,8 +126,14 @@ impl Syncer {
 /// that no thread with the default disposition can receive them; the
 /// previous signal mask is restored before returning.
 pub fn serve(cfg: &MountConfig, on_ready: impl FnOnce()) -> Result<(), String> {
-    let image =
-        std::fs::canonicalize(&cfg.image).map_err(|e| format!("{}: {e}", cfg.image.display()))?;
+    // `disk.img:p2` names a partition: the file is what is canonicalized
+    // (and locked); the name keeps its partition.
+    let (file, partition) = ufs::dev::partition::split_spec(&cfg.image);
+    let file = std::fs::canonicalize(&file).map_err(|e| format!("{}: {e}", file.display()))?;
+    let image = match &partition {
+        Some(p) => PathBuf::from(format!("{}:{p}", file.display())),
+        None => file,
+    };
     let mountpoint = std::fs::canonicalize(&cfg.mountpoint)
         .map_err(|e| format!("mount point {}: {e}", cfg.mountpoint.display()))?;
     let before = std::fs::metadata(&mountpoint)
@@ -219,7 +225,7 @@ pub fn umount(mountpoint: &Path) -> Result<(), String> {
         ));
     };
     unmount_path(&mp, false)?;
-    wait_for_release(&image, RELEASE_TIMEOUT)
+    wait_for_release(&ufs::dev::partition::split_spec(&image).0, RELEASE_TIMEOUT)
 }
 
 /// The image of a ufskit mount, or `None` for any other mount.

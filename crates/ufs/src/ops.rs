@@ -15,7 +15,7 @@
 use crate::alloc::Reserve;
 use crate::cache::CacheStats;
 use crate::calls::{Call, CallStats};
-use crate::dev::{BlockDevice, FileDevice};
+use crate::dev::BlockDevice;
 use crate::dir::ReadDirEntry;
 use crate::error::{Error, ErrorKind, Result};
 use crate::fs::{now, FsCore, MountOptions};
@@ -239,8 +239,11 @@ impl Fs {
     }
 
     /// Opens an image file or device, locking it for the life of the value.
+    /// Opens an image or device by name; `disk.img:p2` names a partition,
+    /// and a partitioned disk with a single UFS file system opens at it
+    /// (see [`crate::dev::partition::open_image`]).
     pub fn open_path(path: &std::path::Path, opts: MountOptions) -> Result<Fs> {
-        let mut dev: Box<dyn BlockDevice> = Box::new(FileDevice::open(path, !opts.read_only)?);
+        let (mut dev, _) = crate::dev::partition::open_image(path, !opts.read_only)?;
         if let Some(spec) = &opts.disk {
             dev = Box::new(crate::dev::model::ModeledDisk::new(
                 dev,

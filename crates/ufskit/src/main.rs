@@ -23,7 +23,7 @@ static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 pub static MALLOC_CONF: &[u8] = b"background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:1000\0";
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use ufs::dev::{BlockDevice, FileDevice};
+use ufs::dev::BlockDevice;
 use ufs::{DirPref, MountOptions};
 
 mod bench;
@@ -292,8 +292,24 @@ fn parse_optim(s: &str) -> Result<i32, String> {
     }
 }
 
-fn open_dev(path: &Path, writable: bool) -> Result<FileDevice, String> {
-    FileDevice::open(path, writable).map_err(|e| e.to_string())
+/// An image, a device, or one partition of either (`disk.img:p2`); a disk
+/// with a single UFS partition opens at it, said on stderr.
+fn open_dev(path: &Path, writable: bool) -> Result<Box<dyn BlockDevice>, String> {
+    let (dev, part) =
+        ufs::dev::partition::open_image(path, writable).map_err(|e| e.to_string())?;
+    if let (Some(p), (_, None)) = (&part, ufs::dev::partition::split_spec(path)) {
+        eprintln!(
+            "ufskit: {}: using partition {} ({}, {} bytes at byte {}); name it as {}:{}",
+            path.display(),
+            p.name,
+            p.kind,
+            p.size,
+            p.start,
+            path.display(),
+            p.name
+        );
+    }
+    Ok(dev)
 }
 
 fn cmd_newfs(a: NewfsArgs) -> Result<(), String> {
@@ -333,7 +349,8 @@ fn cmd_newfs(a: NewfsArgs) -> Result<(), String> {
     p.time = a.time;
     let size = a.size.as_deref().map(parse_size).transpose()?;
     p.size = size;
-    let created = !a.target.exists();
+    let (_, partition) = ufs::dev::partition::split_spec(&a.target);
+    let created = partition.is_none() && !a.target.exists();
     if created {
         let Some(sz) = size else {
             return Err(format!(
@@ -345,7 +362,7 @@ fn cmd_newfs(a: NewfsArgs) -> Result<(), String> {
             .map_err(|e| format!("cannot create {}: {e}", a.target.display()))?;
         f.set_len(sz)
             .map_err(|e| format!("cannot size {}: {e}", a.target.display()))?;
-    } else if let Some(sz) = size {
+    } else if let (Some(sz), None) = (size, &partition) {
         let meta = std::fs::metadata(&a.target).map_err(|e| e.to_string())?;
         if meta.is_file() && meta.len() < sz {
             let f = std::fs::OpenOptions::new()
@@ -518,7 +535,7 @@ fn cmd_fsck(a: FsckArgs) -> Result<ExitCode, String> {
     let _ = a.no;
     let dev = open_dev(&a.image, mode != FsckMode::Check)?;
     let rep =
-        ufs::fsck::fsck(&dev, mode).map_err(|e| format!("fsck: {}: {e}", a.image.display()))?;
+        ufs::fsck::fsck(&*dev, mode).map_err(|e| format!("fsck: {}: {e}", a.image.display()))?;
     if a.json {
         println!(
             "{}",
@@ -558,7 +575,7 @@ fn cmd_tunefs(a: TunefsArgs) -> Result<(), String> {
         || a.volname.is_some();
     let dev = open_dev(&a.image, writable)?;
     if a.print {
-        print!("{}", ufs::tunefs::print(&dev).map_err(|e| e.to_string())?);
+        print!("{}", ufs::tunefs::print(&*dev).map_err(|e| e.to_string())?);
     }
     let p = ufs::tunefs::TuneParams {
         avgfilesize: a.avgfilesize,
@@ -623,9 +640,9 @@ fn run() -> Result<ExitCode, String> {
         } => {
             let dev = open_dev(&image, false)?;
             let out = if newfs_cmd {
-                ufs::dumpfs::newfs_command(&dev, &image.display().to_string())
+                ufs::dumpfs::newfs_command(&*dev, &image.display().to_string())
             } else {
-                ufs::dumpfs::dumpfs(&dev, !super_only)
+                ufs::dumpfs::dumpfs(&*dev, !super_only)
             }
             .map_err(|e| format!("dumpfs: {}: {e}", image.display()))?;
             print!("{out}");

@@ -28,6 +28,7 @@ pub trait BlockDevice: Send + Sync {
 
 pub mod crash;
 pub mod fault;
+pub mod partition;
 pub mod model;
 
 fn check_range(off: u64, len: usize, size: u64) -> Result<()> {
