@@ -442,10 +442,15 @@ fn start_load(
         m = mnt.display(),
         t = cfg.tarball.display()
     );
+    // Each program in a process group of its own, so that reaping it
+    // reaches the processes it forked too (stress-ng's and fsstress's
+    // workers, tar under sh).
     let spawn = |name: &str, cmd: &mut Command| -> Result<(String, Child), String> {
+        use std::os::unix::process::CommandExt;
         cmd.stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
+            .process_group(0)
             .spawn()
             .map(|c| (name.to_string(), c))
             .map_err(|e| format!("{name}: {e}"))
@@ -534,21 +539,32 @@ fn start_busy(stop: Arc<AtomicBool>, drops: bool) -> Vec<std::thread::JoinHandle
     v
 }
 
-fn reap(children: Vec<(String, Child)>) {
-    let t0 = Instant::now();
-    for (_, mut c) in children {
-        loop {
-            match c.try_wait() {
-                Ok(Some(_)) | Err(_) => break,
-                Ok(None) if t0.elapsed() > Duration::from_secs(20) => {
-                    let _ = c.kill();
-                    let _ = c.wait();
-                    break;
-                }
-                Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+/// Ends the load: every process of every program's group gets SIGKILL
+/// (after the kill of the daemon they fail with ENOTCONN, but a worker
+/// that starts over from a path after the next mount appears at the same
+/// place would otherwise work in that mount and keep it busy), and is
+/// waited for. Returns the groups that still had processes after 30 s.
+fn reap(children: Vec<(String, Child)>) -> Vec<String> {
+    use nix::sys::signal::{killpg, Signal};
+    use nix::unistd::Pid;
+    let mut left = Vec::new();
+    for (name, mut c) in children {
+        let pgid = Pid::from_raw(c.id() as i32);
+        let _ = killpg(pgid, Signal::SIGKILL);
+        let _ = c.wait();
+        // Orphaned members of the group are children of init now: wait
+        // until none is left (signal 0 finds the group while it has any).
+        let t0 = Instant::now();
+        while killpg(pgid, None).is_ok() {
+            if t0.elapsed() > Duration::from_secs(30) {
+                left.push(name.clone());
+                break;
             }
+            let _ = killpg(pgid, Signal::SIGKILL);
+            std::thread::sleep(Duration::from_millis(20));
         }
     }
+    left
 }
 
 /// One kill: see the module comment.
@@ -623,7 +639,13 @@ fn one(
         ran.push("maildir writer".into());
     }
     ran.extend(extra);
-    reap(load);
+    let stuck = reap(load);
+    if !stuck.is_empty() {
+        return Err(format!(
+            "processes of {} did not end 30 s after SIGKILL (stuck in the dead mount?)",
+            stuck.join(", ")
+        ));
+    }
     let records = std::mem::take(&mut *records.lock().unwrap_or_else(|p| p.into_inner()));
     let mut it = check(
         cfg, mode, su, index, delay, &img, &mnt, &log, records, seed, ran,
@@ -750,11 +772,7 @@ fn remount(
         }
         Ok(())
     })();
-    let um = run_cmd(
-        Command::new(&cfg.ufskit).arg("umount").arg(mnt),
-        "ufskit umount",
-    );
-    let _ = d.wait();
+    let um = umount_and_wait(cfg, mnt, &mut d);
     r?;
     um?;
     let dev = FileDevice::open(img, false).map_err(|e| e.to_string())?;
@@ -763,6 +781,45 @@ fn remount(
         return Err(format!("fsck -n after remount: {}: {}", f.pass, f.message));
     }
     Ok(())
+}
+
+/// `ufskit umount` of a daemon's mount, then the daemon's exit. A mount
+/// still busy is retried for 30 s; after that (or a daemon that does not
+/// exit within 60 s of its unmount) the mount is detached and the daemon
+/// killed, and the failure reported: the tester never waits forever.
+fn umount_and_wait(cfg: &Config, mnt: &Path, d: &mut Child) -> Result<(), String> {
+    let t0 = Instant::now();
+    let mut um = run_cmd(
+        Command::new(&cfg.ufskit).arg("umount").arg(mnt),
+        "ufskit umount",
+    );
+    while um.is_err() && t0.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(500));
+        um = run_cmd(
+            Command::new(&cfg.ufskit).arg("umount").arg(mnt),
+            "ufskit umount",
+        );
+    }
+    if um.is_err() {
+        detach(mnt);
+    }
+    let t1 = Instant::now();
+    loop {
+        match d.try_wait() {
+            Ok(Some(_)) | Err(_) => break,
+            Ok(None) if t1.elapsed() > Duration::from_secs(60) => {
+                let _ = d.kill();
+                let _ = d.wait();
+                detach(mnt);
+                um = um.and(Err(
+                    "the daemon did not exit within 60 s of its unmount".to_string()
+                ));
+                break;
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+    um
 }
 
 fn count_entries(dir: &Path) -> std::io::Result<u64> {

@@ -362,10 +362,19 @@ fn cmd_mount_crashtest(a: &CrashtestArgs) -> Result<ExitCode, String> {
     let cfg = mount_config(a)?;
     let json = json_path(a, "crashtest-mount.json")?;
     let bar = progress_bar("kills")?;
+    // Without a terminal (a log file, CI) a line per kill instead of the bar.
+    let lines = !std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let t0 = std::time::Instant::now();
     let rep = mountcrash::run(&cfg, &mut |done, total, msg| {
         bar.set_length(total.max(1));
         bar.set_position(done);
         bar.set_message(msg.to_string());
+        if lines {
+            eprintln!(
+                "crashtest --mount: {done}/{total} kills done after {:.0} s; next: {msg}",
+                t0.elapsed().as_secs_f64()
+            );
+        }
     })?;
     bar.finish_and_clear();
     println!(
