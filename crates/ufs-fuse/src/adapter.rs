@@ -41,8 +41,11 @@ use ufs::{Attr, Cred, FileKind, Fs, RenameMode, SetAttr, Time, TimeSet};
 /// kernel, which updates or invalidates what it caches on each reply
 /// (including atime after reads), so nothing goes stale behind its back; a
 /// long validity saves a round trip per stat of a name looked up before,
-/// as a local file system's dentry cache does.
-const TTL: Duration = Duration::from_secs(60);
+/// as a local file system's dentry cache does. A day, not a minute: a run
+/// that creates a million files takes longer than a minute, and names that
+/// expired in the meantime each cost a LOOKUP on their next stat (what the
+/// kernel keeps is bounded by its own reclaim, not by this).
+const TTL: Duration = Duration::from_secs(24 * 3600);
 
 /// The one place where inode numbers are translated: FUSE's root is 1,
 /// UFS's root is 2, and UFS never uses inode 1, so the two are swapped.
