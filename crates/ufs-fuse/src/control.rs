@@ -94,14 +94,14 @@ impl Control {
                     match listener.accept() {
                         Ok((stream, _)) => {
                             if let Err(e) = serve_one(&fs, &requests, stream) {
-                                crate::adapter::log(format_args!("control: {e}"));
+                                crate::service::log(format_args!("control: {e}"));
                             }
                         }
                         Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                             std::thread::sleep(Duration::from_millis(50))
                         }
                         Err(e) => {
-                            crate::adapter::log(format_args!("control socket: {e}"));
+                            crate::service::log(format_args!("control socket: {e}"));
                             std::thread::sleep(Duration::from_millis(200));
                         }
                     }

@@ -12,31 +12,37 @@
 //!   blocked in every serving thread and turned into an unmount by a
 //!   dedicated signal thread; the session then ends and `serve` flushes.
 //!   (SIGUSR1, handled by the same thread, drops the engine's clean cache.)
-mod adapter;
 mod affinity;
 pub mod control;
+mod devfuse;
 mod mountinfo;
 pub mod pressure;
 pub mod requests;
+pub mod service;
+pub mod uring;
 
-pub use adapter::UfsFuse;
+pub use devfuse::UfsFuse;
 pub use mountinfo::MountEntry;
 
 use fuser::{MountOption, SessionACL};
 use nix::sys::signal::{SigSet, SigmaskHow, Signal};
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use adapter::log;
+use service::log;
 
 /// Prefix of the mount source (fsname) of every ufskit mount.
 pub const FSNAME_PREFIX: &str = "ufskit:";
 
 /// How long [`umount`] waits for the daemon to release the image.
 const RELEASE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The largest WRITE the kernel may send (and so the payload buffers).
+pub(crate) const MAX_WRITE: u32 = 1 << 20;
 
 /// How long [`serve`] waits for a new mount to become visible.
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -63,6 +69,41 @@ pub struct MountConfig {
     /// Move each request thread to the CPU its client last ran on
     /// (`-o affinity=follow|off`); see `affinity.rs`.
     pub follow_clients: bool,
+    /// FUSE over io_uring (`-o uring=auto|on|off`).
+    pub uring: UringMode,
+}
+
+/// Whether requests travel through per-CPU io_uring rings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UringMode {
+    /// When the kernel offers it; as root, the fuse module's
+    /// `enable_uring` parameter is turned on first if it is off.
+    Auto,
+    /// As `Auto`, and the mount fails when the kernel does not grant it.
+    On,
+    /// Never: `/dev/fuse` only.
+    Off,
+}
+
+/// The fuse module's switch for FUSE-over-io_uring (Linux 6.14+).
+const ENABLE_URING: &str = "/sys/module/fuse/parameters/enable_uring";
+
+/// Whether the kernel will offer io_uring at the next INIT; turns the
+/// module's switch on when allowed (root). The switch only lets servers
+/// ask for io_uring: servers that do not ask are not affected.
+fn kernel_offers_uring() -> bool {
+    match std::fs::read_to_string(ENABLE_URING) {
+        Ok(v) if v.trim() == "Y" || v.trim() == "1" => true,
+        Ok(_) => {
+            if std::fs::write(ENABLE_URING, "Y").is_ok() {
+                log("turned on FUSE-over-io_uring in the kernel (fuse.enable_uring=Y)");
+                true
+            } else {
+                false
+            }
+        }
+        Err(_) => false,
+    }
 }
 
 /// Flushes the engine's dirty blocks every `interval` seconds.
@@ -290,9 +331,22 @@ fn serve_fs(
     config.clone_fd = threads > 1;
 
     let signals = SignalThread::start(mountpoint.to_path_buf(), fs.clone())?;
-    let adapter = UfsFuse::new(fs.clone(), cfg.writeback, cfg.follow_clients);
-    let requests = adapter.requests.clone();
-    let notifier_slot = adapter.notifier.clone();
+    let svc = Arc::new(service::Service::new(
+        fs.clone(),
+        cfg.writeback,
+        cfg.follow_clients,
+    ));
+    let offer_uring = cfg.uring != UringMode::Off && kernel_offers_uring();
+    if cfg.uring == UringMode::On && !offer_uring {
+        signals.stop();
+        return Err(format!(
+            "uring=on: this kernel offers no FUSE-over-io_uring ({ENABLE_URING} missing or not writable; Linux 6.14 or later, as root)"
+        ));
+    }
+    let adapter = UfsFuse::new(svc.clone(), offer_uring);
+    let granted = adapter.uring_granted.clone();
+    let requests = svc.requests.clone();
+    let notifier_slot = svc.notifier.clone();
     let session = match fuser::Session::new(adapter, mountpoint, &config) {
         Ok(s) => s,
         Err(e) => {
@@ -305,6 +359,27 @@ fn serve_fs(
         }
     };
     *notifier_slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(session.notifier());
+    // INIT is answered inside Session::new: if the kernel granted io_uring,
+    // give every CPU's queue its entries now; requests use /dev/fuse until
+    // all are registered.
+    let rings = if granted.load(Ordering::Acquire) {
+        match session
+            .as_fd()
+            .try_clone_to_owned()
+            .and_then(|fd| uring::Rings::start(fd, svc.clone(), MAX_WRITE as usize))
+        {
+            Ok(r) => Some(r),
+            Err(e) => {
+                log(format_args!(
+                    "no io_uring rings ({e}); requests go through /dev/fuse"
+                ));
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let refused = cfg.uring == UringMode::On && rings.is_none();
     let session = match std::thread::Builder::new()
         .name("ufs-fuse".into())
         .spawn(move || session.run())
@@ -342,7 +417,12 @@ fn serve_fs(
         }
         std::thread::sleep(Duration::from_millis(5));
     }
-    if ready {
+    if refused {
+        log("uring=on: the kernel did not grant FUSE-over-io_uring; unmounting");
+        if let Err(e) = unmount_path(mountpoint, true) {
+            log(e);
+        }
+    } else if ready {
         on_ready();
     } else if !session.is_finished() {
         log(format_args!(
@@ -367,6 +447,11 @@ fn serve_fs(
         )),
         Err(_) => Err(format!("FUSE session on {} panicked", mountpoint.display())),
     };
+    // The connection is gone, so are the rings' commands: the ring threads
+    // end (they must, before the engine is flushed and closed).
+    if let Some(r) = rings {
+        r.join();
+    }
     signals.stop();
     syncer.stop();
     if let Some(c) = control {
@@ -374,6 +459,9 @@ fn serve_fs(
     }
     if let Some(w) = watcher {
         w.stop();
+    }
+    if refused {
+        return Err("uring=on: the kernel did not grant FUSE-over-io_uring".to_string());
     }
     if !ready && result.is_ok() {
         return Err(format!(

@@ -78,7 +78,7 @@ impl Watcher {
                     if under_pressure(&t, psi, mem) {
                         let freed = fs.dirhash_lowmem();
                         if freed > 0 {
-                            crate::adapter::log(format_args!(
+                            crate::service::log(format_args!(
                                 "memory pressure: dirhash freed {freed} bytes"
                             ));
                         }

@@ -68,18 +68,31 @@ const NAMES: [&str; N] = [
 #[derive(Debug, Default)]
 pub struct Requests {
     counts: [AtomicU64; N],
+    /// Of those, served through the io_uring rings.
+    via_uring: AtomicU64,
+    /// Ring threads running (0: every request through /dev/fuse).
+    pub ring_threads: AtomicU64,
 }
 
 /// A snapshot: every opcode with its count, and the total.
 #[derive(Debug, Clone, Serialize)]
 pub struct RequestCounts {
     pub total: u64,
+    /// Served through the io_uring rings (the rest through /dev/fuse).
+    pub via_uring: u64,
+    pub ring_threads: u64,
     pub by_op: std::collections::BTreeMap<&'static str, u64>,
 }
 
 impl Requests {
     pub fn count(&self, op: Op) {
         self.counts[op as usize].fetch_add(1, Relaxed);
+    }
+
+    /// Counts a request served by a ring thread.
+    pub fn count_uring(&self, op: Op) {
+        self.count(op);
+        self.via_uring.fetch_add(1, Relaxed);
     }
 
     pub fn snapshot(&self) -> RequestCounts {
@@ -91,6 +104,8 @@ impl Requests {
             .collect();
         RequestCounts {
             total: by_op.values().sum(),
+            via_uring: self.via_uring.load(Relaxed),
+            ring_threads: self.ring_threads.load(Relaxed),
             by_op,
         }
     }

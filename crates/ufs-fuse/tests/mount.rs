@@ -107,6 +107,12 @@ fn child_serve() -> ! {
         sync_interval: 30,
         lowmem_watch: true,
         follow_clients: true,
+        // UFSKIT_TEST_URING=off runs the harness over /dev/fuse only.
+        uring: match std::env::var("UFSKIT_TEST_URING").as_deref() {
+            Ok("off") => ufs_fuse::UringMode::Off,
+            Ok("on") => ufs_fuse::UringMode::On,
+            _ => ufs_fuse::UringMode::Auto,
+        },
     };
     let r = ufs_fuse::serve(&cfg, || {
         println!("READY");

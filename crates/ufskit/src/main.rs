@@ -193,6 +193,8 @@ struct MountArgs {
     /// dirhash_maxmem=SIZE, dirhash_minsize=SIZE, dirhash_reclaimage=SECS,
     /// dirhash_check=on|off, lowmem=on|off (see docs/DIRHASH.md),
     /// affinity=follow|off (serve each request on its client's CPU),
+    /// uring=auto|on|off (FUSE over io_uring: requests served by a thread
+    /// on the CPU that made them; auto uses it when the kernel offers it),
     /// disk=dtla-307045|ide-20g-2001|hp97560 (modeled disk, docs/LAYOUT.md),
     /// disk_sleep=on|off (also sleep the modeled time),
     /// inodeorder=offset|name|hash|off and inodeorder_min=SIZE (inode order
@@ -295,8 +297,7 @@ fn parse_optim(s: &str) -> Result<i32, String> {
 /// An image, a device, or one partition of either (`disk.img:p2`); a disk
 /// with a single UFS partition opens at it, said on stderr.
 fn open_dev(path: &Path, writable: bool) -> Result<Box<dyn BlockDevice>, String> {
-    let (dev, part) =
-        ufs::dev::partition::open_image(path, writable).map_err(|e| e.to_string())?;
+    let (dev, part) = ufs::dev::partition::open_image(path, writable).map_err(|e| e.to_string())?;
     if let (Some(p), (_, None)) = (&part, ufs::dev::partition::split_spec(path)) {
         eprintln!(
             "ufskit: {}: using partition {} ({}, {} bytes at byte {}); name it as {}:{}",
@@ -398,6 +399,7 @@ struct FuseOpts {
     threads: usize,
     writeback: bool,
     follow_clients: bool,
+    uring: ufs_fuse::UringMode,
 }
 
 fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), String> {
@@ -412,6 +414,7 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
     let mut threads = 3;
     let mut lowmem_watch = true;
     let mut follow_clients = true;
+    let mut uring = ufs_fuse::UringMode::Auto;
     let mut maxmem: Option<u64> = None;
     let on_off = |k: &str, v: &str| match v {
         "on" | "1" | "yes" => Ok(true),
@@ -474,9 +477,12 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
             ("vmiodir", Some(v)) => o.vmiodir = on_off(k, v)?,
             ("affinity", Some("follow")) => follow_clients = true,
             ("affinity", Some("off")) => follow_clients = false,
+            ("uring", Some("auto")) => uring = ufs_fuse::UringMode::Auto,
+            ("uring", Some("on")) => uring = ufs_fuse::UringMode::On,
+            ("uring", Some("off")) => uring = ufs_fuse::UringMode::Off,
             _ => {
                 return Err(format!(
-                    "unknown mount option '{item}' (known: ro, rw, force, allow_other, writeback=on|off, syncer=SECS, dirpref=orlov|traditional, cache=SIZE, readahead=SIZE, seed=N, threads=N, dirhash=on|off, dirhash_maxmem=SIZE, dirhash_minsize=SIZE, dirhash_reclaimage=SECS, dirhash_check=on|off, lowmem=on|off, affinity=follow|off, disk=MODEL, disk_sleep=on|off, inodeorder=offset|name|hash|off, inodeorder_min=SIZE, contigdirs=on|off, normal|sync|async|softdep, vmiodir=on|off)"
+                    "unknown mount option '{item}' (known: ro, rw, force, allow_other, writeback=on|off, syncer=SECS, dirpref=orlov|traditional, cache=SIZE, readahead=SIZE, seed=N, threads=N, dirhash=on|off, dirhash_maxmem=SIZE, dirhash_minsize=SIZE, dirhash_reclaimage=SECS, dirhash_check=on|off, lowmem=on|off, affinity=follow|off, uring=auto|on|off, disk=MODEL, disk_sleep=on|off, inodeorder=offset|name|hash|off, inodeorder_min=SIZE, contigdirs=on|off, normal|sync|async|softdep, vmiodir=on|off)"
                 ))
             }
         }
@@ -493,6 +499,7 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
             threads,
             writeback,
             follow_clients,
+            uring,
         },
     ))
 }
@@ -515,6 +522,7 @@ fn cmd_mount(a: MountArgs) -> Result<(), String> {
         sync_interval: f.sync_interval,
         lowmem_watch: f.lowmem_watch,
         follow_clients: f.follow_clients,
+        uring: f.uring,
     };
     if a.foreground {
         daemon::serve_foreground(&cfg)

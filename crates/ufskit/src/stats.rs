@@ -144,6 +144,15 @@ pub fn cmd_stats(
         ops.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
         let list: Vec<String> = ops.iter().map(|(k, n)| format!("{k} {n}")).collect();
         println!("FUSE requests: {} ({})", fr["total"], list.join(", "));
+        let rings = fr["ring_threads"].as_u64().unwrap_or(0);
+        if rings > 0 {
+            println!(
+                "  transport: io_uring, {rings} ring threads ({} requests through the rings; forgets and the first requests through /dev/fuse)",
+                fr["via_uring"]
+            );
+        } else {
+            println!("  transport: /dev/fuse");
+        }
     }
     let c = &v["cache"];
     println!(

@@ -28,8 +28,8 @@ pub trait BlockDevice: Send + Sync {
 
 pub mod crash;
 pub mod fault;
-pub mod partition;
 pub mod model;
+pub mod partition;
 
 fn check_range(off: u64, len: usize, size: u64) -> Result<()> {
     match off.checked_add(len as u64) {

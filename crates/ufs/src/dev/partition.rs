@@ -140,9 +140,7 @@ const SECTOR: u64 = 512;
 pub fn probe(dev: &dyn BlockDevice) -> Result<Vec<Partition>> {
     let mut parts = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| tables(dev)))
         .map_err(|_| Error::corrupt("partition table: its parser failed on it"))??;
-    parts.retain(|p| {
-        p.size > 0 && p.start.checked_add(p.size).is_some_and(|e| e <= dev.size())
-    });
+    parts.retain(|p| p.size > 0 && p.start.checked_add(p.size).is_some_and(|e| e <= dev.size()));
     for p in &mut parts {
         if let Ok(w) = Window::new(DevRef(dev), p.start, p.size) {
             p.ufs = crate::fs::read_superblock(&w).is_ok();
@@ -216,7 +214,9 @@ fn gpt(dev: &dyn BlockDevice) -> Result<Vec<Partition>> {
             .unwrap_or_else(|| p.part_type_guid.guid.to_string().to_lowercase());
         let (Some(start), Some(end)) = (
             p.first_lba.checked_mul(SECTOR),
-            p.last_lba.checked_add(1).and_then(|l| l.checked_mul(SECTOR)),
+            p.last_lba
+                .checked_add(1)
+                .and_then(|l| l.checked_mul(SECTOR)),
         ) else {
             continue;
         };
@@ -357,7 +357,10 @@ pub fn write_disklabel(
     entries.extend_from_slice(parts);
     for (i, off, sectors, fstype) in entries {
         if i >= 8 {
-            return Err(Error::new(ErrorKind::Invalid, "a disklabel has partitions a to h"));
+            return Err(Error::new(
+                ErrorKind::Invalid,
+                "a disklabel has partitions a to h",
+            ));
         }
         let o = D_PARTITIONS + i * PART_SIZE;
         put32(&mut l, o, sectors as u32);
@@ -421,7 +424,10 @@ pub fn open_image(
                         "{} holds {} UFS file systems ({}); name one, as {}:{}",
                         path.display(),
                         many.len(),
-                        many.iter().map(|p| p.name.as_str()).collect::<Vec<_>>().join(", "),
+                        many.iter()
+                            .map(|p| p.name.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", "),
                         path.display(),
                         many[0].name
                     ),
@@ -490,7 +496,13 @@ mod tests {
     fn a_disklabel_round_trips_and_hostile_labels_do_not_panic() {
         let d = MemDevice::new(4 << 20);
         let slice = (1u64 << 20, 3u64 << 20);
-        write_disklabel(&d, slice.0, slice.1, &[(0, 16, 2048, 7), (1, 2064, 1024, 1)]).unwrap();
+        write_disklabel(
+            &d,
+            slice.0,
+            slice.1,
+            &[(0, 16, 2048, 7), (1, 2064, 1024, 1)],
+        )
+        .unwrap();
         let parts = disklabel(&d, slice.0, slice.1, "s1").unwrap().unwrap();
         assert_eq!(parts.len(), 2);
         assert_eq!(parts[0].name, "s1a");
@@ -507,7 +519,10 @@ mod tests {
         l[D_PARTITIONS + 16..D_PARTITIONS + 20].copy_from_slice(&u32::MAX.to_le_bytes());
         d.write_at(512, &l).unwrap();
         let found = probe(&d).unwrap();
-        assert!(found.iter().all(|p| p.start + p.size <= d.size()), "{found:?}");
+        assert!(
+            found.iter().all(|p| p.start + p.size <= d.size()),
+            "{found:?}"
+        );
         assert!(found.iter().all(|p| p.name != "a"), "{found:?}");
     }
 

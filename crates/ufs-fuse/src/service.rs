@@ -1,0 +1,475 @@
+//! The FUSE operations over the engine, whatever carries them: the
+//! `/dev/fuse` reader threads of `fuser` ([`crate::devfuse`]) and the
+//! per-CPU FUSE-over-io_uring rings ([`crate::uring`]) both decode a
+//! request, call one method here and encode what it returns.
+//!
+//! Invariants:
+//! - Inode numbers cross the boundary only through [`to_ufs`] / [`to_fuse`]
+//!   (FUSE root 1 <-> UFS root 2; FUSE 2 <-> UFS 1, which UFS never uses).
+//! - Every method that hands the kernel a new reference to an inode (an
+//!   entry reply: lookup, mknod, create, mkdir, symlink, link, each
+//!   readdirplus entry) calls `Fs::remember` *before* returning, so a
+//!   `forget` for it can never overtake the matching `remember`; a caller
+//!   that then fails to deliver the reply gives it back with [`Service::forget`].
+//! - Every engine error leaves here as an errno through [`errno`]; nothing
+//!   panics on an engine result.
+//! - File handles of regular files are stateless (always 0): open files are
+//!   kept alive by the kernel's lookup references, which the engine tracks.
+//! - A directory handle holds a snapshot of the directory's entries, taken
+//!   when reading starts at offset 0 (opendir or rewinddir); offsets are
+//!   indices into it. Changes made while a reader is part-way through (the
+//!   engine may move a record inside its 512-byte chunk when the chunk's
+//!   first entry is removed) can therefore never make it skip or repeat an
+//!   entry; POSIX leaves it open whether entries added or removed after
+//!   opendir appear.
+use crate::affinity::Follower;
+use crate::requests::{Op, Requests};
+use std::collections::{HashMap, HashSet};
+use std::io::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+use ufs::{Attr, Cred, FileKind, Fs, RenameMode, SetAttr};
+
+/// How long the kernel may cache attributes and entries. The image is
+/// locked by this daemon and every change reaches the engine through this
+/// kernel, which updates or invalidates what it caches on each reply
+/// (including atime after reads), so nothing goes stale behind its back; a
+/// long validity saves a round trip per stat of a name looked up before,
+/// as a local file system's dentry cache does. A day, not a minute: a run
+/// that creates a million files takes longer than a minute, and names that
+/// expired in the meantime each cost a LOOKUP on their next stat (what the
+/// kernel keeps is bounded by its own reclaim, not by this).
+pub const TTL: Duration = Duration::from_secs(24 * 3600);
+
+/// An errno, as the kernel wants it (positive).
+pub type Errno = i32;
+
+/// The one place where inode numbers are translated: FUSE's root is 1,
+/// UFS's root is 2, and UFS never uses inode 1, so the two are swapped.
+pub const fn swap_root(ino: u64) -> u64 {
+    match ino {
+        1 => 2,
+        2 => 1,
+        n => n,
+    }
+}
+
+/// FUSE node id -> UFS inode number.
+pub const fn to_ufs(nodeid: u64) -> u64 {
+    swap_root(nodeid)
+}
+
+/// UFS inode number -> FUSE node id.
+pub const fn to_fuse(ino: u64) -> u64 {
+    swap_root(ino)
+}
+
+/// Writes a diagnostic to stderr without ever panicking (stderr may be a
+/// closed pipe once the daemon is detached).
+pub(crate) fn log(msg: impl std::fmt::Display) {
+    let _ = writeln!(std::io::stderr(), "ufskit: {msg}");
+}
+
+/// The errno of an engine error. Ordinary outcomes (ENOENT, EEXIST,
+/// ENOSPC...) are the caller's business; damage and I/O failures are also
+/// the administrator's, so they are logged.
+pub fn errno(e: &ufs::Error) -> Errno {
+    if matches!(e.kind, ufs::ErrorKind::Corrupt | ufs::ErrorKind::Io) {
+        log(format_args!("error: {e}"));
+    }
+    e.errno()
+}
+
+/// Who made a request.
+#[derive(Debug, Clone, Copy)]
+pub struct Caller {
+    pub uid: u32,
+    pub gid: u32,
+    pub pid: u32,
+}
+
+impl Caller {
+    fn cred(&self) -> Cred {
+        Cred {
+            uid: self.uid,
+            gid: self.gid,
+        }
+    }
+}
+
+/// `RENAME_*` flags of a RENAME2 request (Linux's values).
+pub const RENAME_NOREPLACE: u32 = 1;
+pub const RENAME_EXCHANGE: u32 = 2;
+
+/// One entry of a directory snapshot.
+struct Snap {
+    ino: u64,
+    dtype: u8,
+    name: Vec<u8>,
+}
+
+/// One entry handed to a READDIR(PLUS) reply: `offset` is the cookie of
+/// the entry after it; `attr` is there for READDIRPLUS only.
+pub struct DirItem<'a> {
+    pub ino: u64,
+    pub offset: u64,
+    pub kind: FileKind,
+    pub name: &'a [u8],
+    pub attr: Option<&'a Attr>,
+}
+
+/// The state of one mount's FUSE service over its engine.
+pub struct Service {
+    pub(crate) fs: Arc<Fs>,
+    /// Snapshots of open directories, by file handle.
+    dirs: Mutex<HashMap<u64, Arc<Vec<Snap>>>>,
+    next_fh: AtomicU64,
+    /// The kernel caches writes (`-o writeback`).
+    pub(crate) writeback: bool,
+    /// Move `/dev/fuse` request threads to their clients' CPUs
+    /// (`-o affinity=follow`); the io_uring rings are per CPU already.
+    follower: Option<Follower>,
+    /// Requests received, by opcode (`ufskit stats`).
+    pub(crate) requests: Arc<Requests>,
+    /// Write-back caching: the channel for telling the kernel its cached
+    /// attributes of an inode are stale (set once the session exists).
+    pub(crate) notifier: Arc<Mutex<Option<fuser::Notifier>>>,
+    /// Write-back caching: files whose cached data the engine refused for
+    /// lack of space. The writer learns it at its next write(): the
+    /// kernel's attributes of the file are invalidated, so that write asks
+    /// for them first, and that one question is answered ENOSPC.
+    out_of_space: Mutex<HashSet<u64>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Service {
+    pub fn new(fs: Arc<Fs>, writeback: bool, follow_clients: bool) -> Self {
+        Service {
+            fs,
+            dirs: Mutex::new(HashMap::new()),
+            next_fh: AtomicU64::new(1),
+            writeback,
+            follower: if follow_clients {
+                Follower::new()
+            } else {
+                None
+            },
+            requests: Arc::new(Requests::default()),
+            notifier: Arc::new(Mutex::new(None)),
+            out_of_space: Mutex::new(HashSet::new()),
+        }
+    }
+
+    /// Every request from `/dev/fuse` starts here: counts it and keeps
+    /// the serving thread near its client.
+    pub fn begin(&self, op: Op, pid: u32) {
+        self.requests.count(op);
+        if let Some(f) = &self.follower {
+            f.follow(pid);
+        }
+    }
+
+    /// Every request from an io_uring ring starts here (the ring's thread
+    /// is on the client's CPU already).
+    pub fn begin_uring(&self, op: Op) {
+        self.requests.count_uring(op);
+    }
+
+    /// Write-back caching: a write of cached data failed for lack of space.
+    /// Marks the file and has the kernel drop its attributes (from a
+    /// thread of its own: the notification must not wait inside the
+    /// request that caused it).
+    fn note_out_of_space(&self, ino: u64) {
+        lock(&self.out_of_space).insert(ino);
+        let notifier = lock(&self.notifier).clone();
+        if let Some(n) = notifier {
+            let _ = std::thread::Builder::new()
+                .name("ufs-notify".into())
+                .spawn(move || {
+                    if let Err(e) = n.inval_inode(fuser::INodeNo(to_fuse(ino)), -1, 0) {
+                        log(format_args!("telling the kernel inode {ino} is full: {e}"));
+                    }
+                });
+        }
+    }
+
+    /// A new kernel reference to what `r` found or made.
+    fn entry(&self, r: ufs::Result<Attr>) -> Result<Attr, Errno> {
+        match r {
+            Ok(a) => {
+                self.fs.remember(a.ino);
+                Ok(a)
+            }
+            Err(e) => Err(errno(&e)),
+        }
+    }
+
+    pub fn lookup(&self, parent: u64, name: &[u8]) -> Result<Attr, Errno> {
+        self.entry(self.fs.lookup(to_ufs(parent), name))
+    }
+
+    /// The kernel dropped `n` references to `nodeid`.
+    pub fn forget(&self, nodeid: u64, n: u64) {
+        let ino = to_ufs(nodeid);
+        if let Err(e) = self.fs.forget(ino, n) {
+            log(format_args!("forget of inode {ino}: {e}"));
+        }
+    }
+
+    /// `with_handle`: the kernel asks on behalf of an open file (a write
+    /// with write-back caching asks this way after its file ran out of
+    /// space, see [`Service::write`]).
+    pub fn getattr(&self, nodeid: u64, with_handle: bool) -> Result<Attr, Errno> {
+        let ino = to_ufs(nodeid);
+        if self.writeback && with_handle && lock(&self.out_of_space).remove(&ino) {
+            return Err(libc::ENOSPC);
+        }
+        self.fs.getattr(ino).map_err(|e| errno(&e))
+    }
+
+    pub fn setattr(&self, c: &Caller, nodeid: u64, s: &SetAttr) -> Result<Attr, Errno> {
+        self.fs
+            .setattr(to_ufs(nodeid), s, c.cred())
+            .map_err(|e| errno(&e))
+    }
+
+    pub fn readlink(&self, nodeid: u64) -> Result<Vec<u8>, Errno> {
+        self.fs.readlink(to_ufs(nodeid)).map_err(|e| errno(&e))
+    }
+
+    /// `mode` with its file type; the kernel has already applied the umask
+    /// (no FUSE_DONT_MASK).
+    pub fn mknod(
+        &self,
+        c: &Caller,
+        parent: u64,
+        name: &[u8],
+        mode: u32,
+        rdev: u32,
+    ) -> Result<Attr, Errno> {
+        self.entry(self.fs.mknod(to_ufs(parent), name, mode, rdev, c.cred()))
+    }
+
+    pub fn mkdir(&self, c: &Caller, parent: u64, name: &[u8], mode: u32) -> Result<Attr, Errno> {
+        self.entry(self.fs.mkdir(to_ufs(parent), name, mode, c.cred()))
+    }
+
+    pub fn unlink(&self, parent: u64, name: &[u8]) -> Result<(), Errno> {
+        self.fs.unlink(to_ufs(parent), name).map_err(|e| errno(&e))
+    }
+
+    pub fn rmdir(&self, parent: u64, name: &[u8]) -> Result<(), Errno> {
+        self.fs.rmdir(to_ufs(parent), name).map_err(|e| errno(&e))
+    }
+
+    pub fn symlink(
+        &self,
+        c: &Caller,
+        parent: u64,
+        name: &[u8],
+        target: &[u8],
+    ) -> Result<Attr, Errno> {
+        self.entry(self.fs.symlink(to_ufs(parent), name, target, c.cred()))
+    }
+
+    /// `flags`: `RENAME_NOREPLACE`, `RENAME_EXCHANGE`; anything else
+    /// (`RENAME_WHITEOUT` of overlayfs, newer flags) is EINVAL.
+    pub fn rename(
+        &self,
+        parent: u64,
+        name: &[u8],
+        newparent: u64,
+        newname: &[u8],
+        flags: u32,
+    ) -> Result<(), Errno> {
+        let mode = match flags {
+            0 => RenameMode::Replace,
+            RENAME_NOREPLACE => RenameMode::NoReplace,
+            RENAME_EXCHANGE => RenameMode::Exchange,
+            _ => return Err(libc::EINVAL),
+        };
+        self.fs
+            .rename(to_ufs(parent), name, to_ufs(newparent), newname, mode)
+            .map_err(|e| errno(&e))
+    }
+
+    pub fn link(&self, nodeid: u64, newparent: u64, newname: &[u8]) -> Result<Attr, Errno> {
+        self.entry(self.fs.link(to_ufs(nodeid), to_ufs(newparent), newname))
+    }
+
+    pub fn read(&self, nodeid: u64, offset: u64, size: u32) -> Result<Vec<u8>, Errno> {
+        self.fs
+            .read(to_ufs(nodeid), offset, size as usize)
+            .map_err(|e| errno(&e))
+    }
+
+    /// `kill`: the kernel marks the writer as one that must clear setuid
+    /// and setgid (FUSE_WRITE_KILL_SUIDGID).
+    pub fn write(
+        &self,
+        c: &Caller,
+        nodeid: u64,
+        offset: u64,
+        data: &[u8],
+        kill: bool,
+    ) -> Result<u32, Errno> {
+        let ino = to_ufs(nodeid);
+        match self.fs.write_killing(ino, offset, data, c.cred(), kill) {
+            Ok(n) => Ok(u32::try_from(n).unwrap_or(u32::MAX)),
+            Err(e) => {
+                if self.writeback && e.kind == ufs::ErrorKind::NoSpace {
+                    self.note_out_of_space(ino);
+                }
+                Err(errno(&e))
+            }
+        }
+    }
+
+    /// fsync and fsyncdir: everything is made durable (the engine's fsync
+    /// is file-system wide).
+    pub fn fsync(&self, nodeid: u64) -> Result<(), Errno> {
+        self.fs.fsync(to_ufs(nodeid)).map_err(|e| errno(&e))
+    }
+
+    /// A directory handle; its snapshot is taken at the first read.
+    pub fn opendir(&self) -> u64 {
+        let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+        lock(&self.dirs).insert(fh, Arc::new(Vec::new()));
+        fh
+    }
+
+    pub fn releasedir(&self, fh: u64) {
+        lock(&self.dirs).remove(&fh);
+    }
+
+    /// Every entry of directory `dir`, in on-disk order, read in one engine
+    /// call: reading in batches would release the engine lock in between,
+    /// and an unlink on another request thread could then move a record
+    /// behind the batch cookie.
+    fn snapshot(&self, dir: u64) -> ufs::Result<Vec<Snap>> {
+        let ents = self.fs.readdir(dir, 0, usize::MAX)?;
+        Ok(ents
+            .into_iter()
+            .map(|e| Snap {
+                ino: e.ino,
+                dtype: e.dtype,
+                name: e.name,
+            })
+            .collect())
+    }
+
+    /// The snapshot a READDIR or READDIRPLUS at `offset` reads: taken anew
+    /// at offset 0 (opendir or rewinddir), else the handle's.
+    fn dir_snapshot(&self, dir: u64, fh: u64, offset: u64) -> ufs::Result<Arc<Vec<Snap>>> {
+        if offset != 0 {
+            if let Some(s) = lock(&self.dirs).get(&fh).cloned() {
+                return Ok(s);
+            }
+        }
+        let v = Arc::new(self.snapshot(dir)?);
+        lock(&self.dirs).insert(fh, v.clone());
+        Ok(v)
+    }
+
+    /// READDIR (`plus` false) or READDIRPLUS from `offset`: hands entries
+    /// to `add` until it returns false (the reply is full). With `plus`,
+    /// each entry but `.` and `..` becomes a lookup reference in the kernel
+    /// (fuse_direntplus_link), remembered before `add` as for LOOKUP; an
+    /// entry `add` refused is not sent and its reference is given back.
+    /// The name is looked up again: the kernel makes a dentry of it, which
+    /// must name what the directory holds now (a name removed since the
+    /// snapshot is skipped; its inode may already be another file's).
+    pub fn readdir(
+        &self,
+        nodeid: u64,
+        fh: u64,
+        offset: u64,
+        plus: bool,
+        add: &mut dyn FnMut(DirItem<'_>) -> bool,
+    ) -> Result<(), Errno> {
+        let dir = to_ufs(nodeid);
+        let snap = self.dir_snapshot(dir, fh, offset).map_err(|e| errno(&e))?;
+        let start = usize::try_from(offset).unwrap_or(usize::MAX);
+        for (i, e) in snap.iter().enumerate().skip(start) {
+            let next = i as u64 + 1;
+            if !plus {
+                let kind = match FileKind::from_dtype(e.dtype) {
+                    Some(k) => k,
+                    // DT_UNKNOWN (old images): ask the inode.
+                    None => self
+                        .fs
+                        .getattr(e.ino)
+                        .map(|a| a.kind)
+                        .unwrap_or(FileKind::File),
+                };
+                let item = DirItem {
+                    ino: to_fuse(e.ino),
+                    offset: next,
+                    kind,
+                    name: &e.name,
+                    attr: None,
+                };
+                if !add(item) {
+                    break;
+                }
+                continue;
+            }
+            let dot = e.name == b"." || e.name == b"..";
+            let now = if dot {
+                self.fs.getattr(e.ino)
+            } else {
+                self.fs.lookup(dir, &e.name)
+            };
+            let Ok(a) = now else {
+                continue;
+            };
+            if !dot {
+                self.fs.remember(a.ino);
+            }
+            let item = DirItem {
+                ino: to_fuse(a.ino),
+                offset: next,
+                kind: a.kind,
+                name: &e.name,
+                attr: Some(&a),
+            };
+            if !add(item) {
+                if !dot {
+                    self.forget(to_fuse(a.ino), 1);
+                }
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    pub fn statfs(&self) -> ufs::StatFs {
+        self.fs.statfs()
+    }
+
+    /// CREATE: a regular file with `mode`'s permission bits, opened.
+    pub fn create(&self, c: &Caller, parent: u64, name: &[u8], mode: u32) -> Result<Attr, Errno> {
+        let mode = (mode & 0o7777) | libc::S_IFREG;
+        self.entry(self.fs.mknod(to_ufs(parent), name, mode, 0, c.cred()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn root_mapping_is_a_swap() {
+        assert_eq!(to_ufs(1), 2);
+        assert_eq!(to_ufs(2), 1);
+        assert_eq!(to_fuse(2), 1);
+        assert_eq!(to_fuse(1), 2);
+        for n in [0u64, 3, 4, 1000, u64::MAX] {
+            assert_eq!(to_ufs(to_fuse(n)), n);
+        }
+    }
+}

@@ -1,0 +1,820 @@
+//! FUSE over io_uring (Linux 6.14 and later): the kernel queues each
+//! request on a ring of the CPU its caller runs on, and a thread pinned to
+//! that CPU serves it, so a round trip wakes a thread on the caller's own
+//! CPU instead of a sleeping one elsewhere (on a VM whose idle vCPUs halt,
+//! that wake is what a `/dev/fuse` round trip mostly costs, see
+//! docs/DESIGN.md). The request arrives in a buffer this daemon gave the
+//! kernel, and one `io_uring_enter` both commits the reply and asks for
+//! the next request.
+//!
+//! How it fits with `fuser`: `fuser` mounts, answers INIT (where
+//! [`crate::devfuse`] asks for `FUSE_OVER_IO_URING`) and keeps reading
+//! `/dev/fuse`, which carries everything until every CPU's queue has an
+//! entry registered, and afterwards what the kernel never sends through
+//! the rings (FORGET, INTERRUPT). Each request is decoded here
+//! ([`dispatch`]) and served by [`Service`], as the `fuser` side does.
+//!
+//! Invariants:
+//! - One ring entry per thread, [`THREADS_PER_CPU`] threads per CPU queue:
+//!   an entry the kernel hands a request to always belongs to an idle
+//!   thread, so a slow request (fsync) never holds up one queued behind
+//!   it on the same thread.
+//! - A thread reads or writes its buffers only between the completion of
+//!   its command and the submission of the next; the kernel only while a
+//!   command is in flight. A thread that stops with a command possibly in
+//!   flight leaks its buffers rather than free memory the kernel may still
+//!   write.
+//! - Every request gets exactly one reply; a request this transport does
+//!   not serve gets ENOSYS, as from `fuser`.
+//! - All `unsafe` of the crate is here, in [`Slot`] and [`push`]; each
+//!   use says why it is sound.
+#![allow(unsafe_code)]
+
+pub mod abi;
+
+use crate::requests::Op;
+use crate::service::{log, to_fuse, Caller, DirItem, Errno, Service, TTL};
+use abi::*;
+use io_uring::{cqueue, opcode, squeue, types, IoUring};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use ufs::{Attr, FileKind, SetAttr, Time, TimeSet};
+use zerocopy::{FromBytes, IntoBytes};
+
+/// Ring threads (each with one entry) per CPU queue.
+pub const THREADS_PER_CPU: usize = 2;
+
+/// What a request produced: the reply's payload, or an errno.
+pub type Outcome = Result<Vec<u8>, Errno>;
+
+fn mode_bits(kind: FileKind) -> u32 {
+    match kind {
+        FileKind::File => libc::S_IFREG,
+        FileKind::Dir => libc::S_IFDIR,
+        FileKind::Symlink => libc::S_IFLNK,
+        FileKind::Fifo => libc::S_IFIFO,
+        FileKind::Socket => libc::S_IFSOCK,
+        FileKind::CharDev => libc::S_IFCHR,
+        FileKind::BlockDev => libc::S_IFBLK,
+    }
+}
+
+fn fuse_attr(a: &Attr) -> FuseAttr {
+    FuseAttr {
+        ino: to_fuse(a.ino),
+        size: a.size,
+        blocks: a.blocks,
+        atime: a.atime.sec as u64,
+        mtime: a.mtime.sec as u64,
+        ctime: a.ctime.sec as u64,
+        atimensec: a.atime.nsec,
+        mtimensec: a.mtime.nsec,
+        ctimensec: a.ctime.nsec,
+        mode: mode_bits(a.kind) | u32::from(a.perm),
+        nlink: a.nlink,
+        uid: a.uid,
+        gid: a.gid,
+        rdev: a.rdev,
+        blksize: a.blksize,
+        // fuse_attr.flags are FUSE's own (FUSE_ATTR_SUBMOUNT...), not the
+        // file's BSD flags.
+        flags: 0,
+    }
+}
+
+fn entry_out(a: &Attr) -> EntryOut {
+    EntryOut {
+        nodeid: to_fuse(a.ino),
+        generation: u64::from(a.gen),
+        entry_valid: TTL.as_secs(),
+        attr_valid: TTL.as_secs(),
+        entry_valid_nsec: TTL.subsec_nanos(),
+        attr_valid_nsec: TTL.subsec_nanos(),
+        attr: fuse_attr(a),
+    }
+}
+
+fn attr_out(a: &Attr) -> Vec<u8> {
+    AttrOut {
+        attr_valid: TTL.as_secs(),
+        attr_valid_nsec: TTL.subsec_nanos(),
+        dummy: 0,
+        attr: fuse_attr(a),
+    }
+    .as_bytes()
+    .to_vec()
+}
+
+/// The fixed argument of a request, or EIO when the kernel sent less.
+fn arg<T: FromBytes>(op_in: &[u8]) -> Result<T, Errno> {
+    T::read_from_prefix(op_in)
+        .map(|(v, _)| v)
+        .map_err(|_| libc::EIO)
+}
+
+/// The NUL-terminated strings of a payload, in order.
+fn names(payload: &[u8], n: usize) -> Result<Vec<&[u8]>, Errno> {
+    let mut out = Vec::with_capacity(n);
+    let mut rest = payload;
+    for _ in 0..n {
+        let end = rest.iter().position(|&b| b == 0).ok_or(libc::EIO)?;
+        out.push(&rest[..end]);
+        rest = &rest[end + 1..];
+    }
+    Ok(out)
+}
+
+fn request_time(sec: u64, nsec: u32) -> Time {
+    Time {
+        sec: sec as i64,
+        nsec: nsec.min(999_999_999),
+    }
+}
+
+fn setattr_of(s: &SetattrIn) -> SetAttr {
+    let has = |bit: u32| s.valid & bit != 0;
+    let time = |set: u32, now: u32, sec: u64, nsec: u32| {
+        if has(now) {
+            Some(TimeSet::Now)
+        } else if has(set) {
+            Some(TimeSet::At(request_time(sec, nsec)))
+        } else {
+            None
+        }
+    };
+    SetAttr {
+        mode: has(fattr::MODE).then_some((s.mode & 0o7777) as u16),
+        uid: has(fattr::UID).then_some(s.uid),
+        gid: has(fattr::GID).then_some(s.gid),
+        size: has(fattr::SIZE).then_some(s.size),
+        atime: time(fattr::ATIME, fattr::ATIME_NOW, s.atime, s.atimensec),
+        mtime: time(fattr::MTIME, fattr::MTIME_NOW, s.mtime, s.mtimensec),
+        // With write-back caching the kernel keeps the times of the files
+        // it caches and sends them here; they are what it showed, so they
+        // are what the disk keeps.
+        ctime: has(fattr::CTIME).then_some(request_time(s.ctime, s.ctimensec)),
+        flags: None,
+    }
+}
+
+/// Appends one READDIR(PLUS) record to `out` unless it would pass `max`.
+fn push_dirent(out: &mut Vec<u8>, max: usize, e: &DirItem<'_>) -> bool {
+    let head = if e.attr.is_some() {
+        size_of::<EntryOut>()
+    } else {
+        0
+    };
+    let len = head + size_of::<Dirent>() + e.name.len();
+    let padded = len.div_ceil(8) * 8;
+    if out.len() + padded > max {
+        return false;
+    }
+    if let Some(a) = e.attr {
+        out.extend_from_slice(entry_out(a).as_bytes());
+    }
+    let d = Dirent {
+        ino: e.ino,
+        off: e.offset,
+        namelen: e.name.len() as u32,
+        typ: mode_bits(e.kind) >> 12,
+    };
+    out.extend_from_slice(d.as_bytes());
+    out.extend_from_slice(e.name);
+    out.resize(out.len() + (padded - len), 0);
+    true
+}
+
+/// Serves one request: `op_in` is its fixed argument, `payload` the rest
+/// (names, data). Pure decoding and encoding around [`Service`], so it is
+/// tested without a kernel.
+pub fn dispatch(svc: &Service, h: &InHeader, op_in: &[u8], payload: &[u8]) -> Outcome {
+    let c = Caller {
+        uid: h.uid,
+        gid: h.gid,
+        pid: h.pid,
+    };
+    let node = h.nodeid;
+    let entry = |r: Result<Attr, Errno>| r.map(|a| entry_out(&a).as_bytes().to_vec());
+    let empty = |r: Result<(), Errno>| r.map(|()| Vec::new());
+    let count = |op: Op| svc.begin_uring(op);
+    match h.opcode {
+        op::LOOKUP => {
+            count(Op::Lookup);
+            entry(svc.lookup(node, names(payload, 1)?[0]))
+        }
+        op::GETATTR => {
+            count(Op::Getattr);
+            let g: GetattrIn = arg(op_in)?;
+            svc.getattr(node, g.getattr_flags & GETATTR_FH != 0)
+                .map(|a| attr_out(&a))
+        }
+        op::SETATTR => {
+            count(Op::Setattr);
+            let s: SetattrIn = arg(op_in)?;
+            svc.setattr(&c, node, &setattr_of(&s)).map(|a| attr_out(&a))
+        }
+        op::READLINK => {
+            count(Op::Readlink);
+            svc.readlink(node)
+        }
+        op::SYMLINK => {
+            count(Op::Symlink);
+            let n = names(payload, 2)?;
+            entry(svc.symlink(&c, node, n[0], n[1]))
+        }
+        op::MKNOD => {
+            count(Op::Mknod);
+            let m: MknodIn = arg(op_in)?;
+            entry(svc.mknod(&c, node, names(payload, 1)?[0], m.mode, m.rdev))
+        }
+        op::MKDIR => {
+            count(Op::Mkdir);
+            let m: MkdirIn = arg(op_in)?;
+            entry(svc.mkdir(&c, node, names(payload, 1)?[0], m.mode))
+        }
+        op::UNLINK => {
+            count(Op::Unlink);
+            empty(svc.unlink(node, names(payload, 1)?[0]))
+        }
+        op::RMDIR => {
+            count(Op::Rmdir);
+            empty(svc.rmdir(node, names(payload, 1)?[0]))
+        }
+        op::RENAME | op::RENAME2 => {
+            count(Op::Rename);
+            let (newdir, flags) = if h.opcode == op::RENAME {
+                (arg::<RenameIn>(op_in)?.newdir, 0)
+            } else {
+                let r: Rename2In = arg(op_in)?;
+                (r.newdir, r.flags)
+            };
+            let n = names(payload, 2)?;
+            empty(svc.rename(node, n[0], newdir, n[1], flags))
+        }
+        op::LINK => {
+            count(Op::Link);
+            let l: LinkIn = arg(op_in)?;
+            entry(svc.link(l.oldnodeid, node, names(payload, 1)?[0]))
+        }
+        op::OPEN => {
+            count(Op::Open);
+            // A real OPEN (see the `fuser` side): no FOPEN_KEEP_CACHE, so
+            // reads after an open reach the engine and update atime.
+            Ok(OpenOut {
+                fh: 0,
+                open_flags: 0,
+                backing_id: 0,
+            }
+            .as_bytes()
+            .to_vec())
+        }
+        op::OPENDIR => {
+            count(Op::Opendir);
+            Ok(OpenOut {
+                fh: svc.opendir(),
+                open_flags: 0,
+                backing_id: 0,
+            }
+            .as_bytes()
+            .to_vec())
+        }
+        op::READ => {
+            count(Op::Read);
+            let r: ReadIn = arg(op_in)?;
+            svc.read(node, r.offset, r.size)
+        }
+        op::WRITE => {
+            count(Op::Write);
+            let w: WriteIn = arg(op_in)?;
+            let data = payload.get(..w.size as usize).ok_or(libc::EIO)?;
+            let kill = w.write_flags & WRITE_KILL_SUIDGID != 0;
+            svc.write(&c, node, w.offset, data, kill).map(|n| {
+                WriteOut {
+                    size: n,
+                    padding: 0,
+                }
+                .as_bytes()
+                .to_vec()
+            })
+        }
+        op::STATFS => {
+            count(Op::Statfs);
+            let s = svc.statfs();
+            Ok(StatfsOut {
+                blocks: s.blocks,
+                bfree: s.bfree,
+                bavail: s.bavail,
+                files: s.files,
+                ffree: s.ffree,
+                bsize: u32::try_from(s.bsize).unwrap_or(u32::MAX),
+                namelen: s.namelen,
+                frsize: u32::try_from(s.frsize).unwrap_or(u32::MAX),
+                padding: 0,
+                spare: [0; 6],
+            }
+            .as_bytes()
+            .to_vec())
+        }
+        op::RELEASE => {
+            count(Op::Release);
+            Ok(Vec::new())
+        }
+        op::RELEASEDIR => {
+            count(Op::Releasedir);
+            let r: ReleaseIn = arg(op_in)?;
+            svc.releasedir(r.fh);
+            Ok(Vec::new())
+        }
+        op::FSYNC => {
+            count(Op::Fsync);
+            empty(svc.fsync(node))
+        }
+        op::FSYNCDIR => {
+            count(Op::Fsyncdir);
+            empty(svc.fsync(node))
+        }
+        op::READDIR | op::READDIRPLUS => {
+            let plus = h.opcode == op::READDIRPLUS;
+            count(if plus { Op::Readdirplus } else { Op::Readdir });
+            let r: ReadIn = arg(op_in)?;
+            let max = r.size as usize;
+            let mut out = Vec::with_capacity(max.min(1 << 16));
+            svc.readdir(node, r.fh, r.offset, plus, &mut |e| {
+                push_dirent(&mut out, max, &e)
+            })?;
+            Ok(out)
+        }
+        op::CREATE => {
+            count(Op::Create);
+            let ci: CreateIn = arg(op_in)?;
+            let a = svc.create(&c, node, names(payload, 1)?[0], ci.mode)?;
+            let mut out = entry_out(&a).as_bytes().to_vec();
+            out.extend_from_slice(
+                OpenOut {
+                    fh: 0,
+                    open_flags: 0,
+                    backing_id: 0,
+                }
+                .as_bytes(),
+            );
+            Ok(out)
+        }
+        // FLUSH: nothing is buffered per open file (ENOSYS makes the
+        // kernel stop sending it); anything else is not served.
+        _ => Err(libc::ENOSYS),
+    }
+}
+
+/// One ring entry's buffers: the 288-byte header and the payload.
+struct Slot {
+    header: Box<[u8]>,
+    payload: Box<[u8]>,
+    iov: Box<[libc::iovec; 2]>,
+}
+
+// SAFETY: the raw pointers in `iov` point into the boxes the slot owns;
+// the slot moves between threads only whole, before any command is
+// submitted with it.
+unsafe impl Send for Slot {}
+
+impl Slot {
+    fn new(payload_len: usize) -> Slot {
+        let mut header = vec![0u8; RING_HEADER_SIZE].into_boxed_slice();
+        let mut payload = vec![0u8; payload_len].into_boxed_slice();
+        let iov = Box::new([
+            libc::iovec {
+                iov_base: header.as_mut_ptr().cast(),
+                iov_len: header.len(),
+            },
+            libc::iovec {
+                iov_base: payload.as_mut_ptr().cast(),
+                iov_len: payload.len(),
+            },
+        ]);
+        Slot {
+            header,
+            payload,
+            iov,
+        }
+    }
+
+    fn ent_in_out(&self) -> Option<RingEntInOut> {
+        RingEntInOut::read_from_prefix(&self.header[RING_ENT_IN_OUT..])
+            .ok()
+            .map(|(v, _)| v)
+    }
+
+    /// Serves the request the kernel put in the buffers and writes the
+    /// reply in their place. Returns the commit id to hand back.
+    fn serve(&mut self, svc: &Service) -> Option<u64> {
+        let (h, _) = InHeader::read_from_prefix(&self.header[RING_IN_OUT..]).ok()?;
+        let ent = self.ent_in_out()?;
+        // Extensions (security contexts, supplementary groups), which this
+        // daemon never asks for, would follow the arguments.
+        let ext = usize::from(h.total_extlen) * 8;
+        let len = (ent.payload_sz as usize)
+            .min(self.payload.len())
+            .saturating_sub(ext);
+        let op_in = &self.header[RING_OP_IN..RING_ENT_IN_OUT];
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            dispatch(svc, &h, op_in, &self.payload[..len])
+        }))
+        .unwrap_or_else(|_| {
+            // An operation that panicked may have left the engine half
+            // way: no more writes, the image stays marked unclean.
+            svc.fs
+                .fail("an operation panicked in an io_uring request thread");
+            Err(libc::EIO)
+        });
+        let (error, body) = match outcome {
+            Ok(b) if b.len() <= self.payload.len() => (0, b),
+            Ok(_) => (-libc::EIO, Vec::new()),
+            Err(e) => (-e, Vec::new()),
+        };
+        self.payload[..body.len()].copy_from_slice(&body);
+        let out = OutHeader {
+            len: (size_of::<OutHeader>() + body.len()) as u32,
+            error,
+            unique: h.unique,
+        };
+        self.header[RING_IN_OUT..RING_IN_OUT + size_of::<OutHeader>()]
+            .copy_from_slice(out.as_bytes());
+        let reply = RingEntInOut {
+            payload_sz: body.len() as u32,
+            ..ent
+        };
+        self.header[RING_ENT_IN_OUT..].copy_from_slice(reply.as_bytes());
+        Some(ent.commit_id)
+    }
+}
+
+type Ring = IoUring<squeue::Entry128, cqueue::Entry>;
+
+fn command(fd: i32, cmd_op: u32, qid: u16, commit_id: u64) -> opcode::UringCmd80 {
+    let req = RingCmdReq {
+        flags: 0,
+        commit_id,
+        qid,
+        padding: [0; 6],
+    };
+    let mut cmd = [0u8; 80];
+    cmd[..size_of::<RingCmdReq>()].copy_from_slice(req.as_bytes());
+    opcode::UringCmd80::new(types::Fd(fd), cmd_op).cmd(cmd)
+}
+
+/// Submits `sqe`.
+///
+/// SAFETY (of the `unsafe` inside): what the entry points to, the slot's
+/// iovec array and buffers, lives until the thread stops, and the thread
+/// stops only after the command's completion or by leaking the slot.
+fn push(ring: &mut Ring, sqe: &squeue::Entry128) -> std::io::Result<()> {
+    // SAFETY: see above.
+    unsafe { ring.submission().push(sqe) }
+        .map_err(|_| std::io::Error::other("io_uring submission queue full"))?;
+    ring.submit()?;
+    Ok(())
+}
+
+/// The REGISTER command of a slot: its two iovecs and the queue.
+fn register_sqe(fd: i32, slot: &Slot, qid: u16) -> squeue::Entry128 {
+    let mut sqe = command(fd, URING_CMD_REGISTER, qid, 0)
+        .addr(Some(slot.iov.as_ptr() as u64))
+        .build();
+    // The kernel wants the iovec count in the SQE's `len` (byte 24 of
+    // `struct io_uring_sqe`), which the io-uring crate has no setter for
+    // on this opcode.
+    const _: () = assert!(size_of::<squeue::Entry128>() == 128);
+    // SAFETY: Entry128 is the kernel's 128-byte SQE (asserted above);
+    // bytes 24..28 are `__u32 len`, in bounds and suitably aligned (the
+    // entry is 8-byte aligned).
+    unsafe {
+        (&mut sqe as *mut squeue::Entry128)
+            .cast::<u8>()
+            .add(24)
+            .cast::<u32>()
+            .write(URING_IOV_SEGS);
+    }
+    sqe
+}
+
+/// The CPUs the kernel makes queues for (`num_possible_cpus()`): one
+/// queue each, numbered from 0.
+fn possible_cpus() -> usize {
+    let Ok(s) = std::fs::read_to_string("/sys/devices/system/cpu/possible") else {
+        return std::thread::available_parallelism().map_or(1, |n| n.get());
+    };
+    let mut n = 0;
+    for part in s.trim().split(',') {
+        n += match part.split_once('-') {
+            Some((a, b)) => match (a.parse::<usize>(), b.parse::<usize>()) {
+                (Ok(a), Ok(b)) if b >= a => b - a + 1,
+                _ => 0,
+            },
+            None => usize::from(part.parse::<usize>().is_ok()),
+        };
+    }
+    n.max(1)
+}
+
+fn pin_to(cpu: usize) {
+    let mut set = nix::sched::CpuSet::new();
+    if set.set(cpu).is_ok() {
+        // Best effort: a daemon started outside that CPU (taskset) keeps
+        // its own placement.
+        let _ = nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set);
+    }
+}
+
+/// The ring threads of one mount.
+pub struct Rings {
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Rings {
+    /// Registers [`THREADS_PER_CPU`] entries on every CPU's queue of the
+    /// connection `fd` (the kernel must have granted FUSE_OVER_IO_URING at
+    /// INIT). Requests move to the rings once every queue has one.
+    pub fn start(fd: OwnedFd, svc: Arc<Service>, payload_len: usize) -> std::io::Result<Rings> {
+        let fd = Arc::new(fd);
+        let mut threads = Vec::new();
+        let running = svc.requests.clone();
+        for qid in 0..possible_cpus() {
+            for t in 0..THREADS_PER_CPU {
+                let (fd, svc, running) = (fd.clone(), svc.clone(), running.clone());
+                threads.push(
+                    std::thread::Builder::new()
+                        .name(format!("ufs-ring-{qid}.{t}"))
+                        .spawn(move || {
+                            running.ring_threads.fetch_add(1, Ordering::Relaxed);
+                            ring_thread(&fd, qid, &svc, payload_len);
+                            running.ring_threads.fetch_sub(1, Ordering::Relaxed);
+                        })?,
+                );
+            }
+        }
+        Ok(Rings { threads })
+    }
+
+    /// Waits for every ring thread; they end when the connection does.
+    pub fn join(self) {
+        for t in self.threads {
+            let _ = t.join();
+        }
+    }
+}
+
+fn ring_thread(fd: &OwnedFd, qid: usize, svc: &Service, payload_len: usize) {
+    pin_to(qid);
+    let Ok(q) = u16::try_from(qid) else {
+        return;
+    };
+    let mut ring: Ring = match IoUring::builder()
+        .setup_single_issuer()
+        .setup_defer_taskrun()
+        .build(4)
+    {
+        Ok(r) => r,
+        Err(e) => {
+            log(format_args!("io_uring for queue {qid}: {e}"));
+            return;
+        }
+    };
+    let raw = fd.as_raw_fd();
+    let mut slot = Slot::new(payload_len);
+    if let Err(e) = push(&mut ring, &register_sqe(raw, &slot, q)) {
+        log(format_args!("registering a ring entry of queue {qid}: {e}"));
+        return;
+    }
+    loop {
+        match ring.submit_and_wait(1) {
+            Ok(_) => {}
+            Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
+            Err(e) => {
+                log(format_args!("ring of queue {qid}: {e}"));
+                // A command may still be in flight: never free its buffers.
+                std::mem::forget(slot);
+                return;
+            }
+        }
+        let Some(cqe) = ring.completion().next() else {
+            continue;
+        };
+        let res = cqe.result();
+        if res < 0 {
+            // The connection ended (unmount, abort): ENOTCONN, ECANCELED,
+            // ENODEV. Anything else is worth a line in the log.
+            if ![libc::ENOTCONN, libc::ECANCELED, libc::ENODEV].contains(&-res) {
+                log(format_args!(
+                    "ring of queue {qid}: {}",
+                    std::io::Error::from_raw_os_error(-res)
+                ));
+            }
+            return;
+        }
+        let Some(commit_id) = slot.serve(svc) else {
+            log(format_args!(
+                "ring of queue {qid}: unreadable request header"
+            ));
+            return;
+        };
+        let sqe = command(raw, URING_CMD_COMMIT_AND_FETCH, q, commit_id).build();
+        if let Err(e) = push(&mut ring, &sqe) {
+            log(format_args!("committing a reply on queue {qid}: {e}"));
+            std::mem::forget(slot);
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ufs::dev::MemDevice;
+
+    fn service() -> Service {
+        let dev = Arc::new(MemDevice::new(64 << 20));
+        ufs::newfs::newfs(&*dev, &ufs::newfs::NewfsParams::default()).unwrap();
+        let fs = ufs::Fs::open(Box::new(dev), ufs::MountOptions::default()).unwrap();
+        Service::new(Arc::new(fs), false, false)
+    }
+
+    fn header(opcode: u32, nodeid: u64) -> InHeader {
+        InHeader {
+            len: 0,
+            opcode,
+            unique: 7,
+            nodeid,
+            uid: 0,
+            gid: 0,
+            pid: 1,
+            total_extlen: 0,
+            padding: 0,
+        }
+    }
+
+    fn entry_of(b: &[u8]) -> EntryOut {
+        EntryOut::read_from_prefix(b).unwrap().0
+    }
+
+    #[test]
+    fn create_write_read_lookup_readdirplus_unlink() {
+        let svc = service();
+        let ci = CreateIn {
+            flags: 0,
+            mode: 0o640,
+            umask: 0,
+            open_flags: 0,
+        };
+        let out = dispatch(&svc, &header(op::CREATE, 1), ci.as_bytes(), b"f\0").unwrap();
+        assert_eq!(out.len(), size_of::<EntryOut>() + size_of::<OpenOut>());
+        let e = entry_of(&out);
+        assert_eq!(e.attr.mode, libc::S_IFREG | 0o640);
+        assert_eq!(e.entry_valid, TTL.as_secs());
+        let node = e.nodeid;
+        let w = WriteIn {
+            fh: 0,
+            offset: 3,
+            size: 5,
+            write_flags: 0,
+            lock_owner: 0,
+            flags: 0,
+            padding: 0,
+        };
+        let out = dispatch(&svc, &header(op::WRITE, node), w.as_bytes(), b"hello").unwrap();
+        assert_eq!(WriteOut::read_from_prefix(&out).unwrap().0.size, 5);
+        let r = ReadIn {
+            fh: 0,
+            offset: 0,
+            size: 100,
+            read_flags: 0,
+            lock_owner: 0,
+            flags: 0,
+            padding: 0,
+        };
+        let out = dispatch(&svc, &header(op::READ, node), r.as_bytes(), &[]).unwrap();
+        assert_eq!(out, b"\0\0\0hello");
+        let out = dispatch(&svc, &header(op::LOOKUP, 1), &[], b"f\0").unwrap();
+        assert_eq!(entry_of(&out).nodeid, node);
+        assert_eq!(entry_of(&out).attr.size, 8);
+        assert_eq!(
+            dispatch(&svc, &header(op::LOOKUP, 1), &[], b"nope\0"),
+            Err(libc::ENOENT)
+        );
+        // READDIRPLUS of the root: ".", "..", ".snap", "f", each record an
+        // entry_out, a dirent and the name padded to 8 bytes.
+        let fh =
+            OpenOut::read_from_prefix(&dispatch(&svc, &header(op::OPENDIR, 1), &[], &[]).unwrap())
+                .unwrap()
+                .0
+                .fh;
+        let r = ReadIn {
+            fh,
+            size: 4096,
+            ..r
+        };
+        let out = dispatch(&svc, &header(op::READDIRPLUS, 1), r.as_bytes(), &[]).unwrap();
+        let mut at = 0;
+        let mut seen = Vec::new();
+        while at < out.len() {
+            let e = entry_of(&out[at..]);
+            let d = Dirent::read_from_prefix(&out[at + 128..]).unwrap().0;
+            let name = &out[at + 152..at + 152 + d.namelen as usize];
+            seen.push((String::from_utf8_lossy(name).to_string(), d.off));
+            if name == b"f" {
+                assert_eq!(e.nodeid, node);
+                assert_eq!(d.typ, libc::S_IFREG >> 12);
+            }
+            at += (152 + d.namelen as usize).div_ceil(8) * 8;
+        }
+        assert_eq!(at, out.len());
+        assert!(seen.iter().any(|(n, _)| n == "f"), "{seen:?}");
+        // A small buffer holds fewer records, and reading on from the last
+        // cookie gives the rest.
+        let small = ReadIn { size: 200, ..r };
+        let out = dispatch(&svc, &header(op::READDIR, 1), small.as_bytes(), &[]).unwrap();
+        assert!(!out.is_empty() && out.len() <= 200);
+        let out = dispatch(&svc, &header(op::UNLINK, 1), &[], b"f\0").unwrap();
+        assert!(out.is_empty());
+        assert_eq!(
+            dispatch(&svc, &header(op::LOOKUP, 1), &[], b"f\0"),
+            Err(libc::ENOENT)
+        );
+    }
+
+    #[test]
+    fn setattr_times_rename_symlink_and_unknown_opcodes() {
+        let svc = service();
+        let m = MkdirIn {
+            mode: 0o755,
+            umask: 0,
+        };
+        let d = entry_of(&dispatch(&svc, &header(op::MKDIR, 1), m.as_bytes(), b"d\0").unwrap());
+        assert_eq!(d.attr.mode, libc::S_IFDIR | 0o755);
+        let s = entry_of(
+            &dispatch(&svc, &header(op::SYMLINK, d.nodeid), &[], b"l\0/target\0").unwrap(),
+        );
+        let out = dispatch(&svc, &header(op::READLINK, s.nodeid), &[], &[]).unwrap();
+        assert_eq!(out, b"/target");
+        let sa = SetattrIn {
+            valid: fattr::MTIME | fattr::MODE,
+            padding: 0,
+            fh: 0,
+            size: 0,
+            lock_owner: 0,
+            atime: 0,
+            mtime: 1_000_000_000,
+            ctime: 0,
+            atimensec: 0,
+            mtimensec: 42,
+            ctimensec: 0,
+            mode: 0o700,
+            unused4: 0,
+            uid: 0,
+            gid: 0,
+            unused5: 0,
+        };
+        let out = dispatch(&svc, &header(op::SETATTR, d.nodeid), sa.as_bytes(), &[]).unwrap();
+        let a = AttrOut::read_from_prefix(&out).unwrap().0.attr;
+        assert_eq!(
+            (a.mtime, a.mtimensec, a.mode),
+            (1_000_000_000, 42, libc::S_IFDIR | 0o700)
+        );
+        let r2 = Rename2In {
+            newdir: 1,
+            flags: crate::service::RENAME_NOREPLACE,
+            padding: 0,
+        };
+        dispatch(
+            &svc,
+            &header(op::RENAME2, d.nodeid),
+            r2.as_bytes(),
+            b"l\0moved\0",
+        )
+        .unwrap();
+        assert!(dispatch(&svc, &header(op::LOOKUP, 1), &[], b"moved\0").is_ok());
+        let bad = Rename2In { flags: 4, ..r2 };
+        assert_eq!(
+            dispatch(&svc, &header(op::RENAME2, 1), bad.as_bytes(), b"moved\0x\0"),
+            Err(libc::EINVAL)
+        );
+        // Truncated arguments are EIO, not a panic; unserved opcodes ENOSYS.
+        assert_eq!(
+            dispatch(&svc, &header(op::SETATTR, 1), &[0; 8], &[]),
+            Err(libc::EIO)
+        );
+        assert_eq!(
+            dispatch(&svc, &header(op::LOOKUP, 1), &[], b"no-nul"),
+            Err(libc::EIO)
+        );
+        assert_eq!(
+            dispatch(&svc, &header(op::FLUSH, 1), &[], &[]),
+            Err(libc::ENOSYS)
+        );
+        assert_eq!(
+            dispatch(&svc, &header(9999, 1), &[], &[]),
+            Err(libc::ENOSYS)
+        );
+    }
+}
