@@ -1173,6 +1173,8 @@ fn t_symlinks(c: &Ctx) -> R {
         ("s120".into(), "y".repeat(120)),
         ("s500".into(), format!("{}/hello.txt", ["."; 249].join("/"))),
         ("s1023".into(), "z".repeat(1023)),
+        // Linux's longest (PATH_MAX - 1), past FreeBSD's 1023.
+        ("s4095".into(), "w".repeat(4095)),
     ];
     for (name, target) in &cases {
         let p = c.mnt.join(name);

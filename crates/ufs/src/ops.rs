@@ -23,6 +23,9 @@ use std::sync::{Mutex, MutexGuard};
 use ufs_format::dinode::{self, dt, iftodt};
 use ufs_format::*;
 
+/// The longest symlink target made: Linux's PATH_MAX less its NUL.
+pub const SYMLINK_MAX: usize = 4095;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub enum FileKind {
     File,
@@ -438,10 +441,18 @@ impl Fs {
     }
 
     fn symlink_op(&self, parent: u64, name: &[u8], target: &[u8], cred: Cred) -> Result<Attr> {
-        if target.is_empty() || target.len() > 1023 {
+        // Linux's limits, which is where the mount serves: an empty target
+        // is ENOENT, one of PATH_MAX (4096) bytes or more ENAMETOOLONG.
+        // FreeBSD's kernel makes targets of at most MAXPATHLEN - 1 (1023)
+        // bytes; a longer one is still a valid symlink on disk (fsck_ffs
+        // puts no limit on it) that FreeBSD can readlink but not follow.
+        if target.is_empty() {
+            return Err(Error::new(ErrorKind::NotFound, "empty symlink target"));
+        }
+        if target.len() > SYMLINK_MAX {
             return Err(Error::new(
                 ErrorKind::NameTooLong,
-                "symlink target must be 1 to 1023 bytes",
+                format!("symlink target longer than {SYMLINK_MAX} bytes"),
             ));
         }
         self.make_node(parent, name, dinode::IFLNK | 0o777, cred, |c, ino, di| {
