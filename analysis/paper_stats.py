@@ -7,6 +7,7 @@ the summary of gains (Figure 10).
 
 usage: python3 analysis/paper_stats.py RESULTS.csv|RESULTS.json --out DIR
            [--factors su,dp,vm,dh[,...]] [--alpha 0.001] [--tests a,b,...]
+           [--clock modeled|measured]
 
 Input: one row per run, as CSV or as a JSON list of objects (or an object
 whose "runs" is that list), with columns `test` (string), one 0/1 column per
@@ -29,6 +30,15 @@ DIR/paper_tables.md, DIR/fig8_improvement_<test>.png,
 DIR/fig9_lattice_<test>.png, DIR/fig10_summary.png and DIR/paper_stats.json
 (everything computed, NaN as null, figure and table paths relative to DIR);
 prints the paths written. Exit 2 on usage, 1 on bad input.
+
+The tables' numbers have a fixed number of significant digits and no
+exponent; a value under 1e-9 of its table's scale (the float noise an exact
+fit leaves of a zero effect) is shown as 0. Their headings say in words what
+a column is and its unit: "modeled seconds" when the runs are of the modeled
+2002 machine, "wall-clock seconds" when measured (--clock, by default read
+from the paper.json beside RESULTS: see clock()). The figures' axes span the
+data; no label overlaps another (one with no room is left out, and the
+figure says how many were).
 """
 import argparse
 import io
@@ -452,30 +462,137 @@ def summary(df, test, factors):
                 best=combo_label(best, factors), best_improvement=float(c.loc[[best], "improvement"].iloc[0]))
 
 
-def _log_limits(values, pad=1.35):
-    v = [x for x in values if x > 0 and math.isfinite(x)]
-    lo, hi = min(v + [1.0]), max(v + [1.0])
-    return lo / pad, hi * pad
+# ----------------------------------------------------- figure helpers
+
+DPI = 110  # figures are laid out and saved at this resolution
+
+
+def times(x):
+    """An improvement factor as the figures print it: x2.04, x0.985, x211,
+    x1234 (three significant digits, never an exponent)."""
+    if not math.isfinite(x):
+        return "\u2014"
+    return "\u00d7" + ("%d" % round(x) if abs(x) >= 100 else "%.3g" % x)
+
+
+def _log_ticks(lo, hi):
+    """Tick values of a log axis over [lo, hi] that read as plain numbers:
+    1, 2, 5, 10, ... (fewer per decade over a wide range, evenly spaced
+    ones over less than half a decade)."""
+    decades = math.log10(hi / lo)
+    if decades < 0.5:
+        ticks = list(matplotlib.ticker.MaxNLocator(nbins=5, steps=[1, 2, 2.5, 5, 10]).tick_values(lo, hi))
+    else:
+        mant = ((1,) if decades > 5 else (1, 3) if decades > 2.5 else (1, 2, 5) if decades > 1.2
+                else (1, 1.5, 2, 3, 5, 7))
+        ticks = [m * 10.0 ** e for e in range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 1)
+                 for m in mant]
+    return [t for t in ticks if lo <= t <= hi and t > 0]
+
+
+def _log_axis(axis, lo, hi):
+    """Ticks of an improvement axis already in log scale: x1, x2, x5, ...
+    instead of 2x10^0, minor ticks unlabelled."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
+    axis.set_major_locator(FixedLocator(_log_ticks(lo, hi)))
+    axis.set_major_formatter(FuncFormatter(lambda x, _pos=None: times(x)))
+    axis.set_minor_formatter(NullFormatter())
+
+
+def _overlap(a, b, pad=1.0):
+    """Whether display boxes a and b come within `pad` pixels of each other."""
+    return a.x0 < b.x1 + pad and b.x0 < a.x1 + pad and a.y0 < b.y1 + pad and b.y0 < a.y1 + pad
+
+
+class Labels:
+    """Places text labels on an axes whose layout is final so that none
+    overlaps another, an obstacle (a node, say) or the axes' edge: a label
+    takes the first of its candidate positions that is clear; a label with
+    no clear position is left out and counted in `dropped`."""
+
+    def __init__(self, fig, ax):
+        self.ax = ax
+        self.renderer = fig.canvas.get_renderer()
+        self.frame = ax.get_window_extent(self.renderer)
+        self.boxes, self.texts, self.dropped = [], [], 0
+
+    def block(self, x0, y0, x1, y1):
+        """An obstacle: the data rectangle (x0, y0)-(x1, y1), in display
+        coordinates a box of at least 6 pixels."""
+        from matplotlib.transforms import Bbox
+        (a, b), (c, d) = self.ax.transData.transform([(x0, y0), (x1, y1)])
+        cx, cy = (a + c) / 2, (b + d) / 2
+        w, h = max(abs(c - a), 6.0), max(abs(d - b), 6.0)
+        self.boxes.append(Bbox([[cx - w / 2, cy - h / 2], [cx + w / 2, cy + h / 2]]))
+
+    def _inside(self, b):
+        f = self.frame
+        return f.x0 + 1 <= b.x0 and b.x1 <= f.x1 - 1 and f.y0 + 1 <= b.y0 and b.y1 <= f.y1 - 1
+
+    def place(self, text, candidates, **kw):
+        """`candidates`: (x, y, dx, dy, ha, va): the data point, an offset in
+        points and the alignment. Returns the Text placed, or None."""
+        for x, y, dx, dy, ha, va in candidates:
+            t = self.ax.annotate(text, (x, y), xytext=(dx, dy), textcoords="offset points", ha=ha, va=va,
+                                 annotation_clip=False, **kw)
+            b = t.get_window_extent(self.renderer)
+            if self._inside(b) and not any(_overlap(b, o) for o in self.boxes):
+                self.boxes.append(b)
+                self.texts.append(t)
+                return t
+            t.remove()
+        self.dropped += 1
+        return None
+
+
+def label_overlaps(fig):
+    """The pairs of texts of `fig`'s axes (labels, tick labels, titles,
+    legends' texts aside) whose boxes overlap, as (text, text) strings; and
+    the texts that stick out of their axes. For the tests: a figure whose
+    labels are readable returns ([], [])."""
+    r = fig.canvas.get_renderer()
+    pairs, out = [], []
+    for ax in fig.axes:
+        frame = ax.get_window_extent(r)
+        texts = [t for t in ax.texts if t.get_visible() and t.get_text().strip()]
+        boxes = [t.get_window_extent(r) for t in texts]
+        for i in range(len(texts)):
+            b = boxes[i]
+            if b.x0 < frame.x0 - 0.5 or b.x1 > frame.x1 + 0.5 or b.y0 < frame.y0 - 0.5 or b.y1 > frame.y1 + 0.5:
+                out.append(texts[i].get_text())
+            for j in range(i + 1, len(texts)):
+                if _overlap(boxes[i], boxes[j], pad=0.0):
+                    pairs.append((texts[i].get_text(), texts[j].get_text()))
+    return pairs, out
+
+
+def _finish(fig, path):
+    """Writes and closes a figure laid out already; returns `path`."""
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+    return path
+
+
+def _fit_log_room(ax, lo, hi, below_px, above_px):
+    """y limits of a log axis, laid out already, that leave `below_px` and
+    `above_px` pixels beneath `lo` and above `hi` (for labels)."""
+    h = ax.get_window_extent(ax.figure.canvas.get_renderer()).height
+    a, b = math.log10(lo), math.log10(hi)
+    span = max(b - a, 0.02) * h / max(h - below_px - above_px, h * 0.2)
+    return 10 ** (a - below_px * span / h), 10 ** (b + above_px * span / h)
 
 
 # ------------------------------------------------------------ Figure 8
 
-def plot_improvement(df, test, factors, path):
-    """Figure 8 (improvement by optimisation): the optimisations, sorted
-    left to right by size of effect (effect_order), one column each; column
-    k holds 2^(k-1) triangles, one per setting of the k-1 optimisations to
-    its left (the ones to its right off), each going from that combination
-    to the same with optimisation k enabled. y is the improvement factor
-    over no optimisation (mean time of none / mean time), log scale, so a
-    triangle pointing up (green) is an improvement and one pointing down
-    (red) a detriment; the label under each names the combination it starts
-    from and the number above it its gain (time before / time after). Missing combinations leave gaps."""
+def improvement_figure(df, test, factors):
+    """Figure 8 (improvement by optimisation) as an open matplotlib figure;
+    plot_improvement writes it. `fig.ufskit` holds the labels left out."""
     df, factors = prepare(df, factors)
     c = cells(df, test, factors)
     order = effect_order(df, test, factors)
     idx = [factors.index(f) for f in order]
-    fig, ax = plt.subplots(figsize=(max(6.0, 2.2 * len(order)), 4.8))
-    ys = list(c["improvement"])
+    fig, ax = plt.subplots(figsize=(max(8.0, min(11.0, 2.75 * len(order))), 5.5), dpi=DPI)
+    tri = []  # (x, half width, y0, y1, start label, rotated)
     for k, f in enumerate(order):
         m = 2 ** k
         width = 0.8 / m
@@ -496,58 +613,74 @@ def plot_improvement(df, test, factors, path):
             ax.add_patch(Polygon([(x - half, y0), (x + half, y0), (x, y1)], closed=True,
                                  facecolor="tab:green" if up else "tab:red", alpha=0.6,
                                  edgecolor="black", linewidth=0.6))
-            start = combo_label(frm, factors)
-            ax.text(x, min(y0, y1) / 1.03, start, ha="center", va="top", fontsize=6,
-                    rotation=90 if m > 2 else 0)
-            ax.text(x, max(y0, y1) * 1.01, "\u00d7%.4g" % (y1 / y0), ha="center", va="bottom",
-                    fontsize=6)
-    lo, hi = _log_limits(ys)
+            tri.append((x, half, y0, y1, combo_label(frm, factors), m > 2))
+    ys = list(c["improvement"])
+    lo, hi = min(ys + [1.0]), max(ys + [1.0])
     ax.set_yscale("log")
-    ax.set_ylim(lo / 1.1, hi * 1.05)
+    ax.set_ylim(lo / 1.2, hi * 1.2)
     ax.set_xlim(0.5, len(order) + 0.5)
     ax.axhline(1.0, color="grey", linewidth=0.6, linestyle=":")
     ax.set_xticks(range(1, len(order) + 1))
-    ax.set_xticklabels(["%s\n(%s)" % (label(f), name(f)) for f in order], fontsize=8)
+    ax.set_xticklabels(["%s\n(%s)" % (label(f), name(f)) for f in order], fontsize=9)
     ax.set_ylabel("improvement over no optimisation (log scale)")
     ax.grid(True, axis="y", which="both", alpha=0.3)
-    return _save(fig, ax, "Improvement by optimisation: %s (cf. paper Figure 8)" % test, path)
-
-
-def _save(fig, ax, title, path):
-    """Titles, lays out, writes and closes a figure; returns `path`."""
-    ax.set_title(title, fontsize=9)
+    ax.set_title("Improvement by optimisation: %s (cf. paper Figure 8)" % test, fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    # Room for the labels: the combination a triangle starts from beneath
+    # it, its gain above it (both turned upright where the column is narrow).
+    rot = any(r for *_, r in tri)
+    ylo, yhi = _fit_log_room(ax, lo, hi, 80 if rot else 30, 50 if rot else 25)
+    ax.set_ylim(ylo, yhi)
+    _log_axis(ax.yaxis, ylo, yhi)
+    lab = Labels(fig, ax)
+    for x, half, y0, y1, _, _ in tri:
+        lab.block(x - half, min(y0, y1), x + half, max(y0, y1))
+    for x, half, y0, y1, start, rotated in tri:
+        kw = dict(fontsize=7, rotation=90 if rotated else 0)
+        low, high = min(y0, y1), max(y0, y1)
+        lab.place(start, [(x, low, 0, -3 - d, "center", "top") for d in (0, 10, 20, 30)], **kw)
+        lab.place(times(y1 / y0), [(x, high, 0, 3 + d, "center", "bottom") for d in (0, 10, 20, 30)], **kw)
+    if lab.dropped:
+        ax.set_xlabel("(%d label(s) left out for lack of room; the rank table has every mean)" % lab.dropped,
+                      fontsize=8)
+    fig.ufskit = dict(dropped=lab.dropped)
+    return fig
+
+
+def plot_improvement(df, test, factors, path):
+    """Figure 8 (improvement by optimisation): the optimisations, sorted
+    left to right by size of effect (effect_order), one column each; column
+    k holds 2^(k-1) triangles, one per setting of the k-1 optimisations to
+    its left (the ones to its right off), each going from that combination
+    to the same with optimisation k enabled. y is the improvement factor
+    over no optimisation (mean time of none / mean time), log scale, so a
+    triangle pointing up (green) is an improvement and one pointing down
+    (red) a detriment; the label under each names the combination it starts
+    from and the number above it its gain (time before / time after), both
+    upright where a column holds more than two triangles, placed so that
+    none overlaps another. Missing combinations leave gaps."""
+    return _finish(improvement_figure(df, test, factors), path)
 
 
 # ------------------------------------------------------------ Figure 9
 
-def plot_lattice(df, test, factors, path):
-    """Figure 9 (improvement lattice): a node per combination present, x the
-    number of optimisations enabled (nodes of one column spread a little
-    sideways, in combination order, so they do not overlap), y the
-    improvement over no optimisation (log scale); the node is a bar whose
-    height spans the mean +/- one standard deviation of the runs (the
-    paper: "The height of nodes shows the variance of the measurement"),
-    with its name beside it. An edge joins each combination to each with one
-    more optimisation, coloured by the optimisation it enables, solid when
-    it improves and dashed when it makes things worse, labelled with its
-    gain (time before / time after) unless that is within LABEL_MIN_GAIN
-    (0.5%) of 1, which would only add clutter."""
+def lattice_figure(df, test, factors):
+    """Figure 9 (improvement lattice) as an open matplotlib figure, laid out;
+    plot_lattice writes it. `fig.ufskit` counts the labels left out for
+    lack of room (node_dropped, edge_dropped)."""
     df, factors = prepare(df, factors)
     c = cells(df, test, factors)
     k = len(factors)
     pos = {}
     for level in range(k + 1):
         col = [i for i in c.index if sum(i) == level]
-        step = min(0.15, 0.75 / max(1, len(col)))
+        span = min(0.8, 0.2 * (len(col) - 1))
         for j, node in enumerate(col):
-            pos[node] = level + (j - (len(col) - 1) / 2.0) * step
-    fig, ax = plt.subplots(figsize=(max(9.0, 2.4 * (k + 1)), 6.5))
+            pos[node] = level + (j * span / (len(col) - 1) - span / 2 if len(col) > 1 else 0.0)
+    # 11 inches at DPI: the report shows it at its own size, labels at 8 points.
+    fig, ax = plt.subplots(figsize=(11.0, 7.5) if k <= 4 else (3.0 * (k + 1), 10.0), dpi=DPI)
     base = c.attrs["base_mean"]
-    ys = []
+    ys, edges, nodes = [], [], []
     for node in c.index:
         for j, f in enumerate(factors):
             if node[j]:
@@ -560,10 +693,7 @@ def plot_lattice(df, test, factors, path):
             ax.plot([pos[node], pos[to]], [y0, y1], color=colour(f, factors), linewidth=1.0,
                     linestyle="-" if y1 >= y0 else "--", alpha=0.8)
             if abs(math.log(y1 / y0)) >= math.log(1 + LABEL_MIN_GAIN):
-                ax.text((pos[node] + pos[to]) / 2, math.sqrt(y0 * y1), "\u00d7%.4g" % (y1 / y0),
-                        fontsize=6, color=colour(f, factors), ha="center", va="center",
-                        bbox=dict(boxstyle="square,pad=0.05", facecolor="white", edgecolor="none",
-                                  alpha=0.7))
+                edges.append((pos[node], y0, pos[to], y1, f))
     for node in c.index:
         r = c.loc[[node]].iloc[0]
         y = r["improvement"]
@@ -571,42 +701,86 @@ def plot_lattice(df, test, factors, path):
         top = base / max(r["mean"] - sd, r["mean"] * 1e-3)
         bottom = base / (r["mean"] + sd)
         ys += [top, bottom]
-        ax.add_patch(Rectangle((pos[node] - 0.015, bottom), 0.03, top - bottom, facecolor="black",
+        ax.add_patch(Rectangle((pos[node] - 0.012, bottom), 0.024, top - bottom, facecolor="black",
                                edgecolor="black", zorder=3))
         ax.plot([pos[node]], [y], marker="o", color="black", markersize=3, zorder=4)
-        ax.text(pos[node] + 0.02, y * 1.01, combo_label(node, factors), fontsize=6, va="bottom",
-                rotation=35, zorder=5)
-    lo, hi = _log_limits(ys)
+        nodes.append((pos[node], y, bottom, top, combo_label(node, factors)))
+    lo, hi = min(ys + [1.0]), max(ys + [1.0])
     ax.set_yscale("log")
-    ax.set_ylim(lo, hi)
-    ax.set_xlim(-0.5, k + 0.7)
+    ax.set_ylim(lo / 1.15, hi * 1.15)
+    ax.set_xlim(-0.55, k + 0.55)
     ax.set_xticks(range(k + 1))
     ax.set_xlabel("optimisations enabled")
     ax.set_ylabel("improvement over no optimisation (log scale; bar: mean \u00b1 sd)")
     handles = [matplotlib.lines.Line2D([], [], color=colour(f, factors),
                                        label="+%s (%s)" % (label(f), name(f))) for f in factors]
     handles.append(matplotlib.lines.Line2D([], [], color="black", linestyle="--", label="worse"))
-    ax.legend(handles=handles, fontsize=7, loc="upper left")
+    ax.legend(handles=handles, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.08),
+              ncol=len(handles), frameon=False)
     ax.grid(True, axis="y", which="both", alpha=0.3)
-    return _save(fig, ax, "Improvement lattice: %s (cf. paper Figure 9)" % test, path)
+    ax.set_title("Improvement lattice: %s (cf. paper Figure 9)" % test, fontsize=10)
+    fig.tight_layout()
+    ylo, yhi = _fit_log_room(ax, lo, hi, 30, 30)
+    ax.set_ylim(ylo, yhi)
+    _log_axis(ax.yaxis, ylo, yhi)
+    lab = Labels(fig, ax)
+    for x, y, bottom, top, _ in nodes:
+        lab.block(x - 0.012, bottom, x + 0.012, top)
+    # Node names first, beside, above or below their node; then the edges'
+    # gains, the largest first, at the first clear point along the edge.
+    spots = [(5, 0, "left", "center"), (0, 5, "center", "bottom"), (0, -5, "center", "top"),
+             (-5, 0, "right", "center"), (0, 15, "center", "bottom"), (0, -15, "center", "top"),
+             (6, 9, "left", "bottom"), (-6, 9, "right", "bottom"), (6, -9, "left", "top"),
+             (-6, -9, "right", "top"), (0, 25, "center", "bottom"), (0, -25, "center", "top")]
+    for x, y, _, _, text in nodes:
+        lab.place(text, [(x, y, dx, dy, ha, va) for dx, dy, ha, va in spots], fontsize=8, zorder=5,
+                  bbox=dict(boxstyle="square,pad=0.05", facecolor="white", edgecolor="none", alpha=0.7))
+    node_dropped = lab.dropped
+    edges.sort(key=lambda e: -abs(math.log(e[3] / e[1])))
+    for x0, y0, x1, y1, f in edges:
+        pts = [(x0 + t * (x1 - x0), y0 * (y1 / y0) ** t) for t in (0.5, 0.4, 0.6, 0.3, 0.7, 0.2, 0.8)]
+        # On the edge, else just above or below it.
+        cands = [(x, y, 0, dy, "center", "center") for dy in (0, 8, -8) for x, y in pts]
+        lab.place(times(y1 / y0), cands, fontsize=7,
+                  color=colour(f, factors), zorder=5,
+                  bbox=dict(boxstyle="square,pad=0.1", facecolor="white", edgecolor="none", alpha=0.85))
+    edge_dropped = lab.dropped - node_dropped
+    if lab.dropped:
+        ax.set_xlabel("optimisations enabled    (%s left out for lack of room; the rank table has every "
+                      "mean)" % " and ".join(x for x in ("%d combination name(s)" % node_dropped if node_dropped
+                                                         else "", "%d gain(s)" % edge_dropped if edge_dropped
+                                                         else "") if x))
+    fig.ufskit = dict(node_dropped=node_dropped, edge_dropped=edge_dropped)
+    return fig
+
+
+def plot_lattice(df, test, factors, path):
+    """Figure 9 (improvement lattice): a node per combination present, x the
+    number of optimisations enabled (the nodes of one column spread
+    sideways, in combination order, over at most 0.8 of a column), y the
+    improvement over no optimisation (log scale); the node is a bar whose
+    height spans the mean +/- one standard deviation of the runs (the
+    paper: "The height of nodes shows the variance of the measurement"),
+    with its name beside, above or below it. An edge joins each combination
+    to each with one more optimisation, coloured by the optimisation it
+    enables, solid when it improves and dashed when it makes things worse,
+    labelled with its gain (time before / time after, three significant
+    digits) unless that is within LABEL_MIN_GAIN (0.5%) of 1, which would
+    only add clutter. No label overlaps another or a node: each takes the
+    first clear spot of its candidates (names first, then gains, largest
+    first, along their edge); one with none is left out and the x axis's
+    label says how many were."""
+    return _finish(lattice_figure(df, test, factors), path)
 
 
 # ----------------------------------------------------------- Figure 10
 
-def plot_summary(df, tests, factors, path):
-    """Figure 10 (summary of results by benchmark): one horizontal bar per
-    test (input order, top down), x the improvement factor over no
-    optimisation on a log scale. The bar is the uppermost path across the
-    improvement lattice (uppermost_path), one segment per optimisation in
-    the order the path enables them, coloured by optimisation, so the larger
-    gains come first, on the left; a step that makes things worse is drawn
-    hatched, back over the bar. The filled bar ends at the improvement with
-    every optimisation on; when some combination does better, a dashed
-    outline extends the bar to that best improvement (the paper's dashed
-    regions), named at its end."""
+def summary_figure(df, tests, factors):
+    """Figure 10 as an open matplotlib figure; plot_summary writes it."""
     df, factors = prepare(df, factors)
-    fig, ax = plt.subplots(figsize=(9.0, 2.0 + 0.45 * len(tests)))
-    xs = []
+    height = 1.6 + 0.4 * len(tests)
+    fig, ax = plt.subplots(figsize=(10.0, height), dpi=DPI)
+    xs, notes = [], []
     for row, test in enumerate(tests):
         y = len(tests) - 1 - row
         s = summary(df, test, factors)
@@ -621,73 +795,202 @@ def plot_summary(df, tests, factors, path):
                 ax.barh(y, x0 - x1, left=x1, height=0.6, color="white", edgecolor=colour(f, factors),
                         hatch="////", linewidth=0.8, zorder=3)
         end = s["path"][-1]["improvement"]
-        text = "\u00d7%.3g" % end
+        text = times(end)
         if s["best_improvement"] > end * (1 + 1e-9):
             ax.barh(y, s["best_improvement"] - end, left=end, height=0.6, fill=False,
                     edgecolor="black", linestyle="--", linewidth=0.8)
-            text += "  (best \u00d7%.3g: %s)" % (s["best_improvement"], s["best"])
+            text += "  (best %s: %s)" % (times(s["best_improvement"]), s["best"])
         xs += [s["best_improvement"]]
-        ax.text(max(end, s["best_improvement"]) * 1.03, y, text, va="center", fontsize=7)
-    lo, hi = _log_limits(xs)
+        notes.append((max(end, s["best_improvement"]), y, text))
+    v = [x for x in xs if x > 0 and math.isfinite(x)] + [1.0]
+    lo, hi = min(v) / 1.1, max(v) * 1.1
     ax.set_xscale("log")
-    ax.set_xlim(min(lo, 0.9), hi * 2.5)
+    ax.set_xlim(lo, hi)
     ax.axvline(1.0, color="grey", linewidth=0.6)
+    ax.set_ylim(-0.7, len(tests) - 0.3)
     ax.set_yticks(range(len(tests)))
     ax.set_yticklabels(list(reversed(tests)), fontsize=8)
     ax.set_xlabel("improvement factor over no optimisation (log scale)")
+    ax.set_title("Summary of results by benchmark: uppermost path across the lattice "
+                 "(cf. paper Figure 10)", fontsize=10)
     handles = [Rectangle((0, 0), 1, 1, color=colour(f, factors), label="%s (%s)" % (label(f), name(f)))
                for f in factors]
     handles.append(Rectangle((0, 0), 1, 1, fill=False, linestyle="--", label="best combination"))
-    ax.legend(handles=handles, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.18 - 0.2 / len(tests)),
-              ncol=min(len(handles), 5), frameon=False)
-    return _save(fig, ax, "Summary of results by benchmark: uppermost path across the lattice "
-                 "(cf. paper Figure 10)", path)
+    fig.legend(handles=handles, fontsize=8, loc="lower center", ncol=min(len(handles), 5), frameon=False)
+    rows = (len(handles) + 4) // 5
+    fig.tight_layout(rect=(0, (0.12 + 0.22 * rows) / height, 1, 1))
+    # The x axis ends where the longest bar's note does: the notes are
+    # measured and the axis extended just enough (log scale) to hold them.
+    r = fig.canvas.get_renderer()
+    frame = ax.get_window_extent(r)
+    texts = [ax.text(x * 1.03, y, t, va="center", fontsize=7) for x, y, t in notes]
+    la, lb = math.log(lo), math.log(hi)
+    for _ in range(3):
+        need = lb
+        for (x, _, _), t in zip(notes, texts):
+            w = t.get_window_extent(r).width + 6
+            frac = (frame.width - w) / frame.width
+            if frac > 0.2:
+                need = max(need, la + (math.log(x * 1.03) - la) / frac)
+        if need <= lb + 1e-9:
+            break
+        lb = need
+        ax.set_xlim(lo, math.exp(lb))
+    _log_axis(ax.xaxis, lo, math.exp(lb))
+    return fig
+
+
+def plot_summary(df, tests, factors, path):
+    """Figure 10 (summary of results by benchmark): one horizontal bar per
+    test (input order, top down), x the improvement factor over no
+    optimisation on a log scale. The bar is the uppermost path across the
+    improvement lattice (uppermost_path), one segment per optimisation in
+    the order the path enables them, coloured by optimisation, so the larger
+    gains come first, on the left; a step that makes things worse is drawn
+    hatched, back over the bar. The filled bar ends at the improvement with
+    every optimisation on; when some combination does better, a dashed
+    outline extends the bar to that best improvement (the paper's dashed
+    regions), named at its end. The x axis spans the data and the notes at
+    the bars' ends, no more; the legend sits under the axis."""
+    return _finish(summary_figure(df, tests, factors), path)
 
 
 # ------------------------------------------------------------ markdown
+# Numbers in the tables: a fixed number of significant digits, never an
+# exponent, and 0 for float noise (a value smaller than NOISE_REL times the
+# table's scale, such as a coefficient of -6.4e-13 s that an exact fit
+# leaves of an effect that is exactly zero).
+
+NOISE_REL = 1e-9
+MAX_DECIMALS = 12
+CLOCKS = {"modeled": "modeled seconds", "measured": "wall-clock seconds"}
+
 
 def _missing(x):
     return x is None or not math.isfinite(x)
 
 
-def _num(x):
-    """Seconds: two decimals from 10 up (as the paper), else 4 significant
-    digits (the runs of a userspace benchmark may take milliseconds)."""
+def is_noise(x, scale):
+    """Whether x is float noise beside a table whose values are of size
+    `scale`: |x| < NOISE_REL * |scale| (never when scale is unknown)."""
+    return (scale is not None and math.isfinite(scale) and scale != 0
+            and abs(x) < NOISE_REL * abs(scale))
+
+
+def _plain(s):
+    """A formatted number without a negative zero: -0.00 -> 0.00."""
+    return s[1:] if s.startswith("-") and float(s) == 0 else s
+
+
+def sig(x, digits=4, scale=None):
+    """x with `digits` significant digits in plain notation (0.0001235,
+    1235, 12.35), "0" for zero and float noise (is_noise), "\u2014" when
+    missing."""
     if _missing(x):
         return "\u2014"
-    return "%.2f" % x if abs(x) >= 10 or x == 0 else "%.4g" % x
+    if x == 0 or is_noise(x, scale):
+        return "0"
+    dec = max(0, digits - 1 - math.floor(math.log10(abs(x))))
+    if dec > MAX_DECIMALS:
+        return "0"
+    return _plain("%.*f" % (dec, x))
 
 
-def _pct(x):
-    """Percentage points, two decimals as in the paper."""
-    return "\u2014" if _missing(x) else "%.2f" % x
+def _num(x, scale=None):
+    """Seconds: two decimals from 10 up (as the paper), else 4 significant
+    digits (the runs of a userspace benchmark may take milliseconds); 0 for
+    float noise beside `scale`."""
+    if _missing(x):
+        return "\u2014"
+    if x == 0 or is_noise(x, scale):
+        return "0"
+    return _plain("%.2f" % x) if abs(x) >= 10 else sig(x, 4, scale)
+
+
+def _pct(x, scale=100.0):
+    """Percentage points, two decimals as in the paper; 0 for float noise."""
+    if _missing(x):
+        return "\u2014"
+    if x == 0 or is_noise(x, scale):
+        return "0"
+    return _plain("%.2f" % x)
 
 
 def _p(p):
+    """A p-value: two significant digits, "<0.0001" below that."""
     if _missing(p):
         return "\u2014"
-    return "<1e-12" if p < 1e-12 else "%.2g" % p
+    return "<0.0001" if p < 1e-4 else sig(p, 2)
 
 
-def markdown_rank(table):
+def clock(cfg):
+    """What the seconds of a results directory are, from its paper.json
+    (`cfg`, a dict): "modeled" (`ufskit bench paper`: a disk model and a CPU
+    model, the 2002 machine), "measured" (scripts/paper-mount.sh: profile
+    mount-*, a disk "... (wall clock)") or None (unknown)."""
+    if not isinstance(cfg, dict):
+        return None
+    prof = cfg.get("profile")
+    pname = prof.get("name") if isinstance(prof, dict) else prof
+    disk = str(cfg.get("disk") or "")
+    if (isinstance(pname, str) and pname.startswith("mount")) or "wall clock" in disk:
+        return "measured"
+    cpu = cfg.get("cpu_model")
+    if disk and cpu:
+        return "modeled"
+    return None
+
+
+def time_unit(clk):
+    """The unit of a time column, in words: modeled seconds, wall-clock
+    seconds or seconds."""
+    return CLOCKS.get(clk, "seconds")
+
+
+def rank_heads(factors, unit="seconds"):
+    """The rank table's column headings: the factors' labels, then what the
+    numbers are, in words, with their unit."""
+    return [label(f) for f in factors] + ["mean (%s)" % unit, "time (% of none)",
+                                          "\u03c3/\u221an, standard error (% of none)",
+                                          "\u03c3/\u221an, standard error (%s)" % unit, "runs"]
+
+
+def model_heads(unit="seconds"):
+    return ["term", "\u0394 %Time, effect (percentage points of none)", "\u03c3, standard error (points)",
+            "p-value", "effect (%s)" % unit]
+
+
+def rank_cells(r, base):
+    """The numbers of a rank table row (a dict of rank_table or its JSON)."""
+    return [_num(r["mean_s"], base), _pct(r["time_pct"]), _pct(r["se_pct"]), _num(r["se_s"], base),
+            str(r["n"])]
+
+
+def model_cells(r, base):
+    """The numbers of a model row (a dict of fit_model or its JSON)."""
+    def f(x):
+        return float("nan") if x is None else float(x)
+    return [_pct(f(r["estimate"])), _pct(f(r["se"])), _p(f(r["p"])), _num(f(r["estimate_s"]), base)]
+
+
+def markdown_rank(table, unit="seconds"):
     """A rank_table as a markdown table (the paper's Table 1 columns, with
     the standard error in seconds too)."""
     factors = table.attrs["factors"]
-    heads = [label(f) for f in factors] + ["Mean (s)", "Time%", "\u03c3/\u221an (%)",
-                                           "\u03c3/\u221an (s)", "n"]
+    base = table.attrs["base_mean_s"]
+    heads = rank_heads(factors, unit)
     lines = ["### Rank table: %s" % table.attrs["test"], "",
-             "Ranked by mean time; Time%% is relative to no optimisation (%s s = 100%%); "
-             "\u03c3/\u221an is the standard error of the mean." % _num(table.attrs["base_mean_s"]), "",
+             "Ranked by mean time; time is relative to no optimisation (none: %s %s = 100%%); "
+             "\u03c3/\u221an is the standard error of the mean." % (_num(base), unit), "",
              "| " + " | ".join(heads) + " |",
              "|" + "|".join([":-:"] * len(factors) + ["--:"] * 5) + "|"]
     for _, r in table.iterrows():
-        cells_ = [r[label(f)] for f in factors] + [_num(r["mean_s"]), _pct(r["time_pct"]),
-                                                   _pct(r["se_pct"]), _num(r["se_s"]), str(r["n"])]
+        cells_ = [r[label(f)] for f in factors] + rank_cells(r, base)
         lines.append("| " + " | ".join(cells_) + " |")
     return "\n".join(lines) + "\n"
 
 
-def markdown_model(model):
+def markdown_model(model, unit="seconds"):
     """A linear_model table as markdown (the paper's Tables 2 and 3: Factor,
     Δ %Time, σ; plus the p-value and the estimate in seconds)."""
     a = model.attrs
@@ -704,20 +1007,19 @@ def markdown_model(model):
              % (a["formula"], a["nobs"], dof, shown)]
     if a.get("note"):
         lines += ["", "Note: %s." % a["note"]]
-    lines += ["", "| Factor | \u0394 %Time | \u03c3 | p | \u0394 s |", "|:--|--:|--:|--:|--:|"]
+    lines += ["", "| " + " | ".join(model_heads(unit)) + " |", "|:--|--:|--:|--:|--:|"]
     for _, r in model.iterrows():
-        lines.append("| %s | %.2f | %s | %s | %s |" % (r["term"], r["estimate"], _pct(r["se"]),
-                                                       _p(r["p"]), _num(r["estimate_s"])))
+        lines.append("| %s | %s |" % (r["term"], " | ".join(model_cells(r, a["base_mean_s"]))))
     return "\n".join(lines) + "\n"
 
 
-def markdown_tables(df, factors=None, alpha=PAPER_ALPHA, tests=None):
+def markdown_tables(df, factors=None, alpha=PAPER_ALPHA, tests=None, unit="seconds"):
     """Every test's rank table and model table as one markdown document."""
     df, factors = prepare(df, factors)
     parts = ["# Paper tables (seed 004, Tables 1\u20133 form)", ""]
     for t in tests or tests_of(df):
-        parts += [markdown_rank(rank_table(df, t, factors)),
-                  markdown_model(linear_model(df, t, factors, alpha))]
+        parts += [markdown_rank(rank_table(df, t, factors), unit),
+                  markdown_model(linear_model(df, t, factors, alpha), unit)]
     return "\n".join(parts)
 
 
@@ -781,9 +1083,11 @@ def analyse(df, factors=None, alpha=PAPER_ALPHA, tests=None):
     return _jsonable(out)
 
 
-def write_outputs(df, outdir, factors=None, alpha=PAPER_ALPHA, tests=None, source=None):
+def write_outputs(df, outdir, factors=None, alpha=PAPER_ALPHA, tests=None, source=None, clock=None):
     """Writes every table, figure and paper_stats.json into `outdir` (made
-    if missing); returns the paths written."""
+    if missing); returns the paths written. `clock` ("modeled", "measured"
+    or None, see clock()) names the time columns' unit and is recorded in
+    paper_stats.json."""
     df, factors = prepare(df, factors)
     tests = tests or tests_of(df)
     os.makedirs(outdir, exist_ok=True)
@@ -797,13 +1101,15 @@ def write_outputs(df, outdir, factors=None, alpha=PAPER_ALPHA, tests=None, sourc
 
     doc = analyse(df, factors, alpha, tests)
     doc["source"] = source
+    doc["clock"] = clock
+    doc["time_unit"] = unit = time_unit(clock)
     names = slugs(tests)
     combined = ["# Paper tables (seed 004, Tables 1\u20133 form)", ""]
     for entry in doc["tests"]:
         t = entry["test"]
         s = names[t]
-        rank_md = markdown_rank(rank_table(df, t, factors))
-        model_md = markdown_model(linear_model(df, t, factors, alpha))
+        rank_md = markdown_rank(rank_table(df, t, factors), unit)
+        model_md = markdown_model(linear_model(df, t, factors, alpha), unit)
         put("rank_%s.md" % s, rank_md)
         put("model_%s.md" % s, model_md)
         combined += [rank_md, model_md]
@@ -829,6 +1135,9 @@ def main(argv):
     ap.add_argument("--alpha", type=float, default=PAPER_ALPHA,
                     help="significance level of the model tables (default %(default)s, the paper's)")
     ap.add_argument("--tests", help="comma-separated tests to analyse (default: all, in input order)")
+    ap.add_argument("--clock", choices=sorted(CLOCKS),
+                    help="what the seconds are: modeled (the 2002 machine of `ufskit bench paper`) or "
+                    "measured (wall clock); default: from the paper.json beside RESULTS, if any")
     args = ap.parse_args(argv[1:])
     if not 0 < args.alpha < 1:
         ap.error("--alpha must be between 0 and 1")
@@ -845,7 +1154,14 @@ def main(argv):
     except BadInput as e:
         print("%s: %s: %s" % (prog, args.results, e), file=sys.stderr)
         return 1
-    for p in write_outputs(df, args.out, factors, args.alpha, tests, source=args.results):
+    clk = args.clock
+    if clk is None:
+        try:
+            clk = clock(plotenv.read_json(os.path.join(os.path.dirname(os.path.abspath(args.results)),
+                                                       "paper.json")))
+        except BadInput:
+            clk = None
+    for p in write_outputs(df, args.out, factors, args.alpha, tests, source=args.results, clock=clk):
         print(p)
     return 0
 

@@ -151,7 +151,18 @@ def _config_note(fig, config):
     fig.text(0.01, 0.005, text, fontsize=7, color="grey", ha="left", va="bottom")
 
 
-def plot_op(points, op, title, config, outdir, name, written):
+def _small_ticks(xmax, fine, coarse):
+    """Ticks of a directory-size axis in bytes: every `fine` bytes up to
+    twice SMALL_XMAX, else every `coarse`."""
+    step = fine if xmax <= 2 * SMALL_XMAX else coarse
+    return range(0, int(xmax) + 1, step)
+
+
+def op_figure(points, op, title, config):
+    """The figure of one operation, open (plot_op writes it). Each x axis
+    spans the data: from 0 to the largest directory measured and a margin
+    of 2%, so that a run that stops at 50,000 entries is not drawn on an
+    axis to 200,000."""
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.6))
     d = points[points["op"] == op]
     large, small = d[d["range"] == "large"], d[d["range"] == "small"]
@@ -164,7 +175,7 @@ def plot_op(points, op, title, config, outdir, name, written):
     else:
         _draw_modes(left, large, "entries", "us_per_op")
         _log_y(left, large["us_per_op"])
-        left.set_xlim(0, max(200000, large["entries"].max()) * 1.02)
+        left.set_xlim(0, large["entries"].max() * 1.02)
         left.xaxis.set_major_formatter(FuncFormatter(_kilo))
         left.legend()
     left.grid(True, which="major", alpha=0.3)
@@ -176,9 +187,9 @@ def plot_op(points, op, title, config, outdir, name, written):
         _no_data(right)
     else:
         _draw_modes(right, small, "dir_bytes", "us_per_op")
-        xmax = max(SMALL_XMAX, small["dir_bytes"].max())
-        right.set_xlim(0, xmax)
-        right.set_xticks(range(0, int(xmax) + 1, 1024 if xmax <= 2 * SMALL_XMAX else 4096))
+        xmax = small["dir_bytes"].max()
+        right.set_xlim(0, xmax * 1.02)
+        right.set_xticks(_small_ticks(xmax, 1024, 4096))
         right.xaxis.set_major_formatter(FuncFormatter(_kib))
         right.set_ylim(bottom=0)
         right.legend()
@@ -187,7 +198,11 @@ def plot_op(points, op, title, config, outdir, name, written):
     fig.suptitle(title)
     _config_note(fig, config)
     fig.tight_layout(rect=(0, 0.03, 1, 0.95))
-    plotenv.save(fig, outdir, name, written)
+    return fig
+
+
+def plot_op(points, op, title, config, outdir, name, written):
+    plotenv.save(op_figure(points, op, title, config), outdir, name, written)
 
 
 def plot_memory(memory, build, config, outdir, written):
@@ -250,11 +265,12 @@ def plot_scanned(points, config, outdir, written):
             _draw_modes(ax, d, x, "entries_scanned_per_op")
             _log_y(ax, d["entries_scanned_per_op"])
             if rng == "large":
+                ax.set_xlim(0, d["entries"].max() * 1.02)
                 ax.xaxis.set_major_formatter(FuncFormatter(_kilo))
             else:
-                xmax = max(SMALL_XMAX, d["dir_bytes"].max())
-                ax.set_xlim(0, xmax)
-                ax.set_xticks(range(0, int(xmax) + 1, 2048 if xmax <= 2 * SMALL_XMAX else 8192))
+                xmax = d["dir_bytes"].max()
+                ax.set_xlim(0, xmax * 1.02)
+                ax.set_xticks(_small_ticks(xmax, 2048, 8192))
                 ax.xaxis.set_major_formatter(FuncFormatter(_kib))
             ax.grid(True, which="major", alpha=0.3)
             ax.legend(fontsize=8)

@@ -12,6 +12,15 @@ linear models, Figures 8-10) on synthetic runs whose effects are known:
   Table 2's coefficients as exact effects (no residual dof, no crash), the
   effect order and the uppermost path of Figures 8 and 10;
 - a best combination other than all-on; a missing combination;
+- the tables rounded: a fixed number of significant digits, no exponent,
+  float noise (an exact fit's -6e-13 of a zero effect) shown as 0, p-values
+  as <0.0001; headings in words with the unit (modeled or wall-clock
+  seconds, the clock read from paper.json);
+- Figures 8 and 9 with no label overlapping another or leaving its axes
+  and none left out in the paper's four-factor form (also andrew-grep's
+  shape, where eight edges share one gain), log axes ticked x1, x2, ...;
+  Figure 10's x axis ending at its longest note; the overlap check itself
+  catching two labels in one place;
 - every figure written as a non-empty PNG; the CLI end to end on CSV and
   JSON, with an extra factor, and bad inputs rejected with a message.
 Plain python; exits non-zero on failure.
@@ -19,6 +28,7 @@ usage: python3 analysis/test_paper_stats.py"""
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -146,7 +156,9 @@ def check_rank_exact():
     check(close(t["se_s"].iloc[1], 1.0, 1e-12), "se of SU %r" % t["se_s"].iloc[1])
     check(t["se_s"].iloc[2] == 0.0 and math.isnan(t["se_s"].iloc[0]), "se of DP 0, of a single run NaN")
     md = ps.markdown_rank(t)
-    check("| \u2022 | \u2022 | 2.2 | 20.00 |" in md, "markdown rank row (got:\n%s)" % md)
+    check("| \u2022 | \u2022 | 2.200 | 20.00 |" in md, "markdown rank row (got:\n%s)" % md)
+    # Identical runs: a standard error of exactly 0, shown as 0 (not 0.00 or -0).
+    check("|  | \u2022 | 9.000 | 81.82 | 0 | 0 | 2 |" in md, "markdown rank row of identical runs:\n%s" % md)
 
 
 def check_paper_table1():
@@ -201,6 +213,113 @@ def check_missing_combination(tmp):
         p = fn(df, "build", FACTORS, os.path.join(tmp, name))
         check(plottest.png_ok(p), "%s with a combination missing is a PNG" % name)
     check("not fitted" in ps.markdown_model(m), "markdown of an unfitted model says so")
+
+
+# A number in exponent form or a negative zero: what float noise looks like
+# when printed unrounded (the report had -5.799e-13 in its model tables).
+FLOAT_NOISE = re.compile(r"(?<![\w.])[-+]?\d+(?:\.\d+)?[eE][-+]?\d+\b|(?<![\w.])-0(?:\.0+)?(?![\d.])")
+
+
+def exact(effects, base=444.39, test="exact"):
+    """One run per combination of FACTORS with multiplicative `effects`
+    ({factor: factor of time}) and nothing else: the exact fit leaves float
+    noise (~1e-13) where an effect is zero."""
+    rows = []
+    for c in combos(FACTORS):
+        t = base
+        for f, v in effects.items():
+            if c[f]:
+                t *= v
+        rows.append(dict(test=test, run=0, seconds=t, **c))
+    return pd.DataFrame(rows)
+
+
+def check_formatting():
+    """Rounded tables: significant digits, no exponent, float noise as 0."""
+    cases = [(ps.sig(-6.405e-13, 4, 444.39), "0"), (ps._num(-6.405e-13, 444.39), "0"),
+             (ps._num(5.368e-13, 444.39), "0"), (ps._pct(-1e-13), "0"), (ps._pct(-0.004), "0.00"),
+             (ps._pct(-42.712), "-42.71"), (ps._num(1234.567), "1234.57"), (ps._num(0.000123456), "0.0001235"),
+             (ps._num(-0.0017903, 444.39), "-0.001790"), (ps.sig(0.000123456, 4), "0.0001235"),
+             (ps._p(1e-15), "<0.0001"), (ps._p(0.00042), "0.00042"), (ps._p(0.0123), "0.012"),
+             (ps._p(float("nan")), "\u2014"), (ps._num(None), "\u2014"), (ps.times(1234.5), "\u00d71234"),
+             (ps.times(3.006), "\u00d73.01"), (ps.times(0.98463), "\u00d70.985")]
+    for got, want in cases:
+        check(got == want, "formatted %r, want %r" % (got, want))
+    check(ps.is_noise(1e-13, 444.0) and not ps.is_noise(1e-6, 444.0) and not ps.is_noise(1e-13, None),
+          "float noise is relative to the table's scale")
+    # The model of an exact run where only SU acts: every other coefficient
+    # is float noise, printed as 0, with no exponent anywhere.
+    df = exact({"su": 0.5})
+    full = ps.fit_model(df, "exact", FACTORS)
+    noisy = [t for t, e in zip(full["term"], full["estimate_s"]) if t not in ("base", "SU") and e != 0]
+    check(noisy, "the exact fit leaves float noise to round (terms %s)" % list(full["estimate_s"]))
+    md = ps.markdown_model(ps.linear_model(df, "exact", FACTORS), "modeled seconds")
+    check(not FLOAT_NOISE.search(md), "model table without float noise:\n%s" % md)
+    check("| VM | 0 | \u2014 | \u2014 | 0 |" in md and "| SU | -50.00 | \u2014 | \u2014 | -222.20 |" in md,
+          "model rows rounded:\n%s" % md)
+    # Headings in words with units.
+    check("effect (modeled seconds)" in md and "p-value" in md and "\u0394 s" not in md,
+          "model headings in words:\n%s" % md.splitlines()[-18])
+    rank = ps.markdown_rank(ps.rank_table(df, "exact", FACTORS), "wall-clock seconds")
+    check("mean (wall-clock seconds)" in rank and "Mean (s)" not in rank and "runs |" in rank,
+          "rank headings in words:\n%s" % rank)
+    check(ps.clock({"profile": {"name": "quick"}, "disk": "ide-20g-2001",
+                    "cpu_model": {"name": "pentium4"}}) == "modeled", "a modeled run's clock")
+    check(ps.clock({"profile": {"name": "mount-quick"}, "disk": "this machine's image file under FUSE "
+                    "(wall clock)", "cpu_model": {"name": "x"}}) == "measured", "the mount's clock")
+    check(ps.clock({}) is None and ps.clock(None) is None, "no paper.json: clock unknown")
+
+
+def check_label_layout():
+    """Figures 8-10 laid out for reading: no label overlaps another or
+    leaves its axes, none left out in the paper's four-factor form, log
+    axes labelled as plain factors, Figure 10's axis fitted to the data."""
+    # The check itself finds overlaps: two labels in one place.
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(4, 3), dpi=ps.DPI)
+    ax.text(0.5, 0.5, "SU+DP+VM")
+    ax.text(0.52, 0.5, "SU+DP+DH")
+    ax.text(1.5, 0.5, "outside")
+    pairs, out = ps.label_overlaps(fig)
+    check(pairs == [("SU+DP+VM", "SU+DP+DH")] and out == ["outside"], "overlaps found: %s, %s" % (pairs, out))
+    plt.close(fig)
+    # andrew-grep's shape, whose lattice had its x3.006 labels on top of
+    # each other: DP alone acts, every other edge the same.
+    grep = exact({"dp": 1 / 3.006}, 60.0, "grep")
+    cases = [(table1(), "buildworld"), (synthetic(), "build"), (synthetic(), "mailbox"), (grep, "grep")]
+    for df, test in cases:
+        for make, what in ((ps.lattice_figure, "Figure 9"), (ps.improvement_figure, "Figure 8")):
+            fig = make(df, test, FACTORS)
+            pairs, out = ps.label_overlaps(fig)
+            check(not pairs and not out, "%s %s: labels overlap %s, outside %s" % (what, test, pairs[:4], out[:4]))
+            dropped = sum(fig.ufskit.values())
+            check(dropped == 0, "%s %s: %d labels left out" % (what, test, dropped))
+            n_text = len([t for t in fig.axes[0].texts if t.get_text().strip()])
+            check(n_text >= (16 if what == "Figure 9" else 15), "%s %s: %d labels" % (what, test, n_text))
+            ticks = [t.get_text() for t in fig.axes[0].get_yticklabels() if t.get_text()]
+            check(ticks and all(t.startswith("\u00d7") and "^" not in t for t in ticks),
+                  "%s %s: y ticks as factors: %s" % (what, test, ticks))
+            plt.close(fig)
+    # The lattice names every combination and labels grep's eight DP edges.
+    fig = ps.lattice_figure(grep, "grep", FACTORS)
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    check(texts.count("\u00d73.01") == 8 and "SU+DP+VM+DH" in texts and "none" in texts,
+          "grep lattice labels: %s" % texts)
+    plt.close(fig)
+    # Figure 10: the x axis ends just past the longest note, not at 2.5
+    # times the largest improvement; the notes stay inside.
+    df = synthetic()
+    fig = ps.summary_figure(df, ["build", "mailbox"], FACTORS)
+    ax = fig.axes[0]
+    r = fig.canvas.get_renderer()
+    frame = ax.get_window_extent(r)
+    ends = [t.get_window_extent(r).x1 for t in ax.texts]
+    best = max(ps.summary(df, t, FACTORS)["best_improvement"] for t in ("build", "mailbox"))
+    lo, hi = ax.get_xlim()
+    check(ends and max(ends) <= frame.x1 and frame.x1 - max(ends) <= 30,
+          "Figure 10 fitted: notes end %.0f px, axis %.0f px" % (max(ends), frame.x1))
+    check(best < hi and lo > 0.5, "Figure 10 x axis %.3g..%.3g for data to %.3g" % (lo, hi, best))
+    plt.close(fig)
 
 
 def check_figures(tmp):
@@ -360,6 +479,8 @@ def main():
     check_model()
     check_rank_exact()
     check_paper_table1()
+    check_formatting()
+    check_label_layout()
     with tempfile.TemporaryDirectory(prefix="paper-stats-test.") as tmp:
         check_best_not_all_on(tmp)
         check_missing_combination(tmp)
