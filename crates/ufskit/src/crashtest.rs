@@ -409,14 +409,21 @@ fn cmd_mount_crashtest(a: &CrashtestArgs) -> Result<ExitCode, String> {
             s.records_checked
         );
     }
+    // Every program that ran in some kill, with the number of kills it
+    // ran in (the mixes take turns).
+    let mut ran: Vec<(String, usize)> = Vec::new();
+    for p in rep.iterations.iter().flat_map(|i| &i.programs) {
+        match ran.iter_mut().find(|(n, _)| n == p) {
+            Some((_, k)) => *k += 1,
+            None => ran.push((p.clone(), 1)),
+        }
+    }
+    let ran: Vec<String> = ran.iter().map(|(n, k)| format!("{n} ({k})")).collect();
     println!(
-        "{} kills in {:.0} s; programs in the mount: {}",
+        "{} kills in {:.0} s; programs in the mount (kills they ran in): {}",
         rep.iterations.len(),
         rep.seconds,
-        rep.iterations
-            .first()
-            .map(|i| i.programs.join(", "))
-            .unwrap_or_default()
+        ran.join(", ")
     );
     if !rep.skipped_programs.is_empty() {
         println!(
