@@ -6,7 +6,8 @@
 # CPU of the process that made it), beside the kernel's ext4 on a loop
 # device and ufskit over each transport (uring=off, uring=on), in one run: ../shared/tools/bigdir.py with the
 # client pinned to one CPU and unpinned, and tar -x / find / rm -rf of a
-# tree (scripts/peer-tree.sh). memfs keeps everything in memory, so what
+# tree without its symlinks (scripts/peer-tree.sh). memfs keeps everything
+# in memory, so what
 # differs between its two rows is the transport alone.
 #
 # usage: scripts/eval-fuse-transport.sh LIBFUSE_BUILD_DIR [N] [TREE]
@@ -53,7 +54,12 @@ if [ "${UFSKIT_BUSY:-0}" = 1 ]; then
     hogs+=($!)
   done
 fi
-tar -C "$(dirname "$tree")" -cf "$work/tree.tar" "$(basename "$tree")"
+# memfs_ll makes no symlinks: the tree is taken without them.
+mkdir -p "$work/src"
+cp -a "$tree" "$work/src/"
+find "$work/src" -type l -delete
+tar -C "$work/src" -cf "$work/tree.tar" "$(basename "$tree")"
+rm -rf "$work/src"
 entries=$(tar -tf "$work/tree.tar" | wc -l)
 
 # The file systems, each mounted once for the whole run.

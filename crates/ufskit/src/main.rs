@@ -405,11 +405,16 @@ struct FuseOpts {
 fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), String> {
     let mut o = MountOptions::default();
     let mut allow_other = false;
-    // Measured through the mount beside ext4 (docs/DESIGN.md, "Round trips
-    // and CPU placement"): kernel write-back caching and three request
-    // threads cut `tar -x` of /usr/include from 4.9 s to 2.6 s on a quiet
-    // two-CPU machine and from 2.3 s to 2.0 s on a busy one.
-    let mut writeback = true;
+    // Measured through the mount beside ext4 (docs/DESIGN.md, "FUSE over
+    // io_uring, and the defaults"): over the io_uring rings, kernel
+    // write-back caching no longer pays for itself on metadata work. Each
+    // close of a written file then costs a SETATTR (the kernel's times),
+    // each unlink a SETATTR at eviction, and each stat of a file closed
+    // since a GETATTR (the kernel stops trusting its block count), for
+    // fewer WRITEs only where a program writes a file in many small
+    // pieces. Three request threads serve /dev/fuse when the rings are
+    // not there.
+    let mut writeback = false;
     let mut sync_interval = 30;
     let mut threads = 3;
     let mut lowmem_watch = true;

@@ -535,9 +535,9 @@ fn fuse_round_trips_per_created_file() {
     }
     use std::os::unix::fs::PermissionsExt;
     let t = tempfile::tempdir().unwrap();
-    // Without write-back caching every request is the program's own; with
-    // it (the default) the kernel adds one SETATTR per file of its own
-    // (the times it kept) and sends the data later, in one WRITE.
+    // Without write-back caching (the default) every request is the
+    // program's own; with it the kernel adds one SETATTR per file of its
+    // own (the times it kept) and sends the data later, in one WRITE.
     for (opts, setattr, others) in [("writeback=off", 3.05, 7.05), ("writeback=on", 4.05, 8.05)] {
         let img = new_image(t.path(), &format!("img-{opts}"), "256m");
         let mnt = t.path().join("m");
@@ -727,6 +727,85 @@ fn mount_helper_and_plain_umount() {
         b"mounted by mount(8)"
     );
     m.umount();
+}
+
+/// The default mount: requests travel through the per-CPU io_uring rings
+/// where the kernel has FUSE-over-io_uring (Linux 6.14+, the fuse
+/// module's `enable_uring`, which the daemon turns on as root); a stat of
+/// a file created and closed asks the daemon nothing and an unlink needs
+/// its own request and the directory's GETATTR only (no write-back
+/// caching: no GETATTR after each close, no SETATTR of the kernel's times
+/// at eviction).
+#[test]
+fn default_mount_transport_and_requests_per_stat_and_unlink() {
+    if !needs_fuse("default_mount_transport_and_requests_per_stat_and_unlink") {
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let img = new_image(t.path(), "img", "256m");
+    let mnt = t.path().join("m");
+    let m = Mounted::new(&img, &mnt, &[]);
+    let stats = || -> serde_json::Value {
+        let out = run(ufskit().args(["stats", "--json"]).arg(&mnt));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let uring_kernel = Path::new("/sys/module/fuse/parameters/enable_uring").exists();
+    let d = mnt.join("d");
+    std::fs::create_dir(&d).unwrap();
+    let n = 200u64;
+    // Created and closed, as bigdir.py does: the kernel keeps what CREATE
+    // told it. (A file written since is asked for once: the daemon keeps
+    // its times.)
+    for i in 0..n {
+        std::fs::File::create(d.join(format!("f{i}"))).unwrap();
+    }
+    let before = stats();
+    for i in 0..n {
+        std::fs::metadata(d.join(format!("f{i}"))).unwrap();
+    }
+    let mid = stats();
+    for i in 0..n {
+        std::fs::remove_file(d.join(format!("f{i}"))).unwrap();
+    }
+    let after = stats();
+    let count =
+        |v: &serde_json::Value, op: &str| v["fuse_requests"]["by_op"][op].as_u64().unwrap_or(0);
+    // One GETATTR: the directory's, changed by the last create.
+    assert!(
+        count(&mid, "getattr") - count(&before, "getattr") <= 1,
+        "stats of closed files asked the daemon: {} GETATTRs",
+        count(&mid, "getattr") - count(&before, "getattr")
+    );
+    assert_eq!(
+        count(&after, "setattr") - count(&mid, "setattr"),
+        0,
+        "unlink sent SETATTRs"
+    );
+    assert!(
+        count(&after, "getattr") - count(&mid, "getattr") <= n + 2,
+        "more than one GETATTR (the directory's) per unlink"
+    );
+    let fr = &after["fuse_requests"];
+    if uring_kernel {
+        assert!(fr["ring_threads"].as_u64().unwrap() > 0, "{fr}");
+        assert!(
+            fr["via_uring"].as_u64().unwrap() >= 3 * n,
+            "requests did not travel through the rings: {fr}"
+        );
+        let text = run(ufskit().arg("stats").arg(&mnt));
+        assert!(String::from_utf8_lossy(&text.stdout).contains("transport: io_uring"));
+    } else {
+        assert_eq!(fr["via_uring"].as_u64().unwrap(), 0, "{fr}");
+    }
+    m.umount();
+    // uring=off: /dev/fuse only, the same files and no ring threads.
+    let m = Mounted::new(&img, &mnt, &["uring=off"]);
+    std::fs::write(mnt.join("g"), b"y").unwrap();
+    let v = stats();
+    assert_eq!(v["fuse_requests"]["ring_threads"].as_u64(), Some(0));
+    assert_eq!(v["fuse_requests"]["via_uring"].as_u64(), Some(0));
+    m.umount();
+    fsck_clean(&img);
 }
 
 /// dirhash through a real mount: options, `ufskit stats` (plain, --json,

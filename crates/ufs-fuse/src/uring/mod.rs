@@ -469,12 +469,12 @@ fn command(fd: i32, cmd_op: u32, qid: u16, commit_id: u64) -> opcode::UringCmd80
 /// SAFETY (of the `unsafe` inside): what the entry points to, the slot's
 /// iovec array and buffers, lives until the thread stops, and the thread
 /// stops only after the command's completion or by leaking the slot.
+/// The entry is submitted by the next `submit_and_wait`, which also waits
+/// for the next request: one system call per request.
 fn push(ring: &mut Ring, sqe: &squeue::Entry128) -> std::io::Result<()> {
     // SAFETY: see above.
     unsafe { ring.submission().push(sqe) }
-        .map_err(|_| std::io::Error::other("io_uring submission queue full"))?;
-    ring.submit()?;
-    Ok(())
+        .map_err(|_| std::io::Error::other("io_uring submission queue full"))
 }
 
 /// The REGISTER command of a slot: its two iovecs and the queue.
