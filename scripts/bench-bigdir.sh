@@ -130,9 +130,11 @@ EOF
 : >"$work/raw"
 
 mkdir -p "$work/ufs" "$work/ext4"
-truncate -s 4G "$work/ext4.img" && mkfs.ext4 -q -F "$work/ext4.img"
+# Room for the largest directory: inodes for twice the largest N on both.
+maxn=$(printf '%s\n' "${sizes[@]}" | sort -n | tail -1)
+truncate -s 8G "$work/ext4.img" && mkfs.ext4 -q -F -N $((2 * maxn + 65536)) "$work/ext4.img"
 mount -o loop "$work/ext4.img" "$work/ext4"
-$U newfs -s 4g "$work/ufs.img" >/dev/null
+$U newfs -s 8g -i 4096 "$work/ufs.img" >/dev/null
 $U mount ${opts:+-o "$opts"} "$work/ufs.img" "$work/ufs"
 echo "bigdir.py: $bigdir"
 echo "sizes: ${sizes[*]}; $runs runs; $machine machine; ufskit mount options: ${opts:-(none)}; client CPUs: $pin; guest_halt_poll_ns: $halt_poll"
