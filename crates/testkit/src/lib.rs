@@ -445,3 +445,42 @@ mod tests {
         assert!(prerequisite(true, "a_present_prerequisite_runs", "nothing"));
     }
 }
+
+/// Changes inode `ino` on an unmounted device, as damage or an old
+/// writer would leave it: `f` edits the on-disk inode, whose check-hash is
+/// then made right again when the file system keeps them (so what the
+/// engine meets is a well-formed inode holding the planted values).
+pub fn patch_inode(
+    dev: &dyn ufs::dev::BlockDevice,
+    ino: u64,
+    f: impl FnOnce(&mut ufs_format::dinode::Dinode),
+) {
+    let (sb, g, _) = ufs::fs::read_superblock(dev).expect("superblock");
+    let off = g.ino_to_fsba(ino) * g.fsize + g.ino_to_fsbo(ino) * ufs_format::DINODE_SIZE as u64;
+    let mut b = vec![0u8; ufs_format::DINODE_SIZE];
+    dev.read_at(off, &mut b).expect("read inode");
+    let mut di = ufs_format::dinode::Dinode::from_bytes(&b);
+    f(&mut di);
+    if sb.ckhash_enabled(ufs_format::CK_INODE) {
+        di.update_ckhash();
+    }
+    dev.write_at(off, di.as_bytes()).expect("write inode");
+}
+
+/// Changes cylinder group `cgx` on an unmounted device (check-hash made
+/// right again when the file system keeps them).
+pub fn patch_cg(
+    dev: &dyn ufs::dev::BlockDevice,
+    cgx: u64,
+    f: impl FnOnce(&mut ufs_format::cg::Cg),
+) {
+    let (sb, g, _) = ufs::fs::read_superblock(dev).expect("superblock");
+    let addr = g.cgtod(cgx) * g.fsize;
+    let len = g.fragroundup(g.cgsize) as usize;
+    let mut b = vec![0u8; len];
+    dev.read_at(addr, &mut b).expect("read cg");
+    let mut cg = ufs_format::cg::Cg::parse(&b, &g, cgx).expect("cg");
+    f(&mut cg);
+    cg.update_ckhash(sb.ckhash_enabled(ufs_format::CK_CYLGRP));
+    dev.write_at(addr, cg.as_bytes()).expect("write cg");
+}

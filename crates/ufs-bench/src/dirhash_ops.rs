@@ -143,17 +143,16 @@ impl Dir<'_> {
 }
 
 fn scanned(fs: &Fs) -> u64 {
-    fs.with_core(|c| c.dirhash.stats.entries_scanned)
+    fs.dirhash().stats.entries_scanned
 }
 
 /// Sets the mode: dirhash on (index built now, build time returned) or
 /// linear (indexes and lookup hints dropped).
 fn set_mode(fs: &Fs, dir: u64, hashed: bool, minsize: u64) -> ufs::Result<Option<f64>> {
-    fs.with_core(|c| {
-        c.dirhash.clear();
-        c.dir_hints.clear();
-        c.dirhash.cfg.enabled = hashed;
-        c.dirhash.cfg.minsize = minsize;
+    fs.drop_directory_indexes();
+    fs.tune_dirhash(|c| {
+        c.enabled = hashed;
+        c.minsize = minsize;
     });
     if !hashed {
         return Ok(None);
@@ -301,7 +300,7 @@ pub fn run(cfg: &OpsConfig, progress: Progress) -> ufs::Result<OpsReport> {
         sizes.sort_unstable();
         for &n in &sizes {
             progress(done, total, &format!("large directory: {n} entries"));
-            fs.with_core(|c| c.dirhash.cfg.enabled = true);
+            fs.tune_dirhash(|c| c.enabled = true);
             d.grow_to(n)?;
             for hashed in [true, false] {
                 let b = set_mode(&fs, ino, hashed, 2560)?;
@@ -312,7 +311,7 @@ pub fn run(cfg: &OpsConfig, progress: Progress) -> ufs::Result<OpsReport> {
                         dir_bytes,
                         us,
                     });
-                    if let Some((mem, dbytes, _)) = fs.with_core(|c| c.dirhash.describe(ino)) {
+                    if let Some((mem, dbytes, _)) = fs.dirhash_index(ino) {
                         memory.push(MemPoint {
                             entries: n,
                             dir_bytes: dbytes,
@@ -337,7 +336,7 @@ pub fn run(cfg: &OpsConfig, progress: Progress) -> ufs::Result<OpsReport> {
             }
             done += 1;
         }
-        fs.with_core(|c| c.dirhash.cfg.enabled = true);
+        fs.tune_dirhash(|c| c.enabled = true);
         clean &= fsck_clean(&dev, fs)?;
     }
 
@@ -359,7 +358,7 @@ pub fn run(cfg: &OpsConfig, progress: Progress) -> ufs::Result<OpsReport> {
         for &bytes in &sizes {
             let n = (bytes / 512 * per_chunk).saturating_sub(2);
             progress(done, total, &format!("small directory: {bytes} bytes"));
-            fs.with_core(|c| c.dirhash.cfg.enabled = true);
+            fs.tune_dirhash(|c| c.enabled = true);
             d.grow_to(n)?;
             for hashed in [true, false] {
                 set_mode(&fs, ino, hashed, 0)?;

@@ -219,7 +219,7 @@ pub fn run(
     let dirs = extract(&fs, root, tree)?;
     fs.sync()?;
     let s1 = ModeledDisk::disk_stats(&dev);
-    let ipg = fs.with_core(|c| c.g.ipg);
+    let ipg = fs.geometry().ipg;
     let dir_groups = dirs
         .values()
         .map(|ino| ino / ipg)
@@ -409,7 +409,7 @@ pub fn fill_run(sys: &System, v: &Variant, tree: &Tree, seed: u64) -> ufs::Resul
     let s1 = ModeledDisk::disk_stats(&dev);
     fs.drop_caches()?;
     let s2 = ModeledDisk::disk_stats(&dev);
-    let ipg = fs.with_core(|c| c.g.ipg);
+    let ipg = fs.geometry().ipg;
     let (mut with_dir, mut files) = (0u64, 0u64);
     for e in &tree.entries {
         let Kind::File(size) = e.kind else { continue };

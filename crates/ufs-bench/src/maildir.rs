@@ -235,12 +235,10 @@ impl<'a> Meter<'a> {
             }
             _ => false,
         };
-        let mem = self.fs.with_core(|c| {
-            if lowmem {
-                c.dirhash.lowmem(Instant::now());
-            }
-            c.dirhash.mem()
-        });
+        if lowmem {
+            self.fs.dirhash_lowmem_at(Instant::now());
+        }
+        let mem = self.fs.dirhash().mem;
         self.phase_peak = self.phase_peak.max(mem);
         if self.ops >= self.next_sample {
             self.next_sample += self.sample_every;
@@ -254,7 +252,7 @@ impl<'a> Meter<'a> {
     }
 
     fn mem(&self) -> u64 {
-        self.fs.with_core(|c| c.dirhash.mem())
+        self.fs.dirhash().mem
     }
 }
 
@@ -275,13 +273,13 @@ fn begin(m: &mut Meter, name: &'static str) -> PhaseStart {
         name,
         t: Instant::now(),
         ops: m.ops,
-        stats: m.fs.with_core(|c| c.dirhash.snapshot()),
+        stats: m.fs.dirhash().stats,
     }
 }
 
 fn end(m: &mut Meter, p: PhaseStart) -> Phase {
     let seconds = p.t.elapsed().as_secs_f64();
-    let now = m.fs.with_core(|c| c.dirhash.snapshot());
+    let now = m.fs.dirhash().stats;
     m.timeline.push((m.ops, now.mem_in_use));
     Phase {
         name: p.name.to_string(),
@@ -935,7 +933,7 @@ pub fn run(cfg: &MaildirConfig, progress: Progress) -> ufs::Result<MaildirReport
     let total_ops = m.ops;
     let timeline = std::mem::take(&mut m.timeline);
     drop(m);
-    let dirhash_end = fs.with_core(|c| c.dirhash.snapshot());
+    let dirhash_end = fs.dirhash().stats;
     let total_seconds = t0.elapsed().as_secs_f64();
     fs.unmount()?;
     drop(fs);

@@ -485,11 +485,14 @@ fn engine_check(img: &Path) -> Result<(BTreeMap<PathBuf, Node>, bool, Invariants
 /// checks): free block/fragment/inode counts, fragment and cluster
 /// summaries, the cluster map, the summary array and the totals.
 fn cg_check(fs: &ufs::Fs, ndirs: u64) -> R {
-    fs.with_core(|c| -> R {
-        let g = c.g;
+    {
+        let g = fs.geometry();
+        let (total, groups) = fs.summary();
         let (mut tb, mut tf, mut ti, mut td) = (0i64, 0i64, 0i64, 0i64);
         for cgx in 0..g.ncg {
-            let cg = c.read_cg(cgx).map_err(|e| format!("cg {cgx}: {e}"))?;
+            let cg = fs
+                .cylinder_group(cgx)
+                .map_err(|e| format!("cg {cgx}: {e}"))?;
             let nfr = g.cg_nfrags(cgx);
             let nblk = nfr / g.frag;
             let (mut nbfree, mut nffree) = (0i32, 0i32);
@@ -573,7 +576,7 @@ fn cg_check(fs: &ufs::Fs, ndirs: u64) -> R {
                     );
                 }
             }
-            let sc = c.cs[cgx as usize];
+            let sc = groups[cgx as usize];
             ensure!(
                 (sc.cs_nbfree, sc.cs_nffree, sc.cs_nifree, sc.cs_ndir)
                     == (cs.cs_nbfree, cs.cs_nffree, cs.cs_nifree, cs.cs_ndir),
@@ -584,7 +587,7 @@ fn cg_check(fs: &ufs::Fs, ndirs: u64) -> R {
             ti += i64::from(cs.cs_nifree);
             td += i64::from(cs.cs_ndir);
         }
-        let t = c.sb.fs_cstotal();
+        let t = total;
         ensure!(
             (t.cs_nbfree, t.cs_nffree, t.cs_nifree, t.cs_ndir) == (tb, tf, ti, td),
             "fs_cstotal {t:?} but the groups sum to nbfree {tb} nffree {tf} nifree {ti} ndir {td}"
@@ -594,7 +597,7 @@ fn cg_check(fs: &ufs::Fs, ndirs: u64) -> R {
             "cs_ndir total {td} but {ndirs} directories reachable"
         );
         Ok(())
-    })
+    }
 }
 
 fn kind_bits(k: ufs::FileKind) -> u32 {
@@ -2659,13 +2662,14 @@ fn t_engine_bug_repros(tmp: &Path, makefs: &str, src: &Path) -> R {
                     .unwrap_or_default();
                 let ino = fs.lookup(fs.root(), &name).map_err(|e| e.to_string())?.ino;
                 let db0 = fs
-                    .with_core(|c| c.read_inode(ino).map(|di| di.di_db(0)))
+                    .inode(ino)
+                    .map(|di| di.di_db(0))
                     .map_err(|e| e.to_string())?;
                 if db0 > best.1 {
                     best = (p.clone(), db0);
                 }
             }
-            (best.0, best.1, fs.with_core(|c| c.g.size))
+            (best.0, best.1, fs.geometry().size)
         };
         let m = mount(&img, &mnt, false, false)?;
         for p in small.iter().filter(|p| **p != best).take(2000) {

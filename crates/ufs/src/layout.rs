@@ -52,19 +52,20 @@ pub fn measure(fs: &Fs, dir: u64) -> Result<LayoutReport> {
     let by_name: Vec<u64> = ents.iter().map(|e| e.1).collect();
     let mut inos = readdir.clone();
     inos.sort_unstable();
-    let (ipg, fpg) = fs.with_core(|c| (c.g.ipg, c.g.fpg));
+    let g = fs.geometry();
+    let (ipg, fpg) = (g.ipg, g.fpg);
     let mut firsts = Vec::new();
     let mut same = 0u64;
     for &ino in &inos {
-        let first = fs.with_core(|c| -> Result<u64> {
-            let di = c.read_inode(ino)?;
+        let first = (|| -> Result<u64> {
+            let di = fs.inode(ino)?;
             // Device nodes keep their number in the first pointer, and short
             // symlinks their target: only blocks that hold data count.
             if !(di.is_reg() || di.is_dir() || (di.is_symlink() && di.di_blocks() > 0)) {
                 return Ok(0);
             }
-            c.bmap(ino, &di, 0)
-        })?;
+            fs.block_of(ino, 0)
+        })()?;
         if first != 0 {
             firsts.push(first);
             if first / fpg == ino / ipg {

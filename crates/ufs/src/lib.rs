@@ -25,6 +25,7 @@ pub mod fsck;
 pub mod inode;
 pub mod layout;
 pub mod newfs;
+pub mod observe;
 pub mod ops;
 pub mod order;
 pub mod tunefs;

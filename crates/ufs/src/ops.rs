@@ -264,7 +264,7 @@ impl Fs {
     /// have left a change half made: the first lock after that stops all
     /// writing (the file system is never marked clean again in this
     /// mount), while reads go on.
-    fn lock(&self) -> MutexGuard<'_, FsCore> {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, FsCore> {
         self.core.lock().unwrap_or_else(|p| {
             let mut g = p.into_inner();
             g.cache.fail("an operation panicked half-way");
@@ -293,11 +293,6 @@ impl Fs {
     /// [`crate::calls`].
     pub fn set_call_hook(&self, hook: Option<crate::calls::Hook>) {
         *self.calls.hook.lock().unwrap_or_else(|p| p.into_inner()) = hook;
-    }
-
-    /// Runs `f` with the core locked (tools and benchmarks).
-    pub fn with_core<T>(&self, f: impl FnOnce(&mut FsCore) -> T) -> T {
-        f(&mut self.lock())
     }
 
     pub fn root(&self) -> u64 {

@@ -61,10 +61,8 @@ fn damage_after_kill(dev: &MemDevice) -> Vec<String> {
 
 /// `cg_initediblk` of the group holding `ino`, as it is in memory.
 fn initediblk(fs: &Fs, ino: u64) -> u64 {
-    fs.with_core(|c| {
-        let cg = c.g.ino_to_cg(ino);
-        c.read_cg(cg).unwrap().cg_initediblk() as u64
-    })
+    let cg = fs.geometry().ino_to_cg(ino);
+    fs.cylinder_group(cg).unwrap().cg_initediblk() as u64
 }
 
 /// Issue "crash safety through the real mount": FreeBSD's fsck reads no
@@ -79,7 +77,7 @@ fn initediblk(fs: &Fs, ino: u64) -> u64 {
 fn a_name_never_reaches_the_disk_before_the_group_counts_its_inode_block() {
     let (dev, fs) = softdep_fs();
     let root = fs.root();
-    let ipg = fs.with_core(|c| c.g.ipg);
+    let ipg = fs.geometry().ipg;
     let mut i = 0;
     let mut create = |fs: &Fs| {
         i += 1;
@@ -99,7 +97,7 @@ fn a_name_never_reaches_the_disk_before_the_group_counts_its_inode_block() {
         }
     };
     let group = x / ipg;
-    let cg_addr = fs.with_core(|c| c.g.cgtod(group));
+    let cg_addr = fs.geometry().cgtod(group);
     // Files up to the last inode before B.
     let mut last = x;
     while last % ipg + 1 < b_first {
@@ -108,19 +106,16 @@ fn a_name_never_reaches_the_disk_before_the_group_counts_its_inode_block() {
     }
     // The buffer daemon writes the group before B (B is young): the
     // counter covering B is rolled back in that write.
-    fs.with_core(|c| c.cache.write_buf(cg_addr).unwrap());
+    fs.buffer_daemon().write(cg_addr).unwrap();
     // Y: the next file, the first inode of B.
     let y = create(&fs);
     assert_eq!(y % ipg, b_first, "inodes are handed out in order");
     // An eviction of the root's directory block forces out everything the
     // new name needs, then the name.
-    fs.with_core(|c| {
-        let di = c.read_inode(root).unwrap();
-        let addr = c.bmap(root, &di, 0).unwrap();
-        let newest = c.cache.latest(addr);
-        c.cache.force_ids(&[newest]).unwrap();
-        assert!(c.cache.is_durable(newest));
-    });
+    let addr = fs.block_of(root, 0).unwrap();
+    let bd = fs.buffer_daemon();
+    let newest = bd.evict(addr).unwrap();
+    assert!(bd.is_durable(newest));
     // kill -9 now: the image holds every write issued.
     let beyond = damage_after_kill(&dev);
     assert!(
@@ -162,12 +157,7 @@ fn a_removal_in_a_moved_directory_block_waits_for_the_pointer_to_it() {
     // grow in place.
     mk(root, "neighbour", 512);
     fs.sync().unwrap();
-    let block_of = |fs: &Fs| {
-        fs.with_core(|c| {
-            let di = c.read_inode(d).unwrap();
-            (c.bmap(d, &di, 0).unwrap(), di.di_size())
-        })
-    };
+    let block_of = |fs: &Fs| (fs.block_of(d, 0).unwrap(), fs.inode(d).unwrap().di_size());
     let (before, size) = block_of(&fs);
     // Names until the directory outgrows its fragment run and moves.
     let mut i = 0;
@@ -179,18 +169,14 @@ fn a_removal_in_a_moved_directory_block_waits_for_the_pointer_to_it() {
     let (moved_to, _) = block_of(&fs);
     // The buffer daemon writes the moved block (not the inode block that
     // points at it), and something else's flush follows.
-    fs.with_core(|c| {
-        c.cache.write_buf(moved_to).unwrap();
-        c.cache.flush().unwrap();
-    });
+    fs.buffer_daemon().write(moved_to).unwrap();
+    fs.buffer_daemon().flush().unwrap();
     // The victim's name goes at the new place; its inode is zeroed.
     fs.unlink(d, b"victim").unwrap();
     // Its inode block is forced out (an eviction), with what it waits for.
-    fs.with_core(|c| {
-        let addr = c.g.ino_to_fsba(victim);
-        let newest = c.cache.latest(addr);
-        c.cache.force_ids(&[newest]).unwrap();
-    });
+    fs.buffer_daemon()
+        .evict(fs.geometry().ino_to_fsba(victim))
+        .unwrap();
     let beyond = damage_after_kill(&dev);
     assert!(
         beyond.is_empty(),

@@ -133,14 +133,11 @@ impl Run {
         let total = self.model[0].len() + self.model[1].len();
         match *op {
             Op::Check(on) => {
-                self.fs.with_core(|c| c.dirhash.cfg.check = on);
+                self.fs.tune_dirhash(|c| c.check = on);
                 if on {
                     for dir in self.dirs {
                         self.fs
-                            .with_core(|c| {
-                                let di = c.read_inode(dir)?;
-                                c.dir_verify_index(dir, &di)
-                            })
+                            .verify_dirhash(dir)
                             .map_err(|e| TestCaseError::fail(e.to_string()))?;
                     }
                 }
@@ -244,9 +241,8 @@ impl Run {
                 }
             }
         }
-        let (mem, max) = self
-            .fs
-            .with_core(|c| (c.dirhash.mem(), c.dirhash.cfg.maxmem));
+        let v = self.fs.dirhash();
+        let (mem, max) = (v.mem, v.config.maxmem);
         prop_assert!(mem <= max, "dirhash memory {mem} over the budget {max}");
         Ok(())
     }
@@ -281,18 +277,15 @@ impl Run {
             );
             let dir = self.dirs[d];
             self.fs
-                .with_core(|c| {
-                    let di = c.read_inode(dir)?;
-                    c.dir_verify_index(dir, &di)
-                })
+                .verify_dirhash(dir)
                 .map_err(|e| TestCaseError::fail(e.to_string()))?;
         }
-        let stats = self.fs.with_core(|c| c.dirhash.snapshot());
+        let stats = self.fs.dirhash().stats;
         prop_assert_eq!(
             stats.check_failures,
             0,
             "self-check fired: {:?}",
-            self.fs.with_core(|c| c.dirhash.last_check_failure.clone())
+            self.fs.dirhash().last_check_failure
         );
         prop_assert_eq!(stats.dropped_inconsistent, 0);
         self.fs.unmount().unwrap();
@@ -428,7 +421,8 @@ fn budget_and_lowmem_across_many_directories() {
             for f in (0..300).step_by(7) {
                 fs.lookup(d, format!("file-number-{f:05}").as_bytes())
                     .unwrap();
-                let (mem, hashes) = fs.with_core(|c| (c.dirhash.mem(), c.dirhash.hashes()));
+                let v = fs.dirhash();
+                let (mem, hashes) = (v.mem, v.indexes);
                 assert!(
                     mem <= maxmem,
                     "round {round}: {mem} > {maxmem} with {hashes} hashes"
@@ -436,18 +430,18 @@ fn budget_and_lowmem_across_many_directories() {
             }
         }
     }
-    let s = fs.with_core(|c| c.dirhash.snapshot());
+    let s = fs.dirhash().stats;
     assert!(s.recycled > 0 && s.build_refused > 0, "{s:?}");
     assert_eq!(s.check_failures, 0);
     // Low memory: nothing idle yet, so 10% goes from the head.
-    let before = fs.with_core(|c| c.dirhash.mem());
+    let before = fs.dirhash().mem;
     assert!(before > 0);
-    let freed = fs.with_core(|c| c.dirhash.lowmem(Instant::now()));
+    let freed = fs.dirhash_lowmem_at(Instant::now());
     assert!(freed * 10 >= before, "freed {freed} of {before}");
     // Ten seconds later everything is idle past the reclaim age: all goes.
-    let freed = fs.with_core(|c| c.dirhash.lowmem(Instant::now() + Duration::from_secs(10)));
+    let freed = fs.dirhash_lowmem_at(Instant::now() + Duration::from_secs(10));
     assert!(freed > 0);
-    assert_eq!(fs.with_core(|c| c.dirhash.mem()), 0);
+    assert_eq!(fs.dirhash().mem, 0);
     // Lookups still answer (linear, then rebuilt).
     fs.lookup(dirs[0], b"file-number-00007").unwrap();
     fs.unmount().unwrap();
@@ -482,30 +476,18 @@ fn lowmem_frees_oldest_idle_first() {
     for &d in &dirs {
         fs.lookup(d, b"m000001").unwrap();
     }
-    assert_eq!(fs.with_core(|c| c.dirhash.hashes()), 10);
+    assert_eq!(fs.dirhash().indexes, 10);
     // Pretend time passes: the first five were used 8 s ago, the rest now.
     let now = Instant::now() + Duration::from_secs(8);
     for &d in &dirs[5..] {
-        fs.with_core(|c| {
-            let di = c.read_inode(d).unwrap();
-            // A take/put at `now` marks the directory used.
-            if let ufs::dir::dirhash::Take::Index(ix) =
-                c.dirhash.take(d, di.di_gen(), di.di_size(), now)
-            {
-                c.dirhash.put(d, ix);
-            }
-        });
+        fs.dirhash_touch_at(d, now).unwrap();
     }
-    let before = fs.with_core(|c| c.dirhash.mem());
-    fs.with_core(|c| c.dirhash.lowmem(now + Duration::from_millis(100)));
-    let after = fs.with_core(|c| c.dirhash.mem());
+    let before = fs.dirhash().mem;
+    fs.dirhash_lowmem_at(now + Duration::from_millis(100));
+    let after = fs.dirhash().mem;
     assert!((before - after) * 10 >= before);
     for (k, &d) in dirs.iter().enumerate() {
-        assert_eq!(
-            fs.with_core(|c| c.dirhash.has_index(d)),
-            k >= 5,
-            "directory {k}"
-        );
+        assert_eq!(fs.dirhash_index(d).is_some(), k >= 5, "directory {k}");
     }
 }
 
@@ -528,7 +510,7 @@ fn memory_per_directory_byte() {
     // Built afresh at its final size (the figure of section 3.4).
     fs.drop_caches().unwrap();
     fs.lookup(d, b"f00000001").unwrap();
-    let (mem, bytes, _) = fs.with_core(|c| c.dirhash.describe(d)).expect("hashed");
+    let (mem, bytes, _) = fs.dirhash_index(d).expect("hashed");
     let ratio = mem as f64 / bytes as f64;
     assert!(
         (0.49..0.53).contains(&ratio),
@@ -552,7 +534,7 @@ fn switches_and_counters() {
         fs.mknod(d, format!("f{f:06}").as_bytes(), 0o100644, 0, R)
             .unwrap();
     }
-    let s = fs.with_core(|c| c.dirhash.snapshot());
+    let s = fs.dirhash().stats;
     assert_eq!(s.built, 0);
     assert!(s.lookups_linear >= 2000 && s.lookups_hash == 0);
     fs.unmount().unwrap();
@@ -568,13 +550,13 @@ fn switches_and_counters() {
     let d = fs.lookup(root, b"d").unwrap().ino;
     // The root is one chunk: below 2,560 bytes, it stays linear.
     fs.lookup(root, b"nope").unwrap_err();
-    assert!(!fs.with_core(|c| c.dirhash.has_index(root)));
+    assert!(fs.dirhash_index(root).is_none());
     // Lookups in directory order hit the sequential shortcut.
-    let before = fs.with_core(|c| c.dirhash.snapshot());
+    let before = fs.dirhash().stats;
     for f in 0..2000 {
         fs.lookup(d, format!("f{f:06}").as_bytes()).unwrap();
     }
-    let s = fs.with_core(|c| c.dirhash.snapshot());
+    let s = fs.dirhash().stats;
     assert_eq!(s.built, before.built + 1);
     assert!(
         s.lookups_sequential - before.lookups_sequential > 1900,
@@ -586,7 +568,7 @@ fn switches_and_counters() {
         let f = rng.gen_range(0..2000);
         fs.lookup(d, format!("f{f:06}").as_bytes()).unwrap();
     }
-    let t = fs.with_core(|c| c.dirhash.snapshot());
+    let t = fs.dirhash().stats;
     assert!(t.lookups_hash - s.lookups_hash > 400);
     fs.unmount().unwrap();
     fsck_clean(&dev);

@@ -4,7 +4,7 @@
 //! disk; an unaligned rotor; and random tree operations (including rename
 //! exchange) that must end fsck-clean.
 use std::sync::Arc;
-use ufs::dev::MemDevice;
+use ufs::dev::{BlockDevice, MemDevice};
 use ufs::fsck::{fsck, FsckMode, FsckReport};
 use ufs::newfs::{newfs, NewfsParams};
 use ufs::{Cred, Fs, MountOptions, RenameMode, SetAttr};
@@ -45,7 +45,7 @@ pub fn show(r: &FsckReport) -> String {
 const R: Cred = Cred::ROOT;
 
 fn nbfree(fs: &Fs) -> i64 {
-    fs.with_core(|c| c.sb.fs_cstotal().cs_nbfree)
+    fs.summary().0.cs_nbfree
 }
 
 /// Fills the file system with whole blocks, then frees exactly `keep` blocks.
@@ -117,12 +117,14 @@ fn enospc_after_indirect_allocated() {
     assert!(r.findings.is_empty(), "findings:\n{}", show(&r));
 }
 
-fn set_db0(fs: &Fs, ino: u64, v: u64) {
-    fs.with_core(|c| {
-        let mut di = c.read_inode(ino).unwrap();
-        di.set_di_db(0, v);
-        c.write_inode(ino, &di).unwrap();
-    });
+/// Unmounts `fs`, plants `v` as the first block pointer of `ino` on the
+/// device (damage as a crash or another writer could leave it) and mounts
+/// the image again.
+fn set_db0(dev: &Arc<MemDevice>, fs: Fs, ino: u64, v: u64) -> Fs {
+    fs.unmount().unwrap();
+    drop(fs);
+    testkit::patch_inode(&**dev, ino, |di| di.set_di_db(0, v));
+    mount(dev)
 }
 
 #[test]
@@ -136,7 +138,7 @@ fn wild_dir_pointer_readdir() {
     );
     let fs = mount(&dev);
     let d = fs.mkdir(fs.root(), b"d", 0o755, R).unwrap().ino;
-    set_db0(&fs, d, u64::MAX);
+    let fs = set_db0(&dev, fs, d, u64::MAX);
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         fs.readdir(d, 0, 10).map(|v| v.len())
     }));
@@ -165,7 +167,7 @@ fn wild_file_pointer_unlink() {
     let fs = mount(&dev);
     let f = fs.mknod(fs.root(), b"f", 0o100644, 0, R).unwrap().ino;
     fs.write(f, 0, b"hello", R).unwrap();
-    set_db0(&fs, f, u64::MAX);
+    let fs = set_db0(&dev, fs, f, u64::MAX);
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| fs.unlink(fs.root(), b"f")));
     eprintln!(
         "unlink: {:?}",
@@ -192,7 +194,7 @@ fn wild_file_pointer_write() {
     let fs = mount(&dev);
     let f = fs.mknod(fs.root(), b"f", 0o100644, 0, R).unwrap().ino;
     fs.write(f, 0, b"hello", R).unwrap();
-    set_db0(&fs, f, u64::MAX);
+    let fs = set_db0(&dev, fs, f, u64::MAX);
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         fs.write(f, 3, b"xxxxxxx", R)
     }));
@@ -221,24 +223,18 @@ fn aliased_dir_pointer_overwrites_other_file() {
     let fs = mount(&dev);
     let f = fs.mknod(fs.root(), b"victim", 0o100644, 0, R).unwrap().ino;
     fs.write(f, 0, &vec![0x55u8; 4096], R).unwrap();
-    let victim_blk = fs.with_core(|c| c.read_inode(f).unwrap().di_db(0));
+    let victim_blk = fs.inode(f).unwrap().di_db(0);
     let d = fs.mkdir(fs.root(), b"d", 0o755, R).unwrap().ino;
     // copy d's first chunk over the victim so it parses, then alias d's pointer
-    let dblk = fs.with_core(|c| c.read_inode(d).unwrap().di_db(0));
-    fs.with_core(|c| {
-        let fsz = c.g.fsize as usize;
-        let data = c
-            .cache
-            .read(dblk, fsz, ufs::cache::BlockKind::Dir)
-            .unwrap()
-            .to_vec();
-        c.cache
-            .modify(victim_blk, fsz, ufs::cache::BlockKind::Data)
-            .unwrap()
-            .copy_from_slice(&data);
-        c.cache.write_all().unwrap();
-    });
-    set_db0(&fs, d, (1u64 << 52) + victim_blk);
+    let dblk = fs.inode(d).unwrap().di_db(0);
+    let fsz = fs.geometry().fsize;
+    fs.unmount().unwrap();
+    drop(fs);
+    let mut data = vec![0u8; fsz as usize];
+    dev.read_at(dblk * fsz, &mut data).unwrap();
+    dev.write_at(victim_blk * fsz, &data).unwrap();
+    let fs = mount(&dev);
+    let fs = set_db0(&dev, fs, d, (1u64 << 52) + victim_blk);
     let r = fs.mknod(d, b"newname", 0o100644, 0, R);
     eprintln!(
         "mknod in aliased dir: {:?}",
@@ -246,7 +242,7 @@ fn aliased_dir_pointer_overwrites_other_file() {
     );
     let got = fs.lookup(d, b"newname").is_ok();
     eprintln!("entry visible through aliased pointer: {got}");
-    fs.with_core(|c| c.cache.write_all().unwrap());
+    fs.buffer_daemon().write_all().unwrap();
     let raw = dev.snapshot();
     let fsz = 4096usize;
     let blk = &raw[victim_blk as usize * fsz..victim_blk as usize * fsz + 512];
@@ -345,11 +341,7 @@ fn enospc_truncate_down_into_hole() {
         let f = fs.mknod(r, b"sparse", 0o100644, 0, R).unwrap().ino;
         fs.write(f, 10 * bs, b"x", R).unwrap();
         fill_leaving(&fs, 0);
-        eprintln!(
-            "nbfree {} nffree {}",
-            nbfree(&fs),
-            fs.with_core(|c| c.sb.fs_cstotal().cs_nffree)
-        );
+        eprintln!("nbfree {} nffree {}", nbfree(&fs), fs.summary().0.cs_nffree);
         let e = fs.setattr(
             f,
             &SetAttr {
@@ -399,14 +391,10 @@ fn enospc_growing_directory_past_12_blocks() {
             i
         );
         fill_leaving(&fs, 1);
-        eprintln!(
-            "nbfree {} nffree {}",
-            nbfree(&fs),
-            fs.with_core(|c| c.sb.fs_cstotal().cs_nffree)
-        );
+        eprintln!("nbfree {} nffree {}", nbfree(&fs), fs.summary().0.cs_nffree);
         let e = fs.mknod(d, format!("{:0>200}", "z").as_bytes(), 0o100644, 0, R);
         eprintln!("mknod: {:?}", e.as_ref().map(|a| a.ino).map_err(|e| e.kind));
-        let di = fs.with_core(|c| c.read_inode(d).unwrap());
+        let di = fs.inode(d).unwrap();
         eprintln!(
             "dir after: size {} blocks {} ib0 {} nbfree {}",
             di.di_size(),
@@ -429,19 +417,29 @@ fn unaligned_rotor_from_disk() {
             ..Default::default()
         },
     );
+    // A rotor below cg_ndblk, as FreeBSD's fsck keeps it, planted on disk.
+    testkit::patch_cg(&*dev, 1, |cg| cg.set_cg_rotor(3));
     let fs = mount(&dev);
-    let (b, frag) = fs.with_core(|c| {
-        let mut cg = c.read_cg(1).unwrap();
-        cg.set_cg_rotor(3); // < cg_ndblk: FreeBSD's fsck keeps it
-        let before = cg.cg_cs();
-        c.commit_cg(1, &mut cg, before).unwrap();
-        let ino = c.g.ipg + 5;
-        (
-            c.alloc_block(ino, 0, c.g.bsize, ufs::alloc::Reserve::Privileged)
-                .unwrap(),
-            c.g.frag,
-        )
-    });
+    let g = fs.geometry();
+    // A file whose inode is in group 1 (directories spread over the
+    // groups), and a whole block for it: allocated from group 1's rotor.
+    let mut i = 0;
+    let dir = loop {
+        let d = fs
+            .mkdir(fs.root(), format!("d{i}").as_bytes(), 0o755, R)
+            .unwrap()
+            .ino;
+        if d / g.ipg == 1 {
+            break d;
+        }
+        i += 1;
+        assert!(i < 200, "no directory landed in group 1");
+    };
+    let f = fs.mknod(dir, b"f", 0o100644, 0, R).unwrap().ino;
+    assert_eq!(f / g.ipg, 1, "a file goes to its directory's group");
+    fs.write(f, 0, &vec![1u8; g.bsize as usize], R).unwrap();
+    let (b, frag) = (fs.block_of(f, 0).unwrap(), g.frag);
+    assert_eq!(b / g.fpg, 1, "the block comes from group 1");
     eprintln!(
         "block allocated at {b} (frag {frag}, aligned: {})",
         b % frag == 0

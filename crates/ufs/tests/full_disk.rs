@@ -93,14 +93,12 @@ fn enospc_respects_minfree_and_leaves_counters_consistent() {
     drop(fs);
     let fs = Fs::open_path(&img, MountOptions::default()).unwrap();
     assert_eq!(fs.statfs().bfree, after.bfree);
-    fs.with_core(|c| {
-        let t = c.sb.fs_cstotal();
-        let mut nb = 0i64;
-        for cg in 0..c.g.ncg {
-            nb += c.read_cg(cg).unwrap().cg_cs().cs_nbfree as i64;
-        }
-        assert_eq!(nb, t.cs_nbfree);
-    });
+    let t = fs.summary().0;
+    let mut nb = 0i64;
+    for cg in 0..fs.geometry().ncg {
+        nb += fs.cylinder_group(cg).unwrap().cg_cs().cs_nbfree as i64;
+    }
+    assert_eq!(nb, t.cs_nbfree);
     fs.unmount().unwrap();
     drop(fs);
     assert_fsck_clean(&img);

@@ -616,10 +616,9 @@ fn engine_mounts_the_result() {
         read_only: true,
         ..Default::default()
     };
-    let mut core = ufs::fs::FsCore::open(Box::new(dev), opts).unwrap();
-    let root = core.read_inode(2).unwrap();
-    let names: Vec<Vec<u8>> = core
-        .dir_read(2, &root, 0, 100)
+    let fs = ufs::Fs::open(Box::new(dev), opts).unwrap();
+    let names: Vec<Vec<u8>> = fs
+        .readdir(2, 0, 100)
         .unwrap()
         .into_iter()
         .map(|e| e.name)
@@ -628,16 +627,15 @@ fn engine_mounts_the_result() {
         names,
         vec![b".".to_vec(), b"..".to_vec(), b".snap".to_vec()]
     );
-    let snap = core.read_inode(3).unwrap();
-    let names: Vec<(Vec<u8>, u64)> = core
-        .dir_read(3, &snap, 0, 100)
+    let names: Vec<(Vec<u8>, u64)> = fs
+        .readdir(3, 0, 100)
         .unwrap()
         .into_iter()
         .map(|e| (e.name, e.ino))
         .collect();
     assert_eq!(names, vec![(b".".to_vec(), 3), (b"..".to_vec(), 2)]);
-    for c in 0..core.g.ncg {
-        core.read_cg(c).unwrap();
+    for c in 0..fs.geometry().ncg {
+        fs.cylinder_group(c).unwrap();
     }
 }
 

@@ -147,18 +147,17 @@ fn files_dirs_links_renames_survive_reopen() {
         .count();
     assert_eq!(n, 1500);
     // Counters: the three copies agree with each other.
-    fs.with_core(|c| {
+    {
+        let (t, groups) = fs.summary();
         let mut sum = ufs_format::Csum::default();
-        for cg in 0..c.g.ncg {
-            let cgb = c.read_cg(cg).unwrap();
-            let cs = cgb.cg_cs();
-            assert_eq!(cs, c.cs[cg as usize]);
+        for cg in 0..fs.geometry().ncg {
+            let cs = fs.cylinder_group(cg).unwrap().cg_cs();
+            assert_eq!(cs, groups[cg as usize]);
             sum.cs_ndir += cs.cs_ndir;
             sum.cs_nbfree += cs.cs_nbfree;
             sum.cs_nifree += cs.cs_nifree;
             sum.cs_nffree += cs.cs_nffree;
         }
-        let t = c.sb.fs_cstotal();
         assert_eq!(
             (t.cs_ndir, t.cs_nbfree, t.cs_nifree, t.cs_nffree),
             (
@@ -168,7 +167,7 @@ fn files_dirs_links_renames_survive_reopen() {
                 sum.cs_nffree as i64
             )
         );
-    });
+    }
     fs.unmount().unwrap();
     drop(fs);
     assert_fsck_clean(&img);

@@ -133,7 +133,7 @@ impl Counters {
         let c = fs.cache_stats();
         let all = |f: fn(&ufs::cache::KindStats) -> u64| c.by_kind.iter().map(f).sum::<u64>();
         let dir = c.kind(BlockKind::Dir);
-        let h = fs.with_core(|c| c.dirhash.snapshot());
+        let h = fs.dirhash().stats;
         Counters {
             reads: d.reads,
             writes: d.writes,
@@ -212,7 +212,7 @@ impl Clock {
     fn read(&self, fs: &Fs) -> Reading {
         let d = ModeledDisk::disk_stats(&self.dev);
         let calls = fs.call_stats().since(&self.calls0);
-        let dir = fs.with_core(|c| c.dirhash.stats.since(&self.dir0));
+        let dir = fs.dirhash_counters().since(&self.dir0);
         Reading {
             disk_s: d.busy_ms / 1e3,
             cpu_s: self.cpu.seconds(&calls, &dir),
@@ -265,7 +265,7 @@ impl<'a> Meter<'a> {
             cpu,
             dev,
             calls0: fs.call_stats(),
-            dir0: fs.with_core(|c| c.dirhash.stats.clone()),
+            dir0: fs.dirhash_counters(),
             user_s: 0.0,
             sync_every_s,
             dirty_high,
@@ -293,7 +293,7 @@ impl<'a> Meter<'a> {
                         if c.lowmem {
                             let evictions = fs.cache_stats().evictions_main;
                             if evictions > c.evictions {
-                                fs.with_core(|core| core.dirhash.lowmem_share());
+                                fs.dirhash_lowmem_share();
                             }
                             c.evictions = evictions;
                         }

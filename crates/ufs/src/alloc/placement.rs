@@ -674,7 +674,7 @@ mod tests {
             fs.mknod(d, &name(i), 0o100644, 0, Cred::ROOT).unwrap();
         }
         let churned = measure(&fs, d).unwrap().readdir_locality;
-        let placed = fs.with_core(|c| c.placement.stats.placed);
+        let placed = fs.placement_stats().placed;
         fs.unmount().unwrap();
         (fresh, churned, placed)
     }
@@ -746,7 +746,7 @@ mod tests {
         for i in n..n + n / 2 + 500 {
             fs.mknod(d, &name(i), 0o100644, 0, Cred::ROOT).unwrap();
         }
-        let st = fs.with_core(|c| c.placement.stats);
+        let st = fs.placement_stats();
         assert_eq!(st.recovered, 1, "{st:?}");
         let r = measure(&fs, d).unwrap();
         assert_eq!(r.entries, n + 500);
@@ -786,7 +786,7 @@ mod tests {
                 .unwrap();
         }
         assert_eq!(
-            fs.with_core(|c| c.placement.stats.placed),
+            fs.placement_stats().placed,
             0,
             "below inodeorder_min nothing is placed"
         );
