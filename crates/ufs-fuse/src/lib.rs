@@ -106,14 +106,22 @@ fn kernel_offers_uring() -> bool {
     }
 }
 
-/// Flushes the engine's dirty blocks every `interval` seconds.
+/// What an idle mount keeps of its buffer cache: a mount nobody used for a
+/// whole syncer interval gives the rest of its clean blocks back (the
+/// cache limit is what a busy mount may hold, not what an idle one
+/// should).
+const IDLE_CACHE_BYTES: u64 = 64 << 20;
+
+/// Flushes the engine's dirty blocks every `interval` seconds; after an
+/// interval without a request, trims the clean cache to
+/// [`IDLE_CACHE_BYTES`].
 struct Syncer {
     stop: Arc<(Mutex<bool>, std::sync::Condvar)>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl Syncer {
-    fn start(fs: Arc<ufs::Fs>, interval: u64) -> Syncer {
+    fn start(fs: Arc<ufs::Fs>, interval: u64, requests: Arc<requests::Requests>) -> Syncer {
         let stop = Arc::new((Mutex::new(false), std::sync::Condvar::new()));
         if interval == 0 || fs.is_read_only() {
             return Syncer { stop, thread: None };
@@ -124,6 +132,7 @@ impl Syncer {
             .spawn(move || {
                 let (lock, cv) = &*st;
                 let mut stopped = lock.lock().unwrap_or_else(|p| p.into_inner());
+                let mut seen = requests.snapshot().total;
                 loop {
                     let (g, _) = cv
                         .wait_timeout(stopped, Duration::from_secs(interval))
@@ -135,6 +144,17 @@ impl Syncer {
                     if let Err(e) = fs.sync() {
                         log(format_args!("background sync: {e}"));
                     }
+                    let now = requests.snapshot().total;
+                    if now == seen {
+                        let freed = fs.trim_cache(IDLE_CACHE_BYTES);
+                        if freed > 0 {
+                            log(format_args!(
+                                "idle for {interval} s: gave {} MiB of cached blocks back",
+                                freed >> 20
+                            ));
+                        }
+                    }
+                    seen = now;
                 }
             })
             .ok();
@@ -391,7 +411,7 @@ fn serve_fs(
         }
     };
     signals.mounted();
-    let syncer = Syncer::start(fs.clone(), cfg.sync_interval);
+    let syncer = Syncer::start(fs.clone(), cfg.sync_interval, requests.clone());
     let control = match control::Control::start(fs.clone(), requests, mountpoint) {
         Ok(c) => Some(c),
         Err(e) => {

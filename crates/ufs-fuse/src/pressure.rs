@@ -4,7 +4,8 @@
 //! (`/proc/pressure/memory`, "some avg10": share of the last 10 s in which
 //! some task waited for memory) and the available-memory figure of
 //! `/proc/meminfo`; when either says memory is short it delivers a
-//! low-memory event to dirhash (at most one per second).
+//! low-memory event to dirhash and has the buffer cache give back half of
+//! its clean blocks (at most one event per second).
 //!
 //! Invariants: the watcher only reads `/proc`; a missing or unreadable
 //! file disables that signal, never the mount.
@@ -77,9 +78,13 @@ impl Watcher {
                         .and_then(|s| parse_meminfo(&s));
                     if under_pressure(&t, psi, mem) {
                         let freed = fs.dirhash_lowmem();
-                        if freed > 0 {
+                        // The buffer cache gives back half of its clean
+                        // blocks, least recently used first, each event.
+                        let cached = fs.cache_stats().bytes_cached;
+                        let trimmed = fs.trim_cache(cached / 2);
+                        if freed > 0 || trimmed > 0 {
                             crate::service::log(format_args!(
-                                "memory pressure: dirhash freed {freed} bytes"
+                                "memory pressure: dirhash freed {freed} bytes, the cache {trimmed}"
                             ));
                         }
                     }

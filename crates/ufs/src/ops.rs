@@ -1110,6 +1110,13 @@ impl Fs {
         self.lock().dirhash.lowmem(std::time::Instant::now())
     }
 
+    /// Gives clean cached blocks back until the cache holds at most
+    /// `target` bytes (an idle mount, or memory pressure); dirty blocks
+    /// stay. Returns the bytes given back.
+    pub fn trim_cache(&self, target: u64) -> u64 {
+        self.lock().cache.trim_clean(target)
+    }
+
     /// The inode of `path` (components relative to the root).
     pub fn resolve(&self, path: &std::path::Path) -> Result<u64> {
         use std::os::unix::ffi::OsStrExt;

@@ -402,8 +402,29 @@ struct FuseOpts {
     uring: ufs_fuse::UringMode,
 }
 
+/// The mount's default buffer cache: a thirty-second of the machine's
+/// memory, at least 64 MiB and at most 1 GiB. FreeBSD sizes its buffer
+/// cache from physical memory too (and keeps file data in the VM page
+/// cache besides); a fixed 64 MiB made every random unlink in a
+/// million-entry directory read and write back an inode block (the
+/// directory's inodes alone are 256 MB), 4.5x ext4's time.
+fn default_mount_cache() -> u64 {
+    let total = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find(|l| l.starts_with("MemTotal:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        })
+        .map_or(0, |kib| kib * 1024);
+    (total / 32).clamp(64 << 20, 1 << 30)
+}
+
 fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), String> {
-    let mut o = MountOptions::default();
+    let mut o = MountOptions {
+        cache_bytes: default_mount_cache(),
+        ..MountOptions::default()
+    };
     let mut allow_other = false;
     // Measured through the mount beside ext4 (docs/DESIGN.md, "FUSE over
     // io_uring, and the defaults"): over the io_uring rings, kernel

@@ -808,6 +808,52 @@ fn default_mount_transport_and_requests_per_stat_and_unlink() {
     fsck_clean(&img);
 }
 
+/// Memory of an idle mount comes back: after a syncer interval with no
+/// request, the daemon keeps 64 MiB of clean cached blocks and gives the
+/// rest back (the default cache is a thirty-second of the machine's memory,
+/// what a busy mount may hold).
+#[test]
+fn idle_mount_gives_cache_back() {
+    if !needs_fuse("idle_mount_gives_cache_back") {
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let img = new_image(t.path(), "img", "1g");
+    let mnt = t.path().join("m");
+    let m = Mounted::new(&img, &mnt, &["syncer=1", "cache=512M"]);
+    let cached = || -> u64 {
+        let out = run(ufskit().args(["stats", "--json"]).arg(&mnt));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["cache"]["bytes_cached"].as_u64().unwrap()
+    };
+    let data = vec![0x5au8; 1 << 20];
+    let mut f = std::fs::File::create(mnt.join("big")).unwrap();
+    for _ in 0..200 {
+        f.write_all(&data).unwrap();
+    }
+    f.sync_all().unwrap();
+    drop(f);
+    let busy = cached();
+    assert!(busy > 150 << 20, "a 200 MiB file left {busy} bytes cached");
+    // Idle: the next syncer pass after a quiet second trims.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while cached() > 64 << 20 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still {} bytes cached after 10 idle seconds",
+            cached()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    }
+    assert_eq!(
+        std::fs::read(mnt.join("big")).unwrap().len(),
+        200 << 20,
+        "the file reads back after the trim"
+    );
+    m.umount();
+    fsck_clean(&img);
+}
+
 /// dirhash through a real mount: options, `ufskit stats` (plain, --json,
 /// --verify, --lowmem, --drop-caches), the self-check staying silent,
 /// dirhash=off.

@@ -536,8 +536,11 @@ impl BufferCache {
         let region = b.deps.held.get(&(roff as u32));
         // Earlier changes of the same region go to disk in the same write
         // (unless directory entries may go one by one).
+        // (A region's held changes are in the order made, so by id: a
+        // binary search, as a big directory's inode can hold a change per
+        // entry made since its block was last written.)
         if let (Some((_, stack)), true) = (region, entries.is_empty()) {
-            unmet.retain(|n| !stack.iter().any(|h| h.id == *n));
+            unmet.retain(|n| stack.binary_search_by_key(n, |h| h.id).is_err());
         }
         let id = if unmet.is_empty() && region.is_none() {
             self.join_epoch(addr)
@@ -889,9 +892,12 @@ impl BufferCache {
         if !b.dirty {
             return Ok(false);
         }
-        let mut rolled = false;
         let mut progress = b.deps.epoch != 0 || !self.mode.tracks();
-        let mut out: Option<Vec<u8>> = None;
+        // Regions written as they were before their oldest waiting change:
+        // (offset, the image to write). They are swapped into the buffer
+        // for the write and back after it, instead of writing a copy of
+        // the whole block (32 KiB per rolled-back write).
+        let mut rollbacks: Vec<(usize, Vec<u8>)> = Vec::new();
         let mut written: Vec<ChangeId> = Vec::new();
         if !b.deps.held.is_empty() {
             for (&off, (len, stack)) in b.deps.held.iter_mut() {
@@ -904,9 +910,7 @@ impl BufferCache {
                         written.extend(done.iter().copied());
                         stack.retain(|h| !done.contains(&h.id));
                         if !stack.is_empty() {
-                            let o = out.get_or_insert_with(|| b.data.clone());
-                            o[range].copy_from_slice(&image);
-                            rolled = true;
+                            rollbacks.push((range.start, image));
                             self.ledger.stats.entry_rollbacks += 1;
                         }
                         continue;
@@ -919,13 +923,11 @@ impl BufferCache {
                 written.extend(stack.drain(..k).map(|h| h.id));
                 progress |= k > 0;
                 if let Some(h) = stack.first() {
-                    let o = out.get_or_insert_with(|| b.data.clone());
                     let before = h
                         .before
                         .as_ref()
                         .expect("a held change with needs keeps its region");
-                    o[off as usize..(off + *len) as usize].copy_from_slice(before);
-                    rolled = true;
+                    rollbacks.push((off as usize, before.to_vec()));
                 }
             }
             b.deps.held.retain(|_, (_, s)| !s.is_empty());
@@ -933,18 +935,19 @@ impl BufferCache {
         if !progress {
             return Ok(false);
         }
-        if let (BlockKind::Cg, Some(n)) = (b.kind, self.cg_ckhash) {
-            if n <= b.data.len() {
-                for bytes in [Some(&mut b.data), out.as_mut()].into_iter().flatten() {
-                    let h = ufs_format::ckhash::ckhash_with_zeroed_field(
-                        &bytes[..n],
-                        ufs_format::cg::CG_CKHASH_OFF,
-                    );
-                    bytes[ufs_format::cg::CG_CKHASH_OFF..ufs_format::cg::CG_CKHASH_OFF + 4]
-                        .copy_from_slice(&h.to_le_bytes());
-                }
-            }
-        }
+        let rolled = !rollbacks.is_empty();
+        let cg_ckhash = match (b.kind, self.cg_ckhash) {
+            (BlockKind::Cg, Some(n)) if n <= b.data.len() => Some(n),
+            _ => None,
+        };
+        let set_ckhash = |bytes: &mut [u8], n: usize| {
+            let h = ufs_format::ckhash::ckhash_with_zeroed_field(
+                &bytes[..n],
+                ufs_format::cg::CG_CKHASH_OFF,
+            );
+            bytes[ufs_format::cg::CG_CKHASH_OFF..ufs_format::cg::CG_CKHASH_OFF + 4]
+                .copy_from_slice(&h.to_le_bytes());
+        };
         let off = addr.checked_mul(1 << fshift).ok_or_else(|| {
             crate::error::Error::corrupt(format!("block address {addr} overflows"))
         })?;
@@ -954,7 +957,25 @@ impl BufferCache {
                 format!("writing stopped after a failure ({why}); unmount and run fsck"),
             ));
         }
-        if let Err(e) = self.dev.write_at(off, out.as_deref().unwrap_or(&b.data)) {
+        // The image to write: the rolled-back regions swapped in (what
+        // they held kept aside), its check-hash; then the buffer as it is.
+        let mut kept: Vec<(usize, Vec<u8>)> = Vec::with_capacity(rollbacks.len());
+        for (at, image) in &rollbacks {
+            let r = *at..*at + image.len();
+            kept.push((*at, b.data[r.clone()].to_vec()));
+            b.data[r].copy_from_slice(image);
+        }
+        if let Some(n) = cg_ckhash {
+            set_ckhash(&mut b.data, n);
+        }
+        let w = self.dev.write_at(off, &b.data);
+        for (at, bytes) in kept.iter().rev() {
+            b.data[*at..*at + bytes.len()].copy_from_slice(bytes);
+        }
+        if let (true, Some(n)) = (rolled, cg_ckhash) {
+            set_ckhash(&mut b.data, n);
+        }
+        if let Err(e) = w {
             self.failed = Some(format!("device: {}", e.msg));
             return Err(e);
         }
@@ -1223,6 +1244,32 @@ impl BufferCache {
         for a in clean {
             self.remove_buf(a);
         }
+    }
+
+    /// Drops clean buffers, least recently used first, until the cache
+    /// holds at most `target` bytes (or only dirty buffers are left).
+    /// Returns the bytes given back.
+    pub fn trim_clean(&mut self, target: u64) -> u64 {
+        let mut freed = 0;
+        for p in 0..2 {
+            let order: Vec<u64> = self.lru[p].values().copied().collect();
+            for a in order {
+                if self.bytes[0] + self.bytes[1] <= target {
+                    return freed;
+                }
+                if self.bufs.get(&a).is_some_and(|b| !b.dirty) {
+                    if let Some(b) = self.remove_buf(a) {
+                        freed += b.data.len() as u64;
+                    }
+                }
+            }
+        }
+        freed
+    }
+
+    /// Bytes of blocks held.
+    pub fn held_bytes(&self) -> u64 {
+        self.bytes[0] + self.bytes[1]
     }
 
     pub fn dirty_count(&self) -> usize {
