@@ -1,6 +1,6 @@
 //! The crash tester: runs small deterministic workloads under each write
 //! mode on a device that logs every write and flush
-//! ([`ufs::dev::crash::RecordingDevice`]), builds the disk images a power
+//! ([`ufs_sim::crash::RecordingDevice`]), builds the disk images a power
 //! cut could have left (every prefix of the write log, or evenly spaced
 //! ones, and random reorderings of the writes since the last flush), and
 //! checks each image twice:
@@ -51,12 +51,12 @@ use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
-use ufs::dev::crash::{CrashState, RecordingDevice};
 use ufs::dev::MemDevice;
 use ufs::fsck::{fsck, Finding, FsckMode};
 use ufs::newfs::{newfs, NewfsParams};
 use ufs::order::WriteMode;
 use ufs::{Cred, Error, ErrorKind, FileKind, Fs, MountOptions, RenameMode, SetAttr};
+use ufs_sim::crash::{CrashState, RecordingDevice};
 
 /// Size of every test file system.
 pub const IMAGE_BYTES: u64 = 8 << 20;
@@ -577,8 +577,8 @@ impl FaultOutcome {
 
 /// Runs `w` in `mode` on a device that fails as `fault` says, then
 /// unmounts, and checks what the failure left (see [`FaultOutcome`]).
-pub fn fault_run(mode: WriteMode, w: Workload, fault: ufs::dev::fault::Fault) -> FaultOutcome {
-    use ufs::dev::fault::FaultDevice;
+pub fn fault_run(mode: WriteMode, w: Workload, fault: ufs_sim::fault::Fault) -> FaultOutcome {
+    use ufs_sim::fault::FaultDevice;
     let mut out = FaultOutcome {
         mode,
         workload: w,

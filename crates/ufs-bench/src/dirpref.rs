@@ -21,11 +21,11 @@ use crate::Progress;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
-use ufs::dev::model::{preset, DiskStats, ModeledDisk};
 use ufs::dev::{BlockDevice, SparseDevice};
 use ufs::fs::DirPref;
 use ufs::newfs::{newfs, NewfsParams};
 use ufs::{Cred, Fs, MountOptions};
+use ufs_sim::model::{preset, DiskStats, ModeledDisk};
 
 const MIB: u64 = 1 << 20;
 

@@ -26,11 +26,11 @@ use rand::{Rng, SeedableRng};
 use std::sync::Arc;
 use std::time::Instant;
 use ufs::alloc::placement::InodeOrder;
-use ufs::dev::model::{preset, DiskStats, ModeledDisk};
 use ufs::dev::{BlockDevice, SparseDevice};
 use ufs::layout::LayoutReport;
 use ufs::newfs::{newfs, NewfsParams};
 use ufs::{Cred, Fs, MountOptions, SetAttr, TimeSet};
+use ufs_sim::model::{preset, DiskStats, ModeledDisk};
 
 const MIB: u64 = 1 << 20;
 const FILE_BYTES: usize = 4096;

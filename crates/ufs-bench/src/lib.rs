@@ -69,13 +69,10 @@ pub fn modeled_fs(
     bytes: u64,
     params: &NewfsParams,
     opts: MountOptions,
-) -> ufs::Result<(
-    Arc<ufs::dev::model::ModeledDisk<ufs::dev::SparseDevice>>,
-    Fs,
-)> {
-    let spec = ufs::dev::model::preset(disk)
+) -> ufs::Result<(Arc<ufs_sim::model::ModeledDisk<ufs::dev::SparseDevice>>, Fs)> {
+    let spec = ufs_sim::model::preset(disk)
         .ok_or_else(|| ufs::Error::new(ufs::ErrorKind::Invalid, format!("no disk model {disk}")))?;
-    let dev = Arc::new(ufs::dev::model::ModeledDisk::new(
+    let dev = Arc::new(ufs_sim::model::ModeledDisk::new(
         ufs::dev::SparseDevice::new(bytes),
         spec,
         false,

@@ -35,11 +35,11 @@ use crate::Progress;
 use rand::{Rng, SeedableRng};
 use std::sync::Arc;
 use std::time::Instant;
-use ufs::dev::model::{preset, DiskStats, ModeledDisk};
 use ufs::dev::{BlockDevice, SparseDevice};
 use ufs::newfs::NewfsParams;
 use ufs::order::{OrderStats, WriteMode};
 use ufs::{Cred, Fs, MountOptions, RenameMode};
+use ufs_sim::model::{preset, DiskStats, ModeledDisk};
 
 const MIB: u64 = 1 << 20;
 

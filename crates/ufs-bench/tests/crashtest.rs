@@ -206,8 +206,8 @@ fn runs_repeat_exactly() {
 /// repairs what is left.
 #[test]
 fn a_failing_device_stops_writing_and_leaves_a_repairable_image() {
-    use ufs::dev::fault::Fault;
     use ufs_bench::crashtest::fault_run;
+    use ufs_sim::fault::Fault;
     let mut bad = Vec::new();
     let mut fired = 0;
     for mode in [WriteMode::Softdep, WriteMode::Normal, WriteMode::Sync] {

@@ -72,6 +72,7 @@ impl Control {
         fs: Arc<ufs::Fs>,
         requests: Arc<crate::requests::Requests>,
         mountpoint: &Path,
+        disk_model: Option<String>,
     ) -> Result<Control, String> {
         let uid = nix::unistd::geteuid().as_raw();
         let path = socket_path(uid, mountpoint);
@@ -93,7 +94,8 @@ impl Control {
                 while !flag.load(Ordering::Relaxed) {
                     match listener.accept() {
                         Ok((stream, _)) => {
-                            if let Err(e) = serve_one(&fs, &requests, stream) {
+                            if let Err(e) = serve_one(&fs, &requests, disk_model.as_deref(), stream)
+                            {
                                 crate::service::log(format_args!("control: {e}"));
                             }
                         }
@@ -127,6 +129,7 @@ impl Control {
 fn serve_one(
     fs: &ufs::Fs,
     requests: &crate::requests::Requests,
+    disk_model: Option<&str>,
     stream: UnixStream,
 ) -> Result<(), String> {
     stream.set_nonblocking(false).map_err(|e| e.to_string())?;
@@ -157,6 +160,9 @@ fn serve_one(
                         "fuse_requests".into(),
                         serde_json::to_value(requests.snapshot()).unwrap_or_default(),
                     );
+                    // The modeled disk under the mount, if any (its
+                    // figures are the engine's `disk`).
+                    o.insert("disk_model".into(), serde_json::json!(disk_model));
                 }
                 v
             }

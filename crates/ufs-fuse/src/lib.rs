@@ -71,6 +71,11 @@ pub struct MountConfig {
     pub follow_clients: bool,
     /// FUSE over io_uring (`-o uring=auto|on|off`).
     pub uring: UringMode,
+    /// A modeled spinning disk between the image and the engine
+    /// (`-o disk=MODEL`, an experiment), and whether it sleeps its service
+    /// times (`-o disk_sleep=on`).
+    pub disk: Option<ufs_sim::model::DiskSpec>,
+    pub disk_sleep: bool,
 }
 
 /// Whether requests travel through per-CPU io_uring rings.
@@ -223,7 +228,17 @@ pub fn serve(cfg: &MountConfig, on_ready: impl FnOnce()) -> Result<(), String> {
         .to_str()
         .ok_or_else(|| format!("image path {} is not valid UTF-8", image.display()))?
         .to_string();
-    let fs = ufs::Fs::open_path(&image, cfg.opts.clone()).map_err(|e| {
+    let fs = ufs::Fs::open_path_layered(&image, cfg.opts.clone(), |dev| {
+        Ok(match &cfg.disk {
+            Some(spec) => Box::new(ufs_sim::model::ModeledDisk::new(
+                dev,
+                spec.clone(),
+                cfg.disk_sleep,
+            )?),
+            None => dev,
+        })
+    })
+    .map_err(|e| {
         // Engine messages about the image usually name it already.
         if e.msg.contains(image_str.as_str()) {
             e.msg
@@ -412,7 +427,8 @@ fn serve_fs(
     };
     signals.mounted();
     let syncer = Syncer::start(fs.clone(), cfg.sync_interval, requests.clone());
-    let control = match control::Control::start(fs.clone(), requests, mountpoint) {
+    let disk_model = cfg.disk.as_ref().map(|d| d.name.to_string());
+    let control = match control::Control::start(fs.clone(), requests, mountpoint, disk_model) {
         Ok(c) => Some(c),
         Err(e) => {
             log(format_args!(

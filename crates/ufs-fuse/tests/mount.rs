@@ -108,6 +108,8 @@ fn child_serve() -> ! {
         lowmem_watch: true,
         follow_clients: true,
         // UFSKIT_TEST_URING=off runs the harness over /dev/fuse only.
+        disk: None,
+        disk_sleep: false,
         uring: match std::env::var("UFSKIT_TEST_URING").as_deref() {
             Ok("off") => ufs_fuse::UringMode::Off,
             Ok("on") => ufs_fuse::UringMode::On,

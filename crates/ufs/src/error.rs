@@ -1,7 +1,13 @@
 //! The engine's one public error type: a small set of POSIX-like kinds plus
 //! `Corrupt` and `Incompatible`. The FUSE adapter maps kinds to errno in one
 //! table ([`Error::errno`]); the CLI prints the message.
+//!
+//! Invariants: a `Corrupt` error says what is damaged when the engine
+//! knows it ([`Damage`]: which inode, block, group, directory entry);
+//! an error made from a lower one (the device's `std::io::Error`, the
+//! format layer's `FormatError`) keeps it as its [`std::error::Error::source`].
 use std::fmt;
+use std::sync::Arc;
 use ufs_format::FormatError;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,10 +35,43 @@ pub enum ErrorKind {
     NotSupported,
 }
 
+/// What on disk a `Corrupt` error is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Damage {
+    Superblock,
+    /// Cylinder group number.
+    Group(u64),
+    Inode(u64),
+    /// Fragment address.
+    Block(u64),
+    /// Directory inode and byte offset in it.
+    DirEntry {
+        dir: u64,
+        offset: u64,
+    },
+    PartitionTable,
+}
+
+impl fmt::Display for Damage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Damage::Superblock => write!(f, "superblock"),
+            Damage::Group(c) => write!(f, "cylinder group {c}"),
+            Damage::Inode(i) => write!(f, "inode {i}"),
+            Damage::Block(b) => write!(f, "block {b}"),
+            Damage::DirEntry { dir, offset } => write!(f, "directory {dir} at byte {offset}"),
+            Damage::PartitionTable => write!(f, "partition table"),
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Error {
     pub kind: ErrorKind,
     pub msg: String,
+    /// For `Corrupt`: what is damaged, when known.
+    pub damage: Option<Damage>,
+    source: Option<Arc<dyn std::error::Error + Send + Sync>>,
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
@@ -42,10 +81,25 @@ impl Error {
         Error {
             kind,
             msg: msg.into(),
+            damage: None,
+            source: None,
         }
     }
+    /// Damage the engine cannot pin to one structure.
     pub fn corrupt(msg: impl Into<String>) -> Self {
         Error::new(ErrorKind::Corrupt, msg)
+    }
+    /// Damage in `what`.
+    pub fn damaged(what: Damage, msg: impl Into<String>) -> Self {
+        Error {
+            damage: Some(what),
+            ..Error::new(ErrorKind::Corrupt, msg)
+        }
+    }
+    /// The same error with `cause` as its source.
+    pub fn caused_by(mut self, cause: impl std::error::Error + Send + Sync + 'static) -> Self {
+        self.source = Some(Arc::new(cause));
+        self
     }
     pub fn errno(&self) -> i32 {
         use ErrorKind::*;
@@ -81,14 +135,21 @@ impl fmt::Display for Error {
         f.write_str(&self.msg)
     }
 }
-impl std::error::Error for Error {}
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source
+            .as_deref()
+            .map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
 
 impl From<FormatError> for Error {
     fn from(e: FormatError) -> Self {
-        match e {
-            FormatError::Corrupt { .. } => Error::new(ErrorKind::Corrupt, e.to_string()),
-            FormatError::Unsupported(_) => Error::new(ErrorKind::Incompatible, e.to_string()),
-        }
+        let kind = match e {
+            FormatError::Corrupt { .. } => ErrorKind::Corrupt,
+            FormatError::Unsupported(_) => ErrorKind::Incompatible,
+        };
+        Error::new(kind, e.to_string()).caused_by(e)
     }
 }
 
@@ -104,7 +165,7 @@ impl From<std::io::Error> for Error {
                 _ => ErrorKind::Io,
             },
         };
-        Error::new(kind, format!("I/O error: {e}"))
+        Error::new(kind, format!("I/O error: {e}")).caused_by(e)
     }
 }
 
@@ -134,5 +195,21 @@ mod tests {
     fn damage_is_euclean_and_device_failure_eio() {
         assert_eq!(Error::corrupt("bad").errno(), libc::EUCLEAN);
         assert_eq!(Error::new(ErrorKind::Io, "gone").errno(), libc::EIO);
+        let e = Error::damaged(Damage::Inode(7), "bad mode");
+        assert_eq!(
+            (e.errno(), e.damage),
+            (libc::EUCLEAN, Some(Damage::Inode(7)))
+        );
+    }
+
+    #[test]
+    fn lower_errors_are_the_source() {
+        use std::error::Error as _;
+        let io = std::io::Error::from_raw_os_error(libc::EIO);
+        let e: Error = io.into();
+        assert_eq!(e.kind, ErrorKind::Io);
+        let src = e.source().expect("the device's error is the source");
+        assert!(src.downcast_ref::<std::io::Error>().is_some());
+        assert!(Error::corrupt("x").source().is_none());
     }
 }

@@ -44,10 +44,6 @@ pub struct MountOptions {
     pub readahead: u64,
     /// Directory indexing (dirhash) settings.
     pub dirhash: crate::dir::dirhash::DirhashConfig,
-    /// Put a modeled disk under the file system (`-o disk=MODEL`).
-    pub disk: Option<crate::dev::model::DiskSpec>,
-    /// Sleep the modeled time of each request (`-o disk_sleep=on`).
-    pub disk_sleep: bool,
     /// Inode order in large directories (`-o inodeorder=`).
     pub inode_order: crate::alloc::placement::InodeOrder,
     /// Directory size in bytes from which `inode_order` applies.
@@ -83,8 +79,6 @@ impl Default for MountOptions {
                 maxmem: crate::dir::dirhash::DirhashConfig::growing_maxmem(64 << 20),
                 ..Default::default()
             },
-            disk: None,
-            disk_sleep: false,
             inode_order: crate::alloc::placement::InodeOrder::Offset,
             inode_order_min: 32 << 10,
             contigdirs: true,
@@ -165,7 +159,7 @@ pub fn read_superblock(dev: &dyn BlockDevice) -> Result<(Superblock, Geometry, u
         match sb.validate(loc) {
             Ok(g) => {
                 if sb.ckhash_enabled(CK_SUPERBLOCK) && sb.compute_ckhash() != sb.fs_ckhash() {
-                    let e = Error::corrupt(format!(
+                    let e = Error::damaged(crate::error::Damage::Superblock, format!(
                         "superblock check-hash mismatch at byte {loc}: stored {:#x}, computed {:#x}",
                         sb.fs_ckhash(),
                         sb.compute_ckhash()
@@ -297,7 +291,10 @@ impl FsCore {
 
     pub fn check_ino(&self, ino: u64) -> Result<()> {
         if ino < UFS_ROOTINO || ino >= self.g.ninodes() {
-            return Err(Error::corrupt(format!("inode number {ino} out of range")));
+            return Err(Error::damaged(
+                crate::error::Damage::Inode(ino),
+                format!("inode number {ino} out of range"),
+            ));
         }
         Ok(())
     }
@@ -311,11 +308,14 @@ impl FsCore {
         let b = self.cache.read(addr, bsize, BlockKind::Inode)?;
         let di = Dinode::from_bytes(&b[off..off + DINODE_SIZE]);
         if verify && di.di_mode() != 0 && !di.ckhash_ok() {
-            return Err(Error::corrupt(format!(
-                "inode {ino} check-hash mismatch (stored {:#x}, computed {:#x})",
-                di.di_ckhash(),
-                di.compute_ckhash()
-            )));
+            return Err(Error::damaged(
+                crate::error::Damage::Inode(ino),
+                format!(
+                    "inode {ino} check-hash mismatch (stored {:#x}, computed {:#x})",
+                    di.di_ckhash(),
+                    di.compute_ckhash()
+                ),
+            ));
         }
         Ok(di)
     }

@@ -30,6 +30,6 @@ pub mod ops;
 pub mod order;
 pub mod tunefs;
 
-pub use error::{Error, ErrorKind, Result};
+pub use error::{Damage, Error, ErrorKind, Result};
 pub use fs::{DirPref, MountOptions};
 pub use ops::{Attr, Cred, FileKind, Fs, RenameMode, SetAttr, StatFs, Time, TimeSet};

@@ -161,10 +161,10 @@ pub struct Fs {
 
 fn attr_of(ino: u64, di: &Dinode, bsize: u64) -> Result<Attr> {
     let kind = FileKind::from_mode(di.di_mode()).ok_or_else(|| {
-        Error::corrupt(format!(
-            "inode {ino}: unknown file type in mode {:o}",
-            di.di_mode()
-        ))
+        Error::damaged(
+            crate::error::Damage::Inode(ino),
+            format!("inode {ino}: unknown file type in mode {:o}", di.di_mode()),
+        )
     })?;
     let t = |s: i64, n: i32| Time {
         sec: s,
@@ -246,14 +246,18 @@ impl Fs {
     /// and a partitioned disk with a single UFS file system opens at it
     /// (see [`crate::dev::partition::open_image`]).
     pub fn open_path(path: &std::path::Path, opts: MountOptions) -> Result<Fs> {
-        let (mut dev, _) = crate::dev::partition::open_image(path, !opts.read_only)?;
-        if let Some(spec) = &opts.disk {
-            dev = Box::new(crate::dev::model::ModeledDisk::new(
-                dev,
-                spec.clone(),
-                opts.disk_sleep,
-            )?);
-        }
+        Fs::open_path_layered(path, opts, Ok)
+    }
+
+    /// As [`Fs::open_path`], with `layer` put between the image and the
+    /// read-ahead window (a modeled disk under a mount, `ufs-sim`).
+    pub fn open_path_layered(
+        path: &std::path::Path,
+        opts: MountOptions,
+        layer: impl FnOnce(Box<dyn BlockDevice>) -> Result<Box<dyn BlockDevice>>,
+    ) -> Result<Fs> {
+        let (dev, _) = crate::dev::partition::open_image(path, !opts.read_only)?;
+        let mut dev = layer(dev)?;
         if opts.readahead > 0 {
             dev = Box::new(crate::dev::ReadAheadDevice::new(dev, opts.readahead));
         }
@@ -1091,7 +1095,6 @@ impl Fs {
             last_check_failure: c.dirhash.last_check_failure.clone(),
             dir,
             cache: c.cache.stats(),
-            disk_model: c.opts.disk.as_ref().map(|d| d.name.to_string()),
             disk: c.cache.device().disk_stats(),
             inode_order: c.opts.inode_order.name().to_string(),
             placement: crate::alloc::placement::PlacementStats {
@@ -1156,9 +1159,8 @@ pub struct EngineStats {
     pub last_check_failure: Option<String>,
     pub dir: Option<DirIndexInfo>,
     pub cache: CacheStats,
-    /// The modeled disk under the mount, and what it measured.
-    pub disk_model: Option<String>,
-    pub disk: Option<crate::dev::model::DiskStats>,
+    /// What a modeled disk under the mount measured (`-o disk=`).
+    pub disk: Option<crate::dev::DiskStats>,
     /// Inode order in large directories (`-o inodeorder=`) and its counters.
     pub inode_order: String,
     pub placement: crate::alloc::placement::PlacementStats,
@@ -1250,9 +1252,10 @@ fn dir_inode(c: &mut FsCore, ino: u64) -> Result<Dinode> {
 fn fresh_inode(c: &mut FsCore, ino: u64, mode: u16, cred: Cred, parent: &Dinode) -> Result<Dinode> {
     let old = c.read_inode(ino)?;
     if old.di_mode() != 0 {
-        return Err(Error::corrupt(format!(
-            "inode {ino} allocated while in use (bitmap disagrees with inode table)"
-        )));
+        return Err(Error::damaged(
+            crate::error::Damage::Inode(ino),
+            format!("inode {ino} allocated while in use (bitmap disagrees with inode table)"),
+        ));
     }
     let mut di = Dinode::default();
     let mut gen = old.di_gen().wrapping_add(1);
@@ -1335,7 +1338,10 @@ fn is_ancestor(c: &mut FsCore, anc: u64, mut dir: u64) -> Result<bool> {
         }
         let di = dir_inode(c, dir)?;
         let Some(p) = c.dir_lookup(dir, &di, b"..")? else {
-            return Err(Error::corrupt(format!("directory {dir} has no '..'")));
+            return Err(Error::damaged(
+                crate::error::Damage::Inode(dir),
+                format!("directory {dir} has no '..'"),
+            ));
         };
         dir = p.ino;
         steps += 1;

@@ -152,6 +152,7 @@ fn wild_dir_pointer_readdir() {
         .expect("readdir panicked")
         .expect_err("readdir through a wild pointer succeeded");
     assert_eq!(e.kind, ufs::ErrorKind::Corrupt, "{e}");
+    assert_eq!(e.damage, Some(ufs::Damage::Inode(d)), "{e}");
     assert!(e.to_string().contains("not a valid data block"), "{e}");
 }
 
@@ -179,6 +180,7 @@ fn wild_file_pointer_unlink() {
         .expect("unlink panicked")
         .expect_err("unlink through a wild pointer succeeded");
     assert_eq!(e.kind, ufs::ErrorKind::Corrupt, "{e}");
+    assert_eq!(e.damage, Some(ufs::Damage::Inode(f)), "{e}");
     assert!(e.to_string().contains("not a valid data block"), "{e}");
 }
 
@@ -208,6 +210,7 @@ fn wild_file_pointer_write() {
         .expect("write panicked")
         .expect_err("write through a wild pointer succeeded");
     assert_eq!(e.kind, ufs::ErrorKind::Corrupt, "{e}");
+    assert_eq!(e.damage, Some(ufs::Damage::Inode(f)), "{e}");
     assert!(e.to_string().contains("not a valid data block"), "{e}");
 }
 

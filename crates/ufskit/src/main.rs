@@ -400,6 +400,8 @@ struct FuseOpts {
     writeback: bool,
     follow_clients: bool,
     uring: ufs_fuse::UringMode,
+    disk: Option<ufs_sim::model::DiskSpec>,
+    disk_sleep: bool,
 }
 
 /// The mount's default buffer cache: a thirty-second of the machine's
@@ -441,6 +443,8 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
     let mut lowmem_watch = true;
     let mut follow_clients = true;
     let mut uring = ufs_fuse::UringMode::Auto;
+    let mut disk = None;
+    let mut disk_sleep = false;
     let mut maxmem: Option<u64> = None;
     let on_off = |k: &str, v: &str| match v {
         "on" | "1" | "yes" => Ok(true),
@@ -488,12 +492,12 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
             ("dirhash_check", Some(v)) => o.dirhash.check = on_off(k, v)?,
             ("lowmem", Some(v)) => lowmem_watch = on_off(k, v)?,
             ("disk", Some(v)) => {
-                o.disk = Some(ufs::dev::model::preset(v).ok_or_else(|| {
-                    let names: Vec<&str> = ufs::dev::model::presets().iter().map(|p| p.name).collect();
+                disk = Some(ufs_sim::model::preset(v).ok_or_else(|| {
+                    let names: Vec<&str> = ufs_sim::model::presets().iter().map(|p| p.name).collect();
                     format!("unknown disk model '{v}' (known: {})", names.join(", "))
                 })?)
             }
-            ("disk_sleep", Some(v)) => o.disk_sleep = on_off(k, v)?,
+            ("disk_sleep", Some(v)) => disk_sleep = on_off(k, v)?,
             ("inodeorder", Some(v)) => {
                 o.inode_order = ufs::alloc::placement::InodeOrder::parse(v).ok_or_else(|| format!("unknown inode order '{v}' (known: offset, name, hash, off)"))?
             }
@@ -526,6 +530,8 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
             writeback,
             follow_clients,
             uring,
+            disk,
+            disk_sleep,
         },
     ))
 }
@@ -549,6 +555,8 @@ fn cmd_mount(a: MountArgs) -> Result<(), String> {
         lowmem_watch: f.lowmem_watch,
         follow_clients: f.follow_clients,
         uring: f.uring,
+        disk: f.disk,
+        disk_sleep: f.disk_sleep,
     };
     if a.foreground {
         daemon::serve_foreground(&cfg)

@@ -44,10 +44,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use ufs::cache::BlockKind;
 use ufs::calls::CallStats;
-use ufs::dev::model::ModeledDisk;
 use ufs::dev::SparseDevice;
 use ufs::dir::dirhash::DirhashStats;
 use ufs::Fs;
+use ufs_sim::model::ModeledDisk;
 
 /// FreeBSD's `syncdelay`: dirty data is written within 30 s.
 pub const SYNC_EVERY_S: f64 = 30.0;

@@ -53,13 +53,13 @@ use meter::Meter;
 use std::sync::Arc;
 use std::time::Instant;
 use ufs::alloc::placement::InodeOrder;
-use ufs::dev::model::{preset, ModeledDisk};
 use ufs::dev::{BlockDevice, SparseDevice};
 use ufs::dir::dirhash::DirhashConfig;
 use ufs::fs::DirPref;
 use ufs::newfs::NewfsParams;
 use ufs::order::WriteMode;
 use ufs::{Fs, MountOptions};
+use ufs_sim::model::{preset, ModeledDisk};
 
 const MIB: u64 = 1 << 20;
 

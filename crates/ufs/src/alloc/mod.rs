@@ -360,9 +360,12 @@ impl FsCore {
             return Ok(Some(bno));
         }
         let Some(rel) = mapsearch(&g, &mut cg, c, bpref, allocsiz) else {
-            return Err(Error::corrupt(format!(
+            return Err(Error::damaged(
+                crate::error::Damage::Group(c),
+                format!(
                 "cylinder group {c}: cg_frsum promises a free run of {allocsiz} that the map lacks"
-            )));
+            ),
+            ));
         };
         for i in 0..frags {
             cg.set_frag_free(rel + i, false);
@@ -501,9 +504,10 @@ impl FsCore {
             || nfr > g.frag
             || (bno % g.frag) + nfr > g.frag
         {
-            return Err(Error::corrupt(format!(
-                "freeing bad block {bno} ({size} bytes)"
-            )));
+            return Err(Error::damaged(
+                crate::error::Damage::Block(bno),
+                format!("freeing bad block {bno} ({size} bytes)"),
+            ));
         }
         self.cache.discard(bno, nfr);
         let c = g.dtog(bno);
@@ -514,7 +518,10 @@ impl FsCore {
         if nfr == g.frag {
             let blk = rel / g.frag;
             if (0..g.frag).any(|i| cg.frag_free(rel + i)) {
-                return Err(Error::corrupt(format!("freeing free block {bno}")));
+                return Err(Error::damaged(
+                    crate::error::Damage::Block(bno),
+                    format!("freeing free block {bno}"),
+                ));
             }
             for i in 0..g.frag {
                 cg.set_frag_free(rel + i, true);
@@ -527,7 +534,10 @@ impl FsCore {
             fragacct(&mut cg, bbase, g.frag, -1);
             for i in 0..nfr {
                 if cg.frag_free(rel + i) {
-                    return Err(Error::corrupt(format!("freeing free fragment {}", bno + i)));
+                    return Err(Error::damaged(
+                        crate::error::Damage::Block(bno + i),
+                        format!("freeing free fragment {}", bno + i),
+                    ));
                 }
                 cg.set_frag_free(rel + i, true);
             }
@@ -594,10 +604,13 @@ impl FsCore {
             match found {
                 Some(i) => rel = i,
                 None => {
-                    return Err(Error::corrupt(format!(
-                        "cylinder group {c}: counts {} free inodes but its map has none",
-                        before.cs_nifree
-                    )))
+                    return Err(Error::damaged(
+                        crate::error::Damage::Group(c),
+                        format!(
+                            "cylinder group {c}: counts {} free inodes but its map has none",
+                            before.cs_nifree
+                        ),
+                    ))
                 }
             }
         }
@@ -620,9 +633,10 @@ impl FsCore {
         let ino = c * g.ipg + rel;
         if ino < UFS_ROOTINO {
             // Inodes 0 and 1 are never handed out; mark and retry elsewhere.
-            return Err(Error::corrupt(format!(
-                "cylinder group {c}: reserved inode {ino} is marked free"
-            )));
+            return Err(Error::damaged(
+                crate::error::Damage::Group(c),
+                format!("cylinder group {c}: reserved inode {ino} is marked free"),
+            ));
         }
         // Lazy initialisation: make sure the inode's block has been written.
         let mut made = Vec::new();
@@ -772,7 +786,10 @@ impl FsCore {
         let before = cg.cg_cs();
         let rel = ino % g.ipg;
         if !cg.inode_used(rel) {
-            return Err(Error::corrupt(format!("freeing free inode {ino}")));
+            return Err(Error::damaged(
+                crate::error::Damage::Inode(ino),
+                format!("freeing free inode {ino}"),
+            ));
         }
         cg.set_inode_used(rel, false);
         if rel < cg.cg_irotor() as u64 {

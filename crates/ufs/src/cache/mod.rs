@@ -425,7 +425,10 @@ impl BufferCache {
         self.clear_overlaps(addr, n, None)?;
         let mut data = vec![0u8; len];
         let off = addr.checked_mul(1 << self.fshift).ok_or_else(|| {
-            crate::error::Error::corrupt(format!("block address {addr} overflows"))
+            crate::error::Error::damaged(
+                crate::error::Damage::Block(addr),
+                format!("block address {addr} overflows"),
+            )
         })?;
         self.dev.read_at(off, &mut data)?;
         if let (BlockKind::Cg, Some(n)) = (kind, self.cg_ckhash) {
@@ -440,7 +443,7 @@ impl BufferCache {
                     ufs_format::cg::CG_CKHASH_OFF,
                 );
                 if stored != computed {
-                    return Err(crate::error::Error::corrupt(format!(
+                    return Err(crate::error::Error::damaged(crate::error::Damage::Block(addr), format!(
                         "cylinder group at fragment {addr}: check-hash mismatch (stored {stored:#x}, computed {computed:#x})"
                     )));
                 }
@@ -949,7 +952,10 @@ impl BufferCache {
                 .copy_from_slice(&h.to_le_bytes());
         };
         let off = addr.checked_mul(1 << fshift).ok_or_else(|| {
-            crate::error::Error::corrupt(format!("block address {addr} overflows"))
+            crate::error::Error::damaged(
+                crate::error::Damage::Block(addr),
+                format!("block address {addr} overflows"),
+            )
         })?;
         if let Some(why) = &self.failed {
             return Err(crate::error::Error::new(

@@ -3,9 +3,11 @@
 //! Invariants: every implementation is `Send + Sync` and takes `&self`
 //! (internal locking), transfers whole requests or fails, and never reads or
 //! writes past `size()`. `flush` returns only when earlier writes are
-//! durable. Layers stack: a counting device, read-ahead and the disk model
-//! (`model.rs`) wrap any device behind the same trait; `drop_caches` and
-//! `disk_stats` pass down through every layer.
+//! durable. Layers stack: a counting device, read-ahead, a partition's
+//! window, and the simulated devices of the `ufs-sim` crate (a modeled
+//! disk, a crash recorder, a fault injector) wrap any device behind the
+//! same trait; `drop_caches` and `disk_stats` pass down through every
+//! layer.
 use crate::error::{Error, ErrorKind, Result};
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
@@ -19,16 +21,13 @@ pub trait BlockDevice: Send + Sync {
     fn flush(&self) -> Result<()>;
     fn size(&self) -> u64;
     /// The modeled disk's figures, if the stack has one.
-    fn disk_stats(&self) -> Option<model::DiskStats> {
+    fn disk_stats(&self) -> Option<DiskStats> {
         None
     }
     /// Forgets every cached byte below the file system (cold-cache runs).
     fn drop_caches(&self) {}
 }
 
-pub mod crash;
-pub mod fault;
-pub mod model;
 pub mod partition;
 
 fn check_range(off: u64, len: usize, size: u64) -> Result<()> {
@@ -344,7 +343,7 @@ impl<D: BlockDevice> BlockDevice for CountingDevice<D> {
     fn size(&self) -> u64 {
         self.inner.size()
     }
-    fn disk_stats(&self) -> Option<model::DiskStats> {
+    fn disk_stats(&self) -> Option<DiskStats> {
         self.inner.disk_stats()
     }
     fn drop_caches(&self) {
@@ -365,7 +364,7 @@ impl BlockDevice for Box<dyn BlockDevice> {
     fn size(&self) -> u64 {
         (**self).size()
     }
-    fn disk_stats(&self) -> Option<model::DiskStats> {
+    fn disk_stats(&self) -> Option<DiskStats> {
         (**self).disk_stats()
     }
     fn drop_caches(&self) {
@@ -386,7 +385,7 @@ impl<D: BlockDevice + ?Sized> BlockDevice for std::sync::Arc<D> {
     fn size(&self) -> u64 {
         (**self).size()
     }
-    fn disk_stats(&self) -> Option<model::DiskStats> {
+    fn disk_stats(&self) -> Option<DiskStats> {
         (**self).disk_stats()
     }
     fn drop_caches(&self) {
@@ -458,7 +457,7 @@ impl<D: BlockDevice> BlockDevice for ReadAheadDevice<D> {
     fn size(&self) -> u64 {
         self.inner.size()
     }
-    fn disk_stats(&self) -> Option<model::DiskStats> {
+    fn disk_stats(&self) -> Option<DiskStats> {
         self.inner.disk_stats()
     }
     fn drop_caches(&self) {
@@ -493,5 +492,51 @@ mod tests {
         assert_eq!(&b[100..200], &data[8192 - 4000 + 100..8192 - 4000 + 200]);
         d.write_at(1 << 30, &[0u8; 4096]).unwrap();
         assert_eq!(d.resident(), 2 * 4096);
+    }
+}
+
+/// What a modeled disk under the file system measured (the simulated
+/// devices of the `ufs-sim` crate report it; real devices have none).
+#[derive(Debug, Default, Clone, Copy, serde::Serialize)]
+pub struct DiskStats {
+    pub requests: u64,
+    pub reads: u64,
+    pub writes: u64,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+    /// Reads served (wholly) from the drive's read-ahead buffer.
+    pub buffer_hits: u64,
+    /// Requests that continued the previous one (no overhead or latency).
+    pub merged: u64,
+    /// Requests that moved the arm, and the cylinders travelled.
+    pub seeks: u64,
+    pub seek_cylinders: u64,
+    pub seek_ms: f64,
+    pub rotation_ms: f64,
+    pub transfer_ms: f64,
+    pub overhead_ms: f64,
+    /// Total modeled service time.
+    pub busy_ms: f64,
+}
+
+impl DiskStats {
+    /// What happened between `earlier` and `self`.
+    pub fn since(&self, earlier: &DiskStats) -> DiskStats {
+        DiskStats {
+            requests: self.requests - earlier.requests,
+            reads: self.reads - earlier.reads,
+            writes: self.writes - earlier.writes,
+            read_bytes: self.read_bytes - earlier.read_bytes,
+            write_bytes: self.write_bytes - earlier.write_bytes,
+            buffer_hits: self.buffer_hits - earlier.buffer_hits,
+            merged: self.merged - earlier.merged,
+            seeks: self.seeks - earlier.seeks,
+            seek_cylinders: self.seek_cylinders - earlier.seek_cylinders,
+            seek_ms: self.seek_ms - earlier.seek_ms,
+            rotation_ms: self.rotation_ms - earlier.rotation_ms,
+            transfer_ms: self.transfer_ms - earlier.transfer_ms,
+            overhead_ms: self.overhead_ms - earlier.overhead_ms,
+            busy_ms: self.busy_ms - earlier.busy_ms,
+        }
     }
 }

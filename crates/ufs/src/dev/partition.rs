@@ -68,7 +68,7 @@ impl<D: BlockDevice> BlockDevice for Window<D> {
     fn size(&self) -> u64 {
         self.size
     }
-    fn disk_stats(&self) -> Option<super::model::DiskStats> {
+    fn disk_stats(&self) -> Option<super::DiskStats> {
         self.inner.disk_stats()
     }
     fn drop_caches(&self) {
@@ -139,7 +139,12 @@ const SECTOR: u64 = 512;
 /// each checked for a UFS2 superblock.
 pub fn probe(dev: &dyn BlockDevice) -> Result<Vec<Partition>> {
     let mut parts = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| tables(dev)))
-        .map_err(|_| Error::corrupt("partition table: its parser failed on it"))??;
+        .map_err(|_| {
+            Error::damaged(
+                crate::error::Damage::PartitionTable,
+                "partition table: its parser failed on it",
+            )
+        })??;
     parts.retain(|p| p.size > 0 && p.start.checked_add(p.size).is_some_and(|e| e <= dev.size()));
     for p in &mut parts {
         if let Ok(w) = Window::new(DevRef(dev), p.start, p.size) {
@@ -194,7 +199,12 @@ fn gpt(dev: &dyn BlockDevice) -> Result<Vec<Partition>> {
         .writable(false)
         .logical_block_size(gpt::disk::LogicalBlockSize::Lb512)
         .open_from_device(reader)
-        .map_err(|e| Error::corrupt(format!("GPT partition table: {e}")))?;
+        .map_err(|e| {
+            Error::damaged(
+                crate::error::Damage::PartitionTable,
+                format!("GPT partition table: {e}"),
+            )
+        })?;
     let mut out = Vec::new();
     for (&n, p) in disk.partitions() {
         if p.part_type_guid == gpt::partition_types::UNUSED {
@@ -239,8 +249,12 @@ fn mbr(dev: &dyn BlockDevice) -> Result<Vec<Partition>> {
         dev: DevRef(dev),
         pos: 0,
     };
-    let table = mbrman::MBR::read_from(&mut reader, SECTOR as u32)
-        .map_err(|e| Error::corrupt(format!("MBR partition table: {e}")))?;
+    let table = mbrman::MBR::read_from(&mut reader, SECTOR as u32).map_err(|e| {
+        Error::damaged(
+            crate::error::Damage::PartitionTable,
+            format!("MBR partition table: {e}"),
+        )
+    })?;
     let mut out = Vec::new();
     for (i, p) in table.iter() {
         if p.is_unused() {

@@ -105,10 +105,13 @@ fn chunk_of(off: u64) -> u64 {
 impl FsCore {
     fn check_dir_size(&self, ino: u64, di: &Dinode) -> Result<()> {
         if di.di_size() % DIRBLKSIZ as u64 != 0 {
-            return Err(Error::corrupt(format!(
-                "directory {ino}: size {} is not a multiple of {DIRBLKSIZ}",
-                di.di_size()
-            )));
+            return Err(Error::damaged(
+                crate::error::Damage::Inode(ino),
+                format!(
+                    "directory {ino}: size {} is not a multiple of {DIRBLKSIZ}",
+                    di.di_size()
+                ),
+            ));
         }
         Ok(())
     }
@@ -120,16 +123,18 @@ impl FsCore {
         let lbn = g.lblkno(off);
         let addr = self.bmap(ino, di, lbn)?;
         if addr == 0 {
-            return Err(Error::corrupt(format!(
-                "directory {ino}: hole at offset {off}"
-            )));
+            return Err(Error::damaged(
+                crate::error::Damage::Inode(ino),
+                format!("directory {ino}: hole at offset {off}"),
+            ));
         }
         let bsz = g.blksize(di.di_size(), lbn) as usize;
         let o = g.blkoff(off) as usize;
         if o + DIRBLKSIZ > bsz {
-            return Err(Error::corrupt(format!(
-                "directory {ino}: offset {off} beyond its block"
-            )));
+            return Err(Error::damaged(
+                crate::error::Damage::Inode(ino),
+                format!("directory {ino}: offset {off} beyond its block"),
+            ));
         }
         Ok((addr, bsz, o))
     }
@@ -245,9 +250,10 @@ impl FsCore {
             let lbn = g.lblkno(off);
             let addr = self.bmap(ino, di, lbn)?;
             if addr == 0 {
-                return Err(Error::corrupt(format!(
-                    "directory {ino}: hole at offset {off}"
-                )));
+                return Err(Error::damaged(
+                    crate::error::Damage::Inode(ino),
+                    format!("directory {ino}: hole at offset {off}"),
+                ));
             }
             let bsz = g.blksize(size, lbn) as usize;
             let block_start = lbn * g.bsize;
@@ -265,19 +271,23 @@ impl FsCore {
                             }
                         }
                         Err((eo, why)) => {
-                            return Err(Error::corrupt(format!(
-                                "directory {ino} at offset {}: {why}",
-                                coff + eo as u64
-                            )));
+                            return Err(Error::damaged(
+                                crate::error::Damage::DirEntry {
+                                    dir: ino,
+                                    offset: coff + eo as u64,
+                                },
+                                format!("directory {ino} at offset {}: {why}", coff + eo as u64),
+                            ));
                         }
                     }
                 }
                 o += DIRBLKSIZ;
             }
             if (o as u64) < g.bsize && block_start + (o as u64) < size {
-                return Err(Error::corrupt(format!(
-                    "directory {ino}: block {lbn} shorter than the directory size implies"
-                )));
+                return Err(Error::damaged(
+                    crate::error::Damage::Inode(ino),
+                    format!("directory {ino}: block {lbn} shorter than the directory size implies"),
+                ));
             }
             off = block_start + g.bsize;
         }
@@ -290,9 +300,10 @@ impl FsCore {
     /// the index is wrong: `Corrupt`.
     fn dir_entry_at(&mut self, ino: u64, di: &Dinode, off: u64, name: &[u8]) -> Result<AtOffset> {
         if off >= di.di_size() || off % 4 != 0 {
-            return Err(Error::corrupt(format!(
-                "directory {ino}: index points at offset {off}"
-            )));
+            return Err(Error::damaged(
+                crate::error::Damage::Inode(ino),
+                format!("directory {ino}: index points at offset {off}"),
+            ));
         }
         let o = (off - chunk_of(off)) as usize;
         self.dir_chunk(ino, di, chunk_of(off), |c| {
@@ -304,9 +315,10 @@ impl FsCore {
                 || o + reclen as usize > DIRBLKSIZ
                 || dirsiz(namlen) > reclen as usize
             {
-                return Err(Error::corrupt(format!(
-                    "directory {ino}: index points at offset {off}, which holds no entry"
-                )));
+                return Err(Error::damaged(
+                    crate::error::Damage::Inode(ino),
+                    format!("directory {ino}: index points at offset {off}, which holds no entry"),
+                ));
             }
             Ok(AtOffset {
                 ino: dino,
@@ -922,10 +934,13 @@ impl FsCore {
         };
         let at = self.dir_entry_at(dino, ddi, f.off, old)?;
         if !at.matches {
-            return Err(Error::corrupt(format!(
-                "directory {dino}: entry at {} is not the one looked up",
-                f.off
-            )));
+            return Err(Error::damaged(
+                crate::error::Damage::Inode(dino),
+                format!(
+                    "directory {dino}: entry at {} is not the one looked up",
+                    f.off
+                ),
+            ));
         }
         if dirsiz(new.len()) > at.reclen as usize {
             return Ok(None);
@@ -1063,9 +1078,10 @@ impl FsCore {
             Ok(()) => Ok(true),
             Err(why) => {
                 self.dh_check_failed(ino, why.clone());
-                Err(Error::corrupt(format!(
-                    "directory {ino}: dirhash index wrong: {why}"
-                )))
+                Err(Error::damaged(
+                    crate::error::Damage::Inode(ino),
+                    format!("directory {ino}: dirhash index wrong: {why}"),
+                ))
             }
         }
     }

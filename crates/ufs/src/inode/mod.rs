@@ -67,9 +67,12 @@ impl FsCore {
     pub(crate) fn check_ptr(&self, ino: u64, addr: u64, nfrags: u64) -> Result<()> {
         let g = &self.g;
         let bad = || {
-            Err(Error::corrupt(format!(
+            Err(Error::damaged(
+                crate::error::Damage::Inode(ino),
+                format!(
                 "inode {ino}: block pointer {addr} ({nfrags} fragments) is not a valid data block"
-            )))
+            ),
+            ))
         };
         let Some(end) = addr.checked_add(nfrags) else {
             return bad();
@@ -465,9 +468,10 @@ impl FsCore {
                 self.check_ptr(ino, addr, g.numfrags(bsz as u64))?;
                 let b = self.cache.read(addr, bsz, kind)?;
                 if boff + n > b.len() {
-                    return Err(Error::corrupt(format!(
-                        "inode {ino}: block {lbn} shorter than the file size implies"
-                    )));
+                    return Err(Error::damaged(
+                        crate::error::Damage::Inode(ino),
+                        format!("inode {ino}: block {lbn} shorter than the file size implies"),
+                    ));
                 }
                 out.extend_from_slice(&b[boff..boff + n]);
             }

@@ -7,9 +7,9 @@
 //! separately; once a fault has fired the device below receives no
 //! further write or flush; a short write puts exactly the first half of the
 //! request (rounded down to 512 bytes) on the device below.
-use super::BlockDevice;
-use crate::error::{Error, ErrorKind, Result};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use ufs::dev::BlockDevice;
+use ufs::{Error, ErrorKind, Result};
 
 /// Which request fails.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -129,7 +129,7 @@ impl<D: BlockDevice> BlockDevice for FaultDevice<D> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dev::MemDevice;
+    use ufs::dev::MemDevice;
 
     #[test]
     fn fails_from_the_chosen_request_on() {

@@ -13,11 +13,11 @@
 //! Invariants: the log holds writes in issue order with the bytes as
 //! issued; [`RecordingDevice::image`] never changes the device or the log;
 //! the base image is the device's content when recording started.
-use super::{BlockDevice, MemDevice};
-use crate::error::{Error, ErrorKind, Result};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use std::sync::Mutex;
+use ufs::dev::{BlockDevice, MemDevice};
+use ufs::{Error, ErrorKind, Result};
 
 /// One logged request.
 #[derive(Debug, Clone)]
@@ -204,7 +204,7 @@ impl<D: BlockDevice> BlockDevice for RecordingDevice<D> {
     fn size(&self) -> u64 {
         self.inner.size()
     }
-    fn disk_stats(&self) -> Option<super::model::DiskStats> {
+    fn disk_stats(&self) -> Option<ufs::dev::DiskStats> {
         self.inner.disk_stats()
     }
     fn drop_caches(&self) {

@@ -21,10 +21,10 @@
 //! read from and written to the device below, unchanged; a request beyond
 //! the modeled capacity is refused when the layer is built, never during
 //! service (the image must fit on the modeled drive).
-use super::BlockDevice;
-use crate::error::{Error, ErrorKind, Result};
 use std::sync::Mutex;
 use std::time::Duration;
+use ufs::dev::BlockDevice;
+use ufs::{Error, ErrorKind, Result};
 
 const SECTOR: u64 = 512;
 
@@ -210,50 +210,7 @@ impl Geometry {
     }
 }
 
-/// What the model measured.
-#[derive(Debug, Default, Clone, Copy, serde::Serialize)]
-pub struct DiskStats {
-    pub requests: u64,
-    pub reads: u64,
-    pub writes: u64,
-    pub read_bytes: u64,
-    pub write_bytes: u64,
-    /// Reads served (wholly) from the drive's read-ahead buffer.
-    pub buffer_hits: u64,
-    /// Requests that continued the previous one (no overhead or latency).
-    pub merged: u64,
-    /// Requests that moved the arm, and the cylinders travelled.
-    pub seeks: u64,
-    pub seek_cylinders: u64,
-    pub seek_ms: f64,
-    pub rotation_ms: f64,
-    pub transfer_ms: f64,
-    pub overhead_ms: f64,
-    /// Total modeled service time.
-    pub busy_ms: f64,
-}
-
-impl DiskStats {
-    /// What happened between `earlier` and `self`.
-    pub fn since(&self, earlier: &DiskStats) -> DiskStats {
-        DiskStats {
-            requests: self.requests - earlier.requests,
-            reads: self.reads - earlier.reads,
-            writes: self.writes - earlier.writes,
-            read_bytes: self.read_bytes - earlier.read_bytes,
-            write_bytes: self.write_bytes - earlier.write_bytes,
-            buffer_hits: self.buffer_hits - earlier.buffer_hits,
-            merged: self.merged - earlier.merged,
-            seeks: self.seeks - earlier.seeks,
-            seek_cylinders: self.seek_cylinders - earlier.seek_cylinders,
-            seek_ms: self.seek_ms - earlier.seek_ms,
-            rotation_ms: self.rotation_ms - earlier.rotation_ms,
-            transfer_ms: self.transfer_ms - earlier.transfer_ms,
-            overhead_ms: self.overhead_ms - earlier.overhead_ms,
-            busy_ms: self.busy_ms - earlier.busy_ms,
-        }
-    }
-}
+pub use ufs::dev::DiskStats;
 
 #[derive(Debug, Clone)]
 struct State {
@@ -483,7 +440,7 @@ impl<D: BlockDevice> BlockDevice for ModeledDisk<D> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dev::MemDevice;
+    use ufs::dev::MemDevice;
 
     fn disk(name: &str, size: u64) -> ModeledDisk<MemDevice> {
         ModeledDisk::new(MemDevice::new(size), preset(name).unwrap(), false).unwrap()
