@@ -1013,7 +1013,9 @@ fn request_threads_follow_a_pinned_client() {
         );
         run(Command::new("taskset").args(["-c", cpu, "sh", "-c", &script]));
     };
-    let m = Mounted::new(&img, &mnt, &[]);
+    // The follower moves the /dev/fuse threads; the io_uring rings (the
+    // default where the kernel has them) have a thread on every CPU.
+    let m = Mounted::new(&img, &mnt, &["uring=off"]);
     for cpu in ["1", "0", "1"] {
         probe(cpu);
         assert_eq!(
@@ -1023,7 +1025,7 @@ fn request_threads_follow_a_pinned_client() {
         );
     }
     m.umount();
-    let m = Mounted::new(&img, &mnt, &["affinity=off"]);
+    let m = Mounted::new(&img, &mnt, &["affinity=off", "uring=off"]);
     let before = daemon_thread_cpus(&img, "fuser-0").expect("daemon request thread");
     probe("1");
     assert_eq!(
@@ -1032,6 +1034,19 @@ fn request_threads_follow_a_pinned_client() {
         "affinity=off must leave placement alone"
     );
     m.umount();
+    // With io_uring each CPU's queue is served by threads pinned to it.
+    if Path::new("/sys/module/fuse/parameters/enable_uring").exists() {
+        let m = Mounted::new(&img, &mnt, &["uring=on"]);
+        probe("1");
+        for cpu in ["0", "1"] {
+            assert_eq!(
+                daemon_thread_cpus(&img, &format!("ufs-ring-{cpu}.0")).as_deref(),
+                Some(cpu),
+                "ring thread of queue {cpu}"
+            );
+        }
+        m.umount();
+    }
     let out = ufskit()
         .args(["mount", "-o", "affinity=sometimes"])
         .arg(&img)
