@@ -122,6 +122,43 @@ pub struct FsCore {
     pub order: crate::order::OrderState,
 }
 
+/// Cylinder-group check-hashes (`fs_metackhash` bit CK_CYLGRP): verified
+/// as a group comes from the device, computed as one goes to it.
+struct CgCheckHashes {
+    cgsize: usize,
+}
+
+impl crate::cache::Formats for CgCheckHashes {
+    fn verify(&self, kind: BlockKind, addr: u64, data: &[u8]) -> Result<()> {
+        let n = self.cgsize;
+        if kind != BlockKind::Cg || n > data.len() {
+            return Ok(());
+        }
+        let f = ufs_format::cg::CG_CKHASH_OFF;
+        let stored = u32::from_le_bytes(data[f..f + 4].try_into().unwrap_or([0; 4]));
+        let computed = ufs_format::ckhash::ckhash_with_zeroed_field(&data[..n], f);
+        if stored != computed {
+            return Err(Error::damaged(
+                crate::error::Damage::Block(addr),
+                format!(
+                    "cylinder group at fragment {addr}: check-hash mismatch (stored {stored:#x}, computed {computed:#x})"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn seal(&self, kind: BlockKind, data: &mut [u8]) {
+        let n = self.cgsize;
+        if kind != BlockKind::Cg || n > data.len() {
+            return;
+        }
+        let f = ufs_format::cg::CG_CKHASH_OFF;
+        let h = ufs_format::ckhash::ckhash_with_zeroed_field(&data[..n], f);
+        data[f..f + 4].copy_from_slice(&h.to_le_bytes());
+    }
+}
+
 /// Finds and validates the superblock, searching FreeBSD's locations.
 pub fn read_superblock(dev: &dyn BlockDevice) -> Result<(Superblock, Geometry, u64)> {
     let mut first_err: Option<Error> = None;
@@ -220,7 +257,9 @@ impl FsCore {
             ..opts
         };
         if sb.ckhash_enabled(CK_CYLGRP) {
-            cache.set_cg_ckhash(Some(g.cgsize as usize));
+            cache.set_formats(Some(Box::new(CgCheckHashes {
+                cgsize: g.cgsize as usize,
+            })));
         }
         // The summary area: ncg entries of struct csum at fs_csaddr.
         let mut raw = vec![0u8; g.cssize as usize];

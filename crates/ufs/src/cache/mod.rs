@@ -19,6 +19,9 @@
 //!   (eviction forces out what it waits for first).
 //! - With vmiodir off, directory blocks count against a small pool of their
 //!   own and are evicted within it; with it on they share the main budget.
+//! - The cache knows no on-disk format: check-hashes are the file
+//!   system's [`Formats`], directory entries the write ordering's
+//!   (`order::entry_image`).
 use crate::dev::BlockDevice;
 use crate::error::Result;
 use crate::order::{BufDeps, ChangeId, EntryOp, Held, Ledger, OrderStats, WriteMode};
@@ -60,6 +63,18 @@ impl BlockKind {
             BlockKind::Summary => "summary",
         }
     }
+}
+
+/// What a file system's on-disk formats ask of the blocks the cache moves
+/// (check-hashes): the file system supplies it, so the cache itself knows
+/// no format.
+pub trait Formats: Send {
+    /// A block of `kind` just read from fragment `addr`: an error (a
+    /// `Corrupt` one) refuses it.
+    fn verify(&self, kind: BlockKind, addr: u64, data: &[u8]) -> Result<()>;
+    /// A block of `kind` about to be written: make it whole (compute its
+    /// check-hash over the bytes that go).
+    fn seal(&self, kind: BlockKind, data: &mut [u8]);
 }
 
 #[derive(Debug, Default, Clone, Copy, Serialize)]
@@ -134,10 +149,10 @@ enum Pool {
 
 pub struct BufferCache {
     dev: Box<dyn BlockDevice>,
-    /// When cylinder-group check-hashes are on: the cg size they cover.
-    /// The hash is computed as a cg buffer goes to the device and verified
-    /// as one comes from it, never on the hot path in between.
-    cg_ckhash: Option<usize>,
+    /// What the on-disk formats ask of each transfer (check-hashes):
+    /// verified as a block comes from the device, sealed as one goes to
+    /// it, never on the hot path in between. The cache knows no format.
+    formats: Option<Box<dyn Formats>>,
     fshift: u32,
     bufs: BTreeMap<u64, Buf>,
     /// Least recently used first, per pool: stamp to address.
@@ -164,7 +179,7 @@ impl BufferCache {
     pub fn new(dev: Box<dyn BlockDevice>, fsize: u64, limit_bytes: u64) -> Self {
         BufferCache {
             dev,
-            cg_ckhash: None,
+            formats: None,
             fshift: fsize.trailing_zeros(),
             bufs: BTreeMap::new(),
             lru: [BTreeMap::new(), BTreeMap::new()],
@@ -212,8 +227,8 @@ impl BufferCache {
     }
 
     /// Turns on cylinder-group check-hashes over the first `cgsize` bytes.
-    pub fn set_cg_ckhash(&mut self, cgsize: Option<usize>) {
-        self.cg_ckhash = cgsize;
+    pub fn set_formats(&mut self, f: Option<Box<dyn Formats>>) {
+        self.formats = f;
     }
 
     /// Chooses the write-ordering mode; only before the first change.
@@ -431,23 +446,8 @@ impl BufferCache {
             )
         })?;
         self.dev.read_at(off, &mut data)?;
-        if let (BlockKind::Cg, Some(n)) = (kind, self.cg_ckhash) {
-            if n <= data.len() {
-                let stored = u32::from_le_bytes(
-                    data[ufs_format::cg::CG_CKHASH_OFF..ufs_format::cg::CG_CKHASH_OFF + 4]
-                        .try_into()
-                        .unwrap_or([0; 4]),
-                );
-                let computed = ufs_format::ckhash::ckhash_with_zeroed_field(
-                    &data[..n],
-                    ufs_format::cg::CG_CKHASH_OFF,
-                );
-                if stored != computed {
-                    return Err(crate::error::Error::damaged(crate::error::Damage::Block(addr), format!(
-                        "cylinder group at fragment {addr}: check-hash mismatch (stored {stored:#x}, computed {computed:#x})"
-                    )));
-                }
-            }
+        if let Some(f) = &self.formats {
+            f.verify(kind, addr, &data)?;
         }
         let st = &mut self.stats.by_kind[kind.idx()];
         st.reads += 1;
@@ -907,7 +907,7 @@ impl BufferCache {
                 let range = off as usize..(off + *len) as usize;
                 if stack.iter().all(|h| !h.entries.is_empty()) {
                     if let Some((image, done)) =
-                        entry_image(&b.data[range.clone()], stack, &self.ledger)
+                        crate::order::entry_image(&b.data[range.clone()], stack, &self.ledger)
                     {
                         progress |= !done.is_empty();
                         written.extend(done.iter().copied());
@@ -939,18 +939,6 @@ impl BufferCache {
             return Ok(false);
         }
         let rolled = !rollbacks.is_empty();
-        let cg_ckhash = match (b.kind, self.cg_ckhash) {
-            (BlockKind::Cg, Some(n)) if n <= b.data.len() => Some(n),
-            _ => None,
-        };
-        let set_ckhash = |bytes: &mut [u8], n: usize| {
-            let h = ufs_format::ckhash::ckhash_with_zeroed_field(
-                &bytes[..n],
-                ufs_format::cg::CG_CKHASH_OFF,
-            );
-            bytes[ufs_format::cg::CG_CKHASH_OFF..ufs_format::cg::CG_CKHASH_OFF + 4]
-                .copy_from_slice(&h.to_le_bytes());
-        };
         let off = addr.checked_mul(1 << fshift).ok_or_else(|| {
             crate::error::Error::damaged(
                 crate::error::Damage::Block(addr),
@@ -971,15 +959,15 @@ impl BufferCache {
             kept.push((*at, b.data[r.clone()].to_vec()));
             b.data[r].copy_from_slice(image);
         }
-        if let Some(n) = cg_ckhash {
-            set_ckhash(&mut b.data, n);
+        if let Some(f) = &self.formats {
+            f.seal(b.kind, &mut b.data);
         }
         let w = self.dev.write_at(off, &b.data);
         for (at, bytes) in kept.iter().rev() {
             b.data[*at..*at + bytes.len()].copy_from_slice(bytes);
         }
-        if let (true, Some(n)) = (rolled, cg_ckhash) {
-            set_ckhash(&mut b.data, n);
+        if let (true, Some(f)) = (rolled, &self.formats) {
+            f.seal(b.kind, &mut b.data);
         }
         if let Err(e) = w {
             self.failed = Some(format!("device: {}", e.msg));
@@ -1282,70 +1270,4 @@ impl BufferCache {
         debug_assert_eq!(self.ndirty, self.bufs.values().filter(|b| b.dirty).count());
         self.ndirty
     }
-}
-
-/// The directory chunk `current` as it may be written while the changes
-/// in `stack` (all of them name changes) wait: each name as it was before
-/// its oldest change that still needs something undurable, every other
-/// entry as it is now. Returns the image and the changes it writes; None
-/// when the chunk is not valid or the image does not fit in 512 bytes
-/// (then the whole chunk is rolled back instead). A change that needs an
-/// earlier change of the same chunk may go with it in the same write.
-fn entry_image(
-    current: &[u8],
-    stack: &[Held],
-    ledger: &Ledger,
-) -> Option<(Vec<u8>, Vec<ChangeId>)> {
-    let mut done: Vec<ChangeId> = Vec::new();
-    let mut held_names: Vec<(&[u8], Option<(u32, u8)>)> = Vec::new();
-    for h in stack {
-        if h.entries.is_empty() {
-            return None;
-        }
-        let is_held =
-            |n: &[u8], held: &[(&[u8], Option<(u32, u8)>)]| held.iter().any(|(m, _)| *m == n);
-        let blocked = h.entries.iter().any(|e| is_held(&e.name, &held_names));
-        let ready = h
-            .needs
-            .iter()
-            .all(|&n| ledger.durable(n) || done.contains(&n));
-        if !blocked && ready {
-            done.push(h.id);
-        } else {
-            // Every name it changes stays as it was before its oldest
-            // waiting change (this one, for names not yet held).
-            for e in &h.entries {
-                if !is_held(&e.name, &held_names) {
-                    held_names.push((&e.name, e.before));
-                }
-            }
-        }
-    }
-    if held_names.is_empty() {
-        return Some((current.to_vec(), done));
-    }
-    let mut entries: Vec<(u32, u8, &[u8])> = Vec::new();
-    let mut seen = vec![false; held_names.len()];
-    for e in ufs_format::dir::iter_chunk(current) {
-        let e = e.ok()?;
-        if e.ino == 0 {
-            continue;
-        }
-        match held_names.iter().position(|(n, _)| *n == e.name) {
-            Some(i) => {
-                seen[i] = true;
-                if let Some((ino, t)) = held_names[i].1 {
-                    entries.push((ino, t, e.name));
-                }
-            }
-            None => entries.push((e.ino, e.dtype, e.name)),
-        }
-    }
-    for (i, (name, st)) in held_names.iter().enumerate() {
-        if let (false, Some((ino, t))) = (seen[i], st) {
-            entries.push((*ino, *t, name));
-        }
-    }
-    let image = ufs_format::dir::build_chunk(&entries)?;
-    Some((image.to_vec(), done))
 }

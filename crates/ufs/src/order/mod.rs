@@ -345,6 +345,72 @@ pub struct OrderState {
     pub reach_prune_at: usize,
 }
 
+/// The directory chunk `current` as it may be written while the changes
+/// in `stack` (all of them name changes) wait: each name as it was before
+/// its oldest change that still needs something undurable, every other
+/// entry as it is now. Returns the image and the changes it writes; None
+/// when the chunk is not valid or the image does not fit in 512 bytes
+/// (then the whole chunk is rolled back instead). A change that needs an
+/// earlier change of the same chunk may go with it in the same write.
+pub(crate) fn entry_image(
+    current: &[u8],
+    stack: &[Held],
+    ledger: &Ledger,
+) -> Option<(Vec<u8>, Vec<ChangeId>)> {
+    let mut done: Vec<ChangeId> = Vec::new();
+    let mut held_names: Vec<(&[u8], Option<(u32, u8)>)> = Vec::new();
+    for h in stack {
+        if h.entries.is_empty() {
+            return None;
+        }
+        let is_held =
+            |n: &[u8], held: &[(&[u8], Option<(u32, u8)>)]| held.iter().any(|(m, _)| *m == n);
+        let blocked = h.entries.iter().any(|e| is_held(&e.name, &held_names));
+        let ready = h
+            .needs
+            .iter()
+            .all(|&n| ledger.durable(n) || done.contains(&n));
+        if !blocked && ready {
+            done.push(h.id);
+        } else {
+            // Every name it changes stays as it was before its oldest
+            // waiting change (this one, for names not yet held).
+            for e in &h.entries {
+                if !is_held(&e.name, &held_names) {
+                    held_names.push((&e.name, e.before));
+                }
+            }
+        }
+    }
+    if held_names.is_empty() {
+        return Some((current.to_vec(), done));
+    }
+    let mut entries: Vec<(u32, u8, &[u8])> = Vec::new();
+    let mut seen = vec![false; held_names.len()];
+    for e in ufs_format::dir::iter_chunk(current) {
+        let e = e.ok()?;
+        if e.ino == 0 {
+            continue;
+        }
+        match held_names.iter().position(|(n, _)| *n == e.name) {
+            Some(i) => {
+                seen[i] = true;
+                if let Some((ino, t)) = held_names[i].1 {
+                    entries.push((ino, t, e.name));
+                }
+            }
+            None => entries.push((e.ino, e.dtype, e.name)),
+        }
+    }
+    for (i, (name, st)) in held_names.iter().enumerate() {
+        if let (false, Some((ino, t))) = (seen[i], st) {
+            entries.push((*ino, *t, name));
+        }
+    }
+    let image = ufs_format::dir::build_chunk(&entries)?;
+    Some((image.to_vec(), done))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
