@@ -422,6 +422,11 @@ impl<D: BlockDevice> BlockDevice for ModeledDisk<D> {
         self.service(off, buf.len(), true);
         Ok(())
     }
+    fn write_untorn(&self, off: u64, buf: &[u8]) -> Result<()> {
+        self.inner.write_untorn(off, buf)?;
+        self.service(off, buf.len(), true);
+        Ok(())
+    }
     fn flush(&self) -> Result<()> {
         self.inner.flush()
     }

@@ -11,6 +11,11 @@
 //!   there is no second copy to keep coherent. Check-hashes are verified on
 //!   read and recomputed on write when the superblock enables them.
 //! - A read-only core never writes to the device.
+//! - Every changing operation runs as one [`Op`]: `op_log` is Some exactly
+//!   while an `Op` holds the lock, empty when it begins and consumed when
+//!   it ends, so nothing an operation records reaches the next one.
+//! - Cylinder groups and the superblock reach the device whole
+//!   (`write_untorn`): a kill never leaves one half written.
 use crate::cache::{BlockKind, BufferCache};
 use crate::dev::BlockDevice;
 use crate::error::{Error, ErrorKind, Result};
@@ -118,20 +123,90 @@ pub struct FsCore {
     pub dir_hints: HashMap<u64, u64>,
     /// Inode ranges of large directories (memory only).
     pub placement: crate::alloc::placement::Placement,
-    /// Needs linking the changes of an operation, and releases that wait.
+    /// Per-inode dependencies, releases that wait, and the rest of the
+    /// write ordering's state between operations.
     pub order: crate::order::OrderState,
+    /// The record of the operation in progress, while an [`Op`] holds
+    /// the lock (None between operations).
+    pub op_log: Option<OpLog>,
 }
 
-/// Cylinder-group check-hashes (`fs_metackhash` bit CK_CYLGRP): verified
-/// as a group comes from the device, computed as one goes to it.
-struct CgCheckHashes {
+/// What one changing operation records as it goes, for its end: the
+/// directory changes it made (normal mode writes them when it ends).
+#[derive(Debug, Default)]
+pub struct OpLog {
+    pub dir_changes: Vec<ChangeId>,
+}
+
+/// One changing operation: the engine's lock, held from the operation's
+/// first change to its end, and the operation's record. Created by
+/// [`Op::begin`], finished by [`Op::end`]; one dropped without `end` (an
+/// early return that skipped it, or a panic) is ended by its drop, and a
+/// panic also latches the file system read-only at the next lock. Nothing
+/// an operation records outlives it: `begin` starts an empty record, `end`
+/// consumes it.
+pub(crate) struct Op<'a> {
+    core: std::sync::MutexGuard<'a, FsCore>,
+    ended: bool,
+}
+
+impl<'a> Op<'a> {
+    pub(crate) fn begin(mut core: std::sync::MutexGuard<'a, FsCore>) -> Op<'a> {
+        debug_assert!(core.op_log.is_none(), "an operation began inside another");
+        core.op_log = Some(OpLog::default());
+        Op { core, ended: false }
+    }
+
+    /// Ends the operation (see [`FsCore::end_op`]).
+    pub(crate) fn end(mut self) -> Result<()> {
+        self.ended = true;
+        let log = self.core.op_log.take().unwrap_or_default();
+        self.core.end_op(log)
+    }
+}
+
+impl Drop for Op<'_> {
+    fn drop(&mut self) {
+        if !self.ended && !std::thread::panicking() {
+            let log = self.core.op_log.take().unwrap_or_default();
+            if let Err(e) = self.core.end_op(log) {
+                self.core.cache.fail(&format!("ending an operation: {e}"));
+            }
+        } else if !self.ended {
+            self.core.op_log = None;
+        }
+    }
+}
+
+impl std::ops::Deref for Op<'_> {
+    type Target = FsCore;
+    fn deref(&self) -> &FsCore {
+        &self.core
+    }
+}
+
+impl std::ops::DerefMut for Op<'_> {
+    fn deref_mut(&mut self) -> &mut FsCore {
+        &mut self.core
+    }
+}
+
+/// What UFS2 asks of the blocks the cache moves. Cylinder-group
+/// check-hashes (`fs_metackhash` bit CK_CYLGRP), when the file system has
+/// them: verified as a group comes from the device, computed as one goes
+/// to it. And groups go out whole: a group written in part (a kill in the
+/// middle of the write) fails its check-hash, which FreeBSD's preen does
+/// not repair, or without one mixes an old inode map with a new
+/// `cg_initediblk`.
+struct UfsBlocks {
     cgsize: usize,
+    cg_ckhash: bool,
 }
 
-impl crate::cache::Formats for CgCheckHashes {
+impl crate::cache::Formats for UfsBlocks {
     fn verify(&self, kind: BlockKind, addr: u64, data: &[u8]) -> Result<()> {
         let n = self.cgsize;
-        if kind != BlockKind::Cg || n > data.len() {
+        if !self.cg_ckhash || kind != BlockKind::Cg || n > data.len() {
             return Ok(());
         }
         let f = ufs_format::cg::CG_CKHASH_OFF;
@@ -150,12 +225,16 @@ impl crate::cache::Formats for CgCheckHashes {
 
     fn seal(&self, kind: BlockKind, data: &mut [u8]) {
         let n = self.cgsize;
-        if kind != BlockKind::Cg || n > data.len() {
+        if !self.cg_ckhash || kind != BlockKind::Cg || n > data.len() {
             return;
         }
         let f = ufs_format::cg::CG_CKHASH_OFF;
         let h = ufs_format::ckhash::ckhash_with_zeroed_field(&data[..n], f);
         data[f..f + 4].copy_from_slice(&h.to_le_bytes());
+    }
+
+    fn untorn(&self, kind: BlockKind) -> bool {
+        matches!(kind, BlockKind::Cg | BlockKind::Super)
     }
 }
 
@@ -256,11 +335,10 @@ impl FsCore {
             write_mode: Some(mode),
             ..opts
         };
-        if sb.ckhash_enabled(CK_CYLGRP) {
-            cache.set_formats(Some(Box::new(CgCheckHashes {
-                cgsize: g.cgsize as usize,
-            })));
-        }
+        cache.set_formats(Some(Box::new(UfsBlocks {
+            cgsize: g.cgsize as usize,
+            cg_ckhash: sb.ckhash_enabled(CK_CYLGRP),
+        })));
         // The summary area: ncg entries of struct csum at fs_csaddr.
         let mut raw = vec![0u8; g.cssize as usize];
         cache.read_raw(g.csaddr * g.fsize, &mut raw, BlockKind::Summary)?;
@@ -289,6 +367,7 @@ impl FsCore {
             dir_hints: HashMap::new(),
             placement: Default::default(),
             order: Default::default(),
+            op_log: None,
             read_only,
             sb_dirty: false,
             rng,
@@ -359,9 +438,10 @@ impl FsCore {
         Ok(di)
     }
 
-    /// Stores inode `ino`. The change waits for whatever was noted for the
-    /// inode (`order.inode_needs`); releases of blocks whose pointers this
-    /// write clears are attached to it. Returns the change.
+    /// Stores inode `ino`. The change waits for the inode's dependencies
+    /// (`order.inode_deps`: what its in-memory state already holds);
+    /// releases of blocks whose pointers this write clears are attached to
+    /// it. Returns the change.
     pub fn write_inode(&mut self, ino: u64, di: &Dinode) -> Result<ChangeId> {
         self.check_writable()?;
         self.check_ino(ino)?;
@@ -372,16 +452,15 @@ impl FsCore {
         let addr = self.g.ino_to_fsba(ino);
         let off = self.g.ino_to_fsbo(ino) as usize * DINODE_SIZE;
         let bsize = self.g.bsize as usize;
-        let mut needs = self.order.inode_needs.remove(&ino).unwrap_or_default();
+        let deps = self.order.inode_deps.remove(&ino).unwrap_or_default();
+        let mut needs = deps.needs.clone();
         // Pointers a truncation cleared in indirect blocks it keeps go to
         // disk before the smaller size: the other way round a crash leaves
         // pointers past the end of the file (PARTIALLY TRUNCATED INODE,
         // which preen will not repair), this way only a size past the last
         // block (which it shortens).
-        if let Some((_, cleared)) = self.order.unattached.get(&ino) {
-            needs.extend(cleared.iter().copied());
-        }
-        let (id, b) = self.cache.modify_tracked(
+        needs.extend(deps.cleared.iter().copied());
+        let made = self.cache.modify_tracked(
             addr,
             bsize,
             BlockKind::Inode,
@@ -389,7 +468,15 @@ impl FsCore {
             DINODE_SIZE,
             &needs,
             Vec::new(),
-        )?;
+        );
+        let (id, b) = match made {
+            Ok(m) => m,
+            Err(e) => {
+                // Not written: the inode still owes what it carried.
+                self.order.inode_deps.insert(ino, deps);
+                return Err(e);
+            }
+        };
         let old = Dinode::from_bytes(&b[off..off + DINODE_SIZE]);
         b[off..off + DINODE_SIZE].copy_from_slice(di.as_bytes());
         if id != 0 && !(di.is_symlink() && di.di_blocks() == 0) {
@@ -402,18 +489,19 @@ impl FsCore {
                 }
             }
         }
-        if let Some((frees, mut needs)) = self.order.unattached.remove(&ino) {
+        if !deps.frees.is_empty() {
             // Directory blocks this write cuts off (a removed directory, or
             // empty chunks past a shrunk one's end) hold only removed names:
             // they need not reach the disk once this change does.
-            for f in &frees {
+            for f in &deps.frees {
                 if let Freed::Blocks { bno, size } = *f {
                     self.cache
                         .abandon_dir_blocks(bno, self.g.numfrags(size), id);
                 }
             }
+            let mut needs = deps.cleared;
             needs.push(id);
-            self.defer(frees, needs)?;
+            self.defer(deps.frees, needs)?;
         }
         Ok(id)
     }
@@ -500,9 +588,8 @@ impl FsCore {
         if self.cache.mode().tracks() {
             let n = self.block_pointer_needs(bno);
             self.order
-                .inode_needs
-                .entry(ino)
-                .or_default()
+                .inode_deps(ino)
+                .needs
                 .extend(n.into_iter().filter(|&i| i != 0));
         }
     }
@@ -649,8 +736,8 @@ impl FsCore {
     /// cache. The next change that needs them flushes first, so the order
     /// holds; a daemon killed after the operation returned has them on
     /// disk. Releases whose pointers are durably gone are done here too.
-    pub fn end_op(&mut self) -> Result<()> {
-        let dir_changes = std::mem::take(&mut self.order.op_dir_changes);
+    fn end_op(&mut self, log: OpLog) -> Result<()> {
+        let dir_changes = log.dir_changes;
         if self.read_only {
             return Ok(());
         }

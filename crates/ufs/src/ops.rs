@@ -18,7 +18,7 @@ use crate::calls::{Call, CallStats};
 use crate::dev::BlockDevice;
 use crate::dir::ReadDirEntry;
 use crate::error::{Error, ErrorKind, Result};
-use crate::fs::{now, FsCore, MountOptions};
+use crate::fs::{now, FsCore, MountOptions, Op};
 use std::sync::{Mutex, MutexGuard};
 use ufs_format::dinode::{self, dt, iftodt};
 use ufs_format::*;
@@ -345,8 +345,7 @@ impl Fs {
         *self.lock().lookups.entry(ino).or_insert(0) += 1;
     }
 
-    fn forget_op(&self, ino: u64, n: u64) -> Result<()> {
-        let mut c = self.lock();
+    fn forget_op(c: &mut FsCore, ino: u64, n: u64) -> Result<()> {
         let left = match c.lookups.get_mut(&ino) {
             Some(k) => {
                 *k = k.saturating_sub(n);
@@ -363,7 +362,7 @@ impl Fs {
         Ok(())
     }
 
-    fn mknod_op(&self, parent: u64, name: &[u8], mode: u32, rdev: u32, cred: Cred) -> Result<Attr> {
+    fn mknod_op(c: &mut FsCore, parent: u64, name: &[u8], mode: u32, rdev: u32, cred: Cred) -> Result<Attr> {
         let fmt = (mode as u16) & dinode::IFMT;
         let fmt = if fmt == 0 { dinode::IFREG } else { fmt };
         if !matches!(
@@ -375,7 +374,7 @@ impl Fs {
                 "mknod: unsupported file type",
             ));
         }
-        self.make_node(
+        Self::make_node(c, 
             parent,
             name,
             fmt | (mode as u16 & 0o7777),
@@ -390,12 +389,11 @@ impl Fs {
         )
     }
 
-    fn mkdir_op(&self, parent: u64, name: &[u8], mode: u32, cred: Cred) -> Result<Attr> {
+    fn mkdir_op(c: &mut FsCore, parent: u64, name: &[u8], mode: u32, cred: Cred) -> Result<Attr> {
         check_name(name)?;
-        let mut c = self.lock();
         c.check_writable()?;
-        let mut pdi = dir_inode(&mut c, parent)?;
-        must_be_absent(&mut c, parent, &pdi, name)?;
+        let mut pdi = dir_inode(c, parent)?;
+        must_be_absent(c, parent, &pdi, name)?;
         if pdi.nlink() >= UFS_LINK_MAX {
             return Err(Error::new(
                 ErrorKind::TooManyLinks,
@@ -404,7 +402,7 @@ impl Fs {
         }
         let ino = c.alloc_inode(parent, true)?;
         let mut di = fresh_inode(
-            &mut c,
+            c,
             ino,
             dinode::IFDIR | (mode as u16 & 0o7777),
             cred,
@@ -417,21 +415,28 @@ impl Fs {
         pdi.set_nlink(pdi.nlink() + 1);
         let counted = c.write_inode(parent, &pdi)?;
         if counted != 0 {
-            c.order.inode_needs.entry(ino).or_default().push(counted);
+            c.order.inode_deps(ino).needs.push(counted);
         }
         let r = c.dir_init(ino, &mut di, parent, cred.reserve());
         c.write_inode(ino, &di)?;
         if let Err(e) = r {
             pdi.set_nlink(pdi.nlink() - 1);
             c.write_inode(parent, &pdi)?;
-            undo_create(&mut c, ino)?;
+            undo_create(c, ino)?;
             return Err(e);
         }
-        c.order.dir_needs.push(counted);
-        if let Err(e) = c.dir_enter(parent, &mut pdi, name, ino, dt::DT_DIR, cred.reserve()) {
+        if let Err(e) = c.dir_enter(
+            parent,
+            &mut pdi,
+            name,
+            ino,
+            dt::DT_DIR,
+            cred.reserve(),
+            &[counted],
+        ) {
             pdi.set_nlink(pdi.nlink() - 1);
             c.write_inode(parent, &pdi)?;
-            undo_create(&mut c, ino)?;
+            undo_create(c, ino)?;
             return Err(e);
         }
         touch(&mut pdi, true, true, false);
@@ -439,7 +444,7 @@ impl Fs {
         attr_of(ino, &di, c.g.bsize)
     }
 
-    fn symlink_op(&self, parent: u64, name: &[u8], target: &[u8], cred: Cred) -> Result<Attr> {
+    fn symlink_op(c: &mut FsCore, parent: u64, name: &[u8], target: &[u8], cred: Cred) -> Result<Attr> {
         // Linux's limits, which is where the mount serves: an empty target
         // is ENOENT, one of PATH_MAX (4096) bytes or more ENAMETOOLONG.
         // FreeBSD's kernel makes targets of at most MAXPATHLEN - 1 (1023)
@@ -454,7 +459,7 @@ impl Fs {
                 format!("symlink target longer than {SYMLINK_MAX} bytes"),
             ));
         }
-        self.make_node(parent, name, dinode::IFLNK | 0o777, cred, |c, ino, di| {
+        Self::make_node(c, parent, name, dinode::IFLNK | 0o777, cred, |c, ino, di| {
             if target.len() < c.sb.fs_maxsymlinklen() as usize {
                 di.set_shortlink(target);
                 di.set_di_size(target.len() as u64);
@@ -469,8 +474,7 @@ impl Fs {
         })
     }
 
-    fn make_node(
-        &self,
+    fn make_node(c: &mut FsCore,
         parent: u64,
         name: &[u8],
         mode: u16,
@@ -478,25 +482,32 @@ impl Fs {
         init: impl FnOnce(&mut FsCore, u64, &mut Dinode) -> Result<()>,
     ) -> Result<Attr> {
         check_name(name)?;
-        let mut c = self.lock();
         c.check_writable()?;
-        let mut pdi = dir_inode(&mut c, parent)?;
-        must_be_absent(&mut c, parent, &pdi, name)?;
+        let mut pdi = dir_inode(c, parent)?;
+        must_be_absent(c, parent, &pdi, name)?;
         let ino = match c.placement_goal(parent, &pdi, name)? {
             Some(goal) => c.alloc_placed(parent, goal)?,
             None => c.alloc_inode(parent, false)?,
         };
-        let mut di = fresh_inode(&mut c, ino, mode, cred, &pdi)?;
+        let mut di = fresh_inode(c, ino, mode, cred, &pdi)?;
         di.set_nlink(1);
-        let r = init(&mut c, ino, &mut di);
+        let r = init(c, ino, &mut di);
         c.write_inode(ino, &di)?;
         if let Err(e) = r {
-            undo_create(&mut c, ino)?;
+            undo_create(c, ino)?;
             return Err(e);
         }
-        if let Err(e) = c.dir_enter(parent, &mut pdi, name, ino, iftodt(mode), cred.reserve()) {
+        if let Err(e) = c.dir_enter(
+            parent,
+            &mut pdi,
+            name,
+            ino,
+            iftodt(mode),
+            cred.reserve(),
+            &[],
+        ) {
             c.write_inode(parent, &pdi)?;
-            undo_create(&mut c, ino)?;
+            undo_create(c, ino)?;
             return Err(e);
         }
         touch(&mut pdi, true, true, false);
@@ -504,10 +515,14 @@ impl Fs {
         attr_of(ino, &di, c.g.bsize)
     }
 
-    /// Ends a changing operation: in sync mode its blocks are durable
-    /// before it returns (even when it failed half-way and undid itself).
-    fn finish<T>(&self, r: Result<T>) -> Result<T> {
-        let e = self.lock().end_op();
+    /// Runs a changing operation `f` as one [`Op`]: under one hold of the
+    /// engine's lock from its first change to its end, which (in sync
+    /// mode) makes its blocks durable before it returns, even when it
+    /// failed half-way and undid itself.
+    fn finish<T>(&self, f: impl FnOnce(&mut FsCore) -> Result<T>) -> Result<T> {
+        let mut op = Op::begin(self.lock());
+        let r = f(&mut op);
+        let e = op.end();
         let v = r?;
         e?;
         Ok(v)
@@ -515,7 +530,7 @@ impl Fs {
 
     /// Drops `n` kernel references; frees the inode if it was unlinked.
     pub fn forget(&self, ino: u64, n: u64) -> Result<()> {
-        let r = self.finish(self.forget_op(ino, n));
+        let r = self.finish(|c| Self::forget_op(c, ino, n));
         self.counted(Call::Other, 0, r)
     }
 
@@ -528,32 +543,32 @@ impl Fs {
         rdev: u32,
         cred: Cred,
     ) -> Result<Attr> {
-        let r = self.finish(self.mknod_op(parent, name, mode, rdev, cred));
+        let r = self.finish(|c| Self::mknod_op(c, parent, name, mode, rdev, cred));
         self.counted(Call::Create, 0, r)
     }
 
     pub fn mkdir(&self, parent: u64, name: &[u8], mode: u32, cred: Cred) -> Result<Attr> {
-        let r = self.finish(self.mkdir_op(parent, name, mode, cred));
+        let r = self.finish(|c| Self::mkdir_op(c, parent, name, mode, cred));
         self.counted(Call::Create, 0, r)
     }
 
     pub fn symlink(&self, parent: u64, name: &[u8], target: &[u8], cred: Cred) -> Result<Attr> {
-        let r = self.finish(self.symlink_op(parent, name, target, cred));
+        let r = self.finish(|c| Self::symlink_op(c, parent, name, target, cred));
         self.counted(Call::Create, 0, r)
     }
 
     pub fn link(&self, ino: u64, newparent: u64, newname: &[u8]) -> Result<Attr> {
-        let r = self.finish(self.link_op(ino, newparent, newname));
+        let r = self.finish(|c| Self::link_op(c, ino, newparent, newname));
         self.counted(Call::Create, 0, r)
     }
 
     pub fn unlink(&self, parent: u64, name: &[u8]) -> Result<()> {
-        let r = self.finish(self.unlink_op(parent, name));
+        let r = self.finish(|c| Self::unlink_op(c, parent, name));
         self.counted(Call::Remove, 0, r)
     }
 
     pub fn rmdir(&self, parent: u64, name: &[u8]) -> Result<()> {
-        let r = self.finish(self.rmdir_op(parent, name));
+        let r = self.finish(|c| Self::rmdir_op(c, parent, name));
         self.counted(Call::Remove, 0, r)
     }
 
@@ -565,12 +580,12 @@ impl Fs {
         newname: &[u8],
         mode: RenameMode,
     ) -> Result<()> {
-        let r = self.finish(self.rename_op(parent, name, newparent, newname, mode));
+        let r = self.finish(|c| Self::rename_op(c, parent, name, newparent, newname, mode));
         self.counted(Call::Rename, 0, r)
     }
 
     pub fn setattr(&self, ino: u64, s: &SetAttr, cred: Cred) -> Result<Attr> {
-        let r = self.finish(self.setattr_op(ino, s, cred));
+        let r = self.finish(|c| Self::setattr_op(c, ino, s, cred));
         self.counted(Call::Setattr, 0, r)
     }
 
@@ -591,7 +606,7 @@ impl Fs {
         cred: Cred,
         kill: bool,
     ) -> Result<usize> {
-        let r = self.finish(self.write_op(ino, off, data, cred, kill));
+        let r = self.finish(|c| Self::write_op(c, ino, off, data, cred, kill));
         self.counted(Call::Write, data.len() as u64, r)
     }
 
@@ -611,11 +626,10 @@ impl Fs {
         self.counted(Call::Other, 0, r)
     }
 
-    fn link_op(&self, ino: u64, newparent: u64, newname: &[u8]) -> Result<Attr> {
+    fn link_op(c: &mut FsCore, ino: u64, newparent: u64, newname: &[u8]) -> Result<Attr> {
         check_name(newname)?;
-        let mut c = self.lock();
         c.check_writable()?;
-        let mut di = live_inode(&mut c, ino)?;
+        let mut di = live_inode(c, ino)?;
         if di.is_dir() {
             return Err(Error::new(
                 ErrorKind::Permission,
@@ -625,8 +639,8 @@ impl Fs {
         if di.nlink() >= UFS_LINK_MAX {
             return Err(Error::new(ErrorKind::TooManyLinks, "too many links"));
         }
-        let mut pdi = dir_inode(&mut c, newparent)?;
-        must_be_absent(&mut c, newparent, &pdi, newname)?;
+        let mut pdi = dir_inode(c, newparent)?;
+        must_be_absent(c, newparent, &pdi, newname)?;
         // Raise the count first so a crash leaves it too high, never too low.
         di.set_nlink(di.nlink() + 1);
         touch(&mut di, false, true, false);
@@ -638,6 +652,7 @@ impl Fs {
             ino,
             iftodt(di.di_mode()),
             Reserve::Privileged,
+            &[],
         ) {
             c.write_inode(newparent, &pdi)?;
             di.set_nlink(di.nlink() - 1);
@@ -649,24 +664,23 @@ impl Fs {
         attr_of(ino, &di, c.g.bsize)
     }
 
-    fn unlink_op(&self, parent: u64, name: &[u8]) -> Result<()> {
+    fn unlink_op(c: &mut FsCore, parent: u64, name: &[u8]) -> Result<()> {
         check_name(name)?;
-        let mut c = self.lock();
         c.check_writable()?;
-        let mut pdi = dir_inode(&mut c, parent)?;
-        let f = must_find(&mut c, parent, &pdi, name)?;
-        let di = live_inode(&mut c, f.ino)?;
+        let mut pdi = dir_inode(c, parent)?;
+        let f = must_find(c, parent, &pdi, name)?;
+        let di = live_inode(c, f.ino)?;
         if di.is_dir() {
             return Err(Error::new(ErrorKind::IsDir, "is a directory"));
         }
-        c.dir_remove(parent, &mut pdi, name, Reserve::Privileged)?;
+        c.dir_remove(parent, &mut pdi, name, Reserve::Privileged, &[])?;
         touch(&mut pdi, true, true, false);
         c.write_inode(parent, &pdi)?;
-        drop_link(&mut c, f.ino, 1)?;
+        drop_link(c, f.ino, 1)?;
         Ok(())
     }
 
-    fn rmdir_op(&self, parent: u64, name: &[u8]) -> Result<()> {
+    fn rmdir_op(c: &mut FsCore, parent: u64, name: &[u8]) -> Result<()> {
         check_name(name)?;
         if name == b"." {
             return Err(Error::new(ErrorKind::Invalid, "cannot remove '.'"));
@@ -674,32 +688,30 @@ impl Fs {
         if name == b".." {
             return Err(Error::new(ErrorKind::NotEmpty, "cannot remove '..'"));
         }
-        let mut c = self.lock();
         c.check_writable()?;
-        let mut pdi = dir_inode(&mut c, parent)?;
-        let f = must_find(&mut c, parent, &pdi, name)?;
-        let di = live_inode(&mut c, f.ino)?;
+        let mut pdi = dir_inode(c, parent)?;
+        let f = must_find(c, parent, &pdi, name)?;
+        let di = live_inode(c, f.ino)?;
         if !di.is_dir() {
             return Err(Error::new(ErrorKind::NotDir, "not a directory"));
         }
         if !c.dir_is_empty(f.ino, &di)? {
             return Err(Error::new(ErrorKind::NotEmpty, "directory not empty"));
         }
-        c.dir_remove(parent, &mut pdi, name, Reserve::Privileged)?;
+        c.dir_remove(parent, &mut pdi, name, Reserve::Privileged, &[])?;
         touch(&mut pdi, true, true, false);
         c.write_inode(parent, &pdi)?;
         c.placement_forget(f.ino);
         // The parent's count drops once the child (and its '..') is gone.
-        let gone = drop_link(&mut c, f.ino, 2)?;
-        let mut pdi = dir_inode(&mut c, parent)?;
+        let gone = drop_link(c, f.ino, 2)?;
+        let mut pdi = dir_inode(c, parent)?;
         pdi.set_nlink(pdi.nlink().saturating_sub(1));
-        c.order.inode_needs.entry(parent).or_default().push(gone);
+        c.order.inode_deps(parent).needs.push(gone);
         c.write_inode(parent, &pdi)?;
         Ok(())
     }
 
-    fn rename_op(
-        &self,
+    fn rename_op(c: &mut FsCore,
         parent: u64,
         name: &[u8],
         newparent: u64,
@@ -711,13 +723,12 @@ impl Fs {
         if name == b"." || name == b".." || newname == b"." || newname == b".." {
             return Err(Error::new(ErrorKind::Invalid, "cannot rename '.' or '..'"));
         }
-        let mut c = self.lock();
         c.check_writable()?;
-        let pdi = dir_inode(&mut c, parent)?;
-        let src = must_find(&mut c, parent, &pdi, name)?;
-        let npdi = dir_inode(&mut c, newparent)?;
+        let pdi = dir_inode(c, parent)?;
+        let src = must_find(c, parent, &pdi, name)?;
+        let npdi = dir_inode(c, newparent)?;
         let dst = c.dir_lookup(newparent, &npdi, newname)?;
-        let sdi = live_inode(&mut c, src.ino)?;
+        let sdi = live_inode(c, src.ino)?;
         let src_is_dir = sdi.is_dir();
         match (mode, &dst) {
             (RenameMode::NoReplace, Some(_)) => {
@@ -737,7 +748,7 @@ impl Fs {
             }
         }
         // A directory may not move into its own subtree.
-        if src_is_dir && parent != newparent && is_ancestor(&mut c, src.ino, newparent)? {
+        if src_is_dir && parent != newparent && is_ancestor(c, src.ino, newparent)? {
             return Err(Error::new(
                 ErrorKind::Invalid,
                 "cannot move a directory into itself",
@@ -755,19 +766,19 @@ impl Fs {
             let d = dst
                 .clone()
                 .ok_or_else(|| Error::new(ErrorKind::NotFound, "target vanished"))?;
-            let ddi = live_inode(&mut c, d.ino)?;
-            if ddi.is_dir() && parent != newparent && is_ancestor(&mut c, d.ino, parent)? {
+            let ddi = live_inode(c, d.ino)?;
+            if ddi.is_dir() && parent != newparent && is_ancestor(c, d.ino, parent)? {
                 return Err(Error::new(
                     ErrorKind::Invalid,
                     "cannot move a directory into itself",
                 ));
             }
             return exchange(
-                &mut c, parent, name, src.ino, &sdi, newparent, newname, d.ino, &ddi,
+                c, parent, name, src.ino, &sdi, newparent, newname, d.ino, &ddi,
             );
         }
         if let Some(d) = &dst {
-            let ddi = live_inode(&mut c, d.ino)?;
+            let ddi = live_inode(c, d.ino)?;
             if src_is_dir && !ddi.is_dir() {
                 return Err(Error::new(
                     ErrorKind::NotDir,
@@ -797,7 +808,7 @@ impl Fs {
         // one name with the other, so no crash state has both or neither
         // and no other order is needed (nor a link count raised).
         if parent == newparent && dst.is_none() {
-            let mut pdi = dir_inode(&mut c, parent)?;
+            let mut pdi = dir_inode(c, parent)?;
             if c.dir_rename_in_place(parent, &pdi, name, newname)?
                 .is_some()
             {
@@ -820,25 +831,27 @@ impl Fs {
         touch(&mut sdi, false, true, false);
         c.write_inode(src.ino, &sdi)?;
         // 2. A directory moving in: the new parent counts its '..' first.
-        let mut npdi = dir_inode(&mut c, newparent)?;
+        let mut npdi = dir_inode(c, newparent)?;
+        let mut counted = Vec::new();
         if moving_dir {
             npdi.set_nlink(npdi.nlink() + 1);
-            let counted = c.write_inode(newparent, &npdi)?;
-            c.order.dir_needs.push(counted);
+            counted.push(c.write_inode(newparent, &npdi)?);
         }
         // 3. Point the new name at the source.
         let dtype = iftodt(sdi.di_mode());
-        match &dst {
-            Some(_) => c.dir_rewrite(newparent, &npdi, newname, src.ino, dtype)?,
-            None => {
-                if let Err(e) = c.dir_enter(
-                    newparent,
-                    &mut npdi,
-                    newname,
-                    src.ino,
-                    dtype,
-                    Reserve::Privileged,
-                ) {
+        let new_name = match &dst {
+            Some(_) => c.dir_rewrite(newparent, &npdi, newname, src.ino, dtype, &counted)?,
+            None => match c.dir_enter(
+                newparent,
+                &mut npdi,
+                newname,
+                src.ino,
+                dtype,
+                Reserve::Privileged,
+                &counted,
+            ) {
+                Ok(seen) => seen,
+                Err(e) => {
                     if moving_dir {
                         npdi.set_nlink(npdi.nlink() - 1);
                     }
@@ -847,9 +860,8 @@ impl Fs {
                     c.write_inode(src.ino, &sdi)?;
                     return Err(e);
                 }
-            }
-        }
-        let new_name = c.order.last_dir_change.clone();
+            },
+        };
         touch(&mut npdi, true, true, false);
         // The new name is there only once the directory's size covers it
         // (it may have grown a chunk for it).
@@ -857,25 +869,25 @@ impl Fs {
         // 4. The replaced inode loses the name; a replaced directory's '..'
         //    stops counting for the new parent once it is gone.
         if let Some(d) = &dst {
-            let ddi = live_inode(&mut c, d.ino)?;
+            let ddi = live_inode(c, d.ino)?;
             let was_dir = ddi.is_dir();
-            let gone = drop_link(&mut c, d.ino, if was_dir { 2 } else { 1 })?;
+            let gone = drop_link(c, d.ino, if was_dir { 2 } else { 1 })?;
             if was_dir {
-                let mut npdi = dir_inode(&mut c, newparent)?;
+                let mut npdi = dir_inode(c, newparent)?;
                 npdi.set_nlink(npdi.nlink().saturating_sub(1));
-                c.order.inode_needs.entry(newparent).or_default().push(gone);
+                c.order.inode_deps(newparent).needs.push(gone);
                 c.write_inode(newparent, &npdi)?;
             }
         }
         // 5. Remove the old name, once the new one is durable.
-        let mut pdi = dir_inode(&mut c, parent)?;
-        c.order.dir_needs.extend(new_name);
-        c.order.dir_needs.push(covered);
-        c.dir_remove(parent, &mut pdi, name, Reserve::Privileged)?;
-        let old_name_gone = c.order.last_dir_change.clone();
+        let mut pdi = dir_inode(c, parent)?;
+        let mut new_name_there = new_name;
+        new_name_there.push(covered);
+        let (_, old_name_gone) =
+            c.dir_remove(parent, &mut pdi, name, Reserve::Privileged, &new_name_there)?;
         touch(&mut pdi, true, true, false);
         c.write_inode(parent, &pdi)?;
-        let mut sdi = live_inode(&mut c, src.ino)?;
+        let mut sdi = live_inode(c, src.ino)?;
         sdi.set_nlink(sdi.nlink() - 1);
         c.write_inode(src.ino, &sdi)?;
         // 6. A moved directory gets a new '..' and depth; the old parent's
@@ -883,21 +895,19 @@ impl Fs {
         if moving_dir {
             // Only once the move itself is on disk (FFS: new entry, old
             // entry removed, then '..').
-            c.order.dir_needs.extend(old_name_gone);
-            c.dir_rewrite(src.ino, &sdi, b"..", newparent, dt::DT_DIR)?;
-            let mut pdi = dir_inode(&mut c, parent)?;
+            c.dir_rewrite(src.ino, &sdi, b"..", newparent, dt::DT_DIR, &old_name_gone)?;
+            let mut pdi = dir_inode(c, parent)?;
             pdi.set_nlink(pdi.nlink().saturating_sub(1));
             c.write_inode(parent, &pdi)?;
-            let npdi = dir_inode(&mut c, newparent)?;
-            set_depths(&mut c, src.ino, dirdepth(&npdi) + 1)?;
+            let npdi = dir_inode(c, newparent)?;
+            set_depths(c, src.ino, dirdepth(&npdi) + 1)?;
         }
         Ok(())
     }
 
-    fn setattr_op(&self, ino: u64, s: &SetAttr, cred: Cred) -> Result<Attr> {
-        let mut c = self.lock();
+    fn setattr_op(c: &mut FsCore, ino: u64, s: &SetAttr, cred: Cred) -> Result<Attr> {
         c.check_writable()?;
-        let mut di = live_inode(&mut c, ino)?;
+        let mut di = live_inode(c, ino)?;
         if let Some(size) = s.size {
             if di.is_dir() {
                 return Err(Error::new(ErrorKind::IsDir, "cannot truncate a directory"));
@@ -985,10 +995,9 @@ impl Fs {
         Ok(data)
     }
 
-    fn write_op(&self, ino: u64, off: u64, data: &[u8], cred: Cred, kill: bool) -> Result<usize> {
-        let mut c = self.lock();
+    fn write_op(c: &mut FsCore, ino: u64, off: u64, data: &[u8], cred: Cred, kill: bool) -> Result<usize> {
         c.check_writable()?;
-        let mut di = live_inode(&mut c, ino)?;
+        let mut di = live_inode(c, ino)?;
         if !di.is_reg() {
             return Err(Error::new(
                 ErrorKind::Invalid,
@@ -1393,15 +1402,15 @@ fn exchange(
     d2: &Dinode,
 ) -> Result<()> {
     let pd1 = dir_inode(c, p1)?;
-    c.dir_rewrite(p1, &pd1, n1, i2, iftodt(d2.di_mode()))?;
+    c.dir_rewrite(p1, &pd1, n1, i2, iftodt(d2.di_mode()), &[])?;
     let pd2 = dir_inode(c, p2)?;
-    c.dir_rewrite(p2, &pd2, n2, i1, iftodt(d1.di_mode()))?;
+    c.dir_rewrite(p2, &pd2, n2, i1, iftodt(d1.di_mode()), &[])?;
     if p1 != p2 {
         // A directory changing parents moves one '..' count with it.
         for (child, child_di, newp, oldp) in [(i1, d1, p2, p1), (i2, d2, p1, p2)] {
             if child_di.is_dir() {
                 let d = dir_inode(c, child)?;
-                c.dir_rewrite(child, &d, b"..", newp, dt::DT_DIR)?;
+                c.dir_rewrite(child, &d, b"..", newp, dt::DT_DIR, &[])?;
                 let mut np = dir_inode(c, newp)?;
                 np.set_nlink(np.nlink() + 1);
                 c.write_inode(newp, &np)?;

@@ -55,7 +55,7 @@ pub struct CrashtestArgs {
     examples: usize,
     /// Save the image of every failing state printed (as the crash left
     /// it, before repair) in this directory, to inspect with `ufskit fsck
-    /// -n` or `dumpfs`.
+    /// -n` or `dumpfs` (with --mount, WORK/failed when not given).
     #[arg(long, value_name = "DIR")]
     keep: Option<PathBuf>,
     /// Kill the real mount daemon instead (root): `ufskit mount -f` under
@@ -347,7 +347,9 @@ fn mount_config(a: &CrashtestArgs) -> Result<mountcrash::Config, String> {
             })
             .collect::<Result<Vec<_>, String>>()?,
         seed: a.seed,
-        keep: a.keep.clone(),
+        // A failing image is always kept: in --keep, or else next to the
+        // scratch image.
+        keep: Some(a.keep.clone().unwrap_or_else(|| a.work.join("failed"))),
     })
 }
 

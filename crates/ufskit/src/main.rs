@@ -538,8 +538,13 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
 
 fn cmd_mount(a: MountArgs) -> Result<(), String> {
     let (opts, f) = parse_mount_options(&a.options)?;
-    let image =
-        std::fs::canonicalize(&a.image).map_err(|e| format!("{}: {e}", a.image.display()))?;
+    // `disk.img:p2`: the file is canonicalized, the partition kept.
+    let (file, partition) = ufs::dev::partition::split_spec(&a.image);
+    let file = std::fs::canonicalize(&file).map_err(|e| format!("{}: {e}", file.display()))?;
+    let image = match partition {
+        Some(p) => std::path::PathBuf::from(format!("{}:{p}", file.display())),
+        None => file,
+    };
     let dir = std::fs::canonicalize(&a.dir).map_err(|e| format!("{}: {e}", a.dir.display()))?;
     if !dir.is_dir() {
         return Err(format!("{} is not a directory", dir.display()));

@@ -160,6 +160,26 @@ pub enum Reserve {
     Unprivileged,
 }
 
+/// Where a block should go: the answer of `blkpref`/`indir_pref`, handed
+/// to `alloc_block` as an argument (no hint travels between the two any
+/// other way).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockPref {
+    /// Preferred fragment address (0: no preference, the inode's group).
+    pub bno: u64,
+    /// Take fragments exactly at `bno` when they are free (a file placed in
+    /// a large directory, whose data follows its neighbour's); otherwise
+    /// the ordinary search starts there.
+    pub exact: bool,
+}
+
+impl BlockPref {
+    /// A preference the ordinary search starts from.
+    pub fn near(bno: u64) -> BlockPref {
+        BlockPref { bno, exact: false }
+    }
+}
+
 impl FsCore {
     /// Stores a modified cg and carries its counter change into the
     /// summary array and `fs_cstotal`.
@@ -229,7 +249,7 @@ impl FsCore {
     /// `bpref`, for a file whose inode is `ino`. Returns the fragment address.
     /// With soft updates, blocks released but not yet free (their pointers
     /// not durably gone) are waited for before giving up with ENOSPC.
-    pub fn alloc_block(&mut self, ino: u64, bpref: u64, size: u64, who: Reserve) -> Result<u64> {
+    pub fn alloc_block(&mut self, ino: u64, bpref: BlockPref, size: u64, who: Reserve) -> Result<u64> {
         match self.alloc_block_once(ino, bpref, size, who) {
             Err(e)
                 if e.kind == crate::error::ErrorKind::NoSpace
@@ -242,7 +262,8 @@ impl FsCore {
         }
     }
 
-    fn alloc_block_once(&mut self, ino: u64, bpref: u64, size: u64, who: Reserve) -> Result<u64> {
+    fn alloc_block_once(&mut self, ino: u64, pref: BlockPref, size: u64, who: Reserve) -> Result<u64> {
+        let BlockPref { bno: bpref, exact } = pref;
         self.check_writable()?;
         debug_assert!(size > 0 && size <= self.g.bsize && size % self.g.fsize == 0);
         let need = self.g.numfrags(size) as i64;
@@ -255,7 +276,7 @@ impl FsCore {
         } else {
             self.g.dtog(bpref)
         };
-        if bpref != 0 && self.placement.exact_pref.take() == Some(bpref) && size < self.g.bsize {
+        if bpref != 0 && exact && size < self.g.bsize {
             if let Some(b) = self.alloc_frags_at(bpref, size)? {
                 return Ok(b);
             }
@@ -490,7 +511,7 @@ impl FsCore {
             return self.free_blocks_now(bno, size);
         }
         self.cache.discard_data(bno, self.g.numfrags(size));
-        self.order.unattached.entry(ino).or_default().0.push(what);
+        self.order.inode_deps(ino).frees.push(what);
         Ok(())
     }
 
@@ -693,7 +714,7 @@ impl FsCore {
             // never in use while its map calls it free.
             let bit = self.cache.region_latest(g.cgtod(c), 0);
             if bit != 0 {
-                self.order.inode_needs.entry(ino).or_default().push(bit);
+                self.order.inode_deps(ino).needs.push(bit);
             }
         } else if !made.is_empty() && self.cache.mode().tracks() {
             // Names do not wait for the group in normal and sync modes, but
@@ -910,14 +931,13 @@ impl FsCore {
         indx: u64,
         prev: u64,
         ib0: u64,
-    ) -> u64 {
+    ) -> BlockPref {
         let g = self.g;
         // A file placed in a large directory: its data follows the data of
         // the inode before it (placement.rs).
         if lbn == 0 && !is_dir && prev == 0 {
             if let Some(p) = self.data_pref(ino) {
-                self.placement.exact_pref = Some(p);
-                return p;
+                return BlockPref { bno: p, exact: true };
             }
         }
         let inocg = g.ino_to_cg(ino);
@@ -928,17 +948,17 @@ impl FsCore {
             && ib0 >= g.cgdmin(inocg) + g.metaspace
             && ib0 < g.cgbase(inocg + 1)
         {
-            return ib0 + g.frag;
+            return BlockPref::near(ib0 + g.frag);
         }
         let prev = if prev >= g.size { 0 } else { prev };
         if indx % g.maxbpg == 0 || prev == 0 {
             // Directories start next to the inodes (the metadata zone).
             if is_dir {
-                return g.cgdmin(inocg);
+                return BlockPref::near(g.cgdmin(inocg));
             }
             // Small files stay in their inode's group, after the metadata zone.
             if lbn < UFS_NDADDR as u64 + g.nindir {
-                return g.cgdmin(inocg) + g.metaspace;
+                return BlockPref::near(g.cgdmin(inocg) + g.metaspace);
             }
             // Start a new section in a group with more than average free blocks.
             let startcg = if indx == 0 || prev == 0 {
@@ -950,23 +970,23 @@ impl FsCore {
             for c in (startcg..g.ncg).chain(0..=startcg) {
                 if self.cs[c as usize].cs_nbfree as i64 >= avgbfree {
                     self.sb.set_fs_cgrotor(c as i32);
-                    return g.cgdmin(c) + g.metaspace;
+                    return BlockPref::near(g.cgdmin(c) + g.metaspace);
                 }
             }
-            return 0;
+            return BlockPref::near(0);
         }
-        prev + g.frag
+        BlockPref::near(prev + g.frag)
     }
 
     /// `ffs_blkpref_ufs2` for indirect blocks: the metadata zone of the
     /// inode's group, except that a file's first single-indirect block goes
     /// right after its last direct block.
-    pub fn indir_pref(&self, ino: u64, level: usize, lbn: u64, db11: u64) -> u64 {
+    pub fn indir_pref(&self, ino: u64, level: usize, lbn: u64, db11: u64) -> BlockPref {
         let g = self.g;
         if level == 1 && lbn < UFS_NDADDR as u64 + g.nindir && db11 != 0 && db11 < g.size {
-            return db11 + g.frag;
+            return BlockPref::near(db11 + g.frag);
         }
-        g.cgdmin(g.ino_to_cg(ino))
+        BlockPref::near(g.cgdmin(g.ino_to_cg(ino)))
     }
 }
 

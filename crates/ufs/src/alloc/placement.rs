@@ -156,9 +156,6 @@ pub struct Placement {
     /// Placed inodes that have no data block yet: their first block
     /// follows the data of the inode before them ([`FsCore::data_pref`]).
     pub no_data_yet: std::collections::HashSet<u64>,
-    /// The block preference just handed out for such a file: the
-    /// allocator takes fragments exactly there when they are free.
-    pub exact_pref: Option<u64>,
 }
 
 /// At most this many placed inodes wait for their first block; beyond it

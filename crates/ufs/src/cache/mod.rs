@@ -75,6 +75,9 @@ pub trait Formats: Send {
     /// A block of `kind` about to be written: make it whole (compute its
     /// check-hash over the bytes that go).
     fn seal(&self, kind: BlockKind, data: &mut [u8]);
+    /// Whether blocks of `kind` must reach the device whole or not at all
+    /// ([`BlockDevice::write_untorn`](crate::dev::BlockDevice::write_untorn)).
+    fn untorn(&self, kind: BlockKind) -> bool;
 }
 
 #[derive(Debug, Default, Clone, Copy, Serialize)]
@@ -959,10 +962,18 @@ impl BufferCache {
             kept.push((*at, b.data[r.clone()].to_vec()));
             b.data[r].copy_from_slice(image);
         }
-        if let Some(f) = &self.formats {
-            f.seal(b.kind, &mut b.data);
-        }
-        let w = self.dev.write_at(off, &b.data);
+        let untorn = match &self.formats {
+            Some(f) => {
+                f.seal(b.kind, &mut b.data);
+                f.untorn(b.kind)
+            }
+            None => false,
+        };
+        let w = if untorn {
+            self.dev.write_untorn(off, &b.data)
+        } else {
+            self.dev.write_at(off, &b.data)
+        };
         for (at, bytes) in kept.iter().rev() {
             b.data[*at..*at + bytes.len()].copy_from_slice(bytes);
         }
@@ -1206,11 +1217,17 @@ impl BufferCache {
     }
 
     /// Bytes written directly (superblock, summary area), counted by kind.
+    /// Kinds the formats want whole go with an untorn write.
     pub fn write_raw(&mut self, byte_off: u64, data: &[u8], kind: BlockKind) -> Result<()> {
         let n = self.nfrags(data.len()).max(1);
         self.clear_overlaps(byte_off >> self.fshift, n, None)?;
         self.healthy()?;
-        let r = self.dev.write_at(byte_off, data);
+        let untorn = self.formats.as_ref().is_some_and(|f| f.untorn(kind));
+        let r = if untorn {
+            self.dev.write_untorn(byte_off, data)
+        } else {
+            self.dev.write_at(byte_off, data)
+        };
         self.latched(r)?;
         let st = &mut self.stats.by_kind[kind.idx()];
         st.writes += 1;

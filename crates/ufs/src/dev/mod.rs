@@ -7,7 +7,10 @@
 //! window, and the simulated devices of the `ufs-sim` crate (a modeled
 //! disk, a crash recorder, a fault injector) wrap any device behind the
 //! same trait; `drop_caches` and `disk_stats` pass down through every
-//! layer.
+//! layer. `write_untorn` is a write that a SIGKILL of this process cannot
+//! leave half done (the kernel's buffered write copies page by page and
+//! stops at a fatal signal): blocks with a check-hash over more than one
+//! page go that way.
 use crate::error::{Error, ErrorKind, Result};
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
@@ -18,6 +21,12 @@ use std::sync::Mutex;
 pub trait BlockDevice: Send + Sync {
     fn read_at(&self, off: u64, buf: &mut [u8]) -> Result<()>;
     fn write_at(&self, off: u64, buf: &[u8]) -> Result<()>;
+    /// Writes `buf` at `off` so that a kill of this process cannot leave
+    /// part of it written and part not (the device may still tear it on
+    /// power loss, as any disk can). By default a plain write.
+    fn write_untorn(&self, off: u64, buf: &[u8]) -> Result<()> {
+        self.write_at(off, buf)
+    }
     fn flush(&self) -> Result<()>;
     fn size(&self) -> u64;
     /// The modeled disk's figures, if the stack has one.
@@ -46,7 +55,17 @@ pub struct FileDevice {
     file: File,
     size: u64,
     read_only: bool,
+    /// The same file opened with O_DIRECT, for untorn writes: a direct
+    /// write is submitted to the device whole and waited for
+    /// uninterruptibly, where a buffered one copies page by page and stops
+    /// at a fatal signal. None when the file system below refuses
+    /// O_DIRECT (tmpfs); cleared if a direct write is refused.
+    direct: Mutex<Option<File>>,
 }
+
+/// Alignment of O_DIRECT transfers (memory, offset and length): a page,
+/// which satisfies every logical block size up to it.
+const DIRECT_ALIGN: usize = 4096;
 
 impl FileDevice {
     /// Opens `path`; takes an exclusive lock (shared for read-only opens
@@ -77,11 +96,52 @@ impl FileDevice {
             ));
         }
         let size = device_size(&file)?;
+        let direct = if writable {
+            use std::os::unix::fs::OpenOptionsExt;
+            OpenOptions::new()
+                .write(true)
+                .custom_flags(libc::O_DIRECT)
+                .open(path)
+                .ok()
+        } else {
+            None
+        };
         Ok(FileDevice {
             file,
             size,
             read_only: !writable,
+            direct: Mutex::new(direct),
         })
+    }
+
+    /// A direct write of `buf` at `off`, if the file takes one: Ok(false)
+    /// when it does not (unaligned request, or O_DIRECT refused).
+    fn write_direct(&self, off: u64, buf: &[u8]) -> Result<bool> {
+        if off % DIRECT_ALIGN as u64 != 0 || buf.len() % DIRECT_ALIGN != 0 || buf.is_empty() {
+            return Ok(false);
+        }
+        let mut g = self.direct.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(f) = g.as_ref() else {
+            return Ok(false);
+        };
+        // An aligned copy, found inside a slightly larger allocation.
+        let mut space = vec![0u8; buf.len() + DIRECT_ALIGN];
+        let a = space.as_ptr().align_offset(DIRECT_ALIGN);
+        let aligned = &mut space[a..a + buf.len()];
+        aligned.copy_from_slice(buf);
+        match f.write_at(aligned, off) {
+            Ok(n) if n == buf.len() => Ok(true),
+            Ok(n) => {
+                // A short direct write: the rest goes the plain way.
+                self.file.write_all_at(&buf[n..], off + n as u64)?;
+                Ok(true)
+            }
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                *g = None;
+                Ok(false)
+            }
+            Err(e) => Err(e.into()),
+        }
     }
     pub fn is_read_only(&self) -> bool {
         self.read_only
@@ -124,6 +184,16 @@ impl BlockDevice for FileDevice {
         }
         check_range(off, buf.len(), self.size)?;
         self.file.write_all_at(buf, off)?;
+        Ok(())
+    }
+    fn write_untorn(&self, off: u64, buf: &[u8]) -> Result<()> {
+        if self.read_only {
+            return Err(Error::new(ErrorKind::ReadOnly, "device opened read-only"));
+        }
+        check_range(off, buf.len(), self.size)?;
+        if !self.write_direct(off, buf)? {
+            self.file.write_all_at(buf, off)?;
+        }
         Ok(())
     }
     fn flush(&self) -> Result<()> {
@@ -336,6 +406,13 @@ impl<D: BlockDevice> BlockDevice for CountingDevice<D> {
         self.seek(off, buf.len());
         self.inner.write_at(off, buf)
     }
+    fn write_untorn(&self, off: u64, buf: &[u8]) -> Result<()> {
+        self.writes.fetch_add(1, Ordering::Relaxed);
+        self.write_bytes
+            .fetch_add(buf.len() as u64, Ordering::Relaxed);
+        self.seek(off, buf.len());
+        self.inner.write_untorn(off, buf)
+    }
     fn flush(&self) -> Result<()> {
         self.flushes.fetch_add(1, Ordering::Relaxed);
         self.inner.flush()
@@ -358,6 +435,9 @@ impl BlockDevice for Box<dyn BlockDevice> {
     fn write_at(&self, off: u64, buf: &[u8]) -> Result<()> {
         (**self).write_at(off, buf)
     }
+    fn write_untorn(&self, off: u64, buf: &[u8]) -> Result<()> {
+        (**self).write_untorn(off, buf)
+    }
     fn flush(&self) -> Result<()> {
         (**self).flush()
     }
@@ -378,6 +458,9 @@ impl<D: BlockDevice + ?Sized> BlockDevice for std::sync::Arc<D> {
     }
     fn write_at(&self, off: u64, buf: &[u8]) -> Result<()> {
         (**self).write_at(off, buf)
+    }
+    fn write_untorn(&self, off: u64, buf: &[u8]) -> Result<()> {
+        (**self).write_untorn(off, buf)
     }
     fn flush(&self) -> Result<()> {
         (**self).flush()
@@ -438,17 +521,12 @@ impl<D: BlockDevice> BlockDevice for ReadAheadDevice<D> {
     }
     fn write_at(&self, off: u64, data: &[u8]) -> Result<()> {
         self.inner.write_at(off, data)?;
-        let mut g = self.buf.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((start, buf)) = g.as_mut() {
-            let (s, e) = (*start, *start + buf.len() as u64);
-            let (ws, we) = (off, off + data.len() as u64);
-            if ws < e && we > s {
-                let a = ws.max(s);
-                let b = we.min(e);
-                buf[(a - s) as usize..(b - s) as usize]
-                    .copy_from_slice(&data[(a - ws) as usize..(b - ws) as usize]);
-            }
-        }
+        self.written(off, data);
+        Ok(())
+    }
+    fn write_untorn(&self, off: u64, data: &[u8]) -> Result<()> {
+        self.inner.write_untorn(off, data)?;
+        self.written(off, data);
         Ok(())
     }
     fn flush(&self) -> Result<()> {
@@ -463,6 +541,23 @@ impl<D: BlockDevice> BlockDevice for ReadAheadDevice<D> {
     fn drop_caches(&self) {
         *self.buf.lock().unwrap_or_else(|p| p.into_inner()) = None;
         self.inner.drop_caches()
+    }
+}
+
+impl<D: BlockDevice> ReadAheadDevice<D> {
+    /// Keeps the window in step with bytes just written.
+    fn written(&self, off: u64, data: &[u8]) {
+        let mut g = self.buf.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((start, buf)) = g.as_mut() {
+            let (s, e) = (*start, *start + buf.len() as u64);
+            let (ws, we) = (off, off + data.len() as u64);
+            if ws < e && we > s {
+                let a = ws.max(s);
+                let b = we.min(e);
+                buf[(a - s) as usize..(b - s) as usize]
+                    .copy_from_slice(&data[(a - ws) as usize..(b - ws) as usize]);
+            }
+        }
     }
 }
 

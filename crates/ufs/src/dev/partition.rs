@@ -62,6 +62,10 @@ impl<D: BlockDevice> BlockDevice for Window<D> {
         super::check_range(off, buf.len(), self.size)?;
         self.inner.write_at(self.start + off, buf)
     }
+    fn write_untorn(&self, off: u64, buf: &[u8]) -> Result<()> {
+        super::check_range(off, buf.len(), self.size)?;
+        self.inner.write_untorn(self.start + off, buf)
+    }
     fn flush(&self) -> Result<()> {
         self.inner.flush()
     }

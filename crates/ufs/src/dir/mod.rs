@@ -25,7 +25,7 @@ use crate::alloc::Reserve;
 use crate::cache::BlockKind;
 use crate::error::{Error, ErrorKind, Result};
 use crate::fs::FsCore;
-use crate::order::ChangeId;
+use crate::order::{ChangeId, EntryOp, Seen};
 use dirhash::Take;
 use index::{DirIndex, Stale};
 use rand::Rng;
@@ -72,15 +72,38 @@ struct AtOffset {
 
 /// How a hashed insertion ended.
 enum Entered {
-    /// The entry is in; the index followed, or must be dropped.
-    Done(Option<Stale>),
+    /// The entry is in (what makes it seen on disk); the index followed,
+    /// or must be dropped.
+    Done(Seen, Option<Stale>),
     /// The index disagreed with the chunk it chose; nothing was written.
     NotWritten(String),
 }
 
+/// A new entry on its way into a directory: the name, what it points at,
+/// and what the chunk change that adds it waits for.
+#[derive(Clone, Copy)]
+struct NewEntry<'a> {
+    name: &'a [u8],
+    child: u64,
+    dtype: u8,
+    who: Reserve,
+    needs: &'a [ChangeId],
+}
+
+impl NewEntry<'_> {
+    /// The name change it makes.
+    fn op(&self) -> EntryOp {
+        EntryOp {
+            name: self.name.to_vec(),
+            before: None,
+            after: Some((self.child as u32, self.dtype)),
+        }
+    }
+}
+
 /// The name change of removing entry `f` called `name`.
-fn removal(name: &[u8], f: &Found) -> crate::order::EntryOp {
-    crate::order::EntryOp {
+fn removal(name: &[u8], f: &Found) -> EntryOp {
+    EntryOp {
         name: name.to_vec(),
         before: Some((f.ino as u32, f.dtype)),
         after: None,
@@ -140,33 +163,38 @@ impl FsCore {
     }
 
     /// Runs `f` on the mutable bytes of the chunk at `off`.
-    /// The change is one region of the write ordering: it waits for the
-    /// needs noted in `order.dir_needs` (the inode a new entry names),
-    /// changes the names in `order.dir_ops` (so the chunk may be written
-    /// entry by entry) and becomes `order.last_dir_change`.
+    /// The change is one region of the write ordering: it waits for
+    /// `needs` (the inode a new entry names, a rename's new name) and
+    /// changes the names `ops` describes (so the chunk may be written entry
+    /// by entry). Returns `f`'s result and what makes the change seen on
+    /// disk.
     fn dir_chunk_mut<T>(
         &mut self,
         ino: u64,
         di: &Dinode,
         off: u64,
+        needs: &[ChangeId],
+        ops: Vec<EntryOp>,
         f: impl FnOnce(&mut [u8]) -> T,
-    ) -> Result<T> {
+    ) -> Result<(T, Seen)> {
         let (addr, bsz, o) = self.chunk_place(ino, di, off)?;
-        let needs = std::mem::take(&mut self.order.dir_needs);
-        let ops = std::mem::take(&mut self.order.dir_ops);
         let (id, b) =
             self.cache
-                .modify_tracked(addr, bsz, BlockKind::Dir, o, DIRBLKSIZ, &needs, ops)?;
+                .modify_tracked(addr, bsz, BlockKind::Dir, o, DIRBLKSIZ, needs, ops)?;
         let r = f(&mut b[o..o + DIRBLKSIZ]);
         let mut seen = vec![id];
         if id != 0 {
             seen.extend(self.reach_needs(addr));
         }
-        self.order.last_dir_change = seen;
         if self.cache.mode() == crate::order::WriteMode::Normal && id != 0 {
-            self.order.op_dir_changes.push(id);
+            match self.op_log.as_mut() {
+                Some(log) => log.dir_changes.push(id),
+                // Only an operation changes directories; should anything
+                // else, its change goes out now, as the mode promises.
+                None => self.cache.write_ids(&[id])?,
+            }
         }
-        Ok(r)
+        Ok((r, seen))
     }
 
     /// The newest change of the chunk at `off` (what a directory size
@@ -176,21 +204,20 @@ impl FsCore {
         Ok(self.cache.region_latest(addr, o))
     }
 
-    /// Notes that the next change of inode `ino` (its lowered link count)
-    /// waits for the last directory change (the name that pointed at it
-    /// going away).
-    fn after_last_dir_change(&mut self, ino: u64) {
-        let seen = self.order.last_dir_change.iter().filter(|&&i| i != 0);
-        self.order.inode_needs.entry(ino).or_default().extend(seen);
+    /// Notes that the next write of inode `ino` (its lowered link count)
+    /// waits until the directory change `seen` (the name that pointed at it
+    /// going away) is seen on disk.
+    fn after_dir_change(&mut self, ino: u64, seen: &[ChangeId]) {
+        self.order.inode_deps(ino).needs.extend(seen.iter().filter(|&&i| i != 0));
     }
 
     /// Records that `name` left directory `dino` with change `id`.
-    fn note_name_gone(&mut self, dino: u64, name: &[u8], seen: Vec<ChangeId>) {
+    fn note_name_gone(&mut self, dino: u64, name: &[u8], seen: &[ChangeId]) {
         if !self.cache.mode().tracks() || seen.iter().all(|&i| i == 0) {
             return;
         }
         let o = &mut self.order;
-        o.gone_names.insert((dino, name.to_vec()), seen);
+        o.gone_names.insert((dino, name.to_vec()), seen.to_vec());
         if o.gone_names.len() >= o.gone_names_prune_at.max(1024) {
             let cache = &self.cache;
             o.gone_names
@@ -491,8 +518,9 @@ impl FsCore {
     /// Adds `name -> child` to directory `dino`. The caller has checked that
     /// the name is absent. Updates `ddi` (size, blocks) without storing it.
     /// The new entry waits (soft updates) or forces out (normal) the
-    /// child's inode and bitmap bit, and whatever the caller noted in
-    /// `order.dir_needs`.
+    /// child's inode and bitmap bit, and `needs` (a rename's raised count).
+    /// Returns what makes the new entry seen on disk.
+    #[allow(clippy::too_many_arguments)]
     pub fn dir_enter(
         &mut self,
         dino: u64,
@@ -501,48 +529,26 @@ impl FsCore {
         child: u64,
         dtype: u8,
         who: Reserve,
-    ) -> Result<()> {
-        let r = self.dir_enter_entry(dino, ddi, name, child, dtype, who);
-        // A name change not made must not describe a later one.
-        self.order.dir_ops.clear();
-        r
-    }
-
-    fn dir_enter_entry(
-        &mut self,
-        dino: u64,
-        ddi: &mut Dinode,
-        name: &[u8],
-        child: u64,
-        dtype: u8,
-        who: Reserve,
-    ) -> Result<()> {
+        needs: &[ChangeId],
+    ) -> Result<Seen> {
         self.check_dir_size(dino, ddi)?;
         check_entry_name(name)?;
-        let mut needs = std::mem::take(&mut self.order.dir_needs);
+        let mut needs = needs.to_vec();
         needs.extend(
             self.inode_pointer_needs(child)
                 .into_iter()
                 .filter(|&n| n != 0),
         );
         needs.extend(self.name_reuse_need(dino, name));
-        self.order.dir_needs = needs.clone();
-        let op = crate::order::EntryOp {
-            name: name.to_vec(),
-            before: None,
-            after: Some((child as u32, dtype)),
-        };
-        self.order.dir_ops = vec![op.clone()];
+        let e = NewEntry { name, child, dtype, who, needs: &needs };
         if let Some(mut ix) = self.dh_take(dino, ddi)? {
-            match self.hashed_enter(dino, ddi, &mut ix, name, child, dtype, who) {
-                Ok(Entered::Done(stale)) => {
+            match self.hashed_enter(dino, ddi, &mut ix, &e) {
+                Ok(Entered::Done(seen, stale)) => {
                     self.dh_give_back(dino, ix, stale);
-                    return Ok(());
+                    return Ok(seen);
                 }
                 Ok(Entered::NotWritten(why)) => {
                     self.dh_check_failed(dino, why);
-                    self.order.dir_needs = needs;
-                    self.order.dir_ops = vec![op];
                 }
                 Err(e) => {
                     self.dirhash.drop_stale(dino, false);
@@ -550,7 +556,7 @@ impl FsCore {
                 }
             }
         }
-        self.linear_enter(dino, ddi, name, child, dtype, who)
+        self.linear_enter(dino, ddi, &e)
     }
 
     /// Where `dir_enter` would put a new entry with a name of `namelen`
@@ -611,33 +617,32 @@ impl FsCore {
     }
 
     /// The hashed insertion: the free-space summary picks the chunk.
-    #[allow(clippy::too_many_arguments)]
     fn hashed_enter(
         &mut self,
         dino: u64,
         ddi: &mut Dinode,
         ix: &mut DirIndex,
-        name: &[u8],
-        child: u64,
-        dtype: u8,
-        who: Reserve,
+        e: &NewEntry,
     ) -> Result<Entered> {
+        let NewEntry { name, child, dtype, who, .. } = *e;
         let needed = dirsiz(name.len());
         let size = ddi.di_size();
         let Some(coff) = ix.find_free(needed) else {
-            self.dir_append(dino, ddi, name, child, dtype, who)?;
+            let seen = self.dir_append(dino, ddi, e)?;
             if let Err(s) = ix.new_chunk(size).and_then(|_| ix.add(name, size)) {
-                return Ok(Entered::Done(Some(s)));
+                return Ok(Entered::Done(seen, Some(s)));
             }
-            return Ok(Entered::Done(None));
+            return Ok(Entered::Done(seen, None));
         };
         self.dirhash.stats.findfree_hash += 1;
         let believed = ix.chunk_free(coff);
         let sorted = self.sorted_insert(ddi);
-        let r = self.dir_chunk_mut(
+        let (r, seen) = self.dir_chunk_mut(
             dino,
             ddi,
             coff,
+            e.needs,
+            vec![e.op()],
             |c| -> Result<std::result::Result<(usize, Vec<chunk::Moved>), String>> {
                 let actual = chunk::free_bytes(c)?;
                 if actual != believed {
@@ -655,68 +660,62 @@ impl FsCore {
                 };
                 Ok(Ok(chunk::insert(c, start, len, child as u32, dtype, name)?))
             },
-        )??;
-        let (at, moved) = match r {
+        )?;
+        let (at, moved) = match r? {
             Ok(x) => x,
             Err(why) => return Ok(Entered::NotWritten(why)),
         };
         for m in &moved {
             if let Err(s) = ix.relocate(&m.name, coff + m.from as u64, coff + m.to as u64) {
-                return Ok(Entered::Done(Some(s)));
+                return Ok(Entered::Done(seen, Some(s)));
             }
         }
         if let Err(s) = ix.add(name, coff + at as u64) {
-            return Ok(Entered::Done(Some(s)));
+            return Ok(Entered::Done(seen, Some(s)));
         }
         // Drop empty chunks at the end (FreeBSD's i_endoff, from the index).
         let end = ix.end_useful();
         if end < size {
             self.truncate_data(dino, ddi, end, who)?;
             if let Err(s) = ix.truncate(end) {
-                return Ok(Entered::Done(Some(s)));
+                return Ok(Entered::Done(seen, Some(s)));
             }
         }
         if self.dirhash.cfg.check {
             let actual = self.dir_chunk(dino, ddi, coff, chunk::free_bytes)??;
             if actual != ix.chunk_free(coff) {
-                return Ok(Entered::Done(Some(Stale::Inconsistent(format!(
+                let why = format!(
                     "after insert: chunk at {coff} has {actual} free bytes, index says {}",
                     ix.chunk_free(coff)
-                )))));
+                );
+                return Ok(Entered::Done(seen, Some(Stale::Inconsistent(why))));
             }
         }
-        Ok(Entered::Done(None))
+        Ok(Entered::Done(seen, None))
     }
 
-    fn linear_enter(
-        &mut self,
-        dino: u64,
-        ddi: &mut Dinode,
-        name: &[u8],
-        child: u64,
-        dtype: u8,
-        who: Reserve,
-    ) -> Result<()> {
+    fn linear_enter(&mut self, dino: u64, ddi: &mut Dinode, e: &NewEntry) -> Result<Seen> {
+        let NewEntry { name, child, dtype, who, .. } = *e;
         let size = ddi.di_size();
         let slot = self.linear_slot(dino, ddi, dirsiz(name.len()))?;
         match slot.span {
             Some((coff, start, len)) => {
-                if self.sorted_insert(ddi) {
-                    self.dir_chunk_mut(dino, ddi, coff, |c| {
+                let sorted = self.sorted_insert(ddi);
+                let (r, seen) = self.dir_chunk_mut(dino, ddi, coff, e.needs, vec![e.op()], |c| {
+                    if sorted {
                         chunk::insert_sorted(c, child as u32, dtype, name)
-                    })??;
-                } else {
-                    self.dir_chunk_mut(dino, ddi, coff, |c| {
+                    } else {
                         chunk::insert(c, start, len, child as u32, dtype, name)
-                    })??;
-                }
+                    }
+                })?;
+                r?;
                 let end = slot.end_useful.max(coff + DIRBLKSIZ as u64);
                 if end < size {
                     self.truncate_data(dino, ddi, end, who)?;
                 }
-                Ok(())
+                Ok(seen)
             }
-            None => self.dir_append(dino, ddi, name, child, dtype, who),
+            None => self.dir_append(dino, ddi, e),
         }
     }
 
@@ -724,15 +723,8 @@ impl FsCore {
     /// The chunk is first written empty (a valid state to roll back to),
     /// then the entry goes in as a change of its own: the directory's new
     /// size waits only for the empty chunk, the entry for its inode.
-    fn dir_append(
-        &mut self,
-        dino: u64,
-        ddi: &mut Dinode,
-        name: &[u8],
-        child: u64,
-        dtype: u8,
-        who: Reserve,
-    ) -> Result<()> {
+    fn dir_append(&mut self, dino: u64, ddi: &mut Dinode, e: &NewEntry) -> Result<Seen> {
+        let NewEntry { name, child, dtype, who, .. } = *e;
         let size = ddi.di_size();
         let c = ufs_format::dir::empty_chunk();
         let n = self.write_data(dino, ddi, size, &c, who)?;
@@ -746,33 +738,30 @@ impl FsCore {
         }
         let formatted = self.chunk_change(dino, ddi, size)?;
         if formatted != 0 {
-            self.order
-                .inode_needs
-                .entry(dino)
-                .or_default()
-                .push(formatted);
+            self.order.inode_deps(dino).needs.push(formatted);
         }
-        self.dir_chunk_mut(dino, ddi, size, |c| {
+        let ((), seen) = self.dir_chunk_mut(dino, ddi, size, e.needs, vec![e.op()], |c| {
             ufs_format::dir::write_entry(c, 0, child as u32, DIRBLKSIZ as u16, dtype, name)
         })?;
-        Ok(())
+        Ok(seen)
     }
 
-    /// Removes `name` from directory `dino`; returns what it pointed to.
-    /// The next change of that inode (its link count) waits for the
-    /// removal; the removal itself waits for `order.dir_needs` (a rename's
-    /// new name).
+    /// Removes `name` from directory `dino`; returns what it pointed to and
+    /// what makes the removal seen on disk. The next write of that inode
+    /// (its link count) waits for the removal; the removal itself waits for
+    /// `needs` (a rename's new name).
     pub fn dir_remove(
         &mut self,
         dino: u64,
         ddi: &mut Dinode,
         name: &[u8],
         who: Reserve,
-    ) -> Result<Found> {
-        let f = self.dir_remove_entry(dino, ddi, name, who)?;
-        self.note_name_gone(dino, name, self.order.last_dir_change.clone());
-        self.after_last_dir_change(f.ino);
-        Ok(f)
+        needs: &[ChangeId],
+    ) -> Result<(Found, Seen)> {
+        let (f, seen) = self.dir_remove_entry(dino, ddi, name, who, needs)?;
+        self.note_name_gone(dino, name, &seen);
+        self.after_dir_change(f.ino, &seen);
+        Ok((f, seen))
     }
 
     fn dir_remove_entry(
@@ -781,7 +770,8 @@ impl FsCore {
         ddi: &mut Dinode,
         name: &[u8],
         who: Reserve,
-    ) -> Result<Found> {
+        needs: &[ChangeId],
+    ) -> Result<(Found, Seen)> {
         self.check_dir_size(dino, ddi)?;
         let not_found = || {
             Error::new(
@@ -792,10 +782,10 @@ impl FsCore {
         if let Some(mut ix) = self.dh_take(dino, ddi)? {
             match self.hashed_lookup(dino, ddi, &mut ix, name) {
                 Ok(Some(f)) => {
-                    return match self.hashed_remove(dino, ddi, &mut ix, name, &f, who) {
-                        Ok(stale) => {
+                    return match self.hashed_remove(dino, ddi, &mut ix, name, &f, who, needs) {
+                        Ok((seen, stale)) => {
                             self.dh_give_back(dino, ix, stale);
-                            Ok(f)
+                            Ok((f, seen))
                         }
                         Err(e) => {
                             self.dirhash.drop_stale(dino, false);
@@ -818,19 +808,22 @@ impl FsCore {
         }
         let f = self.linear_find(dino, ddi, name)?.ok_or_else(not_found)?;
         let coff = chunk_of(f.off);
-        self.order.dir_ops = vec![removal(name, &f)];
-        self.dir_chunk_mut(dino, ddi, coff, |c| {
+        let (r, seen) = self.dir_chunk_mut(dino, ddi, coff, needs, vec![removal(name, &f)], |c| {
             chunk::remove(c, (f.off - coff) as usize)
-        })??;
+        })?;
+        r?;
         if coff + DIRBLKSIZ as u64 == ddi.di_size() {
             let end = self.linear_end_useful(dino, ddi)?;
             if end < ddi.di_size() {
                 self.truncate_data(dino, ddi, end, who)?;
             }
         }
-        Ok(f)
+        Ok((f, seen))
     }
 
+    /// The hashed removal; returns what makes it seen on disk, and the
+    /// index's trouble if it must be dropped.
+    #[allow(clippy::too_many_arguments)]
     fn hashed_remove(
         &mut self,
         dino: u64,
@@ -839,13 +832,32 @@ impl FsCore {
         name: &[u8],
         f: &Found,
         who: Reserve,
-    ) -> Result<Option<Stale>> {
+        needs: &[ChangeId],
+    ) -> Result<(Seen, Option<Stale>)> {
         let size = ddi.di_size();
         let coff = chunk_of(f.off);
-        self.order.dir_ops = vec![removal(name, f)];
-        let removed = self.dir_chunk_mut(dino, ddi, coff, |c| {
+        let (removed, seen) = self.dir_chunk_mut(dino, ddi, coff, needs, vec![removal(name, f)], |c| {
             chunk::remove(c, (f.off - coff) as usize)
-        })??;
+        })?;
+        let removed = removed?;
+        let stale = self.hashed_removed(dino, ddi, ix, name, f, who, coff, size, &removed)?;
+        Ok((seen, stale))
+    }
+
+    /// The index and the directory's end after a hashed removal.
+    #[allow(clippy::too_many_arguments)]
+    fn hashed_removed(
+        &mut self,
+        dino: u64,
+        ddi: &mut Dinode,
+        ix: &mut DirIndex,
+        name: &[u8],
+        f: &Found,
+        who: Reserve,
+        coff: u64,
+        size: u64,
+        removed: &chunk::Removed,
+    ) -> Result<Option<Stale>> {
         if let Err(s) = ix.remove(name, f.off) {
             return Ok(Some(s));
         }
@@ -876,8 +888,10 @@ impl FsCore {
     }
 
     /// Points the existing entry `name` at `ino` (rename over an entry, or
-    /// fixing `..`). The entry waits for `ino`'s inode; the next change of
-    /// the inode it pointed at before waits for the entry.
+    /// fixing `..`). The entry waits for `ino`'s inode and `needs` (a moved
+    /// directory's `..` waits for the move); the next write of the inode it
+    /// pointed at before waits for the entry. Returns what makes the
+    /// change seen on disk.
     pub fn dir_rewrite(
         &mut self,
         dino: u64,
@@ -885,7 +899,8 @@ impl FsCore {
         name: &[u8],
         ino: u64,
         dtype: u8,
-    ) -> Result<()> {
+        needs: &[ChangeId],
+    ) -> Result<Seen> {
         let Some(f) = self.dir_lookup(dino, ddi, name)? else {
             return Err(Error::new(
                 ErrorKind::NotFound,
@@ -894,21 +909,19 @@ impl FsCore {
         };
         let coff = chunk_of(f.off);
         let eoff = (f.off - coff) as usize;
-        let needs = self.inode_pointer_needs(ino);
-        self.order
-            .dir_needs
-            .extend(needs.into_iter().filter(|&n| n != 0));
-        self.order.dir_ops = vec![crate::order::EntryOp {
+        let mut needs = needs.to_vec();
+        needs.extend(self.inode_pointer_needs(ino).into_iter().filter(|&n| n != 0));
+        let op = EntryOp {
             name: name.to_vec(),
             before: Some((f.ino as u32, f.dtype)),
             after: Some((ino as u32, dtype)),
-        }];
-        self.dir_chunk_mut(dino, ddi, coff, |c| {
+        };
+        let ((), seen) = self.dir_chunk_mut(dino, ddi, coff, &needs, vec![op], |c| {
             ufs_format::dir::set_ino(c, eoff, ino as u32);
             ufs_format::dir::set_type(c, eoff, dtype);
         })?;
-        self.after_last_dir_change(f.ino);
-        Ok(())
+        self.after_dir_change(f.ino, &seen);
+        Ok(seen)
     }
 
     /// Renames entry `old` of directory `dino` to `new` (absent, checked by
@@ -951,16 +964,15 @@ impl FsCore {
         // would already hold the new name.
         let ix = self.dh_take(dino, ddi)?;
         let reuse = self.name_reuse_need(dino, new);
-        self.order.dir_needs.extend(reuse);
-        self.order.dir_ops = vec![
+        let ops = vec![
             removal(old, &f),
-            crate::order::EntryOp {
+            EntryOp {
                 name: new.to_vec(),
                 before: None,
                 after: Some((f.ino as u32, f.dtype)),
             },
         ];
-        let r = self.dir_chunk_mut(dino, ddi, coff, |c| {
+        let r = self.dir_chunk_mut(dino, ddi, coff, &reuse, ops, |c| {
             ufs_format::dir::write_entry(c, eoff, f.ino as u32, at.reclen, f.dtype, new)
         });
         if let Some(mut ix) = ix {
@@ -971,8 +983,8 @@ impl FsCore {
                 self.dh_give_back(dino, ix, stale);
             }
         }
-        r?;
-        self.note_name_gone(dino, old, self.order.last_dir_change.clone());
+        let ((), seen) = r?;
+        self.note_name_gone(dino, old, &seen);
         Ok(Some(f))
     }
 

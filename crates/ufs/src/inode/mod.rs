@@ -135,7 +135,7 @@ impl FsCore {
             self.note_reach(v, id);
         }
         if v == 0 && id != 0 {
-            self.order.unattached.entry(ino).or_default().1.push(id);
+            self.order.inode_deps(ino).cleared.push(id);
         }
         Ok(())
     }

@@ -300,24 +300,42 @@ pub struct Deferred {
     pub what: Freed,
 }
 
-/// What the file-system core keeps between the changes of one operation
-/// (the needs that link them) and the releases still waiting.
+/// What makes a change seen on disk: the change itself and the undurable
+/// pointers on the way to its block (a block just allocated or moved is
+/// reached only once they are durable). What comes after a change waits
+/// for all of it. Zeros (untracked changes) may appear and mean nothing.
+pub type Seen = Vec<ChangeId>;
+
+/// What the next write of one inode must carry, FreeBSD's `inodedep`: the
+/// in-memory inode already holds the pointers, sizes and counts these
+/// describe, so whichever operation writes the inode next writes them,
+/// and its change waits for `needs` and `cleared`. It is state of the
+/// inode, not of an operation: it lives until that write, and no
+/// operation hands anything to another through it.
+#[derive(Debug, Default)]
+pub struct InodeDeps {
+    /// Changes the inode's next write waits for: a new block before its
+    /// pointer, an initialised inode block and bitmap bit before the
+    /// inode, a removed name before a lowered link count, an empty chunk
+    /// before a directory size that covers it.
+    pub needs: Vec<ChangeId>,
+    /// Indirect-block changes that cleared pointers of a truncation: they
+    /// go to disk before the smaller size.
+    pub cleared: Vec<ChangeId>,
+    /// Blocks released by a truncation whose pointer-clearing inode write
+    /// is not made yet: they wait for it (and for `cleared`).
+    pub frees: Vec<Freed>,
+}
+
+/// What the file-system core keeps between operations for the write
+/// ordering: per-inode dependencies, names gone but maybe not durably, the
+/// releases still waiting, and what reaches blocks not yet durably
+/// pointed at. Nothing here is handed from one change to the next of an
+/// operation: those pass as arguments and results (`needs`, [`Seen`]).
 #[derive(Debug, Default)]
 pub struct OrderState {
-    /// Needs to attach to the next change of each inode (a removed name
-    /// before the lowered link count, a new block before its pointer).
-    pub inode_needs: HashMap<u64, Vec<ChangeId>>,
-    /// Needs to attach to the next directory change.
-    pub dir_needs: Vec<ChangeId>,
-    /// The names the next directory change changes.
-    pub dir_ops: Vec<EntryOp>,
-    /// What makes the last directory change seen on disk: the change, and
-    /// the undurable pointers on the way to its block (a block just
-    /// allocated or moved is reached only once they are durable).
-    pub last_dir_change: Vec<ChangeId>,
-    /// Normal mode: the directory changes of the current operation, made
-    /// durable when it ends.
-    pub op_dir_changes: Vec<ChangeId>,
+    /// Per inode: what its next write carries.
+    pub inode_deps: HashMap<u64, InodeDeps>,
     /// Per directory and name: what makes the name's removal seen on
     /// disk, while it may not be durable. A new entry of that name
     /// elsewhere in the directory waits for it, so the disk never holds one
@@ -325,10 +343,6 @@ pub struct OrderState {
     pub gone_names: HashMap<(u64, Vec<u8>), Vec<ChangeId>>,
     /// Size of `gone_names` at which its durable members are dropped.
     pub gone_names_prune_at: usize,
-    /// Per inode: released blocks whose pointer-clearing inode write is not
-    /// made yet, with the indirect-block changes that cleared pointers to
-    /// them; attached to the inode's next write.
-    pub unattached: HashMap<u64, (Vec<Freed>, Vec<ChangeId>)>,
     /// Releases waiting for their needs.
     pub deferred: Vec<Deferred>,
     /// Device flushes when `deferred` was last looked at: it is looked at
@@ -343,6 +357,13 @@ pub struct OrderState {
     pub reach: HashMap<u64, ChangeId>,
     /// Size of `reach` at which its durable members are dropped.
     pub reach_prune_at: usize,
+}
+
+impl OrderState {
+    /// The dependencies the next write of inode `ino` carries.
+    pub fn inode_deps(&mut self, ino: u64) -> &mut InodeDeps {
+        self.inode_deps.entry(ino).or_default()
+    }
 }
 
 /// The directory chunk `current` as it may be written while the changes
