@@ -191,7 +191,9 @@ impl std::ops::DerefMut for Op<'_> {
     }
 }
 
-/// What UFS2 asks of the blocks the cache moves. Cylinder-group
+/// What UFS2 asks of the blocks the cache moves (the cache's write-path
+/// hooks, FreeBSD's `bioops`). Directory chunks may be written entry by
+/// entry, with the names whose changes wait as they were. Cylinder-group
 /// check-hashes (`fs_metackhash` bit CK_CYLGRP), when the file system has
 /// them: verified as a group comes from the device, computed as one goes
 /// to it. And groups go out whole: a group written in part (a kill in the
@@ -235,6 +237,18 @@ impl crate::cache::Formats for UfsBlocks {
 
     fn untorn(&self, kind: BlockKind) -> bool {
         matches!(kind, BlockKind::Cg | BlockKind::Super)
+    }
+
+    fn entry_image(
+        &self,
+        kind: BlockKind,
+        current: &[u8],
+        stack: &[crate::order::Held],
+        ledger: &crate::order::Ledger,
+    ) -> Option<(Vec<u8>, Vec<ChangeId>)> {
+        // Directory chunks: each name as it was before its oldest change
+        // still waiting, the other entries as they are.
+        (kind == BlockKind::Dir).then(|| crate::order::entry_image(current, stack, ledger))?
     }
 }
 

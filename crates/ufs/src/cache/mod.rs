@@ -19,9 +19,10 @@
 //!   (eviction forces out what it waits for first).
 //! - With vmiodir off, directory blocks count against a small pool of their
 //!   own and are evicted within it; with it on they share the main budget.
-//! - The cache knows no on-disk format: check-hashes are the file
-//!   system's [`Formats`], directory entries the write ordering's
-//!   (`order::entry_image`).
+//! - The cache knows no on-disk format: check-hashes, which blocks go out
+//!   whole and how a region of named entries is written with some of its
+//!   changes held back are the file system's [`Formats`], the hooks it
+//!   calls in the write path (the role of FreeBSD's `bioops`).
 use crate::dev::BlockDevice;
 use crate::error::Result;
 use crate::order::{BufDeps, ChangeId, EntryOp, Held, Ledger, OrderStats, WriteMode};
@@ -68,7 +69,7 @@ impl BlockKind {
 /// What a file system's on-disk formats ask of the blocks the cache moves
 /// (check-hashes): the file system supplies it, so the cache itself knows
 /// no format.
-pub trait Formats: Send {
+pub(crate) trait Formats: Send {
     /// A block of `kind` just read from fragment `addr`: an error (a
     /// `Corrupt` one) refuses it.
     fn verify(&self, kind: BlockKind, addr: u64, data: &[u8]) -> Result<()>;
@@ -78,6 +79,17 @@ pub trait Formats: Send {
     /// Whether blocks of `kind` must reach the device whole or not at all
     /// ([`BlockDevice::write_untorn`](crate::dev::BlockDevice::write_untorn)).
     fn untorn(&self, kind: BlockKind) -> bool;
+    /// A region of a block of `kind` whose held changes all describe named
+    /// entries (`Held::entries`), as it may be written now: the image and
+    /// the changes it writes. None: the region is rolled back whole to
+    /// before its oldest held change.
+    fn entry_image(
+        &self,
+        kind: BlockKind,
+        current: &[u8],
+        stack: &[Held],
+        ledger: &Ledger,
+    ) -> Option<(Vec<u8>, Vec<ChangeId>)>;
 }
 
 #[derive(Debug, Default, Clone, Copy, Serialize)]
@@ -230,7 +242,7 @@ impl BufferCache {
     }
 
     /// Turns on cylinder-group check-hashes over the first `cgsize` bytes.
-    pub fn set_formats(&mut self, f: Option<Box<dyn Formats>>) {
+    pub(crate) fn set_formats(&mut self, f: Option<Box<dyn Formats>>) {
         self.formats = f;
     }
 
@@ -909,9 +921,10 @@ impl BufferCache {
             for (&off, (len, stack)) in b.deps.held.iter_mut() {
                 let range = off as usize..(off + *len) as usize;
                 if stack.iter().all(|h| !h.entries.is_empty()) {
-                    if let Some((image, done)) =
-                        crate::order::entry_image(&b.data[range.clone()], stack, &self.ledger)
-                    {
+                    let entry_image = self.formats.as_ref().and_then(|f| {
+                        f.entry_image(b.kind, &b.data[range.clone()], stack, &self.ledger)
+                    });
+                    if let Some((image, done)) = entry_image {
                         progress |= !done.is_empty();
                         written.extend(done.iter().copied());
                         stack.retain(|h| !done.contains(&h.id));
