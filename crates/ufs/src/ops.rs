@@ -362,7 +362,14 @@ impl Fs {
         Ok(())
     }
 
-    fn mknod_op(c: &mut FsCore, parent: u64, name: &[u8], mode: u32, rdev: u32, cred: Cred) -> Result<Attr> {
+    fn mknod_op(
+        c: &mut FsCore,
+        parent: u64,
+        name: &[u8],
+        mode: u32,
+        rdev: u32,
+        cred: Cred,
+    ) -> Result<Attr> {
         let fmt = (mode as u16) & dinode::IFMT;
         let fmt = if fmt == 0 { dinode::IFREG } else { fmt };
         if !matches!(
@@ -374,7 +381,8 @@ impl Fs {
                 "mknod: unsupported file type",
             ));
         }
-        Self::make_node(c, 
+        Self::make_node(
+            c,
             parent,
             name,
             fmt | (mode as u16 & 0o7777),
@@ -401,13 +409,7 @@ impl Fs {
             ));
         }
         let ino = c.alloc_inode(parent, true)?;
-        let mut di = fresh_inode(
-            c,
-            ino,
-            dinode::IFDIR | (mode as u16 & 0o7777),
-            cred,
-            &pdi,
-        )?;
+        let mut di = fresh_inode(c, ino, dinode::IFDIR | (mode as u16 & 0o7777), cred, &pdi)?;
         di.set_nlink(2);
         set_dirdepth(&mut di, dirdepth(&pdi) + 1);
         // The parent counts the new '..' before anything on disk holds it
@@ -444,7 +446,13 @@ impl Fs {
         attr_of(ino, &di, c.g.bsize)
     }
 
-    fn symlink_op(c: &mut FsCore, parent: u64, name: &[u8], target: &[u8], cred: Cred) -> Result<Attr> {
+    fn symlink_op(
+        c: &mut FsCore,
+        parent: u64,
+        name: &[u8],
+        target: &[u8],
+        cred: Cred,
+    ) -> Result<Attr> {
         // Linux's limits, which is where the mount serves: an empty target
         // is ENOENT, one of PATH_MAX (4096) bytes or more ENAMETOOLONG.
         // FreeBSD's kernel makes targets of at most MAXPATHLEN - 1 (1023)
@@ -459,22 +467,30 @@ impl Fs {
                 format!("symlink target longer than {SYMLINK_MAX} bytes"),
             ));
         }
-        Self::make_node(c, parent, name, dinode::IFLNK | 0o777, cred, |c, ino, di| {
-            if target.len() < c.sb.fs_maxsymlinklen() as usize {
-                di.set_shortlink(target);
-                di.set_di_size(target.len() as u64);
-                Ok(())
-            } else {
-                let n = c.write_data(ino, di, 0, target, cred.reserve())?;
-                if n != target.len() {
-                    return Err(Error::new(ErrorKind::NoSpace, "file system full"));
+        Self::make_node(
+            c,
+            parent,
+            name,
+            dinode::IFLNK | 0o777,
+            cred,
+            |c, ino, di| {
+                if target.len() < c.sb.fs_maxsymlinklen() as usize {
+                    di.set_shortlink(target);
+                    di.set_di_size(target.len() as u64);
+                    Ok(())
+                } else {
+                    let n = c.write_data(ino, di, 0, target, cred.reserve())?;
+                    if n != target.len() {
+                        return Err(Error::new(ErrorKind::NoSpace, "file system full"));
+                    }
+                    Ok(())
                 }
-                Ok(())
-            }
-        })
+            },
+        )
     }
 
-    fn make_node(c: &mut FsCore,
+    fn make_node(
+        c: &mut FsCore,
         parent: u64,
         name: &[u8],
         mode: u16,
@@ -711,7 +727,8 @@ impl Fs {
         Ok(())
     }
 
-    fn rename_op(c: &mut FsCore,
+    fn rename_op(
+        c: &mut FsCore,
         parent: u64,
         name: &[u8],
         newparent: u64,
@@ -995,7 +1012,14 @@ impl Fs {
         Ok(data)
     }
 
-    fn write_op(c: &mut FsCore, ino: u64, off: u64, data: &[u8], cred: Cred, kill: bool) -> Result<usize> {
+    fn write_op(
+        c: &mut FsCore,
+        ino: u64,
+        off: u64,
+        data: &[u8],
+        cred: Cred,
+        kill: bool,
+    ) -> Result<usize> {
         c.check_writable()?;
         let mut di = live_inode(c, ino)?;
         if !di.is_reg() {

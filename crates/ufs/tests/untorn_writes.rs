@@ -91,7 +91,10 @@ fn torn_after_kills(dir: &Path, untorn: bool, rounds: usize) -> usize {
 #[test]
 fn kill_never_tears_an_untorn_write() {
     if let Some(p) = std::env::var_os("UFS_TEAR_CHILD") {
-        child(Path::new(&p), std::env::var("UFS_TEAR_UNTORN").as_deref() == Ok("1"));
+        child(
+            Path::new(&p),
+            std::env::var("UFS_TEAR_UNTORN").as_deref() == Ok("1"),
+        );
     }
     // A directory on a disk file system: tmpfs refuses O_DIRECT (the
     // device then writes the plain way, and could tear).

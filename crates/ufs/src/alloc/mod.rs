@@ -249,7 +249,13 @@ impl FsCore {
     /// `bpref`, for a file whose inode is `ino`. Returns the fragment address.
     /// With soft updates, blocks released but not yet free (their pointers
     /// not durably gone) are waited for before giving up with ENOSPC.
-    pub fn alloc_block(&mut self, ino: u64, bpref: BlockPref, size: u64, who: Reserve) -> Result<u64> {
+    pub fn alloc_block(
+        &mut self,
+        ino: u64,
+        bpref: BlockPref,
+        size: u64,
+        who: Reserve,
+    ) -> Result<u64> {
         match self.alloc_block_once(ino, bpref, size, who) {
             Err(e)
                 if e.kind == crate::error::ErrorKind::NoSpace
@@ -262,7 +268,13 @@ impl FsCore {
         }
     }
 
-    fn alloc_block_once(&mut self, ino: u64, pref: BlockPref, size: u64, who: Reserve) -> Result<u64> {
+    fn alloc_block_once(
+        &mut self,
+        ino: u64,
+        pref: BlockPref,
+        size: u64,
+        who: Reserve,
+    ) -> Result<u64> {
         let BlockPref { bno: bpref, exact } = pref;
         self.check_writable()?;
         debug_assert!(size > 0 && size <= self.g.bsize && size % self.g.fsize == 0);
@@ -937,7 +949,10 @@ impl FsCore {
         // the inode before it (placement.rs).
         if lbn == 0 && !is_dir && prev == 0 {
             if let Some(p) = self.data_pref(ino) {
-                return BlockPref { bno: p, exact: true };
+                return BlockPref {
+                    bno: p,
+                    exact: true,
+                };
             }
         }
         let inocg = g.ino_to_cg(ino);

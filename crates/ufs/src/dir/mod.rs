@@ -208,7 +208,10 @@ impl FsCore {
     /// waits until the directory change `seen` (the name that pointed at it
     /// going away) is seen on disk.
     fn after_dir_change(&mut self, ino: u64, seen: &[ChangeId]) {
-        self.order.inode_deps(ino).needs.extend(seen.iter().filter(|&&i| i != 0));
+        self.order
+            .inode_deps(ino)
+            .needs
+            .extend(seen.iter().filter(|&&i| i != 0));
     }
 
     /// Records that `name` left directory `dino` with change `id`.
@@ -540,7 +543,13 @@ impl FsCore {
                 .filter(|&n| n != 0),
         );
         needs.extend(self.name_reuse_need(dino, name));
-        let e = NewEntry { name, child, dtype, who, needs: &needs };
+        let e = NewEntry {
+            name,
+            child,
+            dtype,
+            who,
+            needs: &needs,
+        };
         if let Some(mut ix) = self.dh_take(dino, ddi)? {
             match self.hashed_enter(dino, ddi, &mut ix, &e) {
                 Ok(Entered::Done(seen, stale)) => {
@@ -624,7 +633,13 @@ impl FsCore {
         ix: &mut DirIndex,
         e: &NewEntry,
     ) -> Result<Entered> {
-        let NewEntry { name, child, dtype, who, .. } = *e;
+        let NewEntry {
+            name,
+            child,
+            dtype,
+            who,
+            ..
+        } = *e;
         let needed = dirsiz(name.len());
         let size = ddi.di_size();
         let Some(coff) = ix.find_free(needed) else {
@@ -695,19 +710,26 @@ impl FsCore {
     }
 
     fn linear_enter(&mut self, dino: u64, ddi: &mut Dinode, e: &NewEntry) -> Result<Seen> {
-        let NewEntry { name, child, dtype, who, .. } = *e;
+        let NewEntry {
+            name,
+            child,
+            dtype,
+            who,
+            ..
+        } = *e;
         let size = ddi.di_size();
         let slot = self.linear_slot(dino, ddi, dirsiz(name.len()))?;
         match slot.span {
             Some((coff, start, len)) => {
                 let sorted = self.sorted_insert(ddi);
-                let (r, seen) = self.dir_chunk_mut(dino, ddi, coff, e.needs, vec![e.op()], |c| {
-                    if sorted {
-                        chunk::insert_sorted(c, child as u32, dtype, name)
-                    } else {
-                        chunk::insert(c, start, len, child as u32, dtype, name)
-                    }
-                })?;
+                let (r, seen) =
+                    self.dir_chunk_mut(dino, ddi, coff, e.needs, vec![e.op()], |c| {
+                        if sorted {
+                            chunk::insert_sorted(c, child as u32, dtype, name)
+                        } else {
+                            chunk::insert(c, start, len, child as u32, dtype, name)
+                        }
+                    })?;
                 r?;
                 let end = slot.end_useful.max(coff + DIRBLKSIZ as u64);
                 if end < size {
@@ -724,7 +746,13 @@ impl FsCore {
     /// then the entry goes in as a change of its own: the directory's new
     /// size waits only for the empty chunk, the entry for its inode.
     fn dir_append(&mut self, dino: u64, ddi: &mut Dinode, e: &NewEntry) -> Result<Seen> {
-        let NewEntry { name, child, dtype, who, .. } = *e;
+        let NewEntry {
+            name,
+            child,
+            dtype,
+            who,
+            ..
+        } = *e;
         let size = ddi.di_size();
         let c = ufs_format::dir::empty_chunk();
         let n = self.write_data(dino, ddi, size, &c, who)?;
@@ -808,9 +836,10 @@ impl FsCore {
         }
         let f = self.linear_find(dino, ddi, name)?.ok_or_else(not_found)?;
         let coff = chunk_of(f.off);
-        let (r, seen) = self.dir_chunk_mut(dino, ddi, coff, needs, vec![removal(name, &f)], |c| {
-            chunk::remove(c, (f.off - coff) as usize)
-        })?;
+        let (r, seen) =
+            self.dir_chunk_mut(dino, ddi, coff, needs, vec![removal(name, &f)], |c| {
+                chunk::remove(c, (f.off - coff) as usize)
+            })?;
         r?;
         if coff + DIRBLKSIZ as u64 == ddi.di_size() {
             let end = self.linear_end_useful(dino, ddi)?;
@@ -836,55 +865,42 @@ impl FsCore {
     ) -> Result<(Seen, Option<Stale>)> {
         let size = ddi.di_size();
         let coff = chunk_of(f.off);
-        let (removed, seen) = self.dir_chunk_mut(dino, ddi, coff, needs, vec![removal(name, f)], |c| {
-            chunk::remove(c, (f.off - coff) as usize)
-        })?;
+        let (removed, seen) =
+            self.dir_chunk_mut(dino, ddi, coff, needs, vec![removal(name, f)], |c| {
+                chunk::remove(c, (f.off - coff) as usize)
+            })?;
         let removed = removed?;
-        let stale = self.hashed_removed(dino, ddi, ix, name, f, who, coff, size, &removed)?;
+        // The index follows, or says why it must be dropped.
+        let stale = 'index: {
+            if let Err(s) = ix.remove(name, f.off) {
+                break 'index Some(s);
+            }
+            if let Some(m) = &removed.moved {
+                if let Err(s) = ix.relocate(&m.name, coff + m.from as u64, coff + m.to as u64) {
+                    break 'index Some(s);
+                }
+            }
+            // Give back empty trailing chunks (the paper's section 3.5
+            // notes the index makes this cheap on removal).
+            let end = ix.end_useful();
+            if end < size {
+                self.truncate_data(dino, ddi, end, who)?;
+                if let Err(s) = ix.truncate(end) {
+                    break 'index Some(s);
+                }
+            }
+            if self.dirhash.cfg.check && ddi.di_size() > coff {
+                let actual = self.dir_chunk(dino, ddi, coff, chunk::free_bytes)??;
+                if actual != ix.chunk_free(coff) {
+                    break 'index Some(Stale::Inconsistent(format!(
+                        "after remove: chunk at {coff} has {actual} free bytes, index says {}",
+                        ix.chunk_free(coff)
+                    )));
+                }
+            }
+            None
+        };
         Ok((seen, stale))
-    }
-
-    /// The index and the directory's end after a hashed removal.
-    #[allow(clippy::too_many_arguments)]
-    fn hashed_removed(
-        &mut self,
-        dino: u64,
-        ddi: &mut Dinode,
-        ix: &mut DirIndex,
-        name: &[u8],
-        f: &Found,
-        who: Reserve,
-        coff: u64,
-        size: u64,
-        removed: &chunk::Removed,
-    ) -> Result<Option<Stale>> {
-        if let Err(s) = ix.remove(name, f.off) {
-            return Ok(Some(s));
-        }
-        if let Some(m) = &removed.moved {
-            if let Err(s) = ix.relocate(&m.name, coff + m.from as u64, coff + m.to as u64) {
-                return Ok(Some(s));
-            }
-        }
-        // Give back empty trailing chunks (the paper's section 3.5 notes
-        // the index makes this cheap on removal).
-        let end = ix.end_useful();
-        if end < size {
-            self.truncate_data(dino, ddi, end, who)?;
-            if let Err(s) = ix.truncate(end) {
-                return Ok(Some(s));
-            }
-        }
-        if self.dirhash.cfg.check && ddi.di_size() > coff {
-            let actual = self.dir_chunk(dino, ddi, coff, chunk::free_bytes)??;
-            if actual != ix.chunk_free(coff) {
-                return Ok(Some(Stale::Inconsistent(format!(
-                    "after remove: chunk at {coff} has {actual} free bytes, index says {}",
-                    ix.chunk_free(coff)
-                ))));
-            }
-        }
-        Ok(None)
     }
 
     /// Points the existing entry `name` at `ino` (rename over an entry, or
@@ -910,7 +926,11 @@ impl FsCore {
         let coff = chunk_of(f.off);
         let eoff = (f.off - coff) as usize;
         let mut needs = needs.to_vec();
-        needs.extend(self.inode_pointer_needs(ino).into_iter().filter(|&n| n != 0));
+        needs.extend(
+            self.inode_pointer_needs(ino)
+                .into_iter()
+                .filter(|&n| n != 0),
+        );
         let op = EntryOp {
             name: name.to_vec(),
             before: Some((f.ino as u32, f.dtype)),
