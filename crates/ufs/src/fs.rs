@@ -94,41 +94,41 @@ impl Default for MountOptions {
 }
 
 pub struct FsCore {
-    pub sb: Superblock,
-    pub g: Geometry,
-    pub cs: Vec<Csum>,
-    pub cache: BufferCache,
-    pub opts: MountOptions,
+    pub(crate) sb: Superblock,
+    pub(crate) g: Geometry,
+    pub(crate) cs: Vec<Csum>,
+    pub(crate) cache: BufferCache,
+    pub(crate) opts: MountOptions,
     /// `fs_contigdirs`: directories allocated in a row per group (memory only).
-    pub contigdirs: Vec<u8>,
-    pub read_only: bool,
-    pub sb_dirty: bool,
-    pub rng: rand::rngs::StdRng,
+    pub(crate) contigdirs: Vec<u8>,
+    pub(crate) read_only: bool,
+    pub(crate) sb_dirty: bool,
+    pub(crate) rng: rand::rngs::StdRng,
     /// Kernel lookup references per inode (FUSE); an unlinked inode is freed
     /// only when its count drops to zero.
-    pub lookups: HashMap<u64, u64>,
+    pub(crate) lookups: HashMap<u64, u64>,
     /// Inodes whose link count reached zero while still referenced.
-    pub orphans: std::collections::BTreeSet<u64>,
+    pub(crate) orphans: std::collections::BTreeSet<u64>,
     /// Whether the file system was clean when opened.
-    pub was_clean: bool,
+    pub(crate) was_clean: bool,
     /// The superblock says soft updates (`FS_DOSOFTDEP`) but this mount
     /// writes in another mode: the flag is off on disk while mounted (fsck
     /// trusts the maps of a soft-updates file system, which the other
     /// modes do not keep in order) and comes back at a clean unmount.
-    pub softdep_flag_lent: bool,
+    pub(crate) softdep_flag_lent: bool,
     /// Directory indexes (dirhash) and their memory budget.
-    pub dirhash: crate::dir::dirhash::Dirhash,
+    pub(crate) dirhash: crate::dir::dirhash::Dirhash,
     /// Per directory, the chunk where the last linear lookup succeeded
     /// (FreeBSD's `i_diroff`); only a hint for where to start scanning.
-    pub dir_hints: HashMap<u64, u64>,
+    pub(crate) dir_hints: HashMap<u64, u64>,
     /// Inode ranges of large directories (memory only).
-    pub placement: crate::alloc::placement::Placement,
+    pub(crate) placement: crate::alloc::placement::Placement,
     /// Per-inode dependencies, releases that wait, and the rest of the
     /// write ordering's state between operations.
-    pub order: crate::order::OrderState,
+    pub(crate) order: crate::order::OrderState,
     /// The record of the operation in progress, while an [`Op`] holds
     /// the lock (None between operations).
-    pub op_log: Option<OpLog>,
+    pub(crate) op_log: Option<OpLog>,
 }
 
 /// What one changing operation records as it goes, for its end: the
