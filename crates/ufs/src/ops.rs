@@ -1041,7 +1041,9 @@ impl Fs {
         let r = (|| {
             let mut c = self.lock();
             let di = dir_inode(&mut c, ino)?;
-            c.dir_read(ino, &di, cookie, max)
+            let ents = c.dir_read(ino, &di, cookie, max)?;
+            c.prefetch_entries(&ents);
+            Ok(ents)
         })();
         self.counted(Call::Readdir, 0, r)
     }

@@ -480,6 +480,26 @@ impl BufferCache {
             .expect("buffer just ensured")[..])
     }
 
+    /// The bytes of the buffer at fragment `addr`, if the cache holds it
+    /// (no read, no counters, no LRU change).
+    pub fn peek(&self, addr: u64) -> Option<&[u8]> {
+        self.bufs.get(&addr).map(|b| &b.data[..])
+    }
+
+    /// Asks the device to start reading `len` bytes at fragment `addr`
+    /// unless the cache holds that buffer (see
+    /// [`BlockDevice::prefetch`](crate::dev::BlockDevice::prefetch)).
+    /// Whether the device below takes prefetch hints.
+    pub fn prefetches(&self) -> bool {
+        self.dev.prefetches()
+    }
+
+    pub fn prefetch(&self, addr: u64, len: usize) {
+        if !self.bufs.contains_key(&addr) {
+            self.dev.prefetch(addr << self.fshift, len);
+        }
+    }
+
     /// The buffer's changes since its last write join its epoch (they may
     /// go to disk with the next write).
     fn join_epoch(&mut self, addr: u64) -> ChangeId {

@@ -29,6 +29,16 @@ pub trait BlockDevice: Send + Sync {
     }
     fn flush(&self) -> Result<()>;
     fn size(&self) -> u64;
+    /// A hint that `len` bytes at `off` will be read soon: a device that
+    /// can start reading them in the background does (an image file asks
+    /// the kernel's page cache for them). Never an error, never a change.
+    /// By default nothing (memory devices; the modeled disk, whose figures
+    /// must not depend on the host).
+    fn prefetch(&self, _off: u64, _len: usize) {}
+    /// Whether [`prefetch`](Self::prefetch) does anything here.
+    fn prefetches(&self) -> bool {
+        false
+    }
     /// The modeled disk's figures, if the stack has one.
     fn disk_stats(&self) -> Option<DiskStats> {
         None
@@ -160,6 +170,15 @@ fn flock(fd: i32, op: i32) -> bool {
     unsafe { libc::flock(fd, op) == 0 }
 }
 
+#[allow(unsafe_code)]
+fn fadvise_willneed(fd: i32, off: u64, len: usize) {
+    // SAFETY: posix_fadvise only reads its integer arguments; fd is owned
+    // by a live File. A failure is only a lost hint.
+    unsafe {
+        libc::posix_fadvise(fd, off as i64, len as i64, libc::POSIX_FADV_WILLNEED);
+    }
+}
+
 fn device_size(file: &File) -> Result<u64> {
     use std::io::{Seek, SeekFrom};
     let meta = file.metadata()?;
@@ -185,6 +204,15 @@ impl BlockDevice for FileDevice {
         check_range(off, buf.len(), self.size)?;
         self.file.write_all_at(buf, off)?;
         Ok(())
+    }
+    fn prefetches(&self) -> bool {
+        true
+    }
+    fn prefetch(&self, off: u64, len: usize) {
+        use std::os::fd::AsRawFd;
+        if check_range(off, len, self.size).is_ok() {
+            fadvise_willneed(self.file.as_raw_fd(), off, len);
+        }
     }
     fn write_untorn(&self, off: u64, buf: &[u8]) -> Result<()> {
         if self.read_only {
@@ -413,6 +441,12 @@ impl<D: BlockDevice> BlockDevice for CountingDevice<D> {
         self.seek(off, buf.len());
         self.inner.write_untorn(off, buf)
     }
+    fn prefetch(&self, off: u64, len: usize) {
+        self.inner.prefetch(off, len)
+    }
+    fn prefetches(&self) -> bool {
+        self.inner.prefetches()
+    }
     fn flush(&self) -> Result<()> {
         self.flushes.fetch_add(1, Ordering::Relaxed);
         self.inner.flush()
@@ -438,6 +472,12 @@ impl BlockDevice for Box<dyn BlockDevice> {
     fn write_untorn(&self, off: u64, buf: &[u8]) -> Result<()> {
         (**self).write_untorn(off, buf)
     }
+    fn prefetch(&self, off: u64, len: usize) {
+        (**self).prefetch(off, len)
+    }
+    fn prefetches(&self) -> bool {
+        (**self).prefetches()
+    }
     fn flush(&self) -> Result<()> {
         (**self).flush()
     }
@@ -461,6 +501,12 @@ impl<D: BlockDevice + ?Sized> BlockDevice for std::sync::Arc<D> {
     }
     fn write_untorn(&self, off: u64, buf: &[u8]) -> Result<()> {
         (**self).write_untorn(off, buf)
+    }
+    fn prefetch(&self, off: u64, len: usize) {
+        (**self).prefetch(off, len)
+    }
+    fn prefetches(&self) -> bool {
+        (**self).prefetches()
     }
     fn flush(&self) -> Result<()> {
         (**self).flush()
@@ -528,6 +574,21 @@ impl<D: BlockDevice> BlockDevice for ReadAheadDevice<D> {
         self.inner.write_untorn(off, data)?;
         self.written(off, data);
         Ok(())
+    }
+    fn prefetch(&self, off: u64, len: usize) {
+        // A read here reads the whole aligned window: ask for all of it.
+        if (len as u64) < self.window {
+            let start = off & !(self.window - 1);
+            let end = (start + self.window)
+                .min(self.inner.size())
+                .max(off + len as u64);
+            self.inner.prefetch(start, (end - start) as usize)
+        } else {
+            self.inner.prefetch(off, len)
+        }
+    }
+    fn prefetches(&self) -> bool {
+        self.inner.prefetches()
     }
     fn flush(&self) -> Result<()> {
         self.inner.flush()

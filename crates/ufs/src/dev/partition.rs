@@ -66,6 +66,14 @@ impl<D: BlockDevice> BlockDevice for Window<D> {
         super::check_range(off, buf.len(), self.size)?;
         self.inner.write_untorn(self.start + off, buf)
     }
+    fn prefetch(&self, off: u64, len: usize) {
+        if super::check_range(off, len, self.size).is_ok() {
+            self.inner.prefetch(self.start + off, len)
+        }
+    }
+    fn prefetches(&self) -> bool {
+        self.inner.prefetches()
+    }
     fn flush(&self) -> Result<()> {
         self.inner.flush()
     }

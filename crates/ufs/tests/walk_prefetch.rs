@@ -1,0 +1,112 @@
+//! A directory read asks the device for what a tree walk reads next (the
+//! entries' inode blocks, each subdirectory's first block), so a cold
+//! `find` waits for the disk far less often; a device that takes no hints
+//! (the modeled disk) is left exactly as it was.
+use std::sync::{Arc, Mutex};
+use ufs::dev::{BlockDevice, MemDevice};
+use ufs::newfs::{newfs, NewfsParams};
+use ufs::{Cred, Fs, MountOptions, Result};
+
+/// A memory device that takes hints (or not) and records them.
+struct Hinted {
+    mem: Arc<MemDevice>,
+    takes_hints: bool,
+    hints: Arc<Mutex<Vec<(u64, usize)>>>,
+}
+
+impl BlockDevice for Hinted {
+    fn read_at(&self, off: u64, buf: &mut [u8]) -> Result<()> {
+        self.mem.read_at(off, buf)
+    }
+    fn write_at(&self, off: u64, buf: &[u8]) -> Result<()> {
+        self.mem.write_at(off, buf)
+    }
+    fn flush(&self) -> Result<()> {
+        self.mem.flush()
+    }
+    fn size(&self) -> u64 {
+        self.mem.size()
+    }
+    fn prefetches(&self) -> bool {
+        self.takes_hints
+    }
+    fn prefetch(&self, off: u64, len: usize) {
+        self.hints.lock().unwrap().push((off, len));
+    }
+}
+
+const R: Cred = Cred::ROOT;
+
+/// An image with /top holding `n` subdirectories and as many files; the
+/// byte address of each subdirectory's first block.
+fn image(n: usize) -> (Arc<MemDevice>, Vec<u64>) {
+    let mem = Arc::new(MemDevice::new(256 << 20));
+    newfs(
+        &*mem,
+        &NewfsParams {
+            seed: Some(1),
+            time: Some(1_700_000_000),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let fs = Fs::open(Box::new(mem.clone()), MountOptions::default()).unwrap();
+    let top = fs.mkdir(fs.root(), b"top", 0o755, R).unwrap();
+    let mut firsts = Vec::new();
+    for i in 0..n {
+        let d = fs
+            .mkdir(top.ino, format!("d{i}").as_bytes(), 0o755, R)
+            .unwrap();
+        fs.mknod(top.ino, format!("f{i}").as_bytes(), 0o100644, 0, R)
+            .unwrap();
+        firsts.push(d.ino);
+    }
+    let fsize = fs.geometry().fsize;
+    let firsts = firsts
+        .into_iter()
+        .map(|ino| fs.inode(ino).unwrap().di_db(0) * fsize)
+        .collect();
+    fs.unmount().unwrap();
+    (mem, firsts)
+}
+
+fn walk_top(mem: &Arc<MemDevice>, takes_hints: bool) -> Vec<(u64, usize)> {
+    let hints = Arc::new(Mutex::new(Vec::new()));
+    let dev = Hinted {
+        mem: mem.clone(),
+        takes_hints,
+        hints: hints.clone(),
+    };
+    let fs = Fs::open(Box::new(dev), MountOptions::default()).unwrap();
+    let top = fs.lookup(fs.root(), b"top").unwrap();
+    hints.lock().unwrap().clear();
+    fs.readdir(top.ino, 0, usize::MAX).unwrap();
+    let h = hints.lock().unwrap().clone();
+    h
+}
+
+#[test]
+fn a_directory_read_asks_for_what_a_walk_reads_next() {
+    let (mem, firsts) = image(40);
+    let hints = walk_top(&mem, true);
+    for a in &firsts {
+        assert!(
+            hints
+                .iter()
+                .any(|&(off, len)| off <= *a && *a < off + len as u64),
+            "no hint covers the first block of a subdirectory (byte {a}): {hints:?}"
+        );
+    }
+    // Each address is asked for once per read, within the bound.
+    let mut seen = hints.clone();
+    seen.sort();
+    seen.dedup();
+    assert_eq!(seen.len(), hints.len(), "a block was asked for twice");
+    assert!(hints.len() <= ufs::dir::PREFETCH_INODE_BLOCKS + ufs::dir::PREFETCH_SUBDIRS);
+}
+
+#[test]
+fn a_device_that_takes_no_hints_gets_none() {
+    let (mem, _) = image(10);
+    assert!(walk_top(&mem, false).is_empty());
+}
