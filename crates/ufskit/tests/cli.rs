@@ -1261,3 +1261,62 @@ fn crashtest_reports_async_without_failing() {
     assert_eq!(bad.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown mode 'journal'"));
 }
+
+#[test]
+fn gpt_disk_mounts_with_one_command() {
+    // A whole disk as FreeBSD's installer lays it out (boot, EFI, swap and
+    // UFS partitions), built with sgdisk; the file system goes into the
+    // UFS partition with `ufskit newfs DISK:p4`.
+    if !needs_fuse("gpt_disk_mounts_with_one_command")
+        || !prerequisite(
+            Command::new("sgdisk").arg("--version").output().is_ok(),
+            "gpt_disk_mounts_with_one_command",
+            "sgdisk (gdisk)",
+        )
+    {
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let disk = t.path().join("disk.img");
+    std::fs::File::create(&disk)
+        .unwrap()
+        .set_len(128 << 20)
+        .unwrap();
+    run(Command::new("sgdisk")
+        .args(["-n1:0:+512K", "-t1:a501", "-n2:0:+1M", "-t2:ef00"])
+        .args(["-n3:0:+16M", "-t3:a502", "-n4:0:0", "-t4:a503"])
+        .arg(&disk));
+    let p4 = PathBuf::from(format!("{}:p4", disk.display()));
+    run(ufskit().arg("newfs").arg(&p4));
+    // Every tool takes the whole disk and picks the only UFS partition.
+    let out = run(ufskit().arg("dumpfs").arg(&disk));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("using partition p4"), "dumpfs said: {said}");
+    let src = t.path().join("src");
+    std::fs::create_dir_all(src.join("sub")).unwrap();
+    for i in 0..50 {
+        std::fs::write(src.join(format!("f{i}")), vec![i as u8; 1000 * i]).unwrap();
+    }
+    std::os::unix::fs::symlink("f1", src.join("sub/link")).unwrap();
+    let mnt = t.path().join("mnt");
+    let m = Mounted::new(&disk, &mnt, &[]);
+    run(Command::new("cp").arg("-a").arg(&src).arg(mnt.join("tree")));
+    m.umount();
+    fsck_clean(&disk);
+    // The partition table is untouched, and the partition named
+    // explicitly mounts the same tree.
+    let table = run(Command::new("sgdisk").arg("-p").arg(&disk));
+    let table = String::from_utf8_lossy(&table.stdout);
+    assert!(table.contains("A503") && table.contains("EF00"), "{table}");
+    let m = Mounted::new(&p4, &mnt, &["ro"]);
+    compare_trees(&src, &mnt.join("tree"), Mtime::Exact);
+    m.umount();
+    // A partition that holds no UFS is refused with a clear message.
+    let out = ufskit()
+        .args(["fsck", "-n"])
+        .arg(format!("{}:p2", disk.display()))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("superblock"));
+}
