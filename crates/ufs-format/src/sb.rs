@@ -284,6 +284,10 @@ impl Superblock {
     pub fn fs_snapinum(&self, i: usize) -> u32 {
         get_u32(&self.raw, FS_SNAPINUM_OFF + 4 * i)
     }
+    pub fn set_fs_snapinum(&mut self, i: usize, ino: u32) {
+        let o = FS_SNAPINUM_OFF + 4 * i;
+        self.raw[o..o + 4].copy_from_slice(&ino.to_le_bytes());
+    }
 
     /// Checks the rules FreeBSD's `validate_sblock` enforces (plus the ones
     /// our arithmetic relies on) and returns the derived geometry.

@@ -116,6 +116,13 @@ pub struct FsCore {
     /// trusts the maps of a soft-updates file system, which the other
     /// modes do not keep in order) and comes back at a clean unmount.
     pub(crate) softdep_flag_lent: bool,
+    /// The superblock says journaled soft updates (`FS_SUJ`); this mount
+    /// writes no journal, so the flag is off on disk while mounted
+    /// read-write: a crash then leaves a file system FreeBSD's fsck checks
+    /// in full, never one whose stale journal it would replay over our
+    /// changes. It comes back at a clean unmount (FreeBSD starts a new
+    /// journal at its next mount).
+    pub(crate) suj_flag_lent: bool,
     /// Directory indexes (dirhash) and their memory budget.
     pub(crate) dirhash: crate::dir::dirhash::Dirhash,
     /// Per directory, the chunk where the last linear lookup succeeded
@@ -330,6 +337,41 @@ pub fn now() -> (i64, i32) {
     (d.as_secs() as i64, d.subsec_nanos() as i32)
 }
 
+/// Why a read-write mount of this file system is refused, if it is: what
+/// ufskit cannot keep consistent, and the FreeBSD command that removes it.
+/// A read-only mount is always allowed.
+pub fn refuses_writing(sb: &Superblock, was_clean: bool) -> Option<String> {
+    let snaps: Vec<u32> = (0..FSMAXSNAP)
+        .map(|i| sb.fs_snapinum(i))
+        .filter(|&i| i != 0)
+        .collect();
+    if !snaps.is_empty() {
+        return Some(format!(
+            "the file system has {} snapshot(s) (inodes {snaps:?}); ufskit does not \
+             copy blocks on write for them, so writing would corrupt them. Mount it \
+             read-only (-o ro), or remove the snapshots on FreeBSD (rm MOUNTPOINT/.snap/NAME)",
+            snaps.len()
+        ));
+    }
+    if sb.fs_flags() & FS_GJOURNAL != 0 {
+        return Some(
+            "the file system uses gjournal (FS_GJOURNAL); ufskit writes no gjournal. \
+             Mount it read-only (-o ro), or turn it off on FreeBSD (tunefs -J disable)"
+                .to_string(),
+        );
+    }
+    if sb.fs_flags() & FS_SUJ != 0 && !was_clean {
+        return Some(
+            "the file system uses journaled soft updates and was not unmounted \
+             cleanly: its journal may hold changes not yet applied. Run fsck first \
+             (FreeBSD's fsck_ffs replays the journal; ufskit fsck checks in full), or \
+             mount it read-only (-o ro)"
+                .to_string(),
+        );
+    }
+    None
+}
+
 impl FsCore {
     pub fn open(dev: Box<dyn BlockDevice>, opts: MountOptions) -> Result<FsCore> {
         let (sb, g, _loc) = read_superblock(&*dev)?;
@@ -368,6 +410,11 @@ impl FsCore {
         if !was_clean && !opts.force {
             read_only = true;
         }
+        if !read_only {
+            if let Some(why) = refuses_writing(&sb, was_clean) {
+                return Err(Error::new(ErrorKind::NotSupported, why));
+            }
+        }
         let ncg = g.ncg as usize;
         let dirhash = crate::dir::dirhash::Dirhash::new(opts.dirhash.clone());
         let mut core = FsCore {
@@ -389,6 +436,7 @@ impl FsCore {
             orphans: Default::default(),
             was_clean,
             softdep_flag_lent: false,
+            suj_flag_lent: false,
         };
         if !core.read_only {
             // Mark the file system in use on disk before changing anything.
@@ -396,6 +444,10 @@ impl FsCore {
             if mode != WriteMode::Softdep && core.sb.fs_flags() & FS_DOSOFTDEP != 0 {
                 core.sb.set_fs_flags(core.sb.fs_flags() & !FS_DOSOFTDEP);
                 core.softdep_flag_lent = true;
+            }
+            if core.sb.fs_flags() & FS_SUJ != 0 {
+                core.sb.set_fs_flags(core.sb.fs_flags() & !FS_SUJ);
+                core.suj_flag_lent = true;
             }
             let (t, _) = now();
             core.sb.set_fs_mtime(t);
@@ -788,6 +840,9 @@ impl FsCore {
         self.sb.set_fs_flags(self.sb.fs_flags() & !FS_UNCLEAN);
         if std::mem::take(&mut self.softdep_flag_lent) {
             self.sb.set_fs_flags(self.sb.fs_flags() | FS_DOSOFTDEP);
+        }
+        if std::mem::take(&mut self.suj_flag_lent) {
+            self.sb.set_fs_flags(self.sb.fs_flags() | FS_SUJ);
         }
         self.write_superblock()?;
         self.cache.flush()?;

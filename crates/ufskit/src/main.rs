@@ -74,6 +74,15 @@ enum Cmd {
     },
     /// Change tunable parameters of an unmounted file system.
     Tunefs(TunefsArgs),
+    /// List the partitions of a disk or disk image (GPT, MBR, BSD
+    /// disklabels) and which hold a UFS2 file system: the names IMAGE:NAME
+    /// takes in every other command.
+    Probe {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        image: PathBuf,
+    },
     /// Layout measures of a directory in an unmounted image: readdir-order
     /// and name-order inode locality (seed 001), data near its inode. Given
     /// a directory instead of an image (a ufskit mount, ext4, any file
@@ -536,6 +545,66 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
     ))
 }
 
+fn cmd_probe(image: &std::path::Path, json: bool) -> Result<(), String> {
+    let dev = ufs::dev::FileDevice::open(image, false).map_err(|e| e.to_string())?;
+    let parts =
+        ufs::dev::partition::probe(&dev).map_err(|e| format!("{}: {e}", image.display()))?;
+    let whole = ufs::fs::read_superblock(&dev).is_ok();
+    if json {
+        let v = serde_json::json!({ "whole_disk_ufs": whole, "partitions": parts });
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?
+        );
+        return Ok(());
+    }
+    if parts.is_empty() {
+        println!(
+            "{}: no partition table; {}",
+            image.display(),
+            if whole {
+                "the whole image is a UFS2 file system"
+            } else {
+                "no UFS2 file system at its start either"
+            }
+        );
+        return Ok(());
+    }
+    println!(
+        "{:<6} {:<16} {:>14} {:>14}  UFS2",
+        "name", "type", "start (bytes)", "size (bytes)"
+    );
+    for p in &parts {
+        println!(
+            "{:<6} {:<16} {:>14} {:>14}  {}",
+            p.name,
+            p.kind,
+            p.start,
+            p.size,
+            if p.ufs { "yes" } else { "-" }
+        );
+    }
+    let ufs: Vec<&str> = parts
+        .iter()
+        .filter(|p| p.ufs)
+        .map(|p| p.name.as_str())
+        .collect();
+    match ufs.as_slice() {
+        [] => println!("no partition holds a UFS2 file system"),
+        [one] => println!(
+            "commands given {} use {one} (or name it: {}:{one})",
+            image.display(),
+            image.display()
+        ),
+        many => println!(
+            "several hold UFS2: name one, e.g. {}:{}",
+            image.display(),
+            many[0]
+        ),
+    }
+    Ok(())
+}
+
 fn cmd_mount(a: MountArgs) -> Result<(), String> {
     let (opts, f) = parse_mount_options(&a.options)?;
     // `disk.img:p2`: the file is canonicalized, the partition kept.
@@ -696,6 +765,7 @@ fn run() -> Result<ExitCode, String> {
             let _ = dev.size();
         }
         Cmd::Tunefs(a) => cmd_tunefs(a)?,
+        Cmd::Probe { json, image } => cmd_probe(&image, json)?,
         Cmd::Layout { json, image, path } => cmd_layout(&image, &path, json)?,
         Cmd::Stats {
             json,

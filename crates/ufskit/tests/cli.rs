@@ -1288,6 +1288,23 @@ fn gpt_disk_mounts_with_one_command() {
         .arg(&disk));
     let p4 = PathBuf::from(format!("{}:p4", disk.display()));
     run(ufskit().arg("newfs").arg(&p4));
+    // probe lists the partitions and which holds UFS2.
+    let out = run(ufskit().arg("probe").arg(&disk));
+    let listing = String::from_utf8_lossy(&out.stdout);
+    let p4_line = listing
+        .lines()
+        .find(|l| l.starts_with("p4"))
+        .unwrap_or_default();
+    assert!(
+        p4_line.contains("freebsd-ufs") && p4_line.ends_with("yes"),
+        "{listing}"
+    );
+    assert!(
+        listing
+            .lines()
+            .any(|l| l.starts_with("p2") && l.contains("efi") && l.ends_with('-')),
+        "{listing}"
+    );
     // Every tool takes the whole disk and picks the only UFS partition.
     let out = run(ufskit().arg("dumpfs").arg(&disk));
     let said = String::from_utf8_lossy(&out.stderr);
