@@ -68,6 +68,25 @@ pub const FS_NFS4ACLS: i32 = 0x100;
 pub const FS_METACKHASH: i32 = 0x200;
 pub const FS_TRIM: i32 = 0x400;
 
+// File flags (`di_flags`, chflags(2); FreeBSD's sys/stat.h). UF_* may be
+// set by the owner, SF_* only by the super-user.
+pub const UF_NODUMP: u32 = 0x0000_0001;
+pub const UF_IMMUTABLE: u32 = 0x0000_0002;
+pub const UF_APPEND: u32 = 0x0000_0004;
+pub const UF_NOUNLINK: u32 = 0x0000_0010;
+pub const SF_ARCHIVED: u32 = 0x0001_0000;
+pub const SF_IMMUTABLE: u32 = 0x0002_0000;
+pub const SF_APPEND: u32 = 0x0004_0000;
+pub const SF_NOUNLINK: u32 = 0x0010_0000;
+pub const SF_SNAPSHOT: u32 = 0x0020_0000;
+/// The flags that stop any change (ufs_vnops.c's IMMUTABLE, APPEND and
+/// NOUNLINK masks).
+pub const IMMUTABLE: u32 = UF_IMMUTABLE | SF_IMMUTABLE;
+pub const APPEND: u32 = UF_APPEND | SF_APPEND;
+pub const NOUNLINK: u32 = UF_NOUNLINK | SF_NOUNLINK;
+/// Flags only the super-user may change.
+pub const SF_SETTABLE: u32 = 0xffff_0000;
+
 pub const CK_SUPERBLOCK: u32 = 0x1;
 pub const CK_CYLGRP: u32 = 0x2;
 pub const CK_INODE: u32 = 0x4;

@@ -546,6 +546,25 @@ impl Filesystem for UfsFuse {
         Self::empty(self.svc.fsync(ino.0), reply);
     }
 
+    #[allow(clippy::too_many_arguments)]
+    fn ioctl(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _flags: fuser::IoctlFlags,
+        cmd: u32,
+        in_data: &[u8],
+        out_size: u32,
+        reply: fuser::ReplyIoctl,
+    ) {
+        self.serve(req, Op::Ioctl);
+        match self.svc.ioctl(&caller(req), ino.0, cmd, in_data) {
+            Ok(out) => reply.ioctl(0, &out[..out.len().min(out_size as usize)]),
+            Err(e) => reply.error(err(e)),
+        }
+    }
+
     fn statfs(&self, req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
         self.serve(req, Op::Statfs);
         let s = self.svc.statfs();

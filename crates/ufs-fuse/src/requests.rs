@@ -34,9 +34,10 @@ pub enum Op {
     Fsyncdir,
     Statfs,
     Create,
+    Ioctl,
 }
 
-const N: usize = Op::Create as usize + 1;
+const N: usize = Op::Ioctl as usize + 1;
 
 const NAMES: [&str; N] = [
     "lookup",
@@ -63,6 +64,7 @@ const NAMES: [&str; N] = [
     "fsyncdir",
     "statfs",
     "create",
+    "ioctl",
 ];
 
 #[derive(Debug, Default)]

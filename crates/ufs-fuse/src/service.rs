@@ -237,6 +237,69 @@ impl Service {
             .map_err(|e| errno(&e))
     }
 
+    /// IOCTL: the Linux inode flags (`lsattr`, `chattr`; the kernel's
+    /// fileattr calls send FS_IOC_GETFLAGS and FS_IOC_SETFLAGS here),
+    /// mapped onto FreeBSD's file flags: immutable and append-only to the
+    /// system flags (Linux asks CAP_LINUX_IMMUTABLE for them, FreeBSD the
+    /// super-user), nodump to the user's. Other FreeBSD flags (no-unlink,
+    /// the user's immutable and append-only) are kept as they are and shown
+    /// as the Linux flag they behave like. Anything else is ENOTTY.
+    pub fn ioctl(
+        &self,
+        c: &Caller,
+        nodeid: u64,
+        cmd: u32,
+        in_data: &[u8],
+    ) -> Result<Vec<u8>, Errno> {
+        const GETFLAGS: u32 = 0x8008_6601; // _IOR('f', 1, long)
+        const SETFLAGS: u32 = 0x4008_6602; // _IOW('f', 2, long)
+        const FSGETXATTR: u32 = 0x801c_581f; // _IOR('X', 31, struct fsxattr)
+        const FSSETXATTR: u32 = 0x401c_5820; // _IOW('X', 32, struct fsxattr)
+        let ino = to_ufs(nodeid);
+        let current = self.fs.getattr(ino).map_err(|e| errno(&e))?.flags;
+        match cmd {
+            GETFLAGS => Ok(ufs::linux_inode_flags(current).to_ne_bytes().to_vec()),
+            SETFLAGS => {
+                let raw: [u8; 4] = in_data
+                    .get(..4)
+                    .and_then(|b| b.try_into().ok())
+                    .ok_or(libc::EINVAL)?;
+                let f = ufs::with_linux_inode_flags(current, u32::from_ne_bytes(raw))
+                    .ok_or(libc::EOPNOTSUPP)?;
+                let s = SetAttr {
+                    flags: Some(f),
+                    ..Default::default()
+                };
+                self.fs.setattr(ino, &s, c.cred()).map_err(|e| errno(&e))?;
+                Ok(Vec::new())
+            }
+            // struct fsxattr (28 bytes): the kernel reads the flags this
+            // way before it changes them (vfs_fileattr_set), and xfs_io
+            // uses it; only fsx_xflags means anything here.
+            FSGETXATTR => {
+                let mut out = vec![0u8; 28];
+                let x = xflags_of(ufs::linux_inode_flags(current));
+                out[..4].copy_from_slice(&x.to_ne_bytes());
+                Ok(out)
+            }
+            FSSETXATTR => {
+                let raw: [u8; 4] = in_data
+                    .get(..4)
+                    .and_then(|b| b.try_into().ok())
+                    .ok_or(libc::EINVAL)?;
+                let linux = flags_of_xflags(u32::from_ne_bytes(raw)).ok_or(libc::EOPNOTSUPP)?;
+                let f = ufs::with_linux_inode_flags(current, linux).ok_or(libc::EOPNOTSUPP)?;
+                let s = SetAttr {
+                    flags: Some(f),
+                    ..Default::default()
+                };
+                self.fs.setattr(ino, &s, c.cred()).map_err(|e| errno(&e))?;
+                Ok(Vec::new())
+            }
+            _ => Err(libc::ENOTTY),
+        }
+    }
+
     pub fn readlink(&self, nodeid: u64) -> Result<Vec<u8>, Errno> {
         self.fs.readlink(to_ufs(nodeid)).map_err(|e| errno(&e))
     }
@@ -456,6 +519,28 @@ impl Service {
         let mode = (mode & 0o7777) | libc::S_IFREG;
         self.entry(self.fs.mknod(to_ufs(parent), name, mode, 0, c.cred()))
     }
+}
+
+/// Linux inode flags (FS_*_FL) as extended-attribute flags
+/// (FS_XFLAG_*): immutable, append, nodump.
+const FL_XFLAG: [(u32, u32); 3] = [(0x10, 0x8), (0x20, 0x10), (0x40, 0x80)];
+
+fn xflags_of(flags: u32) -> u32 {
+    FL_XFLAG
+        .iter()
+        .filter(|(fl, _)| flags & fl != 0)
+        .fold(0, |x, (_, xf)| x | xf)
+}
+
+/// None when an xflag has no inode-flag counterpart here.
+fn flags_of_xflags(x: u32) -> Option<u32> {
+    let known = FL_XFLAG.iter().fold(0, |m, (_, xf)| m | xf);
+    (x & !known == 0).then(|| {
+        FL_XFLAG
+            .iter()
+            .filter(|(_, xf)| x & xf != 0)
+            .fold(0, |f, (fl, _)| f | fl)
+    })
 }
 
 #[cfg(test)]

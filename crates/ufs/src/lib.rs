@@ -32,4 +32,7 @@ pub mod tunefs;
 
 pub use error::{Damage, Error, ErrorKind, Result};
 pub use fs::{DirPref, MountOptions};
-pub use ops::{Attr, Cred, FileKind, Fs, RenameMode, SetAttr, StatFs, Time, TimeSet};
+pub use ops::{
+    linux_inode_flags, with_linux_inode_flags, Attr, Cred, FileKind, Fs, RenameMode, SetAttr,
+    StatFs, Time, TimeSet,
+};

@@ -402,6 +402,7 @@ impl Fs {
         c.check_writable()?;
         let mut pdi = dir_inode(c, parent)?;
         must_be_absent(c, parent, &pdi, name)?;
+        may_enter(&pdi)?;
         if pdi.nlink() >= UFS_LINK_MAX {
             return Err(Error::new(
                 ErrorKind::TooManyLinks,
@@ -501,6 +502,7 @@ impl Fs {
         c.check_writable()?;
         let mut pdi = dir_inode(c, parent)?;
         must_be_absent(c, parent, &pdi, name)?;
+        may_enter(&pdi)?;
         let ino = match c.placement_goal(parent, &pdi, name)? {
             Some(goal) => c.alloc_placed(parent, goal)?,
             None => c.alloc_inode(parent, false)?,
@@ -657,6 +659,8 @@ impl Fs {
         }
         let mut pdi = dir_inode(c, newparent)?;
         must_be_absent(c, newparent, &pdi, newname)?;
+        may_enter(&pdi)?;
+        may_change(&di)?;
         // Raise the count first so a crash leaves it too high, never too low.
         di.set_nlink(di.nlink() + 1);
         touch(&mut di, false, true, false);
@@ -689,6 +693,7 @@ impl Fs {
         if di.is_dir() {
             return Err(Error::new(ErrorKind::IsDir, "is a directory"));
         }
+        may_unlink(&pdi, &di)?;
         c.dir_remove(parent, &mut pdi, name, Reserve::Privileged, &[])?;
         touch(&mut pdi, true, true, false);
         c.write_inode(parent, &pdi)?;
@@ -714,6 +719,7 @@ impl Fs {
         if !c.dir_is_empty(f.ino, &di)? {
             return Err(Error::new(ErrorKind::NotEmpty, "directory not empty"));
         }
+        may_unlink(&pdi, &di)?;
         c.dir_remove(parent, &mut pdi, name, Reserve::Privileged, &[])?;
         touch(&mut pdi, true, true, false);
         c.write_inode(parent, &pdi)?;
@@ -747,6 +753,13 @@ impl Fs {
         let dst = c.dir_lookup(newparent, &npdi, newname)?;
         let sdi = live_inode(c, src.ino)?;
         let src_is_dir = sdi.is_dir();
+        may_unlink(&pdi, &sdi)?;
+        may_enter(&npdi)?;
+        if let Some(d) = &dst {
+            if d.ino != src.ino {
+                may_unlink(&npdi, &live_inode(c, d.ino)?)?;
+            }
+        }
         match (mode, &dst) {
             (RenameMode::NoReplace, Some(_)) => {
                 return Err(Error::new(ErrorKind::Exists, "target exists"))
@@ -925,6 +938,24 @@ impl Fs {
     fn setattr_op(c: &mut FsCore, ino: u64, s: &SetAttr, cred: Cred) -> Result<Attr> {
         c.check_writable()?;
         let mut di = live_inode(c, ino)?;
+        let other = s.mode.is_some()
+            || s.uid.is_some()
+            || s.gid.is_some()
+            || s.size.is_some()
+            || s.atime.is_some()
+            || s.mtime.is_some();
+        if other {
+            may_change(&di)?;
+        }
+        if let Some(f) = s.flags {
+            // The super-user's flags are the super-user's to change (at
+            // FreeBSD's securelevel 0); the owner's only while none of
+            // them is set.
+            let sys_change = (f ^ di.di_flags()) & SF_SETTABLE != 0;
+            if cred.uid != 0 && (sys_change || di.di_flags() & SF_SETTABLE != 0) {
+                return Err(flag_refusal("only the super-user may change system flags"));
+            }
+        }
         if let Some(size) = s.size {
             if di.is_dir() {
                 return Err(Error::new(ErrorKind::IsDir, "cannot truncate a directory"));
@@ -1027,6 +1058,14 @@ impl Fs {
                 ErrorKind::Invalid,
                 "can only write regular files",
             ));
+        }
+        // ffs_write: nothing into an immutable file, and only at the end
+        // of an append-only one.
+        if di.di_flags() & IMMUTABLE != 0 {
+            return Err(flag_refusal("file is immutable"));
+        }
+        if di.di_flags() & APPEND != 0 && off != di.di_size() {
+            return Err(flag_refusal("file is append-only: writes go at its end"));
         }
         let r = c.write_data(ino, &mut di, off, data, cred.reserve());
         touch(&mut di, true, true, false);
@@ -1331,6 +1370,98 @@ fn kill_suid(di: &mut Dinode) {
         m &= !0o2000;
     }
     di.set_di_mode(m);
+}
+
+/// Linux inode flags (`lsattr`; FS_IOC_GETFLAGS) for FreeBSD's `flags`:
+/// immutable (FS_IMMUTABLE_FL) for either immutable flag, append-only
+/// (FS_APPEND_FL) for either append flag, nodump (FS_NODUMP_FL).
+pub fn linux_inode_flags(flags: u32) -> u32 {
+    let mut l = 0;
+    if flags & IMMUTABLE != 0 {
+        l |= LINUX_IMMUTABLE_FL;
+    }
+    if flags & APPEND != 0 {
+        l |= LINUX_APPEND_FL;
+    }
+    if flags & UF_NODUMP != 0 {
+        l |= LINUX_NODUMP_FL;
+    }
+    l
+}
+
+/// FreeBSD's flags after `chattr` asks for Linux flags `linux`
+/// (FS_IOC_SETFLAGS) on a file with flags `current`: a new immutable or
+/// append-only flag is the system one (Linux asks CAP_LINUX_IMMUTABLE for
+/// them, FreeBSD the super-user), one already set stays as it is, a
+/// cleared one clears both kinds; nodump is the user's; every other
+/// FreeBSD flag (no-unlink, archived...) is kept. None for a Linux flag
+/// with no FreeBSD meaning.
+pub fn with_linux_inode_flags(current: u32, linux: u32) -> Option<u32> {
+    if linux & !(LINUX_IMMUTABLE_FL | LINUX_APPEND_FL | LINUX_NODUMP_FL) != 0 {
+        return None;
+    }
+    let mut f = current & !(IMMUTABLE | APPEND | UF_NODUMP);
+    let keep_or = |mask: u32, sys: u32| {
+        if current & mask != 0 {
+            current & mask
+        } else {
+            sys
+        }
+    };
+    if linux & LINUX_IMMUTABLE_FL != 0 {
+        f |= keep_or(IMMUTABLE, SF_IMMUTABLE);
+    }
+    if linux & LINUX_APPEND_FL != 0 {
+        f |= keep_or(APPEND, SF_APPEND);
+    }
+    if linux & LINUX_NODUMP_FL != 0 {
+        f |= UF_NODUMP;
+    }
+    Some(f)
+}
+
+const LINUX_IMMUTABLE_FL: u32 = 0x10;
+const LINUX_APPEND_FL: u32 = 0x20;
+const LINUX_NODUMP_FL: u32 = 0x40;
+
+/// FreeBSD's file flags (chflags), as ufs_vnops.c applies them: an
+/// immutable or append-only file keeps its attributes and names; an
+/// immutable directory takes no new entries; an append-only directory
+/// loses none.
+fn flag_refusal(what: &str) -> Error {
+    Error::new(
+        ErrorKind::Permission,
+        format!("{what} (file flags; see chflags)"),
+    )
+}
+
+/// A new entry in `pdi` (create, link, rename into it).
+fn may_enter(pdi: &Dinode) -> Result<()> {
+    if pdi.di_flags() & IMMUTABLE != 0 {
+        return Err(flag_refusal("directory is immutable"));
+    }
+    Ok(())
+}
+
+/// The entry of `di` leaving `pdi` (unlink, rmdir, rename away or over).
+fn may_unlink(pdi: &Dinode, di: &Dinode) -> Result<()> {
+    if di.di_flags() & (NOUNLINK | IMMUTABLE | APPEND) != 0 {
+        return Err(flag_refusal(
+            "file is immutable, append-only or not to be unlinked",
+        ));
+    }
+    if pdi.di_flags() & (IMMUTABLE | APPEND) != 0 {
+        return Err(flag_refusal("directory is immutable or append-only"));
+    }
+    Ok(())
+}
+
+/// Any change to `di` other than appending data (ufs_setattr, ufs_link).
+fn may_change(di: &Dinode) -> Result<()> {
+    if di.di_flags() & (IMMUTABLE | APPEND) != 0 {
+        return Err(flag_refusal("file is immutable or append-only"));
+    }
+    Ok(())
 }
 
 /// Frees an inode whose creation failed half-way.

@@ -124,3 +124,113 @@ fn journaled_soft_updates_not_clean_refuse_even_forced() {
     let fs = open(&dev, false, false).unwrap();
     assert!(fs.is_read_only());
 }
+
+fn set_flags(fs: &Fs, ino: u64, flags: u32, cred: Cred) -> ufs::Result<ufs::Attr> {
+    fs.setattr(
+        ino,
+        &ufs::SetAttr {
+            flags: Some(flags),
+            ..Default::default()
+        },
+        cred,
+    )
+}
+
+#[test]
+fn file_flags_are_honoured_as_freebsd_does() {
+    use ufs_format::{SF_APPEND, SF_IMMUTABLE, SF_NOUNLINK, UF_APPEND, UF_IMMUTABLE};
+    let dev = image(|_| {});
+    let fs = open(&dev, false, false).unwrap();
+    let r = fs.root();
+    let root = Cred::ROOT;
+    let eperm = |res: ufs::Result<()>, what: &str| {
+        let e = res
+            .err()
+            .unwrap_or_else(|| panic!("{what} must be refused"));
+        assert_eq!(e.kind, ErrorKind::Permission, "{what}: {e}");
+    };
+    for flag in [SF_IMMUTABLE, UF_IMMUTABLE] {
+        let f = fs.mknod(r, b"imm", 0o100644, 0, root).unwrap();
+        fs.write(f.ino, 0, b"data", root).unwrap();
+        set_flags(&fs, f.ino, flag, root).unwrap();
+        eperm(fs.unlink(r, b"imm"), "unlink of an immutable file");
+        eperm(
+            fs.rename(r, b"imm", r, b"other", ufs::RenameMode::Replace),
+            "rename",
+        );
+        eperm(fs.write(f.ino, 0, b"x", root).map(|_| ()), "write");
+        eperm(fs.write(f.ino, 4, b"x", root).map(|_| ()), "append");
+        eperm(fs.link(f.ino, r, b"second").map(|_| ()), "link");
+        let chmod = ufs::SetAttr {
+            mode: Some(0o600),
+            ..Default::default()
+        };
+        eperm(fs.setattr(f.ino, &chmod, root).map(|_| ()), "chmod");
+        let trunc = ufs::SetAttr {
+            size: Some(0),
+            ..Default::default()
+        };
+        eperm(fs.setattr(f.ino, &trunc, root).map(|_| ()), "truncate");
+        assert_eq!(fs.read(f.ino, 0, 10).unwrap(), b"data");
+        // Clearing the flag makes it an ordinary file again.
+        set_flags(&fs, f.ino, 0, root).unwrap();
+        fs.unlink(r, b"imm").unwrap();
+    }
+    // Append-only: writes at the end only, no other change.
+    for flag in [SF_APPEND, UF_APPEND] {
+        let f = fs.mknod(r, b"log", 0o100644, 0, root).unwrap();
+        fs.write(f.ino, 0, b"one", root).unwrap();
+        set_flags(&fs, f.ino, flag, root).unwrap();
+        fs.write(f.ino, 3, b"two", root).unwrap();
+        eperm(fs.write(f.ino, 0, b"X", root).map(|_| ()), "overwrite");
+        eperm(fs.unlink(r, b"log"), "unlink");
+        assert_eq!(fs.read(f.ino, 0, 10).unwrap(), b"onetwo");
+        set_flags(&fs, f.ino, 0, root).unwrap();
+        fs.unlink(r, b"log").unwrap();
+    }
+    // No-unlink: everything but removing the name.
+    let f = fs.mknod(r, b"keep", 0o100644, 0, root).unwrap();
+    set_flags(&fs, f.ino, SF_NOUNLINK, root).unwrap();
+    fs.write(f.ino, 0, b"ok", root).unwrap();
+    eperm(fs.unlink(r, b"keep"), "unlink of a no-unlink file");
+    // Directories: immutable takes no entry, append-only loses none.
+    let d = fs.mkdir(r, b"d", 0o755, root).unwrap();
+    fs.mknod(d.ino, b"in", 0o100644, 0, root).unwrap();
+    set_flags(&fs, d.ino, SF_IMMUTABLE, root).unwrap();
+    eperm(
+        fs.mknod(d.ino, b"new", 0o100644, 0, root).map(|_| ()),
+        "create in an immutable directory",
+    );
+    eperm(
+        fs.unlink(d.ino, b"in"),
+        "unlink from an immutable directory",
+    );
+    set_flags(&fs, d.ino, SF_APPEND, root).unwrap();
+    fs.mknod(d.ino, b"new", 0o100644, 0, root).unwrap();
+    eperm(
+        fs.unlink(d.ino, b"in"),
+        "unlink from an append-only directory",
+    );
+    // Only root changes system flags.
+    let user = Cred {
+        uid: 1000,
+        gid: 1000,
+    };
+    let g = fs.mknod(r, b"mine", 0o100644, 0, root).unwrap();
+    eperm(
+        set_flags(&fs, g.ino, SF_IMMUTABLE, user).map(|_| ()),
+        "a user setting a system flag",
+    );
+    set_flags(&fs, g.ino, UF_IMMUTABLE, user).unwrap();
+    // The flags survive a remount.
+    fs.unmount().unwrap();
+    drop(fs);
+    let fs = open(&dev, false, false).unwrap();
+    eperm(fs.unlink(r, b"mine"), "unlink after remount");
+    let rep = {
+        fs.unmount().unwrap();
+        drop(fs);
+        fsck(&*dev, FsckMode::Check).unwrap()
+    };
+    assert!(rep.findings.is_empty(), "{:?}", rep.findings);
+}

@@ -1337,3 +1337,64 @@ fn gpt_disk_mounts_with_one_command() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("superblock"));
 }
+
+#[test]
+fn chattr_immutable_and_append_through_the_mount_survive_remount() {
+    if !needs_fuse("chattr_immutable_and_append_through_the_mount_survive_remount")
+        || !prerequisite(
+            Command::new("chattr").arg("-V").output().is_ok(),
+            "chattr_immutable_and_append_through_the_mount_survive_remount",
+            "chattr and lsattr (e2fsprogs)",
+        )
+    {
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let img = new_image(t.path(), "f.img", "64M");
+    let mnt = t.path().join("mnt");
+    let m = Mounted::new(&img, &mnt, &[]);
+    let f = mnt.join("frozen");
+    let g = mnt.join("log");
+    std::fs::write(&f, b"kept").unwrap();
+    std::fs::write(&g, b"one\n").unwrap();
+    run(Command::new("chattr").arg("+i").arg(&f));
+    run(Command::new("chattr").arg("+a").arg(&g));
+    let eperm = |r: std::io::Result<()>, what: &str| {
+        let e = r.err().unwrap_or_else(|| panic!("{what} must fail"));
+        assert_eq!(e.raw_os_error(), Some(libc::EPERM), "{what}: {e}");
+    };
+    eperm(std::fs::remove_file(&f), "rm of an immutable file");
+    eperm(
+        std::fs::rename(&f, mnt.join("x")),
+        "mv of an immutable file",
+    );
+    eperm(
+        std::fs::write(&g, b"over"),
+        "truncating an append-only file",
+    );
+    let mut a = std::fs::OpenOptions::new().append(true).open(&g).unwrap();
+    a.write_all(b"two\n").unwrap();
+    drop(a);
+    m.umount();
+    fsck_clean(&img);
+    let m = Mounted::new(&img, &mnt, &[]);
+    let out = run(Command::new("lsattr").arg(&f).arg(&g));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let flags_of = |p: &Path| {
+        text.lines()
+            .find(|l| l.ends_with(&*p.display().to_string()))
+            .and_then(|l| l.split_whitespace().next())
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert!(flags_of(&f).contains('i'), "{text}");
+    assert!(flags_of(&g).contains('a'), "{text}");
+    eperm(std::fs::remove_file(&f), "rm after remount");
+    assert_eq!(std::fs::read(&g).unwrap(), b"one\ntwo\n");
+    run(Command::new("chattr").arg("-i").arg(&f));
+    run(Command::new("chattr").arg("-a").arg(&g));
+    std::fs::remove_file(&f).unwrap();
+    std::fs::remove_file(&g).unwrap();
+    m.umount();
+    fsck_clean(&img);
+}

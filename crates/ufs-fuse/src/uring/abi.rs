@@ -41,6 +41,7 @@ pub mod op {
     pub const BATCH_FORGET: u32 = 42;
     pub const READDIRPLUS: u32 = 44;
     pub const RENAME2: u32 = 45;
+    pub const IOCTL: u32 = 39;
 }
 
 /// `fuse_setattr_in.valid` bits.
@@ -220,6 +221,28 @@ pub struct CreateIn {
     pub mode: u32,
     pub umask: u32,
     pub open_flags: u32,
+}
+
+/// `struct fuse_ioctl_in`; the input data follows in the payload.
+#[derive(Debug, Clone, Copy, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[repr(C)]
+pub struct IoctlIn {
+    pub fh: u64,
+    pub flags: u32,
+    pub cmd: u32,
+    pub arg: u64,
+    pub in_size: u32,
+    pub out_size: u32,
+}
+
+/// `struct fuse_ioctl_out`; the output data follows.
+#[derive(Debug, Clone, Copy, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[repr(C)]
+pub struct IoctlOut {
+    pub result: i32,
+    pub flags: u32,
+    pub in_iovs: u32,
+    pub out_iovs: u32,
 }
 
 /// `struct fuse_release_in`.

@@ -317,6 +317,23 @@ pub fn dispatch(svc: &Service, h: &InHeader, op_in: &[u8], payload: &[u8]) -> Ou
             .as_bytes()
             .to_vec())
         }
+        op::IOCTL => {
+            count(Op::Ioctl);
+            let i: IoctlIn = arg(op_in)?;
+            let data = payload.get(..i.in_size as usize).ok_or(libc::EIO)?;
+            svc.ioctl(&c, node, i.cmd, data).map(|out| {
+                let mut v = IoctlOut {
+                    result: 0,
+                    flags: 0,
+                    in_iovs: 0,
+                    out_iovs: 0,
+                }
+                .as_bytes()
+                .to_vec();
+                v.extend_from_slice(&out[..out.len().min(i.out_size as usize)]);
+                v
+            })
+        }
         op::RELEASE => {
             count(Op::Release);
             Ok(Vec::new())
@@ -741,6 +758,49 @@ mod tests {
             dispatch(&svc, &header(op::LOOKUP, 1), &[], b"f\0"),
             Err(libc::ENOENT)
         );
+    }
+
+    #[test]
+    fn ioctl_inode_flags_round_trip_and_guard_the_file() {
+        let svc = service();
+        let ci = CreateIn {
+            flags: 0,
+            mode: 0o644,
+            umask: 0,
+            open_flags: 0,
+        };
+        let out = dispatch(&svc, &header(op::CREATE, 1), ci.as_bytes(), b"f\0").unwrap();
+        let node = entry_of(&out).nodeid;
+        let io = |cmd: u32, data: &[u8], out_size: u32| {
+            let i = IoctlIn {
+                fh: 0,
+                flags: 0,
+                cmd,
+                arg: 0,
+                in_size: data.len() as u32,
+                out_size,
+            };
+            dispatch(&svc, &header(op::IOCTL, node), i.as_bytes(), data)
+        };
+        // chattr +i: the kernel reads the xflags, then sets the flags.
+        let x = io(0x801c_581f, &[], 28).unwrap();
+        assert_eq!(x.len(), size_of::<IoctlOut>() + 28);
+        io(0x4008_6602, &0x10u32.to_ne_bytes(), 0).unwrap();
+        let g = io(0x8008_6601, &[], 4).unwrap();
+        let flags = u32::from_ne_bytes(g[size_of::<IoctlOut>()..][..4].try_into().unwrap());
+        assert_eq!(flags, 0x10, "lsattr shows i");
+        assert_eq!(
+            dispatch(&svc, &header(op::UNLINK, 1), &[], b"f\0").err(),
+            Some(libc::EPERM)
+        );
+        // A flag FreeBSD has no counterpart for, and an unknown ioctl.
+        assert_eq!(
+            io(0x4008_6602, &0x80u32.to_ne_bytes(), 0).err(),
+            Some(libc::EOPNOTSUPP)
+        );
+        assert_eq!(io(0x1234, &[], 0).err(), Some(libc::ENOTTY));
+        io(0x4008_6602, &0u32.to_ne_bytes(), 0).unwrap();
+        dispatch(&svc, &header(op::UNLINK, 1), &[], b"f\0").unwrap();
     }
 
     #[test]
