@@ -259,20 +259,6 @@ impl Service {
         let current = self.fs.getattr(ino).map_err(|e| errno(&e))?.flags;
         match cmd {
             GETFLAGS => Ok(ufs::linux_inode_flags(current).to_ne_bytes().to_vec()),
-            SETFLAGS => {
-                let raw: [u8; 4] = in_data
-                    .get(..4)
-                    .and_then(|b| b.try_into().ok())
-                    .ok_or(libc::EINVAL)?;
-                let f = ufs::with_linux_inode_flags(current, u32::from_ne_bytes(raw))
-                    .ok_or(libc::EOPNOTSUPP)?;
-                let s = SetAttr {
-                    flags: Some(f),
-                    ..Default::default()
-                };
-                self.fs.setattr(ino, &s, c.cred()).map_err(|e| errno(&e))?;
-                Ok(Vec::new())
-            }
             // struct fsxattr (28 bytes): the kernel reads the flags this
             // way before it changes them (vfs_fileattr_set), and xfs_io
             // uses it; only fsx_xflags means anything here.
@@ -282,13 +268,20 @@ impl Service {
                 out[..4].copy_from_slice(&x.to_ne_bytes());
                 Ok(out)
             }
-            FSSETXATTR => {
+            SETFLAGS | FSSETXATTR => {
                 let raw: [u8; 4] = in_data
                     .get(..4)
                     .and_then(|b| b.try_into().ok())
                     .ok_or(libc::EINVAL)?;
-                let linux = flags_of_xflags(u32::from_ne_bytes(raw)).ok_or(libc::EOPNOTSUPP)?;
-                let f = ufs::with_linux_inode_flags(current, linux).ok_or(libc::EOPNOTSUPP)?;
+                let v = u32::from_ne_bytes(raw);
+                let linux = if cmd == SETFLAGS {
+                    Some(v)
+                } else {
+                    flags_of_xflags(v)
+                };
+                let f = linux
+                    .and_then(|l| ufs::with_linux_inode_flags(current, l))
+                    .ok_or(libc::EOPNOTSUPP)?;
                 let s = SetAttr {
                     flags: Some(f),
                     ..Default::default()

@@ -671,6 +671,17 @@ mod tests {
         }
     }
 
+    /// CREATE of "f" in the root with `mode`: the reply's bytes.
+    fn create(svc: &Service, mode: u32) -> Vec<u8> {
+        let ci = CreateIn {
+            flags: 0,
+            mode,
+            umask: 0,
+            open_flags: 0,
+        };
+        dispatch(svc, &header(op::CREATE, 1), ci.as_bytes(), b"f\0").unwrap()
+    }
+
     fn entry_of(b: &[u8]) -> EntryOut {
         EntryOut::read_from_prefix(b).unwrap().0
     }
@@ -678,13 +689,7 @@ mod tests {
     #[test]
     fn create_write_read_lookup_readdirplus_unlink() {
         let svc = service();
-        let ci = CreateIn {
-            flags: 0,
-            mode: 0o640,
-            umask: 0,
-            open_flags: 0,
-        };
-        let out = dispatch(&svc, &header(op::CREATE, 1), ci.as_bytes(), b"f\0").unwrap();
+        let out = create(&svc, 0o640);
         assert_eq!(out.len(), size_of::<EntryOut>() + size_of::<OpenOut>());
         let e = entry_of(&out);
         assert_eq!(e.attr.mode, libc::S_IFREG | 0o640);
@@ -763,14 +768,7 @@ mod tests {
     #[test]
     fn ioctl_inode_flags_round_trip_and_guard_the_file() {
         let svc = service();
-        let ci = CreateIn {
-            flags: 0,
-            mode: 0o644,
-            umask: 0,
-            open_flags: 0,
-        };
-        let out = dispatch(&svc, &header(op::CREATE, 1), ci.as_bytes(), b"f\0").unwrap();
-        let node = entry_of(&out).nodeid;
+        let node = entry_of(&create(&svc, 0o644)).nodeid;
         let io = |cmd: u32, data: &[u8], out_size: u32| {
             let i = IoctlIn {
                 fh: 0,
