@@ -8,6 +8,8 @@ command -v fusermount3 >/dev/null 2>&1 || need+=(fuse3)
 command -v stress-ng >/dev/null 2>&1 || need+=(stress-ng)
 # Whole-disk images with partition tables (the partition tests).
 command -v sgdisk >/dev/null 2>&1 || [ -x /usr/sbin/sgdisk ] || need+=(gdisk)
+# Extended attributes through the mount (setfattr, getfattr).
+command -v setfattr >/dev/null 2>&1 || need+=(attr)
 command -v mkfs.ext4 >/dev/null 2>&1 || [ -x /usr/sbin/mkfs.ext4 ] || need+=(e2fsprogs)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v bonnie++ >/dev/null 2>&1 || [ -x /usr/sbin/bonnie++ ] || need+=(bonnie++)

@@ -16,6 +16,10 @@ fuzz_target!(|data: &[u8]| {
     for chunk in data.chunks(DIRBLKSIZ) {
         let _ = dir::parse_chunk(chunk, &|| String::new());
     }
+    // An extended attribute area: whatever parses encodes back to itself.
+    if let Ok(attrs) = extattr::parse_area(data) {
+        assert_eq!(extattr::parse_area(&extattr::encode_area(&attrs)).ok(), Some(attrs));
+    }
     if data.len() >= DINODE_SIZE {
         let d = Dinode::from_bytes(data);
         let _ = d.ckhash_ok();

@@ -112,10 +112,15 @@ pub enum Workload {
     /// smallest cache. The only workload whose write log differs from run
     /// to run (the threads interleave as the scheduler lets them).
     Threads,
+    /// Extended attributes set, replaced, grown past one block of the
+    /// attribute area and shrunk, removed, on files and directories, some
+    /// fsynced; files carrying attributes unlinked (their area is freed
+    /// with them).
+    Xattr,
 }
 
 impl Workload {
-    pub const ALL: [Workload; 9] = [
+    pub const ALL: [Workload; 10] = [
         Workload::Create,
         Workload::Mkdir,
         Workload::Rename,
@@ -125,6 +130,7 @@ impl Workload {
         Workload::Bigdir,
         Workload::Inodes,
         Workload::Threads,
+        Workload::Xattr,
     ];
 
     pub fn name(self) -> &'static str {
@@ -138,6 +144,7 @@ impl Workload {
             Workload::Bigdir => "bigdir",
             Workload::Inodes => "inodes",
             Workload::Threads => "threads",
+            Workload::Xattr => "xattr",
         }
     }
 
@@ -157,6 +164,7 @@ impl Workload {
             Workload::Unlink => populate_unlink(s),
             Workload::Truncate => populate_truncate(s),
             Workload::Maildir => populate_maildir(s),
+            Workload::Xattr => populate_xattr(s),
         }
     }
 
@@ -180,6 +188,7 @@ impl Workload {
             Workload::Bigdir => run_bigdir(s),
             Workload::Inodes => run_inodes(s),
             Workload::Threads => run_threads(s),
+            Workload::Xattr => run_xattr(s),
         }
     }
 }
@@ -1204,6 +1213,28 @@ impl Session {
         Ok(())
     }
 
+    /// Sets user attribute `name` of `path` to `len` bytes.
+    fn setxattr(&mut self, path: &str, name: &str, len: usize) -> ufs::Result<()> {
+        self.begin(format!("setxattr {path} user.{name} ({len} bytes)"));
+        let ino = self.ino(path)?;
+        let v = self.bytes(len);
+        self.fs.setxattr(
+            ino,
+            ufs::XattrNs::User,
+            name.as_bytes(),
+            &v,
+            ufs::XattrSet::Either,
+            ROOT,
+        )
+    }
+
+    fn removexattr(&mut self, path: &str, name: &str) -> ufs::Result<()> {
+        self.begin(format!("removexattr {path} user.{name}"));
+        let ino = self.ino(path)?;
+        self.fs
+            .removexattr(ino, ufs::XattrNs::User, name.as_bytes(), ROOT)
+    }
+
     /// `fsync(path)`: from now on the file must survive with this content.
     fn fsync(&mut self, path: &str) -> ufs::Result<()> {
         self.begin(format!("fsync {path}"));
@@ -1653,6 +1684,41 @@ fn run_unlink(s: &mut Session) -> ufs::Result<()> {
     s.fsync("b/after")?;
     s.unlink("a/n0")?;
     s.rmdir("a")?;
+    Ok(())
+}
+
+fn populate_xattr(s: &mut Session) -> ufs::Result<()> {
+    s.mkdir("d")?;
+    for i in 0..6 {
+        s.create(&format!("d/f{i}"), 700 * i)?;
+        s.setxattr(&format!("d/f{i}"), "tag", 20 + 300 * i)?;
+    }
+    s.setxattr("d", "dir", 100)?;
+    Ok(())
+}
+
+fn run_xattr(s: &mut Session) -> ufs::Result<()> {
+    s.setxattr("d/f0", "tag", 40)?; // replaced in place of the same size class
+    s.setxattr("d/f0", "more", 2000)?; // the area grows to fragments more
+    s.fsync("d/f0")?;
+    s.setxattr("d/f1", "big", 5000)?; // past one 4 KiB block: two blocks
+    s.create("d/n0", 3000)?;
+    s.setxattr("d/n0", "new", 10)?;
+    s.fsync("d/n0")?;
+    s.removexattr("d/f2", "tag")?; // the area goes away
+    s.unlink("d/f3")?; // its area is freed with it
+    s.setxattr("d/f1", "big", 100)?; // two blocks back to fragments
+    s.setxattr("d", "dir", 3000)?;
+    s.sync()?;
+    s.setxattr("d/f4", "x", 5000)?;
+    s.unlink("d/f4")?;
+    s.removexattr("d/f1", "big")?;
+    s.unlink("d/f1")?;
+    s.create("d/n1", 9000)?;
+    s.setxattr("d/n1", "a", 3500)?;
+    s.setxattr("d/n1", "b", 3500)?;
+    s.fsync("d/n1")?;
+    s.unlink("d/f5")?;
     Ok(())
 }
 

@@ -109,6 +109,10 @@ impl Dinode {
     pub fn di_extb(&self, i: usize) -> u64 {
         get_u64(&self.raw, 96 + 8 * i)
     }
+    pub fn set_di_extb(&mut self, i: usize, v: u64) {
+        debug_assert!(i < crate::UFS_NXADDR);
+        set_u64(&mut self.raw, 96 + 8 * i, v)
+    }
     pub fn file_type(&self) -> u16 {
         self.di_mode() & IFMT
     }

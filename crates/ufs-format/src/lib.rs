@@ -21,6 +21,7 @@ pub mod ckhash;
 pub mod dinode;
 pub mod dir;
 pub mod error;
+pub mod extattr;
 pub mod sb;
 
 pub use cg::Cg;

@@ -162,6 +162,17 @@ impl UfsFuse {
         }
     }
 
+    fn xattr(
+        r: Result<crate::service::XattrReply, crate::service::Errno>,
+        reply: fuser::ReplyXattr,
+    ) {
+        match r {
+            Ok(crate::service::XattrReply::Size(n)) => reply.size(n),
+            Ok(crate::service::XattrReply::Data(v)) => reply.data(&v),
+            Err(e) => reply.error(err(e)),
+        }
+    }
+
     fn attr(r: Result<Attr, crate::service::Errno>, reply: ReplyAttr) {
         match r {
             Ok(a) => reply.attr(&TTL, &file_attr(&a)),
@@ -544,6 +555,54 @@ impl Filesystem for UfsFuse {
     ) {
         self.serve(req, Op::Fsyncdir);
         Self::empty(self.svc.fsync(ino.0), reply);
+    }
+
+    fn getxattr(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        name: &OsStr,
+        size: u32,
+        reply: fuser::ReplyXattr,
+    ) {
+        self.serve(req, Op::Getxattr);
+        Self::xattr(
+            self.svc
+                .getxattr(&caller(req), ino.0, name.as_bytes(), size),
+            reply,
+        );
+    }
+
+    fn listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: fuser::ReplyXattr) {
+        self.serve(req, Op::Listxattr);
+        Self::xattr(self.svc.listxattr(&caller(req), ino.0, size), reply);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn setxattr(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
+        self.serve(req, Op::Setxattr);
+        Self::empty(
+            self.svc
+                .setxattr(&caller(req), ino.0, name.as_bytes(), value, flags as u32),
+            reply,
+        );
+    }
+
+    fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.serve(req, Op::Removexattr);
+        Self::empty(
+            self.svc.removexattr(&caller(req), ino.0, name.as_bytes()),
+            reply,
+        );
     }
 
     #[allow(clippy::too_many_arguments)]

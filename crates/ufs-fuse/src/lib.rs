@@ -59,6 +59,8 @@ pub struct MountConfig {
     /// Kernel writeback caching of file data (faster; ENOSPC shows at
     /// fsync/close rather than write).
     pub writeback: bool,
+    /// Serve extended attributes (`-o xattr=on|off`; on by default).
+    pub xattrs: bool,
     /// Seconds between background flushes of dirty blocks (0: never). The
     /// kernel does not pass `sync(2)` on to FUSE servers, so this bounds
     /// what a crash can lose, as FreeBSD's syncer does.
@@ -366,11 +368,10 @@ fn serve_fs(
     config.clone_fd = threads > 1;
 
     let signals = SignalThread::start(mountpoint.to_path_buf(), fs.clone())?;
-    let svc = Arc::new(service::Service::new(
-        fs.clone(),
-        cfg.writeback,
-        cfg.follow_clients,
-    ));
+    let svc = Arc::new(
+        service::Service::new(fs.clone(), cfg.writeback, cfg.follow_clients)
+            .with_xattrs(cfg.xattrs),
+    );
     let offer_uring = cfg.uring != UringMode::Off && kernel_offers_uring();
     if cfg.uring == UringMode::On && !offer_uring {
         signals.stop();

@@ -35,9 +35,13 @@ pub enum Op {
     Statfs,
     Create,
     Ioctl,
+    Getxattr,
+    Listxattr,
+    Setxattr,
+    Removexattr,
 }
 
-const N: usize = Op::Ioctl as usize + 1;
+const N: usize = Op::Removexattr as usize + 1;
 
 const NAMES: [&str; N] = [
     "lookup",
@@ -65,6 +69,10 @@ const NAMES: [&str; N] = [
     "statfs",
     "create",
     "ioctl",
+    "getxattr",
+    "listxattr",
+    "setxattr",
+    "removexattr",
 ];
 
 #[derive(Debug, Default)]

@@ -140,6 +140,44 @@ pub struct Service {
     /// kernel's attributes of the file are invalidated, so that write asks
     /// for them first, and that one question is answered ENOSPC.
     out_of_space: Mutex<HashSet<u64>>,
+    /// Extended attributes are served (`-o noxattr` turns them off: every
+    /// attribute request is answered ENOSYS, which the kernel remembers and
+    /// answers EOPNOTSUPP itself from then on).
+    xattrs: bool,
+}
+
+/// A GETXATTR or LISTXATTR answer: the kernel asks with a buffer size of 0
+/// to learn how big the value is, then with room for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum XattrReply {
+    Size(u32),
+    Data(Vec<u8>),
+}
+
+fn fit(size: u32, bytes: Vec<u8>) -> Result<XattrReply, Errno> {
+    let len = u32::try_from(bytes.len()).map_err(|_| libc::E2BIG)?;
+    if size == 0 {
+        Ok(XattrReply::Size(len))
+    } else if len > size {
+        Err(libc::ERANGE)
+    } else {
+        Ok(XattrReply::Data(bytes))
+    }
+}
+
+/// Linux attribute names onto FreeBSD's namespaces: `user.NAME` is the
+/// user namespace's NAME, `system.NAME` the system namespace's (where
+/// FreeBSD keeps ACLs as `posix1e.acl_access`, `nfs4.acl`...; Linux's own
+/// `system.posix_acl_*` are answered by the kernel and never come here).
+/// FreeBSD has nothing for `security.` and `trusted.`.
+fn xattr_ns(name: &[u8]) -> Option<(ufs::XattrNs, &[u8])> {
+    if let Some(n) = name.strip_prefix(b"user.") {
+        Some((ufs::XattrNs::User, n))
+    } else if let Some(n) = name.strip_prefix(b"system.") {
+        Some((ufs::XattrNs::System, n))
+    } else {
+        None
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -161,7 +199,14 @@ impl Service {
             requests: Arc::new(Requests::default()),
             notifier: Arc::new(Mutex::new(None)),
             out_of_space: Mutex::new(HashSet::new()),
+            xattrs: true,
         }
+    }
+
+    /// Serve extended attributes or not (`-o xattr=on|off`).
+    pub fn with_xattrs(mut self, on: bool) -> Self {
+        self.xattrs = on;
+        self
     }
 
     /// Every request from `/dev/fuse` starts here: counts it and keeps
@@ -291,6 +336,81 @@ impl Service {
             }
             _ => Err(libc::ENOTTY),
         }
+    }
+
+    /// GETXATTR: a name in a namespace FreeBSD lacks (`security.`,
+    /// `trusted.`) has no value, as on a file system without them.
+    pub fn getxattr(
+        &self,
+        c: &Caller,
+        nodeid: u64,
+        name: &[u8],
+        size: u32,
+    ) -> Result<XattrReply, Errno> {
+        if !self.xattrs {
+            return Err(libc::ENOSYS);
+        }
+        let (ns, n) = xattr_ns(name).ok_or(libc::ENODATA)?;
+        let v = self
+            .fs
+            .getxattr(to_ufs(nodeid), ns, n, c.cred())
+            .map_err(|e| errno(&e))?;
+        fit(size, v)
+    }
+
+    /// LISTXATTR: the names the caller may read, each ending in NUL.
+    pub fn listxattr(&self, c: &Caller, nodeid: u64, size: u32) -> Result<XattrReply, Errno> {
+        if !self.xattrs {
+            return Err(libc::ENOSYS);
+        }
+        let names = self
+            .fs
+            .listxattr(to_ufs(nodeid), c.cred())
+            .map_err(|e| errno(&e))?;
+        let mut out = Vec::new();
+        for (ns, n) in names {
+            out.extend_from_slice(match ns {
+                ufs::XattrNs::User => b"user.",
+                ufs::XattrNs::System => b"system.",
+            });
+            out.extend_from_slice(&n);
+            out.push(0);
+        }
+        fit(size, out)
+    }
+
+    /// SETXATTR with Linux's `XATTR_CREATE` (1) and `XATTR_REPLACE` (2).
+    pub fn setxattr(
+        &self,
+        c: &Caller,
+        nodeid: u64,
+        name: &[u8],
+        value: &[u8],
+        flags: u32,
+    ) -> Result<(), Errno> {
+        if !self.xattrs {
+            return Err(libc::ENOSYS);
+        }
+        let (ns, n) = xattr_ns(name).ok_or(libc::EOPNOTSUPP)?;
+        let how = match flags & 3 {
+            0 => ufs::XattrSet::Either,
+            1 => ufs::XattrSet::Create,
+            2 => ufs::XattrSet::Replace,
+            _ => return Err(libc::EINVAL),
+        };
+        self.fs
+            .setxattr(to_ufs(nodeid), ns, n, value, how, c.cred())
+            .map_err(|e| errno(&e))
+    }
+
+    pub fn removexattr(&self, c: &Caller, nodeid: u64, name: &[u8]) -> Result<(), Errno> {
+        if !self.xattrs {
+            return Err(libc::ENOSYS);
+        }
+        let (ns, n) = xattr_ns(name).ok_or(libc::ENODATA)?;
+        self.fs
+            .removexattr(to_ufs(nodeid), ns, n, c.cred())
+            .map_err(|e| errno(&e))
     }
 
     pub fn readlink(&self, nodeid: u64) -> Result<Vec<u8>, Errno> {

@@ -104,6 +104,7 @@ fn child_serve() -> ! {
         allow_other: true,
         threads: 2,
         writeback,
+        xattrs: true,
         sync_interval: 30,
         lowmem_watch: true,
         follow_clients: true,

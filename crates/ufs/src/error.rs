@@ -33,6 +33,8 @@ pub enum ErrorKind {
     /// A valid image of a kind we do not handle (UFS1, big-endian).
     Incompatible,
     NotSupported,
+    /// No such extended attribute (ENODATA, which Linux calls ENOATTR).
+    NoData,
 }
 
 /// What on disk a `Corrupt` error is about.
@@ -126,6 +128,7 @@ impl Error {
             Corrupt => libc::EUCLEAN,
             Incompatible => libc::EINVAL,
             NotSupported => libc::EOPNOTSUPP,
+            NoData => libc::ENODATA,
         }
     }
 }

@@ -633,13 +633,14 @@ impl FsCore {
 
     /// What a pointer to the block at `bno` needs: its contents and its
     /// bitmap bits. Without map ordering (normal and sync modes) only the
-    /// contents of a new indirect or directory block (FFS writes those
-    /// synchronously before pointing at them; data and maps are delayed).
+    /// contents of a new indirect, directory or extended attribute block
+    /// (FFS writes those synchronously before pointing at them; data and
+    /// maps are delayed).
     pub fn block_pointer_needs(&self, bno: u64) -> [ChangeId; 2] {
         if !self.cache.mode().orders_maps() {
             let meta = matches!(
                 self.cache.kind(bno),
-                Some(BlockKind::Indir | BlockKind::Dir)
+                Some(BlockKind::Indir | BlockKind::Dir | BlockKind::ExtAttr)
             );
             return [if meta { self.cache.latest(bno) } else { 0 }, 0];
         }
@@ -880,6 +881,9 @@ impl FsCore {
             );
         if has_blocks {
             self.truncate_data(ino, &mut di, 0, crate::alloc::Reserve::Privileged)?;
+        }
+        if di.di_extsize() != 0 || (0..UFS_NXADDR).any(|j| di.di_extb(j) != 0) {
+            self.release_ext_blocks(ino, &mut di)?;
         }
         let gen = di.di_gen();
         let mut fresh = Dinode::default();

@@ -34,5 +34,5 @@ pub use error::{Damage, Error, ErrorKind, Result};
 pub use fs::{DirPref, MountOptions};
 pub use ops::{
     linux_inode_flags, with_linux_inode_flags, Attr, Cred, FileKind, Fs, RenameMode, SetAttr,
-    StatFs, Time, TimeSet,
+    StatFs, Time, TimeSet, XattrNs, XattrSet,
 };

@@ -12,6 +12,7 @@
 //!   reference remains (`remember`/`forget`).
 //! - Directory depth (`di_dirdepth`, FreeBSD 14 fsck checks it) is the
 //!   parent's plus one, root 0, kept right across renames.
+mod xattr;
 use crate::alloc::Reserve;
 use crate::cache::CacheStats;
 use crate::calls::{Call, CallStats};
@@ -22,6 +23,7 @@ use crate::fs::{now, FsCore, MountOptions, Op};
 use std::sync::{Mutex, MutexGuard};
 use ufs_format::dinode::{self, dt, iftodt};
 use ufs_format::*;
+pub use xattr::{XattrNs, XattrSet};
 
 /// The longest symlink target made: Linux's PATH_MAX less its NUL.
 pub const SYMLINK_MAX: usize = 4095;

@@ -22,11 +22,11 @@ pub struct CrashtestArgs {
     #[arg(long = "mode", value_delimiter = ',')]
     modes: Vec<String>,
     /// Workloads (comma-separated: create, mkdir, rename, unlink, truncate,
-    /// maildir).
+    /// maildir, bigdir, inodes, threads, xattr).
     #[arg(
         long = "workload",
         value_delimiter = ',',
-        default_value = "create,mkdir,rename,unlink,truncate,maildir,bigdir,inodes,threads"
+        default_value = "create,mkdir,rename,unlink,truncate,maildir,bigdir,inodes,threads,xattr"
     )]
     workloads: Vec<String>,
     /// Prefix crash states per mode and workload (evenly spaced over the

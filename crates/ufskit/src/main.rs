@@ -407,6 +407,7 @@ struct FuseOpts {
     allow_other: bool,
     threads: usize,
     writeback: bool,
+    xattrs: bool,
     follow_clients: bool,
     uring: ufs_fuse::UringMode,
     disk: Option<ufs_sim::model::DiskSpec>,
@@ -447,6 +448,7 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
     // pieces. Three request threads serve /dev/fuse when the rings are
     // not there.
     let mut writeback = false;
+    let mut xattrs = true;
     let mut sync_interval = 30;
     let mut threads = 3;
     let mut lowmem_watch = true;
@@ -484,6 +486,8 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
             ("allow_other", None) => allow_other = true,
             ("writeback", None) => writeback = true,
             ("writeback", Some(v)) => writeback = on_off(k, v)?,
+            ("xattr", Some(v)) => xattrs = on_off(k, v)?,
+            ("noxattr", None) => xattrs = false,
             ("syncer", Some(v)) => sync_interval = v.parse().map_err(|_| format!("bad syncer interval '{v}' (seconds)"))?,
             ("dirpref", Some("orlov")) => o.dirpref = DirPref::Orlov,
             ("dirpref", Some("traditional")) => o.dirpref = DirPref::Traditional,
@@ -521,7 +525,7 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
             ("uring", Some("off")) => uring = ufs_fuse::UringMode::Off,
             _ => {
                 return Err(format!(
-                    "unknown mount option '{item}' (known: ro, rw, force, allow_other, writeback=on|off, syncer=SECS, dirpref=orlov|traditional, cache=SIZE, readahead=SIZE, seed=N, threads=N, dirhash=on|off, dirhash_maxmem=SIZE, dirhash_minsize=SIZE, dirhash_reclaimage=SECS, dirhash_check=on|off, lowmem=on|off, affinity=follow|off, uring=auto|on|off, disk=MODEL, disk_sleep=on|off, inodeorder=offset|name|hash|off, inodeorder_min=SIZE, contigdirs=on|off, normal|sync|async|softdep, vmiodir=on|off)"
+                    "unknown mount option '{item}' (known: ro, rw, force, allow_other, writeback=on|off, xattr=on|off, syncer=SECS, dirpref=orlov|traditional, cache=SIZE, readahead=SIZE, seed=N, threads=N, dirhash=on|off, dirhash_maxmem=SIZE, dirhash_minsize=SIZE, dirhash_reclaimage=SECS, dirhash_check=on|off, lowmem=on|off, affinity=follow|off, uring=auto|on|off, disk=MODEL, disk_sleep=on|off, inodeorder=offset|name|hash|off, inodeorder_min=SIZE, contigdirs=on|off, normal|sync|async|softdep, vmiodir=on|off)"
                 ))
             }
         }
@@ -537,6 +541,7 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
             allow_other,
             threads,
             writeback,
+            xattrs,
             follow_clients,
             uring,
             disk,
@@ -625,6 +630,7 @@ fn cmd_mount(a: MountArgs) -> Result<(), String> {
         allow_other: f.allow_other,
         threads: f.threads,
         writeback: f.writeback,
+        xattrs: f.xattrs,
         sync_interval: f.sync_interval,
         lowmem_watch: f.lowmem_watch,
         follow_clients: f.follow_clients,

@@ -1339,6 +1339,101 @@ fn gpt_disk_mounts_with_one_command() {
 }
 
 #[test]
+fn extended_attributes_through_the_mount_survive_remount() {
+    let name = "extended_attributes_through_the_mount_survive_remount";
+    if !needs_fuse(name)
+        || !prerequisite(
+            Command::new("setfattr").arg("--version").output().is_ok(),
+            name,
+            "setfattr and getfattr (attr)",
+        )
+    {
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let img = new_image(t.path(), "x.img", "64M");
+    let mnt = t.path().join("mnt");
+    let m = Mounted::new(&img, &mnt, &[]);
+    let f = mnt.join("doc");
+    let d = mnt.join("dir");
+    std::fs::write(&f, b"text").unwrap();
+    std::fs::create_dir(&d).unwrap();
+    run(Command::new("setfattr")
+        .args(["-n", "user.author", "-v", "ada"])
+        .arg(&f));
+    run(Command::new("setfattr")
+        .args(["-n", "user.blob", "-v", &"z".repeat(40_000)])
+        .arg(&f));
+    run(Command::new("setfattr")
+        .args(["-n", "user.dir", "-v", "1"])
+        .arg(&d));
+    run(Command::new("setfattr")
+        .args(["-n", "system.posix1e.acl_access", "-v", "0sAQIDBA=="])
+        .arg(&f));
+    // cp -a carries the attributes along.
+    run(Command::new("cp").arg("-a").arg(&f).arg(mnt.join("copy")));
+    // A namespace FreeBSD lacks is refused, not stored elsewhere.
+    let out = Command::new("setfattr")
+        .args(["-n", "trusted.x", "-v", "1"])
+        .arg(&f)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("not supported"),
+        "{out:?}"
+    );
+    m.umount();
+    fsck_clean(&img);
+    let m = Mounted::new(&img, &mnt, &[]);
+    let dump = |p: &Path| {
+        let o = run(Command::new("getfattr")
+            .args(["--absolute-names", "-d", "-m", "-"])
+            .arg(p));
+        String::from_utf8_lossy(&o.stdout).to_string()
+    };
+    let text = dump(&f);
+    assert!(text.contains("user.author=\"ada\""), "{text}");
+    assert!(
+        text.contains(&format!("user.blob=\"{}\"", "z".repeat(40_000))),
+        "blob lost"
+    );
+    assert!(
+        text.contains("system.posix1e.acl_access=0sAQIDBA=="),
+        "{text}"
+    );
+    assert!(dump(&mnt.join("copy")).contains("user.author=\"ada\""));
+    assert!(dump(&d).contains("user.dir=\"1\""));
+    let out = Command::new("getfattr")
+        .args(["-n", "user.none"])
+        .arg(&f)
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("No such attribute"),
+        "{out:?}"
+    );
+    run(Command::new("setfattr").args(["-x", "user.blob"]).arg(&f));
+    assert!(!dump(&f).contains("user.blob"));
+    std::fs::remove_file(&f).unwrap();
+    std::fs::remove_file(mnt.join("copy")).unwrap();
+    m.umount();
+    fsck_clean(&img);
+    // -o xattr=off: no attribute requests reach the daemon.
+    let m = Mounted::new(&img, &mnt, &["xattr=off"]);
+    let out = Command::new("getfattr")
+        .args(["-n", "user.dir"])
+        .arg(&d)
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("not supported"),
+        "{out:?}"
+    );
+    m.umount();
+}
+
+#[test]
 fn chattr_immutable_and_append_through_the_mount_survive_remount() {
     if !needs_fuse("chattr_immutable_and_append_through_the_mount_survive_remount")
         || !prerequisite(

@@ -42,6 +42,10 @@ pub mod op {
     pub const READDIRPLUS: u32 = 44;
     pub const RENAME2: u32 = 45;
     pub const IOCTL: u32 = 39;
+    pub const SETXATTR: u32 = 21;
+    pub const GETXATTR: u32 = 22;
+    pub const LISTXATTR: u32 = 23;
+    pub const REMOVEXATTR: u32 = 24;
 }
 
 /// `fuse_setattr_in.valid` bits.
@@ -243,6 +247,31 @@ pub struct IoctlOut {
     pub flags: u32,
     pub in_iovs: u32,
     pub out_iovs: u32,
+}
+
+/// `struct fuse_setxattr_in` as sent without FUSE_SETXATTR_EXT (which
+/// ufskit does not ask for); the name and the value follow.
+#[derive(Debug, Clone, Copy, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[repr(C)]
+pub struct SetxattrIn {
+    pub size: u32,
+    pub flags: u32,
+}
+
+/// `struct fuse_getxattr_in` (GETXATTR, LISTXATTR).
+#[derive(Debug, Clone, Copy, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[repr(C)]
+pub struct GetxattrIn {
+    pub size: u32,
+    pub padding: u32,
+}
+
+/// `struct fuse_getxattr_out`: the size asked for with a size of 0.
+#[derive(Debug, Clone, Copy, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[repr(C)]
+pub struct GetxattrOut {
+    pub size: u32,
+    pub padding: u32,
 }
 
 /// `struct fuse_release_in`.

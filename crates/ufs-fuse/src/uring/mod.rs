@@ -33,7 +33,7 @@
 pub mod abi;
 
 use crate::requests::Op;
-use crate::service::{log, to_fuse, Caller, DirItem, Errno, Service, TTL};
+use crate::service::{log, to_fuse, Caller, DirItem, Errno, Service, XattrReply, TTL};
 use abi::*;
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -108,6 +108,13 @@ fn attr_out(a: &Attr) -> Vec<u8> {
 }
 
 /// The fixed argument of a request, or EIO when the kernel sent less.
+fn xattr_out(r: Result<XattrReply, Errno>) -> Result<Vec<u8>, Errno> {
+    r.map(|x| match x {
+        XattrReply::Size(size) => GetxattrOut { size, padding: 0 }.as_bytes().to_vec(),
+        XattrReply::Data(v) => v,
+    })
+}
+
 fn arg<T: FromBytes>(op_in: &[u8]) -> Result<T, Errno> {
     T::read_from_prefix(op_in)
         .map(|(v, _)| v)
@@ -333,6 +340,29 @@ pub fn dispatch(svc: &Service, h: &InHeader, op_in: &[u8], payload: &[u8]) -> Ou
                 v.extend_from_slice(&out[..out.len().min(i.out_size as usize)]);
                 v
             })
+        }
+        op::GETXATTR => {
+            count(Op::Getxattr);
+            let g: GetxattrIn = arg(op_in)?;
+            xattr_out(svc.getxattr(&c, node, names(payload, 1)?[0], g.size))
+        }
+        op::LISTXATTR => {
+            count(Op::Listxattr);
+            let g: GetxattrIn = arg(op_in)?;
+            xattr_out(svc.listxattr(&c, node, g.size))
+        }
+        op::SETXATTR => {
+            count(Op::Setxattr);
+            let s: SetxattrIn = arg(op_in)?;
+            let name = names(payload, 1)?[0];
+            let value = payload
+                .get(name.len() + 1..name.len() + 1 + s.size as usize)
+                .ok_or(libc::EIO)?;
+            empty(svc.setxattr(&c, node, name, value, s.flags))
+        }
+        op::REMOVEXATTR => {
+            count(Op::Removexattr);
+            empty(svc.removexattr(&c, node, names(payload, 1)?[0]))
         }
         op::RELEASE => {
             count(Op::Release);
@@ -763,6 +793,65 @@ mod tests {
             dispatch(&svc, &header(op::LOOKUP, 1), &[], b"f\0"),
             Err(libc::ENOENT)
         );
+    }
+
+    #[test]
+    fn xattr_requests_size_first_then_data() {
+        let svc = service();
+        let node = entry_of(&create(&svc, 0o644)).nodeid;
+        let set = |name: &str, value: &[u8], flags: u32| {
+            let i = SetxattrIn {
+                size: value.len() as u32,
+                flags,
+            };
+            let mut payload = name.as_bytes().to_vec();
+            payload.push(0);
+            payload.extend_from_slice(value);
+            dispatch(&svc, &header(op::SETXATTR, node), i.as_bytes(), &payload)
+        };
+        let get = |name: &str, size: u32| {
+            let i = GetxattrIn { size, padding: 0 };
+            dispatch(
+                &svc,
+                &header(op::GETXATTR, node),
+                i.as_bytes(),
+                format!("{name}\0").as_bytes(),
+            )
+        };
+        let list = |size: u32| {
+            let i = GetxattrIn { size, padding: 0 };
+            dispatch(&svc, &header(op::LISTXATTR, node), i.as_bytes(), &[])
+        };
+        set("user.color", b"blue", 0).unwrap();
+        set("system.posix1e.acl_access", &[1, 2, 3], 0).unwrap();
+        // The kernel asks for the size first (size 0), then for the value.
+        let sized = get("user.color", 0).unwrap();
+        assert_eq!(GetxattrOut::read_from_bytes(&sized).unwrap().size, 4);
+        assert_eq!(get("user.color", 4).unwrap(), b"blue");
+        assert_eq!(get("user.color", 3).err(), Some(libc::ERANGE));
+        assert_eq!(
+            list(100).unwrap(),
+            b"user.color\0system.posix1e.acl_access\0"
+        );
+        let sized = list(0).unwrap();
+        assert_eq!(GetxattrOut::read_from_bytes(&sized).unwrap().size, 37);
+        // XATTR_CREATE on an existing name, XATTR_REPLACE on a missing one.
+        assert_eq!(set("user.color", b"red", 1).err(), Some(libc::EEXIST));
+        assert_eq!(set("user.size", b"1", 2).err(), Some(libc::ENODATA));
+        // Namespaces FreeBSD has not: nothing there, nothing stored.
+        assert_eq!(get("security.capability", 0).err(), Some(libc::ENODATA));
+        assert_eq!(set("trusted.x", b"1", 0).err(), Some(libc::EOPNOTSUPP));
+        let rm = |name: &str| {
+            dispatch(
+                &svc,
+                &header(op::REMOVEXATTR, node),
+                &[],
+                format!("{name}\0").as_bytes(),
+            )
+        };
+        rm("user.color").unwrap();
+        assert_eq!(rm("user.color").err(), Some(libc::ENODATA));
+        assert_eq!(get("user.color", 0).err(), Some(libc::ENODATA));
     }
 
     #[test]

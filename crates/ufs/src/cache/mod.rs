@@ -38,10 +38,12 @@ pub enum BlockKind {
     Indir,
     Data,
     Summary,
+    /// An inode's extended attribute area (`di_extb`).
+    ExtAttr,
 }
 
 impl BlockKind {
-    pub const ALL: [BlockKind; 7] = [
+    pub const ALL: [BlockKind; 8] = [
         BlockKind::Super,
         BlockKind::Cg,
         BlockKind::Inode,
@@ -49,6 +51,7 @@ impl BlockKind {
         BlockKind::Indir,
         BlockKind::Data,
         BlockKind::Summary,
+        BlockKind::ExtAttr,
     ];
     fn idx(self) -> usize {
         self as usize
@@ -62,6 +65,7 @@ impl BlockKind {
             BlockKind::Indir => "indirect",
             BlockKind::Data => "data",
             BlockKind::Summary => "summary",
+            BlockKind::ExtAttr => "extattr",
         }
     }
 }
@@ -107,7 +111,7 @@ pub struct CacheStats {
     /// By block kind, in [`BlockKind::ALL`]'s order; serialized as an
     /// object keyed by the kinds' names.
     #[serde(serialize_with = "by_kind_named")]
-    pub by_kind: [KindStats; 7],
+    pub by_kind: [KindStats; BlockKind::ALL.len()],
     /// Buffers evicted to make room, in either pool; of which from the
     /// main cache (with vmiodir off the directory pool evicts on its own
     /// when the main cache has room: a sign of the pool's size, not of
@@ -123,7 +127,7 @@ pub struct CacheStats {
 
 /// `by_kind` as `{"superblock": {...}, "cg": {...}, ...}`.
 fn by_kind_named<S: serde::Serializer>(
-    v: &[KindStats; 7],
+    v: &[KindStats; BlockKind::ALL.len()],
     s: S,
 ) -> std::result::Result<S::Ok, S::Error> {
     use serde::ser::SerializeMap;

@@ -338,6 +338,22 @@ fn check_inode(ctx: &mut Ctx, ino: u64, mut di: Dinode) -> R<()> {
             created: false,
         });
     }
+    if let Some(why) = ext_area_problem(ctx, &di)? {
+        if ctx.ask(
+            P1,
+            Severity::Inconsistency,
+            Some(ino),
+            format!("CORRUPT EXTENDED ATTRIBUTES I={ino} ({why}); CLEAR"),
+        )? {
+            // Its blocks, no longer claimed, are freed in pass 5 and the
+            // block count corrected below.
+            di.set_di_extsize(0);
+            for j in 0..UFS_NXADDR {
+                di.set_di_extb(j, 0);
+            }
+            dirty = true;
+        }
+    }
     // Claim the blocks.
     let mut v = Claim {
         ino,
@@ -441,6 +457,39 @@ fn check_inode(ctx: &mut Ctx, ino: u64, mut di: Dinode) -> R<()> {
         ctx.write_inode(ino, &mut di)?;
     }
     Ok(())
+}
+
+/// What makes the extended attribute area of `di` unreadable, if anything:
+/// a size past the room `UFS_NXADDR` blocks give, a block missing or out of
+/// range, or records that break `ffs_findextattr`'s rules. (FreeBSD's
+/// fsck_ffs leaves the area to the kernel: its `eascan` is compiled out.)
+fn ext_area_problem(ctx: &Ctx, di: &Dinode) -> R<Option<String>> {
+    let g = ctx.g;
+    let size = di.di_extsize() as u64;
+    if size == 0 {
+        return Ok(None);
+    }
+    let room = UFS_NXADDR as u64 * g.bsize;
+    if size > room {
+        return Ok(Some(format!("size {size}, room for {room}")));
+    }
+    let mut area = Vec::with_capacity(size as usize);
+    for j in 0..size.div_ceil(g.bsize) {
+        let blk = di.di_extb(j as usize);
+        let nfrags = g.numfrags(g.blksize(size, j));
+        if blk == 0 {
+            return Ok(Some(format!("block {j} missing")));
+        }
+        if ctx.chkrange(blk, nfrags) {
+            return Ok(Some(format!("block {j} at {blk} out of range")));
+        }
+        let b = ctx.read_frags(blk, nfrags)?;
+        let n = (size - j * g.bsize).min(g.bsize) as usize;
+        area.extend_from_slice(&b[..n.min(b.len())]);
+    }
+    Ok(ufs_format::extattr::parse_area(&area)
+        .err()
+        .map(|e| e.to_string()))
 }
 
 fn clear_unknown(ctx: &mut Ctx, ino: u64, mut di: Dinode, why: &str) -> R<()> {

@@ -18,6 +18,8 @@ use crate::fs::FsCore;
 use crate::order::ChangeId;
 use ufs_format::*;
 
+mod extattr;
+
 /// Where a logical block's pointer lives.
 #[derive(Debug, Clone, Copy)]
 enum Path {

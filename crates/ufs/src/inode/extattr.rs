@@ -1,0 +1,169 @@
+//! An inode's extended attribute area: `di_extsize` bytes in up to
+//! `UFS_NXADDR` blocks at `di_extb`, the last one a fragment run sized as
+//! a small file's last block is (FreeBSD `ffs_balloc_ufs2` with `IO_EXT`,
+//! `ffs_extread`, `ffs_extwrite`). The records it holds are parsed by
+//! `ufs_format::extattr`.
+//!
+//! Invariants:
+//! - The area is replaced whole, never changed in place: a new area goes to
+//!   newly allocated blocks; the inode points at them only once they are on
+//!   disk (in every mode, as for an indirect block); the old blocks are
+//!   released only once the inode without them is on disk. A crash leaves
+//!   the old area or the new one, never a mix of the two.
+//! - `di_blocks` counts the area's fragments, as FreeBSD's does.
+//! - The area is at most `UFS_NXADDR * fs_bsize` bytes (`ffs_setextattr`
+//!   answers ENOSPC past it).
+use crate::alloc::{BlockPref, Reserve};
+use crate::cache::BlockKind;
+use crate::error::{Damage, Error, ErrorKind, Result};
+use crate::fs::FsCore;
+use ufs_format::extattr::{self, ExtAttr};
+use ufs_format::*;
+
+impl FsCore {
+    /// Largest area an inode may have.
+    pub fn max_ext_area(&self) -> u64 {
+        UFS_NXADDR as u64 * self.g.bsize
+    }
+
+    /// The raw extended attribute area of `di`.
+    pub fn read_ext_area(&mut self, ino: u64, di: &Dinode) -> Result<Vec<u8>> {
+        let g = self.g;
+        let size = di.di_extsize() as u64;
+        if size > self.max_ext_area() {
+            return Err(Error::damaged(
+                Damage::Inode(ino),
+                format!(
+                    "inode {ino}: extended attribute area of {size} bytes (at most {})",
+                    self.max_ext_area()
+                ),
+            ));
+        }
+        let mut out = Vec::with_capacity(size as usize);
+        for j in 0..UFS_NXADDR as u64 {
+            let start = j * g.bsize;
+            if start >= size {
+                break;
+            }
+            let n = (size - start).min(g.bsize) as usize;
+            let addr = di.di_extb(j as usize);
+            if addr == 0 {
+                return Err(Error::damaged(
+                    Damage::Inode(ino),
+                    format!("inode {ino}: extended attribute block {j} missing"),
+                ));
+            }
+            let bsz = g.blksize(size, j);
+            self.check_ptr(ino, addr, g.numfrags(bsz))?;
+            let b = self.cache.read(addr, bsz as usize, BlockKind::ExtAttr)?;
+            out.extend_from_slice(&b[..n]);
+        }
+        Ok(out)
+    }
+
+    /// The attributes of `di`, in the order the area holds them.
+    pub fn ext_attrs(&mut self, ino: u64, di: &Dinode) -> Result<Vec<ExtAttr>> {
+        if di.di_extsize() == 0 {
+            return Ok(Vec::new());
+        }
+        let area = self.read_ext_area(ino, di)?;
+        extattr::parse_area(&area).map_err(|e| {
+            Error::damaged(
+                Damage::Inode(ino),
+                format!("inode {ino}: extended attribute area: {e}"),
+            )
+            .caused_by(e)
+        })
+    }
+
+    /// Replaces the area of `di` by `area` (updates `di`; the caller
+    /// stores it). Allocates before anything is released, so ENOSPC
+    /// changes nothing.
+    pub fn replace_ext_area(
+        &mut self,
+        ino: u64,
+        di: &mut Dinode,
+        area: &[u8],
+        who: Reserve,
+    ) -> Result<()> {
+        let g = self.g;
+        let size = area.len() as u64;
+        if size > self.max_ext_area() {
+            return Err(Error::new(
+                ErrorKind::NoSpace,
+                format!(
+                    "extended attributes would take {size} bytes; an inode holds at most {}",
+                    self.max_ext_area()
+                ),
+            ));
+        }
+        let mut made: Vec<(u64, u64)> = Vec::new();
+        let mut pref = BlockPref::near(g.cgdmin(g.ino_to_cg(ino)));
+        for j in 0..UFS_NXADDR as u64 {
+            let start = j * g.bsize;
+            if start >= size {
+                break;
+            }
+            let bsz = g.blksize(size, j);
+            let bno = match self.alloc_block(ino, pref, bsz, who) {
+                Ok(b) => b,
+                Err(e) => {
+                    // Never pointed at: given back at once.
+                    for (b, s) in made {
+                        self.free_blocks(0, b, s)?;
+                    }
+                    return Err(e);
+                }
+            };
+            self.cache.create(bno, bsz as usize, BlockKind::ExtAttr)?;
+            let n = (size - start).min(g.bsize) as usize;
+            let b = self.cache.modify(bno, bsz as usize, BlockKind::ExtAttr)?;
+            b[..n].copy_from_slice(&area[start as usize..start as usize + n]);
+            b[n..].fill(0);
+            self.note_new_block(ino, bno);
+            made.push((bno, bsz));
+            pref = BlockPref::near(bno + g.numfrags(bsz));
+        }
+        self.release_ext_blocks(ino, di)?;
+        for (j, &(bno, bsz)) in made.iter().enumerate() {
+            di.set_di_extb(j, bno);
+            di.set_di_blocks(di.di_blocks() + bsz / 512);
+        }
+        di.set_di_extsize(size as u32);
+        Ok(())
+    }
+
+    /// Releases the area of `di` (when the inode is freed: FreeBSD's
+    /// `ffs_truncate` with `IO_EXT`); updates `di`.
+    pub fn release_ext_blocks(&mut self, ino: u64, di: &mut Dinode) -> Result<()> {
+        let g = self.g;
+        let size = di.di_extsize() as u64;
+        if size > self.max_ext_area() {
+            return Err(Error::damaged(
+                Damage::Inode(ino),
+                format!("inode {ino}: extended attribute area of {size} bytes"),
+            ));
+        }
+        for j in 0..UFS_NXADDR {
+            let addr = di.di_extb(j);
+            if addr == 0 {
+                continue;
+            }
+            if (j as u64) * g.bsize >= size {
+                return Err(Error::damaged(
+                    Damage::Inode(ino),
+                    format!(
+                        "inode {ino}: extended attribute block {j} past the area's {size} bytes"
+                    ),
+                ));
+            }
+            let bsz = g.blksize(size, j as u64);
+            self.check_ptr(ino, addr, g.numfrags(bsz))?;
+            self.free_blocks(ino, addr, bsz)?;
+            di.set_di_extb(j, 0);
+            di.set_di_blocks(di.di_blocks().saturating_sub(bsz / 512));
+        }
+        di.set_di_extsize(0);
+        Ok(())
+    }
+}
