@@ -78,7 +78,7 @@ pub fn parse_area(area: &[u8]) -> Result<Vec<ExtAttr>, FormatError> {
         let padlen = rest[5] as usize;
         let namelen = rest[6] as usize;
         let voff = value_offset(namelen);
-        if len % 8 != 0 || len < voff || len > rest.len() {
+        if !len.is_multiple_of(8) || len < voff || len > rest.len() {
             return Err(bad(
                 at,
                 format!(
