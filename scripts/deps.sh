@@ -10,6 +10,7 @@ command -v stress-ng >/dev/null 2>&1 || need+=(stress-ng)
 command -v sgdisk >/dev/null 2>&1 || [ -x /usr/sbin/sgdisk ] || need+=(gdisk)
 # Extended attributes through the mount (setfattr, getfattr).
 command -v setfattr >/dev/null 2>&1 || need+=(attr)
+command -v setfacl >/dev/null 2>&1 || need+=(acl)
 command -v mkfs.ext4 >/dev/null 2>&1 || [ -x /usr/sbin/mkfs.ext4 ] || need+=(e2fsprogs)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v bonnie++ >/dev/null 2>&1 || [ -x /usr/sbin/bonnie++ ] || need+=(bonnie++)

@@ -15,6 +15,7 @@
 //! `sys/ufs/ufs/dinode.h`, `sys/ufs/ufs/dir.h` (see docs/FORMAT.md).
 #![forbid(unsafe_code)]
 
+pub mod acl;
 pub mod bytes;
 pub mod cg;
 pub mod ckhash;

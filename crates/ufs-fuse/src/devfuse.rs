@@ -220,6 +220,19 @@ impl Filesystem for UfsFuse {
                 log(format_args!("kernel lacks {e:?}; continuing without it"));
             }
         }
+        if self.svc.acls {
+            // The kernel enforces ACLs it fetches from us and leaves the
+            // umask to us (a default ACL replaces it). Both or neither: the
+            // service applies the umask only when it asked for them.
+            if let Err(e) = config.add_capabilities(
+                fuser::InitFlags::FUSE_POSIX_ACL | fuser::InitFlags::FUSE_DONT_MASK,
+            ) {
+                log(format_args!(
+                    "kernel lacks {e:?}: ACLs cannot be enforced; mount with -o acl=off"
+                ));
+                return Err(std::io::Error::from_raw_os_error(libc::ENOSYS));
+            }
+        }
         if self.offer_uring {
             match config.add_capabilities(fuser::InitFlags::FUSE_OVER_IO_URING) {
                 Ok(()) => self
@@ -302,14 +315,14 @@ impl Filesystem for UfsFuse {
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
-        _umask: u32,
+        umask: u32,
         rdev: u32,
         reply: ReplyEntry,
     ) {
         self.serve(req, Op::Mknod);
         Self::entry(
             self.svc
-                .mknod(&caller(req), parent.0, name.as_bytes(), mode, rdev),
+                .mknod(&caller(req), parent.0, name.as_bytes(), mode, rdev, umask),
             reply,
         );
     }
@@ -320,13 +333,13 @@ impl Filesystem for UfsFuse {
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
-        _umask: u32,
+        umask: u32,
         reply: ReplyEntry,
     ) {
         self.serve(req, Op::Mkdir);
         Self::entry(
             self.svc
-                .mkdir(&caller(req), parent.0, name.as_bytes(), mode),
+                .mkdir(&caller(req), parent.0, name.as_bytes(), mode, umask),
             reply,
         );
     }
@@ -645,14 +658,14 @@ impl Filesystem for UfsFuse {
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
-        _umask: u32,
+        umask: u32,
         _flags: i32,
         reply: ReplyCreate,
     ) {
         self.serve(req, Op::Create);
         match self
             .svc
-            .create(&caller(req), parent.0, name.as_bytes(), mode)
+            .create(&caller(req), parent.0, name.as_bytes(), mode, umask)
         {
             Ok(a) => reply.created(
                 &TTL,

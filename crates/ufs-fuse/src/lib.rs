@@ -61,6 +61,9 @@ pub struct MountConfig {
     pub writeback: bool,
     /// Serve extended attributes (`-o xattr=on|off`; on by default).
     pub xattrs: bool,
+    /// Serve and have the kernel enforce POSIX ACLs (`-o acl=on|off`; on
+    /// by default, needs `xattrs`).
+    pub acls: bool,
     /// Seconds between background flushes of dirty blocks (0: never). The
     /// kernel does not pass `sync(2)` on to FUSE servers, so this bounds
     /// what a crash can lose, as FreeBSD's syncer does.

@@ -144,6 +144,11 @@ pub struct Service {
     /// attribute request is answered ENOSYS, which the kernel remembers and
     /// answers EOPNOTSUPP itself from then on).
     xattrs: bool,
+    /// POSIX ACLs through `system.posix_acl_*` (`-o acl=on|off`): the
+    /// kernel enforces them (FUSE_POSIX_ACL) and sends creation modes
+    /// without the umask applied (FUSE_DONT_MASK), which is then applied
+    /// here unless a default ACL takes its place.
+    pub(crate) acls: bool,
 }
 
 /// A GETXATTR or LISTXATTR answer: the kernel asks with a buffer size of 0
@@ -165,19 +170,87 @@ fn fit(size: u32, bytes: Vec<u8>) -> Result<XattrReply, Errno> {
     }
 }
 
-/// Linux attribute names onto FreeBSD's namespaces: `user.NAME` is the
-/// user namespace's NAME, `system.NAME` the system namespace's (where
-/// FreeBSD keeps ACLs as `posix1e.acl_access`, `nfs4.acl`...; Linux's own
-/// `system.posix_acl_*` are answered by the kernel and never come here).
-/// FreeBSD has nothing for `security.` and `trusted.`.
-fn xattr_ns(name: &[u8]) -> Option<(ufs::XattrNs, &[u8])> {
+/// What a Linux attribute name stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum XattrName<'a> {
+    /// A FreeBSD attribute: namespace and name.
+    Raw(ufs::XattrNs, &'a [u8]),
+    /// `system.posix_acl_access` / `_default`: an ACL, converted between
+    /// Linux's form and FreeBSD's `posix1e.acl_*` attributes.
+    Acl(ufs::AclKind),
+}
+
+/// Linux attribute names onto FreeBSD's namespaces:
+/// - `user.NAME` is the user namespace's NAME;
+/// - `system.posix_acl_access` and `system.posix_acl_default` are the ACLs
+///   FreeBSD keeps in `posix1e.acl_access` and `posix1e.acl_default`;
+/// - `security.NAME` is the system namespace's `security.NAME` (FreeBSD
+///   has no security namespace; its MAC labels are system attributes too);
+/// - `system.NAME` is the system namespace's NAME (`nfs4.acl`, MAC labels);
+/// - `trusted.NAME` has no FreeBSD counterpart.
+fn xattr_name(name: &[u8]) -> Option<XattrName<'_>> {
+    use ufs::XattrNs::*;
     if let Some(n) = name.strip_prefix(b"user.") {
-        Some((ufs::XattrNs::User, n))
+        Some(XattrName::Raw(User, n))
+    } else if name == b"system.posix_acl_access" {
+        Some(XattrName::Acl(ufs::AclKind::Access))
+    } else if name == b"system.posix_acl_default" {
+        Some(XattrName::Acl(ufs::AclKind::Default))
+    } else if name.starts_with(b"security.") {
+        Some(XattrName::Raw(System, name))
     } else if let Some(n) = name.strip_prefix(b"system.") {
-        Some((ufs::XattrNs::System, n))
+        Some(XattrName::Raw(System, n))
     } else {
         None
     }
+}
+
+/// The Linux name of a FreeBSD attribute, and whether anyone may see it
+/// (else only the superuser: the system namespace is FreeBSD's
+/// superuser's; Linux shows ACLs and `security.*` to everyone).
+fn linux_name(ns: ufs::XattrNs, name: &[u8]) -> (Vec<u8>, bool) {
+    use ufs_format::acl::{POSIX1E_ACL_ACCESS_EXTATTR_NAME, POSIX1E_ACL_DEFAULT_EXTATTR_NAME};
+    match ns {
+        ufs::XattrNs::User => ([b"user.", name].concat(), true),
+        ufs::XattrNs::System if name == POSIX1E_ACL_ACCESS_EXTATTR_NAME => {
+            (b"system.posix_acl_access".to_vec(), true)
+        }
+        ufs::XattrNs::System if name == POSIX1E_ACL_DEFAULT_EXTATTR_NAME => {
+            (b"system.posix_acl_default".to_vec(), true)
+        }
+        ufs::XattrNs::System if name.starts_with(b"security.") => (name.to_vec(), true),
+        ufs::XattrNs::System => ([b"system.", name].concat(), false),
+    }
+}
+
+/// Linux's `posix_acl_xattr` form: version 2, then entries of tag (u16),
+/// permissions (u16) and id (u32), little-endian.
+const POSIX_ACL_XATTR_VERSION: u32 = 2;
+
+fn acl_to_linux(entries: &[ufs_format::acl::AclEntry]) -> Vec<u8> {
+    let mut v = POSIX_ACL_XATTR_VERSION.to_le_bytes().to_vec();
+    for e in entries {
+        v.extend_from_slice(&(e.tag as u16).to_le_bytes());
+        v.extend_from_slice(&e.perm.to_le_bytes());
+        v.extend_from_slice(&e.id.to_le_bytes());
+    }
+    v
+}
+
+fn acl_from_linux(v: &[u8]) -> Option<Vec<ufs_format::acl::AclEntry>> {
+    let (head, rest) = v.split_at_checked(4)?;
+    if u32::from_le_bytes(head.try_into().ok()?) != POSIX_ACL_XATTR_VERSION || rest.len() % 8 != 0 {
+        return None;
+    }
+    Some(
+        rest.chunks_exact(8)
+            .map(|c| ufs_format::acl::AclEntry {
+                tag: u32::from(u16::from_le_bytes([c[0], c[1]])),
+                perm: u16::from_le_bytes([c[2], c[3]]),
+                id: u32::from_le_bytes([c[4], c[5], c[6], c[7]]),
+            })
+            .collect(),
+    )
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -200,12 +273,20 @@ impl Service {
             notifier: Arc::new(Mutex::new(None)),
             out_of_space: Mutex::new(HashSet::new()),
             xattrs: true,
+            acls: true,
         }
+    }
+
+    /// Serve POSIX ACLs or not (`-o acl=on|off`; needs attributes).
+    pub fn with_acls(mut self, on: bool) -> Self {
+        self.acls = on && self.xattrs;
+        self
     }
 
     /// Serve extended attributes or not (`-o xattr=on|off`).
     pub fn with_xattrs(mut self, on: bool) -> Self {
         self.xattrs = on;
+        self.acls &= on;
         self
     }
 
@@ -338,8 +419,9 @@ impl Service {
         }
     }
 
-    /// GETXATTR: a name in a namespace FreeBSD lacks (`security.`,
-    /// `trusted.`) has no value, as on a file system without them.
+    /// GETXATTR. Anyone may read ACLs and `security.*` (the kernel asks
+    /// for `security.capability` on behalf of any writer); a name FreeBSD
+    /// cannot hold has no value.
     pub fn getxattr(
         &self,
         c: &Caller,
@@ -350,11 +432,22 @@ impl Service {
         if !self.xattrs {
             return Err(libc::ENOSYS);
         }
-        let (ns, n) = xattr_ns(name).ok_or(libc::ENODATA)?;
-        let v = self
-            .fs
-            .getxattr(to_ufs(nodeid), ns, n, c.cred())
-            .map_err(|e| errno(&e))?;
+        let ino = to_ufs(nodeid);
+        let v = match xattr_name(name).ok_or(libc::ENODATA)? {
+            XattrName::Acl(_) if !self.acls => return Err(libc::EOPNOTSUPP),
+            XattrName::Acl(kind) => match self.fs.get_acl(ino, kind).map_err(|e| errno(&e))? {
+                Some(entries) => acl_to_linux(&entries),
+                None => return Err(libc::ENODATA),
+            },
+            XattrName::Raw(ns, n) => {
+                let cred = if n.starts_with(b"security.") {
+                    ufs::Cred::ROOT
+                } else {
+                    c.cred()
+                };
+                self.fs.getxattr(ino, ns, n, cred).map_err(|e| errno(&e))?
+            }
+        };
         fit(size, v)
     }
 
@@ -365,16 +458,15 @@ impl Service {
         }
         let names = self
             .fs
-            .listxattr(to_ufs(nodeid), c.cred())
+            .listxattr(to_ufs(nodeid), ufs::Cred::ROOT)
             .map_err(|e| errno(&e))?;
         let mut out = Vec::new();
         for (ns, n) in names {
-            out.extend_from_slice(match ns {
-                ufs::XattrNs::User => b"user.",
-                ufs::XattrNs::System => b"system.",
-            });
-            out.extend_from_slice(&n);
-            out.push(0);
+            let (linux, public) = linux_name(ns, &n);
+            if (public || c.uid == 0) && (self.acls || !linux.starts_with(b"system.posix_acl_")) {
+                out.extend_from_slice(&linux);
+                out.push(0);
+            }
         }
         fit(size, out)
     }
@@ -391,26 +483,45 @@ impl Service {
         if !self.xattrs {
             return Err(libc::ENOSYS);
         }
-        let (ns, n) = xattr_ns(name).ok_or(libc::EOPNOTSUPP)?;
-        let how = match flags & 3 {
-            0 => ufs::XattrSet::Either,
-            1 => ufs::XattrSet::Create,
-            2 => ufs::XattrSet::Replace,
-            _ => return Err(libc::EINVAL),
-        };
-        self.fs
-            .setxattr(to_ufs(nodeid), ns, n, value, how, c.cred())
-            .map_err(|e| errno(&e))
+        let ino = to_ufs(nodeid);
+        match xattr_name(name).ok_or(libc::EOPNOTSUPP)? {
+            XattrName::Acl(_) if !self.acls => Err(libc::EOPNOTSUPP),
+            XattrName::Acl(kind) => {
+                let entries = acl_from_linux(value).ok_or(libc::EINVAL)?;
+                self.fs
+                    .set_acl(ino, kind, Some(&entries), c.cred())
+                    .map_err(|e| errno(&e))
+            }
+            XattrName::Raw(ns, n) => {
+                let how = match flags & 3 {
+                    0 => ufs::XattrSet::Either,
+                    1 => ufs::XattrSet::Create,
+                    2 => ufs::XattrSet::Replace,
+                    _ => return Err(libc::EINVAL),
+                };
+                self.fs
+                    .setxattr(ino, ns, n, value, how, c.cred())
+                    .map_err(|e| errno(&e))
+            }
+        }
     }
 
     pub fn removexattr(&self, c: &Caller, nodeid: u64, name: &[u8]) -> Result<(), Errno> {
         if !self.xattrs {
             return Err(libc::ENOSYS);
         }
-        let (ns, n) = xattr_ns(name).ok_or(libc::ENODATA)?;
-        self.fs
-            .removexattr(to_ufs(nodeid), ns, n, c.cred())
-            .map_err(|e| errno(&e))
+        let ino = to_ufs(nodeid);
+        match xattr_name(name).ok_or(libc::ENODATA)? {
+            XattrName::Acl(_) if !self.acls => Err(libc::EOPNOTSUPP),
+            XattrName::Acl(kind) => self
+                .fs
+                .set_acl(ino, kind, None, c.cred())
+                .map_err(|e| errno(&e)),
+            XattrName::Raw(ns, n) => self
+                .fs
+                .removexattr(ino, ns, n, c.cred())
+                .map_err(|e| errno(&e)),
+        }
     }
 
     pub fn readlink(&self, nodeid: u64) -> Result<Vec<u8>, Errno> {
@@ -419,6 +530,8 @@ impl Service {
 
     /// `mode` with its file type; the kernel has already applied the umask
     /// (no FUSE_DONT_MASK).
+    /// `umask`: the creator's, which the kernel leaves to us with ACLs on
+    /// (FUSE_DONT_MASK); without them it has applied it to `mode` already.
     pub fn mknod(
         &self,
         c: &Caller,
@@ -426,12 +539,31 @@ impl Service {
         name: &[u8],
         mode: u32,
         rdev: u32,
+        umask: u32,
     ) -> Result<Attr, Errno> {
-        self.entry(self.fs.mknod(to_ufs(parent), name, mode, rdev, c.cred()))
+        let parent = to_ufs(parent);
+        self.entry(if self.acls {
+            self.fs
+                .mknod_umask(parent, name, mode, rdev, umask, c.cred())
+        } else {
+            self.fs.mknod(parent, name, mode, rdev, c.cred())
+        })
     }
 
-    pub fn mkdir(&self, c: &Caller, parent: u64, name: &[u8], mode: u32) -> Result<Attr, Errno> {
-        self.entry(self.fs.mkdir(to_ufs(parent), name, mode, c.cred()))
+    pub fn mkdir(
+        &self,
+        c: &Caller,
+        parent: u64,
+        name: &[u8],
+        mode: u32,
+        umask: u32,
+    ) -> Result<Attr, Errno> {
+        let parent = to_ufs(parent);
+        self.entry(if self.acls {
+            self.fs.mkdir_umask(parent, name, mode, umask, c.cred())
+        } else {
+            self.fs.mkdir(parent, name, mode, c.cred())
+        })
     }
 
     pub fn unlink(&self, parent: u64, name: &[u8]) -> Result<(), Errno> {
@@ -628,9 +760,15 @@ impl Service {
     }
 
     /// CREATE: a regular file with `mode`'s permission bits, opened.
-    pub fn create(&self, c: &Caller, parent: u64, name: &[u8], mode: u32) -> Result<Attr, Errno> {
-        let mode = (mode & 0o7777) | libc::S_IFREG;
-        self.entry(self.fs.mknod(to_ufs(parent), name, mode, 0, c.cred()))
+    pub fn create(
+        &self,
+        c: &Caller,
+        parent: u64,
+        name: &[u8],
+        mode: u32,
+        umask: u32,
+    ) -> Result<Attr, Errno> {
+        self.mknod(c, parent, name, (mode & 0o7777) | libc::S_IFREG, 0, umask)
     }
 }
 

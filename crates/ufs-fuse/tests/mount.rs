@@ -105,6 +105,7 @@ fn child_serve() -> ! {
         threads: 2,
         writeback,
         xattrs: true,
+        acls: true,
         sync_interval: 30,
         lowmem_watch: true,
         follow_clients: true,

@@ -33,6 +33,6 @@ pub mod tunefs;
 pub use error::{Damage, Error, ErrorKind, Result};
 pub use fs::{DirPref, MountOptions};
 pub use ops::{
-    linux_inode_flags, with_linux_inode_flags, Attr, Cred, FileKind, Fs, RenameMode, SetAttr,
-    StatFs, Time, TimeSet, XattrNs, XattrSet,
+    linux_inode_flags, with_linux_inode_flags, AclKind, Attr, Cred, FileKind, Fs, RenameMode,
+    SetAttr, StatFs, Time, TimeSet, XattrNs, XattrSet,
 };

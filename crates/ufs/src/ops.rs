@@ -12,6 +12,7 @@
 //!   reference remains (`remember`/`forget`).
 //! - Directory depth (`di_dirdepth`, FreeBSD 14 fsck checks it) is the
 //!   parent's plus one, root 0, kept right across renames.
+mod acl;
 mod xattr;
 use crate::alloc::Reserve;
 use crate::cache::CacheStats;
@@ -20,6 +21,7 @@ use crate::dev::BlockDevice;
 use crate::dir::ReadDirEntry;
 use crate::error::{Error, ErrorKind, Result};
 use crate::fs::{now, FsCore, MountOptions, Op};
+pub use acl::AclKind;
 use std::sync::{Mutex, MutexGuard};
 use ufs_format::dinode::{self, dt, iftodt};
 use ufs_format::*;
@@ -364,12 +366,14 @@ impl Fs {
         Ok(())
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn mknod_op(
         c: &mut FsCore,
         parent: u64,
         name: &[u8],
         mode: u32,
         rdev: u32,
+        umask: Option<u32>,
         cred: Cred,
     ) -> Result<Attr> {
         let fmt = (mode as u16) & dinode::IFMT;
@@ -388,6 +392,7 @@ impl Fs {
             parent,
             name,
             fmt | (mode as u16 & 0o7777),
+            umask,
             cred,
             |c, ino, di| {
                 if matches!(fmt, dinode::IFCHR | dinode::IFBLK) {
@@ -399,7 +404,14 @@ impl Fs {
         )
     }
 
-    fn mkdir_op(c: &mut FsCore, parent: u64, name: &[u8], mode: u32, cred: Cred) -> Result<Attr> {
+    fn mkdir_op(
+        c: &mut FsCore,
+        parent: u64,
+        name: &[u8],
+        mode: u32,
+        umask: Option<u32>,
+        cred: Cred,
+    ) -> Result<Attr> {
         check_name(name)?;
         c.check_writable()?;
         let mut pdi = dir_inode(c, parent)?;
@@ -411,8 +423,15 @@ impl Fs {
                 "parent directory has too many links",
             ));
         }
+        let (mode, acls) = acl::inherit(
+            c,
+            parent,
+            &pdi,
+            dinode::IFDIR | (mode as u16 & 0o7777),
+            umask,
+        )?;
         let ino = c.alloc_inode(parent, true)?;
-        let mut di = fresh_inode(c, ino, dinode::IFDIR | (mode as u16 & 0o7777), cred, &pdi)?;
+        let mut di = fresh_inode(c, ino, mode, cred, &pdi)?;
         di.set_nlink(2);
         set_dirdepth(&mut di, dirdepth(&pdi) + 1);
         // The parent counts the new '..' before anything on disk holds it
@@ -422,7 +441,15 @@ impl Fs {
         if counted != 0 {
             c.order.inode_deps(ino).needs.push(counted);
         }
-        let r = c.dir_init(ino, &mut di, parent, cred.reserve());
+        let r = c
+            .dir_init(ino, &mut di, parent, cred.reserve())
+            .and_then(|()| {
+                if acls.is_empty() {
+                    return Ok(());
+                }
+                let area = ufs_format::extattr::encode_area(&acls);
+                c.replace_ext_area(ino, &mut di, &area, cred.reserve())
+            });
         c.write_inode(ino, &di)?;
         if let Err(e) = r {
             pdi.set_nlink(pdi.nlink() - 1);
@@ -475,6 +502,7 @@ impl Fs {
             parent,
             name,
             dinode::IFLNK | 0o777,
+            None,
             cred,
             |c, ino, di| {
                 if target.len() < c.sb.fs_maxsymlinklen() as usize {
@@ -492,11 +520,13 @@ impl Fs {
         )
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn make_node(
         c: &mut FsCore,
         parent: u64,
         name: &[u8],
         mode: u16,
+        umask: Option<u32>,
         cred: Cred,
         init: impl FnOnce(&mut FsCore, u64, &mut Dinode) -> Result<()>,
     ) -> Result<Attr> {
@@ -505,13 +535,20 @@ impl Fs {
         let mut pdi = dir_inode(c, parent)?;
         must_be_absent(c, parent, &pdi, name)?;
         may_enter(&pdi)?;
+        let (mode, acls) = acl::inherit(c, parent, &pdi, mode, umask)?;
         let ino = match c.placement_goal(parent, &pdi, name)? {
             Some(goal) => c.alloc_placed(parent, goal)?,
             None => c.alloc_inode(parent, false)?,
         };
         let mut di = fresh_inode(c, ino, mode, cred, &pdi)?;
         di.set_nlink(1);
-        let r = init(c, ino, &mut di);
+        let r = if acls.is_empty() {
+            Ok(())
+        } else {
+            let area = ufs_format::extattr::encode_area(&acls);
+            c.replace_ext_area(ino, &mut di, &area, cred.reserve())
+        }
+        .and_then(|()| init(c, ino, &mut di));
         c.write_inode(ino, &di)?;
         if let Err(e) = r {
             undo_create(c, ino)?;
@@ -563,12 +600,42 @@ impl Fs {
         rdev: u32,
         cred: Cred,
     ) -> Result<Attr> {
-        let r = self.finish(|c| Self::mknod_op(c, parent, name, mode, rdev, cred));
+        let r = self.finish(|c| Self::mknod_op(c, parent, name, mode, rdev, None, cred));
+        self.counted(Call::Create, 0, r)
+    }
+
+    /// [`mknod`](Self::mknod) with the creator's umask not yet applied to
+    /// `mode`, as Linux hands it over with ACLs on: a default ACL of the
+    /// directory replaces it, as POSIX says.
+    pub fn mknod_umask(
+        &self,
+        parent: u64,
+        name: &[u8],
+        mode: u32,
+        rdev: u32,
+        umask: u32,
+        cred: Cred,
+    ) -> Result<Attr> {
+        let r = self.finish(|c| Self::mknod_op(c, parent, name, mode, rdev, Some(umask), cred));
         self.counted(Call::Create, 0, r)
     }
 
     pub fn mkdir(&self, parent: u64, name: &[u8], mode: u32, cred: Cred) -> Result<Attr> {
-        let r = self.finish(|c| Self::mkdir_op(c, parent, name, mode, cred));
+        let r = self.finish(|c| Self::mkdir_op(c, parent, name, mode, None, cred));
+        self.counted(Call::Create, 0, r)
+    }
+
+    /// [`mkdir`](Self::mkdir) with the umask not yet applied (see
+    /// [`mknod_umask`](Self::mknod_umask)).
+    pub fn mkdir_umask(
+        &self,
+        parent: u64,
+        name: &[u8],
+        mode: u32,
+        umask: u32,
+        cred: Cred,
+    ) -> Result<Attr> {
+        let r = self.finish(|c| Self::mkdir_op(c, parent, name, mode, Some(umask), cred));
         self.counted(Call::Create, 0, r)
     }
 

@@ -85,7 +85,7 @@ fn attributes_follow_freebsd_rules_and_survive_remount() {
     set(XattrNs::User, "comment", b"hello", XattrSet::Either, USER).unwrap();
     set(
         XattrNs::System,
-        "posix1e.acl_access",
+        "mac_biba",
         &[7; 60],
         XattrSet::Either,
         Cred::ROOT,
@@ -109,7 +109,7 @@ fn attributes_follow_freebsd_rules_and_survive_remount() {
     let e = set(XattrNs::System, "x", b"1", XattrSet::Either, USER).unwrap_err();
     assert_eq!(e.kind, ErrorKind::Permission);
     let e = fs
-        .getxattr(f, XattrNs::System, b"posix1e.acl_access", USER)
+        .getxattr(f, XattrNs::System, b"mac_biba", USER)
         .unwrap_err();
     assert_eq!(e.kind, ErrorKind::Permission);
     assert_eq!(
@@ -160,7 +160,7 @@ fn attributes_follow_freebsd_rules_and_survive_remount() {
         vec![
             ExtAttr {
                 namespace: EXTATTR_NAMESPACE_SYSTEM,
-                name: b"posix1e.acl_access".to_vec(),
+                name: b"mac_biba".to_vec(),
                 value: vec![7; 60]
             },
             ExtAttr {

@@ -408,6 +408,7 @@ struct FuseOpts {
     threads: usize,
     writeback: bool,
     xattrs: bool,
+    acls: bool,
     follow_clients: bool,
     uring: ufs_fuse::UringMode,
     disk: Option<ufs_sim::model::DiskSpec>,
@@ -449,6 +450,7 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
     // not there.
     let mut writeback = false;
     let mut xattrs = true;
+    let mut acls = true;
     let mut sync_interval = 30;
     let mut threads = 3;
     let mut lowmem_watch = true;
@@ -488,6 +490,9 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
             ("writeback", Some(v)) => writeback = on_off(k, v)?,
             ("xattr", Some(v)) => xattrs = on_off(k, v)?,
             ("noxattr", None) => xattrs = false,
+            ("acl", None) => acls = true,
+            ("acl", Some(v)) => acls = on_off(k, v)?,
+            ("noacl", None) => acls = false,
             ("syncer", Some(v)) => sync_interval = v.parse().map_err(|_| format!("bad syncer interval '{v}' (seconds)"))?,
             ("dirpref", Some("orlov")) => o.dirpref = DirPref::Orlov,
             ("dirpref", Some("traditional")) => o.dirpref = DirPref::Traditional,
@@ -525,7 +530,7 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
             ("uring", Some("off")) => uring = ufs_fuse::UringMode::Off,
             _ => {
                 return Err(format!(
-                    "unknown mount option '{item}' (known: ro, rw, force, allow_other, writeback=on|off, xattr=on|off, syncer=SECS, dirpref=orlov|traditional, cache=SIZE, readahead=SIZE, seed=N, threads=N, dirhash=on|off, dirhash_maxmem=SIZE, dirhash_minsize=SIZE, dirhash_reclaimage=SECS, dirhash_check=on|off, lowmem=on|off, affinity=follow|off, uring=auto|on|off, disk=MODEL, disk_sleep=on|off, inodeorder=offset|name|hash|off, inodeorder_min=SIZE, contigdirs=on|off, normal|sync|async|softdep, vmiodir=on|off)"
+                    "unknown mount option '{item}' (known: ro, rw, force, allow_other, writeback=on|off, xattr=on|off, acl=on|off, syncer=SECS, dirpref=orlov|traditional, cache=SIZE, readahead=SIZE, seed=N, threads=N, dirhash=on|off, dirhash_maxmem=SIZE, dirhash_minsize=SIZE, dirhash_reclaimage=SECS, dirhash_check=on|off, lowmem=on|off, affinity=follow|off, uring=auto|on|off, disk=MODEL, disk_sleep=on|off, inodeorder=offset|name|hash|off, inodeorder_min=SIZE, contigdirs=on|off, normal|sync|async|softdep, vmiodir=on|off)"
                 ))
             }
         }
@@ -542,6 +547,7 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
             threads,
             writeback,
             xattrs,
+            acls,
             follow_clients,
             uring,
             disk,
@@ -631,6 +637,7 @@ fn cmd_mount(a: MountArgs) -> Result<(), String> {
         threads: f.threads,
         writeback: f.writeback,
         xattrs: f.xattrs,
+        acls: f.acls,
         sync_interval: f.sync_interval,
         lowmem_watch: f.lowmem_watch,
         follow_clients: f.follow_clients,

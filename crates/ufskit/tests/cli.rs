@@ -1,7 +1,7 @@
 //! The command line end to end, as a user runs it: newfs, mount through
 //! FUSE, real tools on the mount, umount, fsck, dumpfs, tunefs.
 use std::io::Write;
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use testkit::*;
@@ -1431,6 +1431,96 @@ fn extended_attributes_through_the_mount_survive_remount() {
         "{out:?}"
     );
     m.umount();
+}
+
+#[test]
+fn posix_acls_through_the_mount_are_enforced_inherited_and_survive_remount() {
+    let name = "posix_acls_through_the_mount_are_enforced_inherited_and_survive_remount";
+    if !needs_fuse(name)
+        || !prerequisite(
+            Command::new("setfacl").arg("--version").output().is_ok(),
+            name,
+            "setfacl and getfacl (acl)",
+        )
+    {
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let img = new_image(t.path(), "acl.img", "64M");
+    let mnt = t.path().join("mnt");
+    let m = Mounted::new(&img, &mnt, &["allow_other"]);
+    std::fs::set_permissions(&mnt, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let secret = mnt.join("secret");
+    std::fs::write(&secret, b"for 1000 only").unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).unwrap();
+    run(Command::new("setfacl")
+        .args(["-m", "u:1000:r"])
+        .arg(&secret));
+    let as_user = |uid: &str, path: &Path| {
+        Command::new("setpriv")
+            .args(["--reuid", uid, "--regid", uid, "--clear-groups", "cat"])
+            .arg(path)
+            .output()
+            .unwrap()
+    };
+    assert!(
+        as_user("1000", &secret).status.success(),
+        "the ACL grants 1000 read"
+    );
+    let denied = as_user("1001", &secret);
+    assert!(!denied.status.success());
+    assert!(String::from_utf8_lossy(&denied.stderr).contains("Permission denied"));
+    // The mode's group bits show the mask; ls marks the ACL.
+    let ls = run(Command::new("ls").arg("-l").arg(&secret));
+    assert!(
+        String::from_utf8_lossy(&ls.stdout).starts_with("-rw-r-----+"),
+        "{ls:?}"
+    );
+    // Inheritance: a default ACL instead of the umask.
+    let d = mnt.join("shared");
+    std::fs::create_dir(&d).unwrap();
+    run(Command::new("setfacl")
+        .args(["-d", "-m", "u:1000:rwx,o::-"])
+        .arg(&d));
+    run(Command::new("sh")
+        .arg("-c")
+        .arg("umask 077 && touch \"$1\"/new && mkdir \"$1\"/sub")
+        .arg("sh")
+        .arg(&d));
+    let acl_of = |p: &Path| {
+        let o = run(Command::new("getfacl")
+            .args(["-n", "--absolute-names"])
+            .arg(p));
+        String::from_utf8_lossy(&o.stdout).to_string()
+    };
+    let new = acl_of(&d.join("new"));
+    assert!(new.contains("user:1000:rwx\t#effective:rw-"), "{new}");
+    assert!(new.contains("other::---"), "{new}");
+    assert!(acl_of(&d.join("sub")).contains("default:user:1000:rwx"));
+    // Without a default ACL the umask applies.
+    run(Command::new("sh")
+        .arg("-c")
+        .arg("umask 027 && touch \"$1\"/plain")
+        .arg("sh")
+        .arg(&mnt));
+    let st = std::fs::metadata(mnt.join("plain")).unwrap();
+    assert_eq!(st.permissions().mode() & 0o777, 0o640);
+    m.umount();
+    fsck_clean(&img);
+    let m = Mounted::new(&img, &mnt, &["allow_other"]);
+    assert!(acl_of(&secret).contains("user:1000:r--"));
+    assert!(
+        as_user("1000", &secret).status.success(),
+        "still granted after remount"
+    );
+    run(Command::new("setfacl").arg("-b").arg(&secret));
+    assert!(
+        !as_user("1000", &secret).status.success(),
+        "removed with setfacl -b"
+    );
+    assert!(!acl_of(&secret).contains("user:1000"));
+    m.umount();
+    fsck_clean(&img);
 }
 
 #[test]

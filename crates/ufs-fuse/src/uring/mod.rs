@@ -234,12 +234,12 @@ pub fn dispatch(svc: &Service, h: &InHeader, op_in: &[u8], payload: &[u8]) -> Ou
         op::MKNOD => {
             count(Op::Mknod);
             let m: MknodIn = arg(op_in)?;
-            entry(svc.mknod(&c, node, names(payload, 1)?[0], m.mode, m.rdev))
+            entry(svc.mknod(&c, node, names(payload, 1)?[0], m.mode, m.rdev, m.umask))
         }
         op::MKDIR => {
             count(Op::Mkdir);
             let m: MkdirIn = arg(op_in)?;
-            entry(svc.mkdir(&c, node, names(payload, 1)?[0], m.mode))
+            entry(svc.mkdir(&c, node, names(payload, 1)?[0], m.mode, m.umask))
         }
         op::UNLINK => {
             count(Op::Unlink);
@@ -396,7 +396,7 @@ pub fn dispatch(svc: &Service, h: &InHeader, op_in: &[u8], payload: &[u8]) -> Ou
         op::CREATE => {
             count(Op::Create);
             let ci: CreateIn = arg(op_in)?;
-            let a = svc.create(&c, node, names(payload, 1)?[0], ci.mode)?;
+            let a = svc.create(&c, node, names(payload, 1)?[0], ci.mode, ci.umask)?;
             let mut out = entry_out(&a).as_bytes().to_vec();
             out.extend_from_slice(
                 OpenOut {
@@ -823,24 +823,66 @@ mod tests {
             dispatch(&svc, &header(op::LISTXATTR, node), i.as_bytes(), &[])
         };
         set("user.color", b"blue", 0).unwrap();
-        set("system.posix1e.acl_access", &[1, 2, 3], 0).unwrap();
+        set("system.mac_test", &[1, 2, 3], 0).unwrap();
         // The kernel asks for the size first (size 0), then for the value.
         let sized = get("user.color", 0).unwrap();
         assert_eq!(GetxattrOut::read_from_bytes(&sized).unwrap().size, 4);
         assert_eq!(get("user.color", 4).unwrap(), b"blue");
         assert_eq!(get("user.color", 3).err(), Some(libc::ERANGE));
-        assert_eq!(
-            list(100).unwrap(),
-            b"user.color\0system.posix1e.acl_access\0"
-        );
+        assert_eq!(list(100).unwrap(), b"user.color\0system.mac_test\0");
         let sized = list(0).unwrap();
-        assert_eq!(GetxattrOut::read_from_bytes(&sized).unwrap().size, 37);
+        assert_eq!(GetxattrOut::read_from_bytes(&sized).unwrap().size, 27);
         // XATTR_CREATE on an existing name, XATTR_REPLACE on a missing one.
         assert_eq!(set("user.color", b"red", 1).err(), Some(libc::EEXIST));
         assert_eq!(set("user.size", b"1", 2).err(), Some(libc::ENODATA));
         // Namespaces FreeBSD has not: nothing there, nothing stored.
         assert_eq!(get("security.capability", 0).err(), Some(libc::ENODATA));
         assert_eq!(set("trusted.x", b"1", 0).err(), Some(libc::EOPNOTSUPP));
+        // security.* lives in the system namespace under its own name.
+        set("security.selinux", b"label", 0).unwrap();
+        assert_eq!(get("security.selinux", 5).unwrap(), b"label");
+        // An ACL in Linux's form (version 2; user::rw- user:1000:r--
+        // group::r-- mask::r-- other::---) is stored as FreeBSD's and sets
+        // the mode's permission bits.
+        let mut acl = 2u32.to_le_bytes().to_vec();
+        for (tag, perm, id) in [
+            (1u16, 6u16, u32::MAX),
+            (2, 4, 1000),
+            (4, 4, u32::MAX),
+            (0x10, 4, u32::MAX),
+            (0x20, 0, u32::MAX),
+        ] {
+            acl.extend_from_slice(&tag.to_le_bytes());
+            acl.extend_from_slice(&perm.to_le_bytes());
+            acl.extend_from_slice(&id.to_le_bytes());
+        }
+        set("system.posix_acl_access", &acl, 0).unwrap();
+        assert_eq!(get("system.posix_acl_access", 100).unwrap(), acl);
+        let a = dispatch(
+            &svc,
+            &header(op::GETATTR, node),
+            GetattrIn {
+                getattr_flags: 0,
+                dummy: 0,
+                fh: 0,
+            }
+            .as_bytes(),
+            &[],
+        )
+        .unwrap();
+        assert_eq!(
+            AttrOut::read_from_prefix(&a).unwrap().0.attr.mode & 0o777,
+            0o640
+        );
+        assert_eq!(
+            set("system.posix_acl_access", &acl[..10], 0).err(),
+            Some(libc::EINVAL)
+        );
+        // A raw ACL attribute must be one FreeBSD can read.
+        assert_eq!(
+            set("system.posix1e.acl_access", b"junk", 0).err(),
+            Some(libc::EINVAL)
+        );
         let rm = |name: &str| {
             dispatch(
                 &svc,

@@ -132,6 +132,11 @@ impl Fs {
         cred: Cred,
     ) -> Result<()> {
         let r = self.finish(|c| {
+            // An ACL written whole must be one FreeBSD can read: it
+            // refuses a malformed one with EPERM on every access.
+            if super::acl::is_acl_attr(ns.code(), name) {
+                super::acl::check_acl_value(value)?;
+            }
             Self::change_xattrs(c, ino, ns, name, cred, |attrs, found| {
                 match (found, how) {
                     (Some(_), XattrSet::Create) => {
