@@ -20,6 +20,12 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(attrs) = extattr::parse_area(data) {
         assert_eq!(extattr::parse_area(&extattr::encode_area(&attrs)).ok(), Some(attrs));
     }
+    // A stored POSIX.1e ACL: whatever decodes encodes back to itself.
+    if let Ok(entries) = acl::decode(data) {
+        let again = acl::encode(&entries).expect("at most 32 entries");
+        assert_eq!(acl::decode(&again).ok(), Some(entries.clone()));
+        let _ = acl::valid(&entries);
+    }
     if data.len() >= DINODE_SIZE {
         let d = Dinode::from_bytes(data);
         let _ = d.ckhash_ok();

@@ -34,8 +34,9 @@
 //!   skips it unless `-f`); callers wanting the boot-time shortcut test
 //!   `fs_clean` themselves.
 //! - No journal (SU+J) replay, gjournal, background mode, `-b`/`-c`/`-r`
-//!   /`-E`/`-Z`, and no snapshot support: a file system listing real
-//!   snapshots is reported and left untouched. Soft-updates refinements
+//!   /`-E`/`-Z`. Snapshots are checked as foreground fsck_ffs checks them:
+//!   as files whose block maps may hold `BLK_NOCOPY` and `BLK_SNAP`
+//!   (`walk.rs`); no snapshot is taken for a background check. Soft-updates refinements
 //!   (stricter preen severities, trimming by the inode map) are not applied.
 //! - The superblock is also compared with the last group's backup (as
 //!   `fsck_ffs` 13 did); makefs' UFS2 layout with the superblock at 8192 is

@@ -445,10 +445,10 @@ impl Ctx<'_> {
     }
 
     /// The snapshot list: entries that are not snapshot files are removed
-    /// (as fsck_ffs does); real snapshots are not supported, so a file
-    /// system holding one is not checked further.
+    /// (as fsck_ffs does). Real snapshots are checked as files whose block
+    /// maps may hold `BLK_NOCOPY` and `BLK_SNAP` (`walk.rs`).
     fn check_snapshots(&mut self) -> R<()> {
-        const SF_SNAPSHOT: u32 = 0x0020_0000;
+        use ufs_format::SF_SNAPSHOT;
         let list: Vec<u32> = (0..FSMAXSNAP).map(|i| self.sb.fs_snapinum(i)).collect();
         if list.iter().all(|&s| s == 0) {
             return Ok(());
@@ -482,17 +482,6 @@ impl Ctx<'_> {
             }
             self.sb = Superblock::from_bytes(&raw).map_err(Error::from)?;
             self.sb_dirty = true;
-        }
-        if !keep.is_empty() {
-            self.push(
-                "superblock",
-                Severity::Inconsistency,
-                None,
-                format!("FILE SYSTEM HAS SNAPSHOTS (INODES {keep:?}); UFSKIT DOES NOT SUPPORT SNAPSHOTS, NOT CHECKED FURTHER"),
-                false,
-            );
-            self.hands_off = true;
-            return Err(Halt::Stop);
         }
         Ok(())
     }

@@ -54,9 +54,27 @@ pub(crate) fn has_blocks(di: &Dinode) -> bool {
     }
 }
 
+/// A snapshot's block map holds two values that are not addresses
+/// (`sys/ufs/ffs/fs.h`): `BLK_NOCOPY`, a block that was free when the
+/// snapshot was taken, and `BLK_SNAP`, a block of a snapshot itself. Both
+/// mean "nothing to read here", and neither is counted (`pass1check` with
+/// `id_type == SNAP`).
+pub(crate) const BLK_NOCOPY: u64 = 1;
+pub(crate) const BLK_SNAP: u64 = 2;
+
+fn is_snapshot(di: &Dinode) -> bool {
+    di.is_reg() && di.di_flags() & ufs_format::SF_SNAPSHOT != 0
+}
+
+/// Is `blk`, found in `di`'s block map, a block to visit?
+fn visits(snapshot: bool, blk: u64) -> bool {
+    blk != 0 && !(snapshot && (blk == BLK_NOCOPY || blk == BLK_SNAP))
+}
+
 /// Walks `di` as if its size were `size`.
 pub(crate) fn walk(ctx: &mut Ctx, di: &Dinode, size: u64, v: &mut dyn Visitor) -> R<Step> {
     let g = ctx.g;
+    let snap = is_snapshot(di);
     let extsize = di.di_extsize() as u64;
     if extsize > 0 {
         let mut ndb = extsize.div_ceil(g.bsize) as i64;
@@ -98,7 +116,7 @@ pub(crate) fn walk(ctx: &mut Ctx, di: &Dinode, size: u64, v: &mut dyn Visitor) -
             g.frag
         };
         let blk = di.di_db(i);
-        if blk == 0 {
+        if !visits(snap, blk) {
             continue;
         }
         if v.visit(
@@ -119,7 +137,8 @@ pub(crate) fn walk(ctx: &mut Ctx, di: &Dinode, size: u64, v: &mut dyn Visitor) -
     for i in 0..UFS_NIADDR {
         sizepb *= g.nindir as i128;
         let blk = di.di_ib(i);
-        if blk != 0 && iblock(ctx, v, blk, i as u32 + 1, remsize, lbn)? == Step::Stop {
+        if visits(snap, blk) && iblock(ctx, v, blk, i as u32 + 1, remsize, lbn, snap)? == Step::Stop
+        {
             return Ok(Step::Stop);
         }
         lbn = lbn.saturating_add((sizepb / g.bsize as i128) as u64);
@@ -135,6 +154,7 @@ fn iblock(
     level: u32,
     isize: i128,
     lbn: u64,
+    snap: bool,
 ) -> R<Step> {
     let g = ctx.g;
     match v.visit(
@@ -179,7 +199,7 @@ fn iblock(
     for i in 0..nif {
         let p = entry(&buf, i);
         let child_lbn = lbn.saturating_add(i as u64 * lbnspan);
-        if p != 0 {
+        if visits(snap, p) {
             let step = if level == 1 {
                 v.visit(
                     ctx,
@@ -190,7 +210,7 @@ fn iblock(
                     },
                 )?
             } else {
-                iblock(ctx, v, p, level - 1, isize, child_lbn)?
+                iblock(ctx, v, p, level - 1, isize, child_lbn, snap)?
             };
             if step == Step::Stop {
                 return Ok(Step::Stop);
