@@ -409,8 +409,11 @@ impl Filesystem for UfsFuse {
         Self::entry(self.svc.link(ino.0, newparent.0, newname.as_bytes()), reply);
     }
 
-    fn open(&self, req: &Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+    fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         self.serve(req, Op::Open);
+        if let Err(e) = self.svc.open(ino.0, flags.0 as u32) {
+            return reply.error(err(e));
+        }
         // A real OPEN (not FUSE_NO_OPEN_SUPPORT's zero-message opens): its
         // reply, without FOPEN_KEEP_CACHE, makes the kernel drop the
         // file's cached pages, so the reads after an open reach the engine

@@ -644,6 +644,25 @@ impl Service {
     }
 
     /// A directory handle; its snapshot is taken at the first read.
+    /// OPEN of a regular file: the kernel does not know FreeBSD's file
+    /// flags, so an open for writing is refused here, as `ufs_access` and
+    /// `ufs_open` refuse it: never for an immutable file, and for an
+    /// append-only one only with O_APPEND (EPERM).
+    pub fn open(&self, nodeid: u64, flags: u32) -> Result<(), Errno> {
+        let writes = flags & libc::O_ACCMODE as u32 != libc::O_RDONLY as u32
+            || flags & libc::O_TRUNC as u32 != 0;
+        if !writes {
+            return Ok(());
+        }
+        let f = self.fs.getattr(to_ufs(nodeid)).map_err(|e| errno(&e))?.flags;
+        if f & ufs_format::IMMUTABLE != 0
+            || (f & ufs_format::APPEND != 0 && flags & libc::O_APPEND as u32 == 0)
+        {
+            return Err(libc::EPERM);
+        }
+        Ok(())
+    }
+
     pub fn opendir(&self) -> u64 {
         let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
         lock(&self.dirs).insert(fh, Arc::new(Vec::new()));

@@ -1557,6 +1557,16 @@ fn chattr_immutable_and_append_through_the_mount_survive_remount() {
         std::fs::write(&g, b"over"),
         "truncating an append-only file",
     );
+    // Refused at open, as FreeBSD's ufs_access and ufs_open refuse it.
+    eperm(
+        std::fs::OpenOptions::new().write(true).open(&f).map(drop),
+        "opening an immutable file for writing",
+    );
+    eperm(
+        std::fs::OpenOptions::new().write(true).open(&g).map(drop),
+        "opening an append-only file for writing without O_APPEND",
+    );
+    std::fs::File::open(&f).unwrap();
     let mut a = std::fs::OpenOptions::new().append(true).open(&g).unwrap();
     a.write_all(b"two\n").unwrap();
     drop(a);

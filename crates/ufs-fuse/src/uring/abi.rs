@@ -217,6 +217,14 @@ pub struct OpenOut {
     pub backing_id: i32,
 }
 
+/// `struct fuse_open_in`.
+#[derive(Debug, Clone, Copy, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[repr(C)]
+pub struct OpenIn {
+    pub flags: u32,
+    pub open_flags: u32,
+}
+
 /// `struct fuse_create_in`.
 #[derive(Debug, Clone, Copy, FromBytes, IntoBytes, KnownLayout, Immutable)]
 #[repr(C)]

@@ -267,6 +267,8 @@ pub fn dispatch(svc: &Service, h: &InHeader, op_in: &[u8], payload: &[u8]) -> Ou
         }
         op::OPEN => {
             count(Op::Open);
+            let o: OpenIn = arg(op_in)?;
+            svc.open(node, o.flags)?;
             // A real OPEN (see the `fuser` side): no FOPEN_KEEP_CACHE, so
             // reads after an open reach the engine and update atime.
             Ok(OpenOut {
