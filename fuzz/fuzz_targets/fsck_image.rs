@@ -33,6 +33,8 @@ fuzz_target!(|data: &[u8]| {
             for e in ents {
                 let _ = fs.getattr(e.ino);
                 let _ = fs.read(e.ino, 0, 4096);
+                let _ = fs.listxattr(e.ino, ufs::Cred::ROOT);
+                let _ = fs.get_acl(e.ino, ufs::AclKind::Access);
             }
         }
     }
