@@ -112,13 +112,13 @@ EXPLANATIONS = {
          "listing does gain, about 20%, a few revolutions of the disk). It helps the create and the "
          "remove of the large directory (see the details), whose inode and directory writes it keeps "
          "together. Small directories fit a few inode "
-         "blocks read once either way. Seed 001's case, ext4 returning names in hash order, does not "
+         "blocks read once either way. The large-directory study's case, ext4 returning names in hash order, does not "
          "arise in FFS, whose readdir returns entries in the order they were placed.",
     "n": "GD can only matter when the indexes of the working set exceed 2 MiB: the full profile's 300 "
          "maildirs of 400 messages need about 5.5 MiB, the quick profile's 10 fit. Then, with 2 MiB, each "
          "IMAP or poll visit rebuilds or recycles indexes or scans linearly, which costs CPU; the growing "
          "budget keeps them, and pressure (the cache evicting) takes back 10% at each syncer run. The "
-         "saving is CPU only, small beside the modeled disk's time; seed 002 measured its 60-70% on a "
+         "saving is CPU only, small beside the modeled disk's time; the dirhash memory study measured its 60-70% on a "
          "machine whose disk waited less.",
     "l": "The build's compiler CPU rate was chosen so that all four optimisations bring the compile to about "
          "half its time, as in the paper's Table 1, so soft updates' coefficient is not independent "
@@ -721,10 +721,10 @@ CLAIMS = [
      "further to 0.3%.", claim_k),
     ("l", "\u00a74.3, Table 2", "Buildworld's linear model: SU \u221242.71%, DP \u221214.28%, VM \u22121.91%, "
      "DP:SU +4.57 percentage points (compared with our build-compile).", claim_l),
-    ("m", "seed 001", "Beyond the paper: in a large directory, inodes allocated in the order the directory "
+    ("m", "large-directory study (Dilger, 2012)", "Beyond the paper: in a large directory, inodes allocated in the order the directory "
      "is read (ufskit's inodeorder=offset) avoid much random I/O when it is traversed; in small "
      "directories the order does not matter significantly.", claim_m),
-    ("n", "seed 002", "Beyond the paper: a dirhash budget that grows when memory is available and is "
+    ("n", "dirhash memory study (GSoC 2008)", "Beyond the paper: a dirhash budget that grows when memory is available and is "
      "reclaimed when memory becomes scarce improves performance on many large directories over the fixed "
      "2 MiB, without manual tuning.", claim_n),
 ]
@@ -870,7 +870,7 @@ def _md_cell(s):
 
 
 def findings_markdown(rows, source, incomplete=()):
-    lines = ["# Findings beside the paper's claims (seed 004, section 4) and the seeds' (further factors)", "",
+    lines = ["# Findings beside the claims of Dowse and Malone, \"Recent Filesystem Optimisations in FreeBSD\" (USENIX FREENIX 2002), section 4, and of the studies behind the further factors", "",
              "Computed from `%s`." % source, ""]
     if incomplete:
         lines += ["Left out (a combination of the factors has no runs): %s." % ", ".join(incomplete), ""]

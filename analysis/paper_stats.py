@@ -1016,7 +1016,7 @@ def markdown_model(model, unit="seconds"):
 def markdown_tables(df, factors=None, alpha=PAPER_ALPHA, tests=None, unit="seconds"):
     """Every test's rank table and model table as one markdown document."""
     df, factors = prepare(df, factors)
-    parts = ["# Paper tables (seed 004, Tables 1\u20133 form)", ""]
+    parts = ["# Paper tables (Dowse and Malone 2002, Tables 1\u20133 form)", ""]
     for t in tests or tests_of(df):
         parts += [markdown_rank(rank_table(df, t, factors), unit),
                   markdown_model(linear_model(df, t, factors, alpha), unit)]
@@ -1104,7 +1104,7 @@ def write_outputs(df, outdir, factors=None, alpha=PAPER_ALPHA, tests=None, sourc
     doc["clock"] = clock
     doc["time_unit"] = unit = time_unit(clock)
     names = slugs(tests)
-    combined = ["# Paper tables (seed 004, Tables 1\u20133 form)", ""]
+    combined = ["# Paper tables (Dowse and Malone 2002, Tables 1\u20133 form)", ""]
     for entry in doc["tests"]:
         t = entry["test"]
         s = names[t]

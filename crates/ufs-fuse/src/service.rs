@@ -654,7 +654,11 @@ impl Service {
         if !writes {
             return Ok(());
         }
-        let f = self.fs.getattr(to_ufs(nodeid)).map_err(|e| errno(&e))?.flags;
+        let f = self
+            .fs
+            .getattr(to_ufs(nodeid))
+            .map_err(|e| errno(&e))?
+            .flags;
         if f & ufs_format::IMMUTABLE != 0
             || (f & ufs_format::APPEND != 0 && flags & libc::O_APPEND as u32 == 0)
         {

@@ -1034,6 +1034,16 @@ pub fn newfs_plan(device_size: u64, p: &NewfsParams) -> Result<NewfsReport> {
 /// Creates a UFS2 file system on `dev` as FreeBSD 14's newfs does (see the
 /// module documentation for what is written and in which order).
 pub fn newfs(dev: &dyn BlockDevice, p: &NewfsParams) -> Result<NewfsReport> {
+    newfs_with_progress(dev, p, &mut |_, _| {})
+}
+
+/// [`newfs`], telling `progress` how many cylinder groups of how many are
+/// written (for a progress bar on large devices).
+pub fn newfs_with_progress(
+    dev: &dyn BlockDevice,
+    p: &NewfsParams,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<NewfsReport> {
     let device_size = dev.size();
     let fs_bytes = file_system_bytes(device_size, p)?;
     let utime = p.time.unwrap_or_else(|| crate::fs::now().0);
@@ -1161,6 +1171,7 @@ pub fn newfs(dev: &dyn BlockDevice, p: &NewfsParams) -> Result<NewfsReport> {
             }
         }
         dev.write_at(g.cgimin(c) * fsize, &inodes)?;
+        progress(c + 1, ncg);
     }
     sb.set_fs_sblockactualloc(SBLOCK_UFS2 as i64);
 

@@ -999,3 +999,42 @@ fn fresh_images_pass_the_generic_counter_check() {
         check_counters(&dev);
     }
 }
+
+/// The progress hooks behind the CLI's bars: newfs counts every group it
+/// writes, fsck goes through its passes in order, counting groups in
+/// passes 1 and 5, and ends at the last group of pass 5.
+#[test]
+fn newfs_and_fsck_report_progress() {
+    let dev = ufs::dev::MemDevice::new(256 << 20);
+    let mut seen = Vec::new();
+    let r = ufs::newfs::newfs_with_progress(
+        &dev,
+        &ufs::newfs::NewfsParams {
+            bsize: 4096,
+            fsize: 512,
+            seed: Some(1),
+            ..Default::default()
+        },
+        &mut |done, total| seen.push((done, total)),
+    )
+    .unwrap();
+    assert!(r.ncg > 4, "{} groups", r.ncg);
+    let want: Vec<(u64, u64)> = (1..=r.ncg).map(|c| (c, r.ncg)).collect();
+    assert_eq!(seen, want);
+    let mut phases: Vec<ufs::fsck::Progress> = Vec::new();
+    let rep =
+        ufs::fsck::fsck_with_progress(&dev, ufs::fsck::FsckMode::Check, &mut |p| phases.push(p))
+            .unwrap();
+    assert!(rep.findings.is_empty(), "{:?}", rep.findings);
+    let mut order: Vec<&str> = phases.iter().map(|p| p.phase).collect();
+    order.dedup();
+    assert_eq!(order, ["pass 1", "pass 2", "pass 3", "pass 4", "pass 5"]);
+    let pass1: Vec<u64> = phases
+        .iter()
+        .filter(|p| p.phase == "pass 1")
+        .map(|p| p.done)
+        .collect();
+    assert_eq!(pass1, (0..=r.ncg).collect::<Vec<_>>());
+    let last = phases.last().unwrap();
+    assert_eq!((last.done, last.total), (r.ncg, r.ncg));
+}

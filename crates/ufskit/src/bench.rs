@@ -33,7 +33,7 @@ enum Which {
         #[arg(long, default_value_t = 1.0)]
         scale: f64,
     },
-    /// Seed 000: extract a ports-like tree and `rm -rf` it, traditional
+    /// Orlov's directory placement study (FreeBSD, 2001): extract a ports-like tree and `rm -rf` it, traditional
     /// against Orlov directory placement, on the seed's two systems (8 GB /
     /// 991 groups and 40 GB / 5,324 groups) on modeled disks, cold cache.
     Dirpref {
@@ -44,7 +44,8 @@ enum Which {
         #[arg(long)]
         quick: bool,
     },
-    /// Seed 001: N files of 4 KB in one directory, then ls, tar, find,
+    /// The large-directory study (Andreas Dilger, "getdents - ext4 vs btrfs
+    /// performance", 2012): N files of 4 KB in one directory, then ls, tar, find,
     /// cp -a and rm -rf of it from a cold cache, fresh and after churn,
     /// under each inode order for large directories, on a modeled disk.
     Largedir {
@@ -63,7 +64,7 @@ enum Which {
         quick: bool,
     },
     /// The write modes (normal, sync, async, softdep) on a modeled disk:
-    /// 10,000 empty files created and removed, and seed 004's MH folder
+    /// 10,000 empty files created and removed, and the MH folder of Dowse and Malone's paper
     /// (33,164 messages created, `folder -pack`, `rm -rf`); modeled time
     /// of each phase with its sync, soft updates against normal and async.
     Writeorder {
@@ -75,9 +76,10 @@ enum Which {
         #[arg(long, default_value = "on", value_parser = ["on", "off"])]
         vmiodir: String,
     },
-    /// Seed 004's evaluation: tar, the MH folder, Bonnie++'s small-file
+    /// Dowse and Malone, "Recent Filesystem Optimisations in FreeBSD"
+    /// (USENIX FREENIX 2002), section 4: tar, the MH folder, Bonnie++'s small-file
     /// tests, Andrew, Postmark (10k and 20k), Netnews, a build, maildir
-    /// (seed 002) and a large directory (seed 001) under all 16
+    /// (the dirhash memory study) and a large directory under all 16
     /// combinations of soft updates, dirpref, vmiodir and dirhash on a
     /// modeled disk and CPU; writes paper.json and paper.csv, the rank
     /// tables, linear models and figures (`analysis/paper_stats.py`), the
@@ -106,16 +108,7 @@ enum Which {
 }
 
 fn bar(total: u64) -> indicatif::ProgressBar {
-    let b = indicatif::ProgressBar::new(total.max(1));
-    b.set_style(
-        indicatif::ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {msg}")
-            .expect("template")
-            .progress_chars("=> "),
-    );
-    if std::env::var_os("CI").is_some() {
-        b.set_draw_target(indicatif::ProgressDrawTarget::hidden());
-    }
-    b
+    crate::progress::bar(total, "")
 }
 
 fn analysis_dir() -> PathBuf {
@@ -227,7 +220,7 @@ pub fn cmd_bench(a: BenchArgs) -> Result<(), String> {
                 ),
                 None => (
                     tree::ports_tree(1),
-                    "ports (generated, seed 000 shape)".to_string(),
+                    "ports (generated, the shape of Orlov's tree)".to_string(),
                 ),
             };
             let mut systems = dirpref::systems();
@@ -628,7 +621,7 @@ fn print_writeorder_table(r: &writeorder::Report) {
     );
 }
 
-/// Seed 001's figures: modeled µs per file for each step, and the layout.
+/// The large-directory study's figures: modeled µs per file for each step, and the layout.
 fn print_largedir_table(runs: &[largedir::Run]) {
     let steps = ["create", "churn", "ls", "tar", "find", "cp -a", "rm -rf"];
     print!("{:>9} {:<7} {:<7}", "files", "order", "state");
@@ -736,7 +729,7 @@ fn print_dirpref_table(systems: &[dirpref::System], runs: &[dirpref::Run]) {
         let s = sys.seed_normal;
         println!(
             "{:<44} {:>9.1} {:>9.1} {:>8.2}   {:>9.1} {:>9.1} {:>8.2}",
-            "  seed 000, normal mode (real disk, s)",
+            "  Orlov's figures, normal mode (real disk, s)",
             s[0],
             s[1],
             s[0] / s[1],

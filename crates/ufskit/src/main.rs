@@ -29,6 +29,7 @@ use ufs::{DirPref, MountOptions};
 mod bench;
 mod crashtest;
 mod daemon;
+mod progress;
 mod stats;
 
 #[derive(Parser)]
@@ -84,7 +85,7 @@ enum Cmd {
         image: PathBuf,
     },
     /// Layout measures of a directory in an unmounted image: readdir-order
-    /// and name-order inode locality (seed 001), data near its inode. Given
+    /// and name-order inode locality (the large-directory study), data near its inode. Given
     /// a directory instead of an image (a ufskit mount, ext4, any file
     /// system), the two inode localities as seen through the kernel.
     Layout {
@@ -383,8 +384,15 @@ fn cmd_newfs(a: NewfsArgs) -> Result<(), String> {
                 .map_err(|e| format!("cannot grow {}: {e}", a.target.display()))?;
         }
     }
-    let made = open_dev(&a.target, true)
-        .and_then(|dev| ufs::newfs::newfs(&dev, &p).map_err(|e| format!("newfs: {e}")));
+    let bar = progress::bar(0, "cylinder groups");
+    let made = open_dev(&a.target, true).and_then(|dev| {
+        ufs::newfs::newfs_with_progress(&dev, &p, &mut |done, total| {
+            bar.set_length(total);
+            bar.set_position(done);
+        })
+        .map_err(|e| format!("newfs: {e}"))
+    });
+    bar.finish_and_clear();
     match made {
         Ok(r) => {
             print!("{}", r.summary);
@@ -663,8 +671,14 @@ fn cmd_fsck(a: FsckArgs) -> Result<ExitCode, String> {
     };
     let _ = a.no;
     let dev = open_dev(&a.image, mode != FsckMode::Check)?;
-    let rep =
-        ufs::fsck::fsck(&*dev, mode).map_err(|e| format!("fsck: {}: {e}", a.image.display()))?;
+    let bar = progress::bar(0, "");
+    let rep = ufs::fsck::fsck_with_progress(&*dev, mode, &mut |p| {
+        bar.set_message(p.phase);
+        bar.set_length(p.total);
+        bar.set_position(p.done);
+    });
+    bar.finish_and_clear();
+    let rep = rep.map_err(|e| format!("fsck: {}: {e}", a.image.display()))?;
     if a.json {
         println!(
             "{}",

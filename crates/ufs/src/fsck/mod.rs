@@ -171,7 +171,28 @@ impl FsckReport {
 /// `Corrupt` when no usable superblock exists, and `Io` for device errors.
 /// Every inconsistency inside the file system is a [`Finding`].
 pub fn fsck(dev: &dyn BlockDevice, mode: FsckMode) -> Result<FsckReport> {
+    fsck_with_progress(dev, mode, &mut |_| {})
+}
+
+/// Where a check is: its phase (`"pass 1"` ... `"pass 5"`), and how many
+/// of the phase's units (cylinder groups in passes 1 and 5, directories
+/// in pass 2, one for the others) are done out of how many.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Progress {
+    pub phase: &'static str,
+    pub done: u64,
+    pub total: u64,
+}
+
+/// [`fsck`], telling `progress` where it is (for a progress bar on large
+/// images): at the start of each pass and after each unit of work.
+pub fn fsck_with_progress(
+    dev: &dyn BlockDevice,
+    mode: FsckMode,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<FsckReport> {
     let mut ctx = setup::setup(dev, mode)?;
+    ctx.progress = Some(progress);
     if !ctx.halted {
         match ctx.run_passes() {
             Ok(()) => {}
@@ -281,6 +302,8 @@ pub(crate) struct Pass5Kinds {
 
 pub(crate) struct Ctx<'a> {
     pub dev: &'a dyn BlockDevice,
+    /// Told where the check is ([`fsck_with_progress`]).
+    pub progress: Option<&'a mut dyn FnMut(Progress)>,
     pub mode: FsckMode,
     pub sb: Superblock,
     /// Bytes `1376..fs_sbsize` of the superblock as read (hashed with it).
@@ -343,13 +366,27 @@ pub(crate) struct Ctx<'a> {
 
 impl<'a> Ctx<'a> {
     fn run_passes(&mut self) -> R<()> {
+        let ncg = self.g.ncg;
+        self.report("pass 1", 0, ncg);
         pass1::pass1(self)?;
         pass1::pass1b(self)?;
+        self.report("pass 2", 0, 1);
         pass2::pass2(self)?;
+        self.report("pass 3", 0, 1);
         pass34::pass3(self)?;
+        self.report("pass 4", 0, 1);
         pass34::pass4(self)?;
+        self.report("pass 5", 0, ncg);
         pass5::pass5(self)?;
+        self.report("pass 5", ncg, ncg);
         Ok(())
+    }
+
+    /// Tells the caller's progress hook where the check is.
+    pub(crate) fn report(&mut self, phase: &'static str, done: u64, total: u64) {
+        if let Some(p) = self.progress.as_mut() {
+            p(Progress { phase, done, total });
+        }
     }
 
     // ----- findings --------------------------------------------------

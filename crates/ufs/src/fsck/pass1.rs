@@ -127,6 +127,7 @@ pub(super) fn pass1(ctx: &mut Ctx) -> R<()> {
             ci.initediblk = inosused as u32;
         }
         scan_group(ctx, c, scanned)?;
+        ctx.report("pass 1", c + 1, g.ncg);
         let ci = &mut ctx.cgs[c as usize];
         // Trim the table to the last allocated inode.
         let last = ci

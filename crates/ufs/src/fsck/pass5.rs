@@ -64,6 +64,9 @@ pub(super) fn pass5(ctx: &mut Ctx) -> R<()> {
     let mut base_total = CsumTotal::default();
     let mut any_overlay = false;
     for c in 0..g.ncg {
+        if c > 0 {
+            ctx.report("pass 5", c, g.ncg);
+        }
         let ci = &ctx.cgs[c as usize];
         let overlay = overlays.get(&c);
         let changed_here = overlay.is_some() || ci.initediblk != ci.initediblk_disk;

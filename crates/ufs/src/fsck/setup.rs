@@ -288,6 +288,7 @@ pub(super) fn setup<'a>(dev: &'a dyn BlockDevice, mode: FsckMode) -> Result<Ctx<
     };
     let was_clean = sb.fs_clean() == 1 && sb.fs_flags() & (FS_UNCLEAN | FS_NEEDSFSCK) == 0;
     let mut ctx = Ctx {
+        progress: None,
         dev,
         mode,
         sb,
