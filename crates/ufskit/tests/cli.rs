@@ -1381,7 +1381,7 @@ fn extended_attributes_through_the_mount_survive_remount() {
         .args(["-n", "user.dir", "-v", "1"])
         .arg(&d));
     run(Command::new("setfattr")
-        .args(["-n", "system.posix1e.acl_access", "-v", "0sAQIDBA=="])
+        .args(["-n", "system.mac_test", "-v", "0sAQIDBA=="])
         .arg(&f));
     // cp -a carries the attributes along.
     run(Command::new("cp").arg("-a").arg(&f).arg(mnt.join("copy")));
@@ -1412,7 +1412,7 @@ fn extended_attributes_through_the_mount_survive_remount() {
         "blob lost"
     );
     assert!(
-        text.contains("system.posix1e.acl_access=0sAQIDBA=="),
+        text.contains("system.mac_test=0sAQIDBA=="),
         "{text}"
     );
     assert!(dump(&mnt.join("copy")).contains("user.author=\"ada\""));
