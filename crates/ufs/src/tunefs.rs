@@ -1,8 +1,8 @@
 //! `tunefs`: changes the tunable superblock fields of an unmounted image.
 //!
 //! Invariants: only fields that do not change the layout are touched
-//! (avgfilesize, avgfpdir, minfree, optim, the soft-updates flag, volume
-//! name); the check-hash is recomputed; nothing is written when no change
+//! (avgfilesize, avgfpdir, minfree, optim, the soft-updates flag, the ACL
+//! flags, volume name); the check-hash is recomputed; nothing is written when no change
 //! is requested. The caller holds the image lock (a mounted image is
 //! refused). Source of the semantics: FreeBSD `sbin/tunefs/tunefs.c`.
 use crate::dev::BlockDevice;
@@ -18,6 +18,10 @@ pub struct TuneParams {
     /// FS_OPTTIME or FS_OPTSPACE.
     pub optim: Option<i32>,
     pub softupdates: Option<bool>,
+    /// POSIX.1e ACLs enforced by FreeBSD's kernel (`FS_ACLS`, `-a`).
+    pub acls: Option<bool>,
+    /// NFSv4 ACLs (`FS_NFS4ACLS`, `-N`); exclusive with POSIX.1e ACLs.
+    pub nfs4acls: Option<bool>,
     pub volname: Option<String>,
     /// Also update the backup superblocks in every cylinder group.
     pub all_backups: bool,
@@ -93,6 +97,27 @@ pub fn tunefs(dev: &dyn BlockDevice, p: &TuneParams) -> Result<Vec<String>> {
             if on { "set" } else { "cleared" }
         ));
     }
+    for (want, flag, name) in [
+        (p.acls, FS_ACLS, "POSIX.1e ACLs"),
+        (p.nfs4acls, FS_NFS4ACLS, "NFSv4 ACLs"),
+    ] {
+        let Some(on) = want else { continue };
+        let f = sb.fs_flags();
+        let other = if flag == FS_ACLS {
+            FS_NFS4ACLS
+        } else {
+            FS_ACLS
+        };
+        if on && f & other != 0 {
+            // tunefs.c: "ACLs and NFSv4 ACLs are mutually exclusive".
+            return Err(Error::new(
+                ErrorKind::Invalid,
+                "POSIX.1e ACLs and NFSv4 ACLs are mutually exclusive: disable the other first",
+            ));
+        }
+        sb.set_fs_flags(if on { f | flag } else { f & !flag });
+        changes.push(format!("{name} {}", if on { "set" } else { "cleared" }));
+    }
     if let Some(n) = &p.volname {
         if n.len() >= MAXVOLLEN {
             return Err(Error::new(
@@ -130,6 +155,8 @@ pub fn print(dev: &dyn BlockDevice) -> Result<String> {
     Ok(format!(
         "tunefs: soft updates: (-n)                          {}\n\
          tunefs: soft update journaling: (-j)                {}\n\
+         tunefs: POSIX.1e ACLs: (-a)                         {}\n\
+         tunefs: NFSv4 ACLs: (-N)                            {}\n\
          tunefs: maximum blocks per file in a cylinder group: (-e) {}\n\
          tunefs: average file size: (-f)                          {}\n\
          tunefs: average number of files in a directory: (-s)    {}\n\
@@ -139,6 +166,8 @@ pub fn print(dev: &dyn BlockDevice) -> Result<String> {
          tunefs: metadata check-hashes                           {}\n",
         onoff(f & FS_DOSOFTDEP != 0),
         onoff(f & FS_SUJ != 0),
+        onoff(f & FS_ACLS != 0),
+        onoff(f & FS_NFS4ACLS != 0),
         sb.fs_maxbpg(),
         sb.fs_avgfilesize(),
         sb.fs_avgfpdir(),

@@ -288,3 +288,47 @@ fn fsck_checks_snapshot_block_maps() {
         rep.findings
     );
 }
+
+/// `tunefs -a` / `-N`: FreeBSD's kernel enforces the ACLs ufskit stores only
+/// when the superblock says so (FS_ACLS, FS_NFS4ACLS); the two are
+/// exclusive, as FreeBSD's tunefs makes them.
+#[test]
+fn tunefs_sets_the_acl_flags_freebsd_enforces() {
+    use ufs::tunefs::{print, tunefs, TuneParams};
+    use ufs_format::{FS_ACLS, FS_NFS4ACLS};
+    let dev = image(|_| {});
+    tunefs(
+        &*dev,
+        &TuneParams {
+            acls: Some(true),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert_ne!(flags(&dev) & FS_ACLS, 0);
+    assert!(print(&*dev)
+        .unwrap()
+        .contains("POSIX.1e ACLs: (-a)                         enabled"));
+    let e = tunefs(
+        &*dev,
+        &TuneParams {
+            nfs4acls: Some(true),
+            ..Default::default()
+        },
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("mutually exclusive"), "{e}");
+    assert_eq!(flags(&dev) & FS_NFS4ACLS, 0);
+    tunefs(
+        &*dev,
+        &TuneParams {
+            acls: Some(false),
+            nfs4acls: Some(true),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(flags(&dev) & (FS_ACLS | FS_NFS4ACLS), FS_NFS4ACLS);
+    let rep = fsck(&*dev, FsckMode::Check).unwrap();
+    assert!(rep.findings.is_empty(), "{:?}", rep.findings);
+}

@@ -253,6 +253,13 @@ struct TunefsArgs {
     /// Soft updates: enable or disable.
     #[arg(short = 'n')]
     softupdates: Option<String>,
+    /// POSIX.1e ACLs enforced by FreeBSD (FS_ACLS): enable or disable.
+    /// Through the mount, ACLs work either way (`-o acl`).
+    #[arg(short = 'a')]
+    acls: Option<String>,
+    /// NFSv4 ACLs (FS_NFS4ACLS): enable or disable.
+    #[arg(short = 'N')]
+    nfs4acls: Option<String>,
     /// Volume label.
     #[arg(short = 'L')]
     volname: Option<String>,
@@ -708,6 +715,15 @@ fn cmd_fsck(a: FsckArgs) -> Result<ExitCode, String> {
     Ok(ExitCode::from(rep.exit_code() as u8))
 }
 
+fn enable_disable(flag: &str, v: Option<&str>) -> Result<Option<bool>, String> {
+    match v {
+        None => Ok(None),
+        Some("enable") => Ok(Some(true)),
+        Some("disable") => Ok(Some(false)),
+        Some(s) => Err(format!("{flag} takes enable or disable, not '{s}'")),
+    }
+}
+
 fn cmd_tunefs(a: TunefsArgs) -> Result<(), String> {
     let writable = !a.print
         || a.avgfilesize.is_some()
@@ -715,6 +731,8 @@ fn cmd_tunefs(a: TunefsArgs) -> Result<(), String> {
         || a.minfree.is_some()
         || a.optim.is_some()
         || a.softupdates.is_some()
+        || a.acls.is_some()
+        || a.nfs4acls.is_some()
         || a.volname.is_some();
     let dev = open_dev(&a.image, writable)?;
     if a.print {
@@ -725,12 +743,9 @@ fn cmd_tunefs(a: TunefsArgs) -> Result<(), String> {
         avgfpdir: a.avgfpdir,
         minfree: a.minfree,
         optim: a.optim.as_deref().map(parse_optim).transpose()?,
-        softupdates: match a.softupdates.as_deref() {
-            None => None,
-            Some("enable") => Some(true),
-            Some("disable") => Some(false),
-            Some(s) => return Err(format!("-n takes enable or disable, not '{s}'")),
-        },
+        softupdates: enable_disable("-n", a.softupdates.as_deref())?,
+        acls: enable_disable("-a", a.acls.as_deref())?,
+        nfs4acls: enable_disable("-N", a.nfs4acls.as_deref())?,
         volname: a.volname,
         all_backups: a.all,
     };

@@ -1411,10 +1411,7 @@ fn extended_attributes_through_the_mount_survive_remount() {
         text.contains(&format!("user.blob=\"{}\"", "z".repeat(40_000))),
         "blob lost"
     );
-    assert!(
-        text.contains("system.mac_test=0sAQIDBA=="),
-        "{text}"
-    );
+    assert!(text.contains("system.mac_test=0sAQIDBA=="), "{text}");
     assert!(dump(&mnt.join("copy")).contains("user.author=\"ada\""));
     assert!(dump(&d).contains("user.dir=\"1\""));
     let out = Command::new("getfattr")
