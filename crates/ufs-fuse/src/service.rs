@@ -223,6 +223,20 @@ fn linux_name(ns: ufs::XattrNs, name: &[u8]) -> (Vec<u8>, bool) {
     }
 }
 
+/// The credentials a `security.*` request runs with: the kernel has
+/// decided already (its capability and LSM hooks gate a process's own
+/// `setxattr`/`removexattr` of these names, CAP_SETFCAP or CAP_SYS_ADMIN),
+/// and it sends some on behalf of an unprivileged writer (removing
+/// `security.capability` when that writer changes the file), which must
+/// not fail for want of root. Other system attributes are the superuser's.
+fn security_cred(name: &[u8], c: &Caller) -> ufs::Cred {
+    if name.starts_with(b"security.") {
+        ufs::Cred::ROOT
+    } else {
+        c.cred()
+    }
+}
+
 /// Linux's `posix_acl_xattr` form: version 2, then entries of tag (u16),
 /// permissions (u16) and id (u32), little-endian.
 const POSIX_ACL_XATTR_VERSION: u32 = 2;
@@ -439,14 +453,10 @@ impl Service {
                 Some(entries) => acl_to_linux(&entries),
                 None => return Err(libc::ENODATA),
             },
-            XattrName::Raw(ns, n) => {
-                let cred = if n.starts_with(b"security.") {
-                    ufs::Cred::ROOT
-                } else {
-                    c.cred()
-                };
-                self.fs.getxattr(ino, ns, n, cred).map_err(|e| errno(&e))?
-            }
+            XattrName::Raw(ns, n) => self
+                .fs
+                .getxattr(ino, ns, n, security_cred(n, c))
+                .map_err(|e| errno(&e))?,
         };
         fit(size, v)
     }
@@ -500,7 +510,7 @@ impl Service {
                     _ => return Err(libc::EINVAL),
                 };
                 self.fs
-                    .setxattr(ino, ns, n, value, how, c.cred())
+                    .setxattr(ino, ns, n, value, how, security_cred(n, c))
                     .map_err(|e| errno(&e))
             }
         }
@@ -519,7 +529,7 @@ impl Service {
                 .map_err(|e| errno(&e)),
             XattrName::Raw(ns, n) => self
                 .fs
-                .removexattr(ino, ns, n, c.cred())
+                .removexattr(ino, ns, n, security_cred(n, c))
                 .map_err(|e| errno(&e)),
         }
     }

@@ -360,3 +360,78 @@ fn a_damaged_area_is_refused_and_fsck_clears_it() {
     unmount(fs);
     check_clean(&dev);
 }
+
+/// A damaged area is refused whole: nothing of it is released and nothing
+/// newly allocated is left behind, so later changes to the inode cannot
+/// free blocks it still points at (found in review: a stray second
+/// pointer used to make the release stop half-way).
+#[test]
+fn a_stray_pointer_releases_nothing() {
+    let dev = image();
+    let fs = mount(&dev);
+    let f = file(&fs, "f");
+    fs.setxattr(
+        f,
+        XattrNs::User,
+        b"a",
+        b"0123456789",
+        XattrSet::Either,
+        Cred::ROOT,
+    )
+    .unwrap();
+    let other = file(&fs, "other");
+    fs.write(other, 0, b"x", Cred::ROOT).unwrap();
+    unmount(fs);
+    let stray = disk_inode(&dev, other).di_db(0);
+    testkit::patch_inode(&*dev, f, |di| di.set_di_extb(1, stray));
+    let fs = mount(&dev);
+    let free = fs.statfs().bfree;
+    let e = fs
+        .setxattr(f, XattrNs::User, b"b", b"1", XattrSet::Either, Cred::ROOT)
+        .unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Corrupt);
+    fs.setattr(
+        f,
+        &ufs::SetAttr {
+            mode: Some(0o100600),
+            ..Default::default()
+        },
+        Cred::ROOT,
+    )
+    .unwrap();
+    fs.sync().unwrap();
+    assert_eq!(fs.statfs().bfree, free, "nothing allocated or freed");
+    unmount(fs);
+    let rep = fsck(&*dev, FsckMode::Check).unwrap();
+    assert!(
+        rep.findings
+            .iter()
+            .all(|x| x.ino == Some(f) || x.message.contains("DUP") || x.message.contains("dup")),
+        "{:?}",
+        rep.findings
+    );
+    assert!(
+        rep.findings
+            .iter()
+            .any(|x| x.message.contains("CORRUPT EXTENDED ATTRIBUTES")),
+        "{:?}",
+        rep.findings
+    );
+    assert!(
+        !rep.findings
+            .iter()
+            .any(|x| x.message.contains("MARKED FREE") || x.message.contains("MISSING")),
+        "{:?}",
+        rep.findings
+    );
+    fsck(&*dev, FsckMode::Yes).unwrap();
+    let rep = fsck(&*dev, FsckMode::Check).unwrap();
+    assert!(rep.findings.is_empty(), "{:?}", rep.findings);
+    let fs = mount(&dev);
+    assert_eq!(
+        fs.read(other, 0, 10).unwrap(),
+        b"x",
+        "the other file keeps its block"
+    );
+    unmount(fs);
+}

@@ -1515,6 +1515,48 @@ fn posix_acls_through_the_mount_are_enforced_inherited_and_survive_remount() {
         .arg(&mnt));
     let st = std::fs::metadata(mnt.join("plain")).unwrap();
     assert_eq!(st.permissions().mode() & 0o777, 0o640);
+    // A file capability (security.capability) is dropped by the kernel
+    // when an unprivileged user writes the file: the removal it sends on
+    // that user's behalf must not fail, or the write would.
+    let capped = mnt.join("capped");
+    std::fs::write(&capped, b"tool").unwrap();
+    std::fs::set_permissions(&capped, std::fs::Permissions::from_mode(0o666)).unwrap();
+    run(Command::new("setfattr")
+        .args([
+            "-n",
+            "security.capability",
+            "-v",
+            "0sAQAAAgAgAAAAAAAAAAAAAAAAAAA=",
+        ])
+        .arg(&capped));
+    let w = Command::new("setpriv")
+        .args([
+            "--reuid",
+            "1000",
+            "--regid",
+            "1000",
+            "--clear-groups",
+            "sh",
+            "-c",
+            "echo more >> \"$1\"",
+            "sh",
+        ])
+        .arg(&capped)
+        .output()
+        .unwrap();
+    assert!(
+        w.status.success(),
+        "an unprivileged write to a file with a capability: {w:?}"
+    );
+    let caps = Command::new("getfattr")
+        .args(["-n", "security.capability"])
+        .arg(&capped)
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&caps.stderr).contains("No such attribute"),
+        "{caps:?}"
+    );
     m.umount();
     fsck_clean(&img);
     let m = Mounted::new(&img, &mnt, &["allow_other"]);

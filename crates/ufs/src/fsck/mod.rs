@@ -200,6 +200,20 @@ pub fn fsck_with_progress(
             Err(Halt::Err(e)) => return Err(e),
         }
     }
+    if !ctx.snapshots_check_only.is_empty() && !ctx.findings.is_empty() {
+        let snaps = ctx.snapshots_check_only.clone();
+        ctx.push(
+            "superblock",
+            Severity::Inconsistency,
+            None,
+            format!(
+                "FILE SYSTEM HAS SNAPSHOTS (INODES {snaps:?}): CHECKED ONLY, NOTHING REPAIRED \
+                 (A REPAIR WOULD HAVE TO COPY BLOCKS INTO THE SNAPSHOTS; REMOVE THEM ON FREEBSD \
+                 OR USE FREEBSD'S FSCK_FFS)"
+            ),
+            false,
+        );
+    }
     match ctx.finish() {
         Ok(r) => Ok(r),
         Err(Halt::Stop) => Err(Error::new(ErrorKind::Io, "fsck stopped while finishing")),
@@ -304,6 +318,10 @@ pub(crate) struct Ctx<'a> {
     pub dev: &'a dyn BlockDevice,
     /// Told where the check is ([`fsck_with_progress`]).
     pub progress: Option<&'a mut dyn FnMut(Progress)>,
+    /// Repairs were asked for but the file system has snapshots (these
+    /// inodes): it is only checked, since a repair would have to copy
+    /// blocks into them first (fsck_ffs's `copyonwrite`, `snapblkfree`).
+    pub snapshots_check_only: Vec<u32>,
     pub mode: FsckMode,
     pub sb: Superblock,
     /// Bytes `1376..fs_sbsize` of the superblock as read (hashed with it).

@@ -474,6 +474,14 @@ fn ext_area_problem(ctx: &Ctx, di: &Dinode) -> R<Option<String>> {
     if size > room {
         return Ok(Some(format!("size {size}, room for {room}")));
     }
+    for j in size.div_ceil(g.bsize)..UFS_NXADDR as u64 {
+        if di.di_extb(j as usize) != 0 {
+            return Ok(Some(format!(
+                "block {j} at {} past the area's {size} bytes",
+                di.di_extb(j as usize)
+            )));
+        }
+    }
     let mut area = Vec::with_capacity(size as usize);
     for j in 0..size.div_ceil(g.bsize) {
         let blk = di.di_extb(j as usize);

@@ -289,6 +289,7 @@ pub(super) fn setup<'a>(dev: &'a dyn BlockDevice, mode: FsckMode) -> Result<Ctx<
     let was_clean = sb.fs_clean() == 1 && sb.fs_flags() & (FS_UNCLEAN | FS_NEEDSFSCK) == 0;
     let mut ctx = Ctx {
         progress: None,
+        snapshots_check_only: Vec::new(),
         dev,
         mode,
         sb,
@@ -447,7 +448,10 @@ impl Ctx<'_> {
 
     /// The snapshot list: entries that are not snapshot files are removed
     /// (as fsck_ffs does). Real snapshots are checked as files whose block
-    /// maps may hold `BLK_NOCOPY` and `BLK_SNAP` (`walk.rs`).
+    /// maps may hold `BLK_NOCOPY` and `BLK_SNAP` (`walk.rs`); with any, the
+    /// run only checks: FreeBSD's fsck copies a block into the snapshots
+    /// before it frees or rewrites it (`snapblkfree`, `copyonwrite`), which
+    /// ufskit's does not.
     fn check_snapshots(&mut self) -> R<()> {
         use ufs_format::SF_SNAPSHOT;
         let list: Vec<u32> = (0..FSMAXSNAP).map(|i| self.sb.fs_snapinum(i)).collect();
@@ -467,6 +471,12 @@ impl Ctx<'_> {
             } else {
                 bad.push(s);
             }
+        }
+        if !keep.is_empty() && self.mode != FsckMode::Check {
+            // Checked in full, repaired not at all: ufskit's fsck does not
+            // copy blocks into snapshots before changing them.
+            self.mode = FsckMode::Check;
+            self.snapshots_check_only = keep.clone();
         }
         if !bad.is_empty()
             && self.ask(

@@ -97,6 +97,8 @@ impl FsCore {
                 ),
             ));
         }
+        // The old area must be sound before anything is allocated.
+        self.ext_blocks(ino, di)?;
         let mut made: Vec<(u64, u64)> = Vec::new();
         let mut pref = BlockPref::near(g.cgdmin(g.ino_to_cg(ino)));
         for j in 0..UFS_NXADDR as u64 {
@@ -108,20 +110,32 @@ impl FsCore {
             let bno = match self.alloc_block(ino, pref, bsz, who) {
                 Ok(b) => b,
                 Err(e) => {
-                    // Never pointed at: given back at once.
+                    // Never pointed at: their buffers dropped unwritten,
+                    // the blocks given back at once.
                     for (b, s) in made {
+                        self.cache.discard(b, g.numfrags(s));
                         self.free_blocks(0, b, s)?;
                     }
                     return Err(e);
                 }
             };
-            self.cache.create(bno, bsz as usize, BlockKind::ExtAttr)?;
-            let n = (size - start).min(g.bsize) as usize;
-            let b = self.cache.modify(bno, bsz as usize, BlockKind::ExtAttr)?;
-            b[..n].copy_from_slice(&area[start as usize..start as usize + n]);
-            b[n..].fill(0);
-            self.note_new_block(ino, bno);
             made.push((bno, bsz));
+            let n = (size - start).min(g.bsize) as usize;
+            let filled = self
+                .cache
+                .create(bno, bsz as usize, BlockKind::ExtAttr)
+                .map(|b| {
+                    b[..n].copy_from_slice(&area[start as usize..start as usize + n]);
+                    b[n..].fill(0);
+                });
+            if let Err(e) = filled {
+                for (b, s) in made {
+                    self.cache.discard(b, g.numfrags(s));
+                    self.free_blocks(0, b, s)?;
+                }
+                return Err(e);
+            }
+            self.note_new_block(ino, bno);
             pref = BlockPref::near(bno + g.numfrags(bsz));
         }
         self.release_ext_blocks(ino, di)?;
@@ -133,9 +147,10 @@ impl FsCore {
         Ok(())
     }
 
-    /// Releases the area of `di` (when the inode is freed: FreeBSD's
-    /// `ffs_truncate` with `IO_EXT`); updates `di`.
-    pub fn release_ext_blocks(&mut self, ino: u64, di: &mut Dinode) -> Result<()> {
+    /// The area's blocks as `(slot, address, bytes)`, every pointer checked
+    /// first: nothing is released unless all of them are sound, so a
+    /// damaged area never leaves a half-released one behind.
+    fn ext_blocks(&self, ino: u64, di: &Dinode) -> Result<Vec<(usize, u64, u64)>> {
         let g = self.g;
         let size = di.di_extsize() as u64;
         if size > self.max_ext_area() {
@@ -144,6 +159,7 @@ impl FsCore {
                 format!("inode {ino}: extended attribute area of {size} bytes"),
             ));
         }
+        let mut out = Vec::new();
         for j in 0..UFS_NXADDR {
             let addr = di.di_extb(j);
             if addr == 0 {
@@ -159,6 +175,15 @@ impl FsCore {
             }
             let bsz = g.blksize(size, j as u64);
             self.check_ptr(ino, addr, g.numfrags(bsz))?;
+            out.push((j, addr, bsz));
+        }
+        Ok(out)
+    }
+
+    /// Releases the area of `di` (when the inode is freed: FreeBSD's
+    /// `ffs_truncate` with `IO_EXT`); updates `di`.
+    pub fn release_ext_blocks(&mut self, ino: u64, di: &mut Dinode) -> Result<()> {
+        for (j, addr, bsz) in self.ext_blocks(ino, di)? {
             self.free_blocks(ino, addr, bsz)?;
             di.set_di_extb(j, 0);
             di.set_di_blocks(di.di_blocks().saturating_sub(bsz / 512));
