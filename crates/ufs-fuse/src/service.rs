@@ -96,6 +96,33 @@ impl Caller {
             gid: self.gid,
         }
     }
+
+    /// Linux's `in_group_or_capable`: is the calling process in group
+    /// `gid` (its file-system group or a supplementary one), or does it
+    /// hold CAP_FSETID? The request carries only the first; the rest is
+    /// read from `/proc/PID/status`. A process that is gone counts as
+    /// neither (the careful answer: setgid is dropped).
+    fn in_group_or_capable(&self, gid: u32) -> bool {
+        if self.gid == gid {
+            return true;
+        }
+        let Ok(status) = std::fs::read_to_string(format!("/proc/{}/status", self.pid)) else {
+            return false;
+        };
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .map(str::trim)
+                .unwrap_or("")
+        };
+        const CAP_FSETID: u32 = 4;
+        let caps = u64::from_str_radix(field("CapEff:"), 16).unwrap_or(0);
+        caps & (1 << CAP_FSETID) != 0
+            || field("Groups:")
+                .split_whitespace()
+                .any(|g| g.parse::<u32>() == Ok(gid))
+    }
 }
 
 /// `RENAME_*` flags of a RENAME2 request (Linux's values).
@@ -498,8 +525,15 @@ impl Service {
             XattrName::Acl(_) if !self.acls => Err(libc::EOPNOTSUPP),
             XattrName::Acl(kind) => {
                 let entries = acl_from_linux(value).ok_or(libc::EINVAL)?;
+                // posix_acl_update_mode: an access ACL that sets the mode
+                // drops setgid unless the caller may keep it (the kernel
+                // leaves this to the server without FUSE_SETXATTR_EXT).
+                let kill_sgid = kind == ufs::AclKind::Access && {
+                    let gid = self.fs.getattr(ino).map_err(|e| errno(&e))?.gid;
+                    !c.in_group_or_capable(gid)
+                };
                 self.fs
-                    .set_acl(ino, kind, Some(&entries), c.cred())
+                    .set_acl(ino, kind, Some(&entries), kill_sgid, c.cred())
                     .map_err(|e| errno(&e))
             }
             XattrName::Raw(ns, n) => {
@@ -525,7 +559,7 @@ impl Service {
             XattrName::Acl(_) if !self.acls => Err(libc::EOPNOTSUPP),
             XattrName::Acl(kind) => self
                 .fs
-                .set_acl(ino, kind, None, c.cred())
+                .set_acl(ino, kind, None, false, c.cred())
                 .map_err(|e| errno(&e)),
             XattrName::Raw(ns, n) => self
                 .fs

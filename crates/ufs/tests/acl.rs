@@ -62,7 +62,7 @@ fn an_access_acl_sets_the_mode_and_is_stored_as_freebsd_does() {
         .mknod(fs.root(), b"f", 0o100644, 0, Cred::ROOT)
         .unwrap()
         .ino;
-    fs.set_acl(f, AclKind::Access, Some(&extended()), Cred::ROOT)
+    fs.set_acl(f, AclKind::Access, Some(&extended()), false, Cred::ROOT)
         .unwrap();
     assert_eq!(mode(&fs, f), 0o770, "group bits from the mask");
     let raw = fs
@@ -85,7 +85,7 @@ fn an_access_acl_sets_the_mode_and_is_stored_as_freebsd_does() {
     assert_eq!(got.iter().find(|x| x.tag == ACL_OTHER).unwrap().perm, 0);
     assert_eq!(got.iter().find(|x| x.tag == ACL_USER).unwrap().perm, 6);
     // An ACL no richer than a mode is not stored.
-    fs.set_acl(f, AclKind::Access, Some(&base(6, 0, 0)), Cred::ROOT)
+    fs.set_acl(f, AclKind::Access, Some(&base(6, 0, 0)), false, Cred::ROOT)
         .unwrap();
     assert_eq!(mode(&fs, f), 0o600);
     assert_eq!(fs.get_acl(f, AclKind::Access).unwrap(), None);
@@ -93,17 +93,17 @@ fn an_access_acl_sets_the_mode_and_is_stored_as_freebsd_does() {
     // The owner or root only; a valid ACL only; defaults on directories.
     let other = Cred { uid: 7, gid: 7 };
     let err = fs
-        .set_acl(f, AclKind::Access, Some(&extended()), other)
+        .set_acl(f, AclKind::Access, Some(&extended()), false, other)
         .unwrap_err();
     assert_eq!(err.kind, ErrorKind::Permission);
     let mut no_mask = extended();
     no_mask.retain(|x| x.tag != ACL_MASK);
     let err = fs
-        .set_acl(f, AclKind::Access, Some(&no_mask), Cred::ROOT)
+        .set_acl(f, AclKind::Access, Some(&no_mask), false, Cred::ROOT)
         .unwrap_err();
     assert_eq!(err.kind, ErrorKind::Invalid);
     let err = fs
-        .set_acl(f, AclKind::Default, Some(&extended()), Cred::ROOT)
+        .set_acl(f, AclKind::Default, Some(&extended()), false, Cred::ROOT)
         .unwrap_err();
     assert_eq!(err.kind, ErrorKind::Access);
     // Written whole through the system namespace, it must be FreeBSD's form.
@@ -131,7 +131,7 @@ fn new_inodes_inherit_the_default_acl() {
     def.iter_mut()
         .filter(|x| x.tag == ACL_OTHER)
         .for_each(|x| x.perm = 5);
-    fs.set_acl(d, AclKind::Default, Some(&def), Cred::ROOT)
+    fs.set_acl(d, AclKind::Default, Some(&def), false, Cred::ROOT)
         .unwrap();
     // Linux's way: the umask (022) is ignored under a default ACL.
     let f = fs
@@ -164,7 +164,8 @@ fn new_inodes_inherit_the_default_acl() {
     let l = fs.symlink(d, b"l", b"f", Cred::ROOT).unwrap().ino;
     assert_eq!(fs.get_acl(l, AclKind::Access).unwrap(), None);
     // Removing the default ACL stops inheritance.
-    fs.set_acl(d, AclKind::Default, None, Cred::ROOT).unwrap();
+    fs.set_acl(d, AclKind::Default, None, false, Cred::ROOT)
+        .unwrap();
     let k = fs
         .mknod_umask(d, b"k", 0o100666, 0, 0o022, Cred::ROOT)
         .unwrap()

@@ -1515,6 +1515,35 @@ fn posix_acls_through_the_mount_are_enforced_inherited_and_survive_remount() {
         .arg(&mnt));
     let st = std::fs::metadata(mnt.join("plain")).unwrap();
     assert_eq!(st.permissions().mode() & 0o777, 0o640);
+    // setfacl by an owner outside the file's group drops setgid, as
+    // Linux's posix_acl_update_mode does; a member of the group keeps it.
+    for (name, groups, keeps) in [
+        ("sgid-out", "--clear-groups", false),
+        ("sgid-in", "--groups=50", true),
+    ] {
+        let p = mnt.join(name);
+        std::fs::write(&p, b"#!/bin/sh\n").unwrap();
+        std::os::unix::fs::chown(&p, Some(1000), Some(50)).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o2744)).unwrap();
+        let o = Command::new("setpriv")
+            .args([
+                "--reuid",
+                "1000",
+                "--regid",
+                "1000",
+                groups,
+                "setfacl",
+                "-m",
+                "u:1001:r,m::rx",
+            ])
+            .arg(&p)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{o:?}");
+        let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode & 0o2000 != 0, keeps, "{name}: mode {mode:o}");
+        assert_eq!(mode & 0o777, 0o754, "{name}: mask r-x in the group bits");
+    }
     // A file capability (security.capability) is dropped by the kernel
     // when an unprivileged user writes the file: the removal it sends on
     // that user's behalf must not fail, or the write would.

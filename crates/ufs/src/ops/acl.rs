@@ -155,11 +155,15 @@ impl Fs {
     }
 
     /// Sets (or with `None` removes) the inode's ACL of `kind`.
+    /// `kill_sgid`: setting an access ACL also clears the setgid bit (the
+    /// caller is neither in the file's group nor allowed to keep it,
+    /// Linux's `posix_acl_update_mode`).
     pub fn set_acl(
         &self,
         ino: u64,
         kind: AclKind,
         entries: Option<&[AclEntry]>,
+        kill_sgid: bool,
         cred: Cred,
     ) -> Result<()> {
         let r = self.finish(|c| {
@@ -190,7 +194,8 @@ impl Fs {
             let keep = match (kind, entries) {
                 (AclKind::Access, Some(e)) => {
                     let bits = acl::mode_bits(e);
-                    di.set_di_mode((di.di_mode() & !0o777) | bits);
+                    let keep = if kill_sgid { !0o2777 } else { !0o777 };
+                    di.set_di_mode((di.di_mode() & keep) | bits);
                     (!acl::is_trivial(e)).then_some(e)
                 }
                 (_, e) => e.filter(|e| !e.is_empty()),
