@@ -194,12 +194,18 @@ impl UfsFuse {
 ///   per directory);
 /// - lookups and readdirs of one directory may run in parallel (the engine
 ///   locks per operation).
-pub(crate) fn init_capabilities() -> [fuser::InitFlags; 3] {
-    [
-        fuser::InitFlags::FUSE_DO_READDIRPLUS | fuser::InitFlags::FUSE_READDIRPLUS_AUTO,
+pub(crate) fn init_capabilities(plus: crate::ReaddirPlus) -> Vec<fuser::InitFlags> {
+    let mut caps = vec![
         fuser::InitFlags::FUSE_PARALLEL_DIROPS,
         fuser::InitFlags::FUSE_HANDLE_KILLPRIV_V2,
-    ]
+    ];
+    match plus {
+        crate::ReaddirPlus::Auto => caps
+            .push(fuser::InitFlags::FUSE_DO_READDIRPLUS | fuser::InitFlags::FUSE_READDIRPLUS_AUTO),
+        crate::ReaddirPlus::On => caps.push(fuser::InitFlags::FUSE_DO_READDIRPLUS),
+        crate::ReaddirPlus::Off => {}
+    }
+    caps
 }
 
 impl Filesystem for UfsFuse {
@@ -215,7 +221,7 @@ impl Filesystem for UfsFuse {
             }
         }
         let _ = config.set_max_write(crate::MAX_WRITE);
-        for cap in init_capabilities() {
+        for cap in init_capabilities(self.svc.readdirplus) {
             if let Err(e) = config.add_capabilities(cap) {
                 log(format_args!("kernel lacks {e:?}; continuing without it"));
             }

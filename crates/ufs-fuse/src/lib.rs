@@ -64,6 +64,8 @@ pub struct MountConfig {
     /// Serve and have the kernel enforce POSIX ACLs (`-o acl=on|off`; on
     /// by default, needs `xattrs`).
     pub acls: bool,
+    /// READDIRPLUS (`-o readdirplus=auto|on|off`; auto by default).
+    pub readdirplus: ReaddirPlus,
     /// Seconds between background flushes of dirty blocks (0: never). The
     /// kernel does not pass `sync(2)` on to FUSE servers, so this bounds
     /// what a crash can lose, as FreeBSD's syncer does.
@@ -81,6 +83,19 @@ pub struct MountConfig {
     /// times (`-o disk_sleep=on`).
     pub disk: Option<ufs_sim::model::DiskSpec>,
     pub disk_sleep: bool,
+}
+
+/// When the kernel reads directories with their entries' attributes
+/// (READDIRPLUS) instead of names alone (`-o readdirplus=`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReaddirPlus {
+    /// The kernel decides per directory (FUSE_READDIRPLUS_AUTO): plus for
+    /// a directory's first batch and after lookups in it.
+    Auto,
+    /// Always: no LOOKUP after a listing, but every entry's inode is read.
+    On,
+    /// Never: names and types only, a LOOKUP for each name used after.
+    Off,
 }
 
 /// Whether requests travel through per-CPU io_uring rings.
@@ -373,7 +388,9 @@ fn serve_fs(
     let signals = SignalThread::start(mountpoint.to_path_buf(), fs.clone())?;
     let svc = Arc::new(
         service::Service::new(fs.clone(), cfg.writeback, cfg.follow_clients)
-            .with_xattrs(cfg.xattrs),
+            .with_xattrs(cfg.xattrs)
+            .with_acls(cfg.acls)
+            .with_readdirplus(cfg.readdirplus),
     );
     let offer_uring = cfg.uring != UringMode::Off && kernel_offers_uring();
     if cfg.uring == UringMode::On && !offer_uring {

@@ -176,6 +176,8 @@ pub struct Service {
     /// without the umask applied (FUSE_DONT_MASK), which is then applied
     /// here unless a default ACL takes its place.
     pub(crate) acls: bool,
+    /// What INIT asks about READDIRPLUS (`-o readdirplus=`).
+    pub(crate) readdirplus: crate::ReaddirPlus,
 }
 
 /// A GETXATTR or LISTXATTR answer: the kernel asks with a buffer size of 0
@@ -315,7 +317,14 @@ impl Service {
             out_of_space: Mutex::new(HashSet::new()),
             xattrs: true,
             acls: true,
+            readdirplus: crate::ReaddirPlus::Auto,
         }
+    }
+
+    /// READDIRPLUS always, never, or as the kernel decides.
+    pub fn with_readdirplus(mut self, plus: crate::ReaddirPlus) -> Self {
+        self.readdirplus = plus;
+        self
     }
 
     /// Serve POSIX ACLs or not (`-o acl=on|off`; needs attributes).

@@ -106,6 +106,7 @@ fn child_serve() -> ! {
         writeback,
         xattrs: true,
         acls: true,
+        readdirplus: ufs_fuse::ReaddirPlus::Auto,
         sync_interval: 30,
         lowmem_watch: true,
         follow_clients: true,

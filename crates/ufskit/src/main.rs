@@ -424,6 +424,7 @@ struct FuseOpts {
     writeback: bool,
     xattrs: bool,
     acls: bool,
+    readdirplus: ufs_fuse::ReaddirPlus,
     follow_clients: bool,
     uring: ufs_fuse::UringMode,
     disk: Option<ufs_sim::model::DiskSpec>,
@@ -466,6 +467,7 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
     let mut writeback = false;
     let mut xattrs = true;
     let mut acls = true;
+    let mut readdirplus = ufs_fuse::ReaddirPlus::Auto;
     let mut sync_interval = 30;
     let mut threads = 3;
     let mut lowmem_watch = true;
@@ -508,6 +510,9 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
             ("acl", None) => acls = true,
             ("acl", Some(v)) => acls = on_off(k, v)?,
             ("noacl", None) => acls = false,
+            ("readdirplus", Some("auto")) => readdirplus = ufs_fuse::ReaddirPlus::Auto,
+            ("readdirplus", Some("on")) => readdirplus = ufs_fuse::ReaddirPlus::On,
+            ("readdirplus", Some("off")) => readdirplus = ufs_fuse::ReaddirPlus::Off,
             ("syncer", Some(v)) => sync_interval = v.parse().map_err(|_| format!("bad syncer interval '{v}' (seconds)"))?,
             ("dirpref", Some("orlov")) => o.dirpref = DirPref::Orlov,
             ("dirpref", Some("traditional")) => o.dirpref = DirPref::Traditional,
@@ -545,7 +550,7 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
             ("uring", Some("off")) => uring = ufs_fuse::UringMode::Off,
             _ => {
                 return Err(format!(
-                    "unknown mount option '{item}' (known: ro, rw, force, allow_other, writeback=on|off, xattr=on|off, acl=on|off, syncer=SECS, dirpref=orlov|traditional, cache=SIZE, readahead=SIZE, seed=N, threads=N, dirhash=on|off, dirhash_maxmem=SIZE, dirhash_minsize=SIZE, dirhash_reclaimage=SECS, dirhash_check=on|off, lowmem=on|off, affinity=follow|off, uring=auto|on|off, disk=MODEL, disk_sleep=on|off, inodeorder=offset|name|hash|off, inodeorder_min=SIZE, contigdirs=on|off, normal|sync|async|softdep, vmiodir=on|off)"
+                    "unknown mount option '{item}' (known: ro, rw, force, allow_other, writeback=on|off, xattr=on|off, acl=on|off, readdirplus=auto|on|off, syncer=SECS, dirpref=orlov|traditional, cache=SIZE, readahead=SIZE, seed=N, threads=N, dirhash=on|off, dirhash_maxmem=SIZE, dirhash_minsize=SIZE, dirhash_reclaimage=SECS, dirhash_check=on|off, lowmem=on|off, affinity=follow|off, uring=auto|on|off, disk=MODEL, disk_sleep=on|off, inodeorder=offset|name|hash|off, inodeorder_min=SIZE, contigdirs=on|off, normal|sync|async|softdep, vmiodir=on|off)"
                 ))
             }
         }
@@ -563,6 +568,7 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
             writeback,
             xattrs,
             acls,
+            readdirplus,
             follow_clients,
             uring,
             disk,
@@ -653,6 +659,7 @@ fn cmd_mount(a: MountArgs) -> Result<(), String> {
         writeback: f.writeback,
         xattrs: f.xattrs,
         acls: f.acls,
+        readdirplus: f.readdirplus,
         sync_interval: f.sync_interval,
         lowmem_watch: f.lowmem_watch,
         follow_clients: f.follow_clients,

@@ -632,6 +632,45 @@ fn fuse_round_trips_per_created_file() {
     }
 }
 
+/// `-o readdirplus=on|off|auto`: what the kernel is told decides which
+/// request lists a directory.
+#[test]
+fn readdirplus_option_decides_the_listing_request() {
+    if !needs_fuse("readdirplus_option_decides_the_listing_request") {
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let img = new_image(t.path(), "rdp.img", "64m");
+    let mnt = t.path().join("m");
+    {
+        let m = Mounted::new(&img, &mnt, &[]);
+        std::fs::create_dir(mnt.join("d")).unwrap();
+        for i in 0..50 {
+            std::fs::write(mnt.join(format!("d/f{i}")), b"x").unwrap();
+        }
+        m.umount();
+    }
+    // `on`: the listing comes with attributes (the kernel may still end
+    // it with a plain READDIR); `off`: never with attributes.
+    for (opt, plus, plain) in [
+        ("readdirplus=on", true, None),
+        ("readdirplus=off", false, Some(true)),
+    ] {
+        let m = Mounted::new(&img, &mnt, &[opt]);
+        assert_eq!(std::fs::read_dir(mnt.join("d")).unwrap().count(), 50);
+        let out = run(ufskit().args(["stats", "--json"]).arg(&mnt));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let by = &v["fuse_requests"]["by_op"];
+        let n = |k: &str| by[k].as_u64().unwrap_or(0);
+        assert_eq!(n("readdirplus") > 0, plus, "{opt}: {by}");
+        if let Some(p) = plain {
+            assert_eq!(n("readdir") > 0, p, "{opt}: {by}");
+        }
+        m.umount();
+    }
+    fsck_clean(&img);
+}
+
 /// Manual pages and completions come from the command-line definition.
 #[test]
 fn manual_pages_and_completions() {
@@ -1600,6 +1639,24 @@ fn posix_acls_through_the_mount_are_enforced_inherited_and_survive_remount() {
         "removed with setfacl -b"
     );
     assert!(!acl_of(&secret).contains("user:1000"));
+    m.umount();
+    fsck_clean(&img);
+    // -o acl=off: attributes still served, ACLs not (the kernel answers
+    // system.posix_acl_* itself and enforces nothing but the mode).
+    let m = Mounted::new(&img, &mnt, &["acl=off"]);
+    let o = Command::new("setfacl")
+        .args(["-m", "u:1000:r"])
+        .arg(&secret)
+        .output()
+        .unwrap();
+    assert!(!o.status.success(), "setfacl with acl=off: {o:?}");
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("not supported"),
+        "{o:?}"
+    );
+    run(Command::new("setfattr")
+        .args(["-n", "user.still", "-v", "1"])
+        .arg(&secret));
     m.umount();
     fsck_clean(&img);
 }
