@@ -19,7 +19,7 @@ use super::{flag_refusal, live_inode, touch, Cred, Fs};
 use crate::error::{Error, ErrorKind, Result};
 use crate::fs::FsCore;
 use ufs_format::acl::{self, AclEntry};
-use ufs_format::extattr::{self, ExtAttr, EXTATTR_NAMESPACE_SYSTEM};
+use ufs_format::extattr::{ExtAttr, EXTATTR_NAMESPACE_SYSTEM};
 use ufs_format::{dinode, Dinode, APPEND, IMMUTABLE};
 
 /// Which of an inode's two ACLs.
@@ -201,19 +201,14 @@ impl Fs {
                 (_, e) => e.filter(|e| !e.is_empty()),
             };
             put(&mut attrs, kind, keep)?;
-            if attrs != before {
-                if !(di.is_reg() || di.is_dir()) && attrs.len() > before.len() {
-                    return Err(Error::new(
-                        ErrorKind::NotSupported,
-                        "ACLs go on regular files and directories only",
-                    ));
-                }
-                let area = extattr::encode_area(&attrs);
-                c.replace_ext_area(ino, &mut di, &area, cred.reserve())?;
+            if attrs == before {
+                // Only the mode changed (or nothing): the area stays.
+                touch(&mut di, false, true, false);
+                c.write_inode(ino, &di)?;
+                return Ok(());
             }
-            touch(&mut di, false, true, false);
-            c.write_inode(ino, &di)?;
-            Ok(())
+            let adds = attrs.len() > before.len();
+            super::xattr::store_xattrs(c, ino, di, &attrs, adds, cred)
         });
         self.counted(super::Call::Setattr, 0, r)
     }

@@ -190,7 +190,7 @@ impl Fs {
         check_cred(ns, cred)?;
         check_attr_name(name)?;
         c.check_writable()?;
-        let mut di = live_inode(c, ino)?;
+        let di = live_inode(c, ino)?;
         if di.di_flags() & (IMMUTABLE | APPEND) != 0 {
             return Err(flag_refusal(
                 "file is immutable or append-only: its attributes cannot change",
@@ -202,16 +202,31 @@ impl Fs {
             .position(|a| a.namespace == ns.code() && a.name == name);
         let before = attrs.len();
         edit(&mut attrs, found)?;
-        if attrs.len() >= before && !(di.is_reg() || di.is_dir()) {
-            return Err(Error::new(
-                ErrorKind::NotSupported,
-                "extended attributes go on regular files and directories only",
-            ));
-        }
-        let area = extattr::encode_area(&attrs);
-        c.replace_ext_area(ino, &mut di, &area, cred.reserve())?;
-        touch(&mut di, false, true, false);
-        c.write_inode(ino, &di)?;
-        Ok(())
+        let adds = attrs.len() >= before;
+        store_xattrs(c, ino, di, &attrs, adds, cred)
     }
+}
+
+/// Stores `attrs` as the attribute area of `ino` (whose inode is `di`)
+/// and the inode with a new ctime. `adds`: the change puts an attribute
+/// on the inode, which only regular files and directories take.
+pub(super) fn store_xattrs(
+    c: &mut FsCore,
+    ino: u64,
+    mut di: ufs_format::Dinode,
+    attrs: &[ExtAttr],
+    adds: bool,
+    cred: Cred,
+) -> Result<()> {
+    if adds && !(di.is_reg() || di.is_dir()) {
+        return Err(Error::new(
+            ErrorKind::NotSupported,
+            "extended attributes go on regular files and directories only",
+        ));
+    }
+    let area = extattr::encode_area(attrs);
+    c.replace_ext_area(ino, &mut di, &area, cred.reserve())?;
+    touch(&mut di, false, true, false);
+    c.write_inode(ino, &di)?;
+    Ok(())
 }
