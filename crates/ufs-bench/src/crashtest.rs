@@ -54,7 +54,7 @@ use std::time::Instant;
 use ufs::dev::MemDevice;
 use ufs::fsck::{fsck, Finding, FsckMode};
 use ufs::newfs::{newfs, NewfsParams};
-use ufs::order::WriteMode;
+use ufs::order::{Barrier, WriteMode};
 use ufs::{Cred, Error, ErrorKind, FileKind, Fs, MountOptions, RenameMode, SetAttr};
 use ufs_sim::crash::{CrashState, RecordingDevice};
 
@@ -201,8 +201,13 @@ pub struct Config {
     /// Prefix states per mode and workload (evenly spaced over the log,
     /// the empty and the full log always among them; 0: none).
     pub max_prefix: usize,
-    /// Reordered states per mode and workload.
+    /// Reordered states per mode and workload. With `barrier=write`,
+    /// whose order is promised for a killed process and not across a power
+    /// cut, this many more prefix states instead (what a kill leaves).
     pub reorders: usize,
+    /// What ordered writes wait for (None: each mode's default,
+    /// [`Barrier::default_for`]).
+    pub barrier: Option<Barrier>,
     pub seed: u64,
     /// Threads checking states (0: one per CPU).
     pub threads: usize,
@@ -225,6 +230,7 @@ impl Default for Config {
             workloads: Workload::ALL.to_vec(),
             max_prefix: 1000,
             reorders: 1000,
+            barrier: None,
             seed: 1,
             threads: 0,
             max_examples: 3,
@@ -303,6 +309,8 @@ pub struct Example {
 #[derive(Debug, Clone, Serialize)]
 pub struct RunResult {
     pub mode: WriteMode,
+    /// What its ordered writes waited for.
+    pub barrier: Barrier,
     pub workload: Workload,
     pub states: usize,
     pub clean: usize,
@@ -351,8 +359,9 @@ impl Report {
             .filter(|r| r.mode != WriteMode::Async && !r.ok())
             .map(|r| {
                 format!(
-                    "{}/{}: {} inconsistent, {} fsynced lost, {} repair failed of {} states",
+                    "{} (barrier={})/{}: {} inconsistent, {} fsynced lost, {} repair failed of {} states",
                     r.mode.name(),
+                    r.barrier.name(),
                     r.workload.name(),
                     r.inconsistent,
                     r.fsynced_lost,
@@ -419,6 +428,7 @@ fn newfs_params() -> NewfsParams {
 fn mount_opts(mode: WriteMode, seed: u64, w: Workload) -> MountOptions {
     MountOptions {
         write_mode: Some(mode),
+        barrier: None,
         seed: Some(seed),
         cache_bytes: w.cache_bytes(),
         ..Default::default()
@@ -441,9 +451,14 @@ pub fn run_one(
     let ctx = |e: Error, what: &str| {
         Error::new(e.kind, format!("{}/{}: {what}: {e}", mode.name(), w.name()))
     };
+    let barrier = cfg.barrier.unwrap_or(Barrier::default_for(mode));
+    let opts = MountOptions {
+        barrier: Some(barrier),
+        ..mount_opts(mode, seed, w)
+    };
     let mut s = Session::new(
         Arc::new(
-            Fs::open(Box::new(dev.clone()), mount_opts(mode, seed, w))
+            Fs::open(Box::new(dev.clone()), opts.clone())
                 .map_err(|e| ctx(e, "mount"))?,
         ),
         None,
@@ -456,7 +471,7 @@ pub fn run_one(
 
     let rec = Arc::new(RecordingDevice::new(dev.clone())?);
     s.fs = Arc::new(
-        Fs::open(Box::new(rec.clone()), mount_opts(mode, seed, w)).map_err(|e| ctx(e, "mount"))?,
+        Fs::open(Box::new(rec.clone()), opts).map_err(|e| ctx(e, "mount"))?,
     );
     s.rec = Some(rec.clone());
     w.run(&mut s).map_err(|e| ctx(e, "workload"))?;
@@ -467,11 +482,19 @@ pub fn run_one(
     let state_seed = seed
         .wrapping_mul(0x9e37_79b9_7f4a_7c15)
         .wrapping_add((mode as u64) << 8 | w as u64);
-    let states = rec.states(cfg.max_prefix, cfg.reorders, state_seed);
+    // A write barrier orders by completion: a crash of the daemon leaves
+    // a prefix of its writes, and that is all it promises (a drive that
+    // reorders its cache across a power cut is outside it), so the
+    // reordering budget goes to more prefixes.
+    let states = match barrier {
+        Barrier::Flush => rec.states(cfg.max_prefix, cfg.reorders, state_seed),
+        Barrier::Write => rec.states(cfg.max_prefix.saturating_add(cfg.reorders), 0, state_seed),
+    };
     let outcomes = check_states(mode, &rec, &states, &s.records, cfg.threads, progress);
 
     let mut r = RunResult {
         mode,
+        barrier,
         workload: w,
         states: states.len(),
         clean: 0,

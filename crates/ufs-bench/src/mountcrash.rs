@@ -54,6 +54,8 @@ pub struct Config {
     /// Scratch directory: images, the mountpoint, logs.
     pub work: PathBuf,
     pub modes: Vec<WriteMode>,
+    /// `-o barrier=` given to every mount (None: each mode's default).
+    pub barrier: Option<ufs::order::Barrier>,
     /// Images made with soft updates on (`newfs -U`), off, or both.
     pub newfs_softupdates: Vec<bool>,
     /// Kills per mode and image kind.
@@ -316,6 +318,14 @@ fn run_cmd(cmd: &mut Command, what: &str) -> Result<(), String> {
 fn dev_of(p: &Path) -> Option<u64> {
     use std::os::unix::fs::MetadataExt;
     std::fs::metadata(p).ok().map(|m| m.dev())
+}
+
+/// The `-o` list of the daemon for `mode`.
+fn mount_opts(cfg: &Config, mode: WriteMode) -> String {
+    match cfg.barrier {
+        Some(b) => format!("{},barrier={}", mode.name(), b.name()),
+        None => mode.name().to_string(),
+    }
 }
 
 /// Starts `ufskit mount -f` and waits until the mountpoint is a new file
@@ -587,7 +597,7 @@ fn one(
     newfs.arg(if su { "-U" } else { "--no-soft-updates" });
     newfs.args(["-s", &cfg.image_bytes.to_string()]).arg(&img);
     run_cmd(newfs.stdout(Stdio::null()), "ufskit newfs")?;
-    let mut daemon = start_daemon(cfg, mode.name(), &img, &mnt, &log)?;
+    let mut daemon = start_daemon(cfg, &mount_opts(cfg, mode), &img, &mnt, &log)?;
     let mix = cfg.mixes[index % cfg.mixes.len().max(1)];
     let records = Arc::new(Mutex::new(Vec::new()));
     let stop = Arc::new(AtomicBool::new(false));
@@ -762,7 +772,7 @@ fn remount(
     mnt: &Path,
     log: &Path,
 ) -> Result<(), String> {
-    let mut d = start_daemon(cfg, mode.name(), img, mnt, log)?;
+    let mut d = start_daemon(cfg, &mount_opts(cfg, mode), img, mnt, log)?;
     let r = (|| -> Result<(), String> {
         let f = mnt.join("after-crash");
         std::fs::write(&f, b"written after the crash\n").map_err(|e| format!("write: {e}"))?;

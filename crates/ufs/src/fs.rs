@@ -59,6 +59,9 @@ pub struct MountOptions {
     /// How metadata writes are ordered (`-o normal|sync|async|softdep`);
     /// None: soft updates when the superblock's flag is set, else normal.
     pub write_mode: Option<crate::order::WriteMode>,
+    /// What an ordered write waits for (`-o barrier=flush|write`); None:
+    /// the mode's own ([`Barrier::default_for`](crate::order::Barrier::default_for)).
+    pub barrier: Option<crate::order::Barrier>,
     /// Directory blocks in the main buffer cache (on) or in a small fixed
     /// pool of their own (off) (`-o vmiodir=on|off`).
     pub vmiodir: bool,
@@ -88,6 +91,7 @@ impl Default for MountOptions {
             inode_order_min: 32 << 10,
             contigdirs: true,
             write_mode: None,
+            barrier: None,
             vmiodir: true,
         }
     }
@@ -384,11 +388,16 @@ impl FsCore {
                 WriteMode::Normal
             });
         cache.set_mode(mode);
+        let barrier = opts
+            .barrier
+            .unwrap_or(crate::order::Barrier::default_for(mode));
+        cache.set_barrier(barrier);
         if !opts.vmiodir {
             cache.set_dir_pool(Some(dir_pool_bytes(opts.cache_bytes)));
         }
         let opts = MountOptions {
             write_mode: Some(mode),
+            barrier: Some(barrier),
             ..opts
         };
         cache.set_formats(Some(Box::new(UfsBlocks {
@@ -819,9 +828,9 @@ impl FsCore {
             }
             _ => {}
         }
-        let flushes = self.cache.flushes();
-        if flushes != self.order.deferred_seen_flushes {
-            self.order.deferred_seen_flushes = flushes;
+        let settled = self.cache.settled_changes();
+        if settled != self.order.deferred_seen_settled {
+            self.order.deferred_seen_settled = settled;
             self.process_deferred()?;
         }
         Ok(())

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use ufs::dev::{CountingDevice, MemDevice};
 use ufs::fsck::{fsck, FsckMode};
 use ufs::newfs::{newfs, NewfsParams};
-use ufs::order::WriteMode;
+use ufs::order::{Barrier, WriteMode};
 use ufs::{Cred, ErrorKind, Fs, MountOptions, RenameMode, SetAttr};
 
 fn image(bytes: u64, softupdates: bool) -> Arc<MemDevice> {
@@ -123,9 +123,16 @@ fn workload(fs: &Fs) {
 
 #[test]
 fn every_mode_ends_fsck_clean_with_the_right_contents() {
-    for mode in WriteMode::ALL {
+    let modes = WriteMode::ALL
+        .iter()
+        .flat_map(|&m| [(m, Barrier::Flush), (m, Barrier::Write)]);
+    for (mode, barrier) in modes {
         let dev = image(32 << 20, false);
-        let fs = Fs::open(Box::new(dev.clone()), opts(Some(mode))).unwrap();
+        let o = MountOptions {
+            barrier: Some(barrier),
+            ..opts(Some(mode))
+        };
+        let fs = Fs::open(Box::new(dev.clone()), o).unwrap();
         workload(&fs);
         fs.unmount().unwrap();
         drop(fs);
@@ -171,9 +178,17 @@ fn every_mode_ends_fsck_clean_with_the_right_contents() {
 
 /// Writes reaching the device while creating files, without any sync.
 fn writes_for_creates(mode: WriteMode) -> (u64, u64) {
+    writes_for_creates_with(mode, None)
+}
+
+fn writes_for_creates_with(mode: WriteMode, barrier: Option<Barrier>) -> (u64, u64) {
     let dev = image(32 << 20, false);
     let counted = Arc::new(CountingDevice::new(dev.clone()));
-    let fs = Fs::open(Box::new(counted.clone()), opts(Some(mode))).unwrap();
+    let o = MountOptions {
+        barrier,
+        ..opts(Some(mode))
+    };
+    let fs = Fs::open(Box::new(counted.clone()), o).unwrap();
     let before = counted.stats();
     let d = fs.mkdir(fs.root(), b"d", 0o755, Cred::ROOT).unwrap().ino;
     for i in 0..200 {
@@ -197,11 +212,19 @@ fn soft_updates_delay_what_normal_mode_writes_at_once() {
     let (async_w, _) = writes_for_creates(WriteMode::Async);
     let (normal, normal_flushes) = writes_for_creates(WriteMode::Normal);
     let (sync, _) = writes_for_creates(WriteMode::Sync);
-    // Normal forces each new inode (and its map) out before its name: at
-    // least one synchronous write and flush per create.
+    // Normal forces each new inode out before its name: at least one
+    // synchronous write per create. By default it waits for the write's
+    // completion (FreeBSD's bwrite), asking the device for no flush.
     assert!(
-        normal >= 200 && normal_flushes >= 200,
+        normal >= 200 && normal_flushes <= 2,
         "normal: {normal} writes, {normal_flushes} flushes"
+    );
+    // With flush barriers each of those writes is followed by a flush.
+    let (normal_fb, normal_fb_flushes) =
+        writes_for_creates_with(WriteMode::Normal, Some(Barrier::Flush));
+    assert!(
+        normal_fb >= 200 && normal_fb_flushes >= 200,
+        "normal, barrier=flush: {normal_fb} writes, {normal_fb_flushes} flushes"
     );
     // Sync mode writes every changed block of every operation.
     assert!(sync > normal, "sync {sync} vs normal {normal}");
@@ -376,7 +399,11 @@ fn vmiodir_off_keeps_directory_blocks_in_their_pool() {
 #[test]
 fn normal_mode_flushes_about_once_per_created_file() {
     let dev = image(64 << 20, false);
-    let fs = Fs::open(Box::new(dev.clone()), opts(Some(WriteMode::Normal))).unwrap();
+    let o = MountOptions {
+        barrier: Some(Barrier::Flush),
+        ..opts(Some(WriteMode::Normal))
+    };
+    let fs = Fs::open(Box::new(dev.clone()), o).unwrap();
     let d = fs.mkdir(fs.root(), b"d", 0o755, Cred::ROOT).unwrap().ino;
     let before = fs.stats(None, false).unwrap().order.flushes;
     let n = 400u64;
@@ -395,6 +422,32 @@ fn normal_mode_flushes_about_once_per_created_file() {
         flushes <= n * 3 / 2,
         "{flushes} flushes for {n} files (create, write, chown)"
     );
+    fs.unmount().unwrap();
+    drop(fs);
+    assert!(fsck(&*dev, FsckMode::Check).unwrap().findings.is_empty());
+}
+
+/// By default normal mode orders by completion, as FFS does: the same
+/// work asks the device for no flush at all, until an fsync, which still
+/// flushes (what fsync promised survives a power cut in every mode).
+#[test]
+fn normal_mode_by_default_flushes_only_when_asked() {
+    let dev = image(64 << 20, false);
+    let counted = Arc::new(CountingDevice::new(dev.clone()));
+    let fs = Fs::open(Box::new(counted.clone()), opts(Some(WriteMode::Normal))).unwrap();
+    let st = fs.stats(None, false).unwrap().order;
+    assert_eq!((st.mode.as_str(), st.barrier.as_str()), ("normal", "write"));
+    let d = fs.mkdir(fs.root(), b"d", 0o755, Cred::ROOT).unwrap().ino;
+    let before = counted.stats();
+    let mut last = 0;
+    for i in 0..400u64 {
+        last = file(&fs, d, &format!("f{i}"), &data(i, 5000));
+    }
+    let mid = counted.stats();
+    assert!(mid.writes - before.writes >= 400, "{} writes", mid.writes - before.writes);
+    assert_eq!(mid.flushes, before.flushes, "no flush without fsync");
+    fs.fsync(last).unwrap();
+    assert!(counted.stats().flushes > mid.flushes, "fsync flushes");
     fs.unmount().unwrap();
     drop(fs);
     assert!(fsck(&*dev, FsckMode::Check).unwrap().findings.is_empty());

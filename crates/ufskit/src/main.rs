@@ -542,6 +542,12 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
             ("inodeorder_min", Some(v)) => o.inode_order_min = parse_size(v)?,
             ("contigdirs", Some(v)) => o.contigdirs = on_off(k, v)?,
             ("normal" | "sync" | "async" | "softdep", None) => o.write_mode = ufs::order::WriteMode::parse(k),
+            ("barrier", Some(v)) => {
+                o.barrier = Some(ufs::order::Barrier::parse(v).ok_or_else(|| format!("option barrier takes flush or write, not '{v}'"))?)
+            }
+            // ext4's and XFS's spellings.
+            ("barrier", None) => o.barrier = Some(ufs::order::Barrier::Flush),
+            ("nobarrier", None) => o.barrier = Some(ufs::order::Barrier::Write),
             ("vmiodir", Some(v)) => o.vmiodir = on_off(k, v)?,
             ("affinity", Some("follow")) => follow_clients = true,
             ("affinity", Some("off")) => follow_clients = false,
@@ -550,7 +556,7 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
             ("uring", Some("off")) => uring = ufs_fuse::UringMode::Off,
             _ => {
                 return Err(format!(
-                    "unknown mount option '{item}' (known: ro, rw, force, allow_other, writeback=on|off, xattr=on|off, acl=on|off, readdirplus=auto|on|off, syncer=SECS, dirpref=orlov|traditional, cache=SIZE, readahead=SIZE, seed=N, threads=N, dirhash=on|off, dirhash_maxmem=SIZE, dirhash_minsize=SIZE, dirhash_reclaimage=SECS, dirhash_check=on|off, lowmem=on|off, affinity=follow|off, uring=auto|on|off, disk=MODEL, disk_sleep=on|off, inodeorder=offset|name|hash|off, inodeorder_min=SIZE, contigdirs=on|off, normal|sync|async|softdep, vmiodir=on|off)"
+                    "unknown mount option '{item}' (known: ro, rw, force, allow_other, writeback=on|off, xattr=on|off, acl=on|off, readdirplus=auto|on|off, syncer=SECS, dirpref=orlov|traditional, cache=SIZE, readahead=SIZE, seed=N, threads=N, dirhash=on|off, dirhash_maxmem=SIZE, dirhash_minsize=SIZE, dirhash_reclaimage=SECS, dirhash_check=on|off, lowmem=on|off, affinity=follow|off, uring=auto|on|off, disk=MODEL, disk_sleep=on|off, inodeorder=offset|name|hash|off, inodeorder_min=SIZE, contigdirs=on|off, normal|sync|async|softdep, barrier=flush|write, vmiodir=on|off)"
                 ))
             }
         }

@@ -259,6 +259,20 @@ impl BufferCache {
         self.mode
     }
 
+    /// Chooses what ordered writes wait for; only before the first change.
+    pub fn set_barrier(&mut self, b: crate::order::Barrier) {
+        self.ledger.set_barrier(b);
+    }
+    pub fn barrier(&self) -> crate::order::Barrier {
+        self.ledger.barrier()
+    }
+
+    /// Writes and flushes that made changes durable so far: releases that
+    /// wait for durability are looked at again when this moved.
+    pub fn settled_changes(&self) -> u64 {
+        self.ledger.settled()
+    }
+
     /// vmiodir off: directory blocks get a pool of their own of `bytes`.
     pub fn set_dir_pool(&mut self, bytes: Option<u64>) {
         self.dir_pool = bytes.map(|b| b.max(64 << 10));
@@ -1076,8 +1090,14 @@ impl BufferCache {
     }
 
     /// Makes the changes `ids` durable now: writes their buffers and every
-    /// buffer they wait for, flushes, and repeats until done.
+    /// buffer they wait for, flushes (with [`Barrier::Flush`]; with
+    /// [`Barrier::Write`] a completed write is what counts), and repeats
+    /// until done.
+    ///
+    /// [`Barrier::Flush`]: crate::order::Barrier::Flush
+    /// [`Barrier::Write`]: crate::order::Barrier::Write
     pub fn force_ids(&mut self, ids: &[ChangeId]) -> Result<()> {
+        let flushes = self.ledger.barrier() == crate::order::Barrier::Flush;
         for _round in 0..100_000 {
             let pending: Vec<ChangeId> = ids
                 .iter()
@@ -1087,6 +1107,7 @@ impl BufferCache {
             if pending.is_empty() {
                 return Ok(());
             }
+            let before = self.ledger.pending();
             let mut set = std::collections::BTreeSet::new();
             let mut todo: Vec<ChangeId> = pending;
             while let Some(id) = todo.pop() {
@@ -1104,8 +1125,9 @@ impl BufferCache {
                     wrote = true;
                 }
             }
-            let before = self.ledger.pending();
-            self.flush()?;
+            if flushes {
+                self.flush()?;
+            }
             if !wrote && self.ledger.pending() == before {
                 return Err(crate::error::Error::new(
                     crate::error::ErrorKind::Io,
@@ -1207,6 +1229,10 @@ impl BufferCache {
     /// written once per sync; only when every dirty buffer waits is one
     /// round written rolled back.
     pub fn sync(&mut self) -> Result<()> {
+        // With completion as the barrier, a round's writes are durable as
+        // they complete: one flush at the end makes it all survive a power
+        // cut too (what sync and fsync promise in every mode).
+        let flushes = self.ledger.barrier() == crate::order::Barrier::Flush;
         loop {
             let before = self.ledger.pending();
             let mut whole: Vec<u64> = self
@@ -1240,7 +1266,9 @@ impl BufferCache {
             if !wrote {
                 self.write_all()?;
             }
-            self.flush()?;
+            if flushes || self.dirty_count() == 0 {
+                self.flush()?;
+            }
             if self.dirty_count() == 0 {
                 return Ok(());
             }
