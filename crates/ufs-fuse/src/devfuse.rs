@@ -498,7 +498,10 @@ impl Filesystem for UfsFuse {
 
     fn opendir(&self, req: &Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
         self.serve(req, Op::Opendir);
-        reply.opened(FileHandle(self.svc.opendir()), FopenFlags::empty());
+        match self.svc.opendir() {
+            Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
+            Err(e) => reply.error(err(e)),
+        }
     }
 
     fn readdir(

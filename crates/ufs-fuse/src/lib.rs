@@ -66,6 +66,9 @@ pub struct MountConfig {
     pub acls: bool,
     /// READDIRPLUS (`-o readdirplus=auto|on|off`; auto by default).
     pub readdirplus: ReaddirPlus,
+    /// Zero-message opendir, the kernel caching listings
+    /// (`-o dircache=on|off`; on by default).
+    pub dircache: bool,
     /// Seconds between background flushes of dirty blocks (0: never). The
     /// kernel does not pass `sync(2)` on to FUSE servers, so this bounds
     /// what a crash can lose, as FreeBSD's syncer does.
@@ -390,7 +393,8 @@ fn serve_fs(
         service::Service::new(fs.clone(), cfg.writeback, cfg.follow_clients)
             .with_xattrs(cfg.xattrs)
             .with_acls(cfg.acls)
-            .with_readdirplus(cfg.readdirplus),
+            .with_readdirplus(cfg.readdirplus)
+            .with_dircache(cfg.dircache),
     );
     let offer_uring = cfg.uring != UringMode::Off && kernel_offers_uring();
     if cfg.uring == UringMode::On && !offer_uring {

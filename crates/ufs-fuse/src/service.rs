@@ -24,7 +24,7 @@
 //!   opendir appear.
 use crate::affinity::Follower;
 use crate::requests::{Op, Requests};
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -136,6 +136,57 @@ struct Snap {
     name: Vec<u8>,
 }
 
+/// Listings in progress. A READDIR cookie is `handle << 32 | index`: the
+/// handle names the snapshot the listing reads (the OPENDIR file handle,
+/// or, without OPENDIR, one given when the listing starts at offset 0),
+/// the index the entry after the one it came with. A later batch reads
+/// the same snapshot, so a change made between batches never makes a
+/// listing skip or repeat an entry it did not touch (POSIX readdir).
+#[derive(Default)]
+struct Listings {
+    by_handle: HashMap<u32, (u64, Arc<Vec<Snap>>)>,
+    /// Handles with no RELEASEDIR to end them, oldest first: each ends at
+    /// its end-of-directory request, or when too many are kept.
+    unopened: VecDeque<u32>,
+    /// Entries held by the unopened listings.
+    unopened_entries: usize,
+}
+
+/// Bounds of the listings kept without OPENDIR (a program that stops
+/// reading a directory half-way never says so): a listing pushed out
+/// that is read again starts over from a new snapshot at its index.
+const MAX_UNOPENED_LISTINGS: usize = 64;
+const MAX_UNOPENED_ENTRIES: usize = 4 << 20;
+
+impl Listings {
+    fn forget_unopened(&mut self, h: u32) {
+        if let Some(i) = self.unopened.iter().position(|&x| x == h) {
+            self.unopened.remove(i);
+            if let Some((_, s)) = self.by_handle.remove(&h) {
+                self.unopened_entries -= s.len();
+            }
+        }
+    }
+
+    fn keep(&mut self, h: u32, opened: bool, dir: u64, snap: Arc<Vec<Snap>>) {
+        if opened {
+            self.by_handle.insert(h, (dir, snap));
+            return;
+        }
+        self.unopened_entries += snap.len();
+        self.by_handle.insert(h, (dir, snap));
+        self.unopened.push_back(h);
+        while self.unopened.len() > MAX_UNOPENED_LISTINGS
+            || (self.unopened_entries > MAX_UNOPENED_ENTRIES && self.unopened.len() > 1)
+        {
+            let Some(old) = self.unopened.front().copied() else {
+                break;
+            };
+            self.forget_unopened(old);
+        }
+    }
+}
+
 /// One entry handed to a READDIR(PLUS) reply: `offset` is the cookie of
 /// the entry after it; `attr` is there for READDIRPLUS only.
 pub struct DirItem<'a> {
@@ -149,9 +200,15 @@ pub struct DirItem<'a> {
 /// The state of one mount's FUSE service over its engine.
 pub struct Service {
     pub(crate) fs: Arc<Fs>,
-    /// Snapshots of open directories, by file handle.
-    dirs: Mutex<HashMap<u64, Arc<Vec<Snap>>>>,
+    /// Snapshots of directories being listed, by the handle in the upper
+    /// half of their cookies (see [`Service::readdir`]).
+    dirs: Mutex<Listings>,
     next_fh: AtomicU64,
+    /// Zero-message opendir (`-o dircache=on`): OPENDIR answers ENOSYS, so
+    /// the kernel sends no OPENDIR and no RELEASEDIR again and caches
+    /// listings itself (FOPEN_CACHE_DIR, emptied by every change it makes
+    /// to the directory).
+    dircache: bool,
     /// The kernel caches writes (`-o writeback`).
     pub(crate) writeback: bool,
     /// Move `/dev/fuse` request threads to their clients' CPUs
@@ -304,8 +361,9 @@ impl Service {
     pub fn new(fs: Arc<Fs>, writeback: bool, follow_clients: bool) -> Self {
         Service {
             fs,
-            dirs: Mutex::new(HashMap::new()),
+            dirs: Mutex::new(Listings::default()),
             next_fh: AtomicU64::new(1),
+            dircache: true,
             writeback,
             follower: if follow_clients {
                 Follower::new()
@@ -319,6 +377,13 @@ impl Service {
             acls: true,
             readdirplus: crate::ReaddirPlus::Auto,
         }
+    }
+
+    /// Zero-message opendir and the kernel's listing cache (on), or a
+    /// real OPENDIR and RELEASEDIR per listing (off).
+    pub fn with_dircache(mut self, on: bool) -> Self {
+        self.dircache = on;
+        self
     }
 
     /// READDIRPLUS always, never, or as the kernel decides.
@@ -720,14 +785,33 @@ impl Service {
         Ok(())
     }
 
-    pub fn opendir(&self) -> u64 {
-        let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
-        lock(&self.dirs).insert(fh, Arc::new(Vec::new()));
-        fh
+    /// OPENDIR: a handle for the listing, or ENOSYS with `dircache`
+    /// (the kernel then opens directories without asking, and without
+    /// RELEASEDIR). Access was checked by the kernel (default_permissions).
+    pub fn opendir(&self) -> Result<u64, Errno> {
+        if self.dircache {
+            return Err(libc::ENOSYS);
+        }
+        Ok(u64::from(self.new_handle()))
+    }
+
+    /// A listing handle: never 0 (which stands for "no OPENDIR").
+    fn new_handle(&self) -> u32 {
+        loop {
+            let h = self.next_fh.fetch_add(1, Ordering::Relaxed) as u32;
+            if h != 0 {
+                return h;
+            }
+        }
+    }
+
+    /// Listings whose snapshots are held now.
+    pub(crate) fn listings_kept(&self) -> usize {
+        lock(&self.dirs).by_handle.len()
     }
 
     pub fn releasedir(&self, fh: u64) {
-        lock(&self.dirs).remove(&fh);
+        lock(&self.dirs).by_handle.remove(&(fh as u32));
     }
 
     /// Every entry of directory `dir`, in on-disk order, read in one engine
@@ -746,17 +830,32 @@ impl Service {
             .collect())
     }
 
-    /// The snapshot a READDIR or READDIRPLUS at `offset` reads: taken anew
-    /// at offset 0 (opendir or rewinddir), else the handle's.
-    fn dir_snapshot(&self, dir: u64, fh: u64, offset: u64) -> ufs::Result<Arc<Vec<Snap>>> {
+    /// The handle and snapshot a READDIR or READDIRPLUS at `offset`
+    /// reads (`fh` 0: no OPENDIR): a new snapshot at offset 0 (opendir or
+    /// rewinddir), else the one the cookie names, or, if that one is gone
+    /// (pushed out, or a cookie of another listing), a new one read from
+    /// the cookie's index.
+    fn dir_snapshot(
+        &self,
+        dir: u64,
+        fh: u64,
+        offset: u64,
+    ) -> ufs::Result<(u32, Arc<Vec<Snap>>)> {
+        let (h, idx) = ((offset >> 32) as u32, offset & 0xffff_ffff);
         if offset != 0 {
-            if let Some(s) = lock(&self.dirs).get(&fh).cloned() {
-                return Ok(s);
+            if let Some((d, s)) = lock(&self.dirs).by_handle.get(&h) {
+                if *d == dir {
+                    return Ok((h, s.clone()));
+                }
             }
         }
         let v = Arc::new(self.snapshot(dir)?);
-        lock(&self.dirs).insert(fh, v.clone());
-        Ok(v)
+        let opened = fh != 0;
+        let h = if opened { fh as u32 } else { self.new_handle() };
+        if (idx as usize) < v.len() || opened {
+            lock(&self.dirs).keep(h, opened, dir, v.clone());
+        }
+        Ok((h, v))
     }
 
     /// READDIR (`plus` false) or READDIRPLUS from `offset`: hands entries
@@ -776,10 +875,15 @@ impl Service {
         add: &mut dyn FnMut(DirItem<'_>) -> bool,
     ) -> Result<(), Errno> {
         let dir = to_ufs(nodeid);
-        let snap = self.dir_snapshot(dir, fh, offset).map_err(|e| errno(&e))?;
-        let start = usize::try_from(offset).unwrap_or(usize::MAX);
+        let (h, snap) = self.dir_snapshot(dir, fh, offset).map_err(|e| errno(&e))?;
+        let start = (offset & 0xffff_ffff) as usize;
+        if start >= snap.len() && fh == 0 {
+            // The end-of-directory request of a listing without OPENDIR:
+            // nothing will read its snapshot again.
+            lock(&self.dirs).forget_unopened(h);
+        }
         for (i, e) in snap.iter().enumerate().skip(start) {
-            let next = i as u64 + 1;
+            let next = (u64::from(h) << 32) | (i as u64 + 1);
             if !plus {
                 let kind = match FileKind::from_dtype(e.dtype) {
                     Some(k) => k,

@@ -107,6 +107,7 @@ fn child_serve() -> ! {
         xattrs: true,
         acls: true,
         readdirplus: ufs_fuse::ReaddirPlus::Auto,
+        dircache: true,
         sync_interval: 30,
         lowmem_watch: true,
         follow_clients: true,

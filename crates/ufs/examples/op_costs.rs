@@ -1,6 +1,8 @@
 //! Microseconds per engine call (no FUSE) for the calls `tar -x` makes per
 //! file: lookup of a missing name, create, three setattrs, a small write,
-//! getattr; then unlink. usage: cargo run --release -p ufs --example op_costs [N] [MODE]
+//! getattr; then unlink. usage: cargo run --release -p ufs --example
+//! op_costs [N] [MODE] [BYTES] (BYTES written per file, default 6000; 0:
+//! empty files, as a large-directory benchmark makes).
 use std::time::Instant;
 use ufs::{Cred, SetAttr, Time, TimeSet};
 fn main() {
@@ -37,7 +39,11 @@ fn main() {
     let root = fs.root();
     let d = fs.mkdir(root, b"d", 0o755, Cred::ROOT).unwrap().ino;
     let names: Vec<Vec<u8>> = (0..n).map(|i| format!("f{i:08}").into_bytes()).collect();
-    let data = vec![7u8; 6000];
+    let bytes: usize = std::env::args()
+        .nth(3)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(6000);
+    let data = vec![7u8; bytes];
     let mut t = [0f64; 8];
     let mut inos = Vec::with_capacity(n);
     for name in &names {
@@ -49,7 +55,9 @@ fn main() {
         fs.remember(ino);
         t[1] += a.elapsed().as_secs_f64();
         let a = Instant::now();
-        fs.write_killing(ino, 0, &data, Cred::ROOT, false).unwrap();
+        if bytes > 0 {
+            fs.write_killing(ino, 0, &data, Cred::ROOT, false).unwrap();
+        }
         t[2] += a.elapsed().as_secs_f64();
         let a = Instant::now();
         fs.setattr(
@@ -100,7 +108,7 @@ fn main() {
     let us = |x: f64| x / n as f64 * 1e6;
     let _ = std::fs::remove_file(path);
     println!(
-        "mode {:?}: lookup(miss) {:.1} create {:.1} write 6000 B {:.1} 3 setattrs {:.1} getattr {:.1} unlink+forget {:.1} (us per call)",
+        "mode {:?}: lookup(miss) {:.1} create {:.1} write {bytes} B {:.1} 3 setattrs {:.1} getattr {:.1} unlink+forget {:.1} (us per call)",
         mode, us(t[0]), us(t[1]), us(t[2]), us(t[3]), us(t[4]), us(t[5])
     );
 }

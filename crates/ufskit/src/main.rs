@@ -425,6 +425,7 @@ struct FuseOpts {
     xattrs: bool,
     acls: bool,
     readdirplus: ufs_fuse::ReaddirPlus,
+    dircache: bool,
     follow_clients: bool,
     uring: ufs_fuse::UringMode,
     disk: Option<ufs_sim::model::DiskSpec>,
@@ -468,6 +469,7 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
     let mut xattrs = true;
     let mut acls = true;
     let mut readdirplus = ufs_fuse::ReaddirPlus::Auto;
+    let mut dircache = true;
     let mut sync_interval = 30;
     let mut threads = 3;
     let mut lowmem_watch = true;
@@ -513,6 +515,7 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
             ("readdirplus", Some("auto")) => readdirplus = ufs_fuse::ReaddirPlus::Auto,
             ("readdirplus", Some("on")) => readdirplus = ufs_fuse::ReaddirPlus::On,
             ("readdirplus", Some("off")) => readdirplus = ufs_fuse::ReaddirPlus::Off,
+            ("dircache", Some(v)) => dircache = on_off(k, v)?,
             ("syncer", Some(v)) => sync_interval = v.parse().map_err(|_| format!("bad syncer interval '{v}' (seconds)"))?,
             ("dirpref", Some("orlov")) => o.dirpref = DirPref::Orlov,
             ("dirpref", Some("traditional")) => o.dirpref = DirPref::Traditional,
@@ -556,7 +559,7 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
             ("uring", Some("off")) => uring = ufs_fuse::UringMode::Off,
             _ => {
                 return Err(format!(
-                    "unknown mount option '{item}' (known: ro, rw, force, allow_other, writeback=on|off, xattr=on|off, acl=on|off, readdirplus=auto|on|off, syncer=SECS, dirpref=orlov|traditional, cache=SIZE, readahead=SIZE, seed=N, threads=N, dirhash=on|off, dirhash_maxmem=SIZE, dirhash_minsize=SIZE, dirhash_reclaimage=SECS, dirhash_check=on|off, lowmem=on|off, affinity=follow|off, uring=auto|on|off, disk=MODEL, disk_sleep=on|off, inodeorder=offset|name|hash|off, inodeorder_min=SIZE, contigdirs=on|off, normal|sync|async|softdep, barrier=flush|write, vmiodir=on|off)"
+                    "unknown mount option '{item}' (known: ro, rw, force, allow_other, writeback=on|off, xattr=on|off, acl=on|off, readdirplus=auto|on|off, dircache=on|off, syncer=SECS, dirpref=orlov|traditional, cache=SIZE, readahead=SIZE, seed=N, threads=N, dirhash=on|off, dirhash_maxmem=SIZE, dirhash_minsize=SIZE, dirhash_reclaimage=SECS, dirhash_check=on|off, lowmem=on|off, affinity=follow|off, uring=auto|on|off, disk=MODEL, disk_sleep=on|off, inodeorder=offset|name|hash|off, inodeorder_min=SIZE, contigdirs=on|off, normal|sync|async|softdep, barrier=flush|write, vmiodir=on|off)"
                 ))
             }
         }
@@ -575,6 +578,7 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
             xattrs,
             acls,
             readdirplus,
+            dircache,
             follow_clients,
             uring,
             disk,
@@ -666,6 +670,7 @@ fn cmd_mount(a: MountArgs) -> Result<(), String> {
         xattrs: f.xattrs,
         acls: f.acls,
         readdirplus: f.readdirplus,
+        dircache: f.dircache,
         sync_interval: f.sync_interval,
         lowmem_watch: f.lowmem_watch,
         follow_clients: f.follow_clients,

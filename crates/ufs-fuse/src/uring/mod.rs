@@ -282,7 +282,7 @@ pub fn dispatch(svc: &Service, h: &InHeader, op_in: &[u8], payload: &[u8]) -> Ou
         op::OPENDIR => {
             count(Op::Opendir);
             Ok(OpenOut {
-                fh: svc.opendir(),
+                fh: svc.opendir()?,
                 open_flags: 0,
                 backing_id: 0,
             }
@@ -756,13 +756,15 @@ mod tests {
             dispatch(&svc, &header(op::LOOKUP, 1), &[], b"nope\0"),
             Err(libc::ENOENT)
         );
+        // OPENDIR answers ENOSYS by default (the kernel then opens
+        // directories without asking, and caches their listings).
+        assert_eq!(
+            dispatch(&svc, &header(op::OPENDIR, 1), &[], &[]),
+            Err(libc::ENOSYS)
+        );
         // READDIRPLUS of the root: ".", "..", ".snap", "f", each record an
         // entry_out, a dirent and the name padded to 8 bytes.
-        let fh =
-            OpenOut::read_from_prefix(&dispatch(&svc, &header(op::OPENDIR, 1), &[], &[]).unwrap())
-                .unwrap()
-                .0
-                .fh;
+        let fh = 0;
         let r = ReadIn {
             fh,
             size: 4096,
@@ -795,6 +797,100 @@ mod tests {
             dispatch(&svc, &header(op::LOOKUP, 1), &[], b"f\0"),
             Err(libc::ENOENT)
         );
+    }
+
+    /// The names a READDIR reply holds, with the cookie after each.
+    fn dirents(out: &[u8]) -> Vec<(Vec<u8>, u64)> {
+        let mut at = 0;
+        let mut v = Vec::new();
+        while at < out.len() {
+            let d = Dirent::read_from_prefix(&out[at..]).unwrap().0;
+            v.push((out[at + 24..at + 24 + d.namelen as usize].to_vec(), d.off));
+            at += (24 + d.namelen as usize).div_ceil(8) * 8;
+        }
+        v
+    }
+
+    /// A listing read in small batches sees every entry nobody touched
+    /// exactly once, although names are removed and added between the
+    /// batches (POSIX readdir): each batch reads the snapshot its cookie
+    /// names, with or without OPENDIR; and one without OPENDIR is
+    /// dropped at its end-of-directory request.
+    #[test]
+    fn listings_in_batches_see_untouched_entries_once_across_changes() {
+        for dircache in [true, false] {
+            let svc = service().with_dircache(dircache);
+            let ci = CreateIn {
+                flags: 0,
+                mode: 0o644,
+                umask: 0,
+                open_flags: 0,
+            };
+            for i in 0..60 {
+                let name = format!("name-{i:03}\0");
+                dispatch(&svc, &header(op::CREATE, 1), ci.as_bytes(), name.as_bytes()).unwrap();
+            }
+            let fh = match dispatch(&svc, &header(op::OPENDIR, 1), &[], &[]) {
+                Ok(out) => OpenOut::read_from_prefix(&out).unwrap().0.fh,
+                Err(e) => {
+                    assert!(dircache && e == libc::ENOSYS);
+                    0
+                }
+            };
+            let mut offset = 0;
+            let mut seen: Vec<Vec<u8>> = Vec::new();
+            let mut batch = 0;
+            loop {
+                let r = ReadIn {
+                    fh,
+                    offset,
+                    size: 160,
+                    read_flags: 0,
+                    lock_owner: 0,
+                    flags: 0,
+                    padding: 0,
+                };
+                let out = dispatch(&svc, &header(op::READDIR, 1), r.as_bytes(), &[]).unwrap();
+                let ents = dirents(&out);
+                if ents.is_empty() {
+                    break;
+                }
+                offset = ents.last().unwrap().1;
+                seen.extend(ents.into_iter().map(|(n, _)| n));
+                // Between batches: remove two names already listed and one
+                // not yet listed, add a new one (any of which the listing
+                // may or may not show).
+                for gone in [batch * 2, batch * 2 + 1, 59 - batch] {
+                    let gone = format!("name-{gone:03}\0");
+                    let _ = dispatch(&svc, &header(op::UNLINK, 1), &[], gone.as_bytes());
+                }
+                let new = format!("new-{batch}\0");
+                dispatch(&svc, &header(op::CREATE, 1), ci.as_bytes(), new.as_bytes()).unwrap();
+                batch += 1;
+                assert!(batch < 100, "the listing never ended");
+            }
+            assert!(batch > 3, "{batch} batches");
+            let touched = |n: &[u8]| {
+                let s = String::from_utf8_lossy(n);
+                s.starts_with("new-")
+                    || (0..batch).any(|b| {
+                        [b * 2, b * 2 + 1, 59 - b]
+                            .iter()
+                            .any(|g| s == format!("name-{g:03}"))
+                    })
+            };
+            for i in 0..60 {
+                let n = format!("name-{i:03}").into_bytes();
+                if touched(&n) {
+                    continue;
+                }
+                let k = seen.iter().filter(|s| **s == n).count();
+                assert_eq!(k, 1, "dircache={dircache}: {} listed {k} times", String::from_utf8_lossy(&n));
+            }
+            if dircache {
+                assert_eq!(svc.listings_kept(), 0, "listing kept after its end");
+            }
+        }
     }
 
     #[test]
