@@ -121,7 +121,12 @@ pub fn cmd_stats(
     println!(
         "write ordering: {}{} ({} changes, {} waited, {} writes rolled back, {} forced writes, {} flushes, {} releases deferred, {} changes pending)",
         o["mode"].as_str().unwrap_or("?"),
-        if o["mode"].as_str() == Some("async") { " (unsafe after a crash)" } else { "" },
+        match (o["mode"].as_str(), o["barrier"].as_str()) {
+            (Some("async"), _) => " (unsafe after a crash)",
+            (_, Some("write")) => ", barrier=write (ordered by completion: holds for a killed daemon, not a power cut)",
+            (_, Some("flush")) => ", barrier=flush (ordered by cache flushes: holds across a power cut)",
+            _ => "",
+        },
         o["changes"],
         o["held"],
         o["rollbacks"],

@@ -671,6 +671,121 @@ fn readdirplus_option_decides_the_listing_request() {
     fsck_clean(&img);
 }
 
+/// Directories open without a request by default (OPENDIR answers ENOSYS
+/// once, RELEASEDIR never comes) and the kernel keeps their listings: a
+/// second listing of an unchanged directory costs no request, a change
+/// made through the mount shows at once. `dircache=off`: an OPENDIR and
+/// a RELEASEDIR per listing.
+#[test]
+fn dircache_opens_directories_without_a_request_and_lists_changes_at_once() {
+    if !needs_fuse("dircache_opens_directories_without_a_request_and_lists_changes_at_once") {
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let img = new_image(t.path(), "dc.img", "64m");
+    let mnt = t.path().join("m");
+    let requests = |mnt: &Path| {
+        let out = run(ufskit().args(["stats", "--json"]).arg(mnt));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["fuse_requests"]["by_op"].clone()
+    };
+    let n = |by: &serde_json::Value, k: &str| by[k].as_u64().unwrap_or(0);
+    let listing = |by: &serde_json::Value| n(by, "readdir") + n(by, "readdirplus");
+    {
+        let m = Mounted::new(&img, &mnt, &[]);
+        std::fs::create_dir(mnt.join("d")).unwrap();
+        for i in 0..50 {
+            std::fs::write(mnt.join(format!("d/f{i}")), b"x").unwrap();
+        }
+        assert_eq!(std::fs::read_dir(mnt.join("d")).unwrap().count(), 50);
+        let first = requests(&mnt);
+        for _ in 0..3 {
+            assert_eq!(std::fs::read_dir(mnt.join("d")).unwrap().count(), 50);
+        }
+        let again = requests(&mnt);
+        assert_eq!(listing(&again), listing(&first), "cached listings asked: {again}");
+        std::fs::write(mnt.join("d/new"), b"y").unwrap();
+        std::fs::remove_file(mnt.join("d/f3")).unwrap();
+        let mut names: Vec<String> = std::fs::read_dir(mnt.join("d"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names.len(), 50);
+        assert!(names.contains(&"new".to_string()) && !names.contains(&"f3".to_string()));
+        let by = requests(&mnt);
+        assert!(n(&by, "opendir") <= 1, "{by}");
+        assert_eq!(n(&by, "releasedir"), 0, "{by}");
+        m.umount();
+    }
+    {
+        let m = Mounted::new(&img, &mnt, &["dircache=off"]);
+        for _ in 0..3 {
+            assert_eq!(std::fs::read_dir(mnt.join("d")).unwrap().count(), 50);
+        }
+        let by = requests(&mnt);
+        assert!(n(&by, "opendir") >= 3, "{by}");
+        assert!(listing(&by) >= 3, "{by}");
+        m.umount();
+    }
+    fsck_clean(&img);
+}
+
+/// Normal mode orders its writes by completion unless told otherwise:
+/// creating files asks the device for no flush; `barrier=flush` flushes
+/// at every ordering point; a bad value is refused with a clear message.
+#[test]
+fn write_barrier_follows_the_mode_and_the_option() {
+    if !needs_fuse("write_barrier_follows_the_mode_and_the_option") {
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let img = t.path().join("wb.img");
+    run(ufskit().args(["newfs", "--no-soft-updates", "-s", "64m"]).arg(&img));
+    let mnt = t.path().join("m");
+    let order = |mnt: &Path| {
+        let out = run(ufskit().args(["stats", "--json"]).arg(mnt));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["order"].clone()
+    };
+    for (opts, barrier, flushing) in [
+        (&[][..], "write", false),
+        (&["barrier=flush"][..], "flush", true),
+        (&["nobarrier"][..], "write", false),
+    ] {
+        let m = Mounted::new(&img, &mnt, opts);
+        let before = order(&mnt);
+        assert_eq!(before["mode"], "normal", "{opts:?}");
+        assert_eq!(before["barrier"], barrier, "{opts:?}");
+        let d = mnt.join(format!("d-{barrier}-{}", opts.len()));
+        std::fs::create_dir(&d).unwrap();
+        for i in 0..100 {
+            std::fs::write(d.join(format!("f{i}")), b"data").unwrap();
+        }
+        let after = order(&mnt);
+        let flushes = after["flushes"].as_u64().unwrap() - before["flushes"].as_u64().unwrap();
+        if flushing {
+            assert!(flushes >= 100, "{opts:?}: {flushes} flushes for 100 files");
+        } else {
+            assert_eq!(flushes, 0, "{opts:?}: {flushes} flushes for 100 files");
+        }
+        let out = run(ufskit().args(["stats"]).arg(&mnt));
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains(&format!("barrier={barrier}")), "{text}");
+        m.umount();
+    }
+    let out = ufskit()
+        .args(["mount", "-o", "barrier=sometimes"])
+        .arg(&img)
+        .arg(&mnt)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("option barrier takes flush or write, not 'sometimes'"), "{err}");
+    fsck_clean(&img);
+}
+
 /// Manual pages and completions come from the command-line definition.
 #[test]
 fn manual_pages_and_completions() {
