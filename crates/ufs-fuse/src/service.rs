@@ -806,6 +806,7 @@ impl Service {
     }
 
     /// Listings whose snapshots are held now.
+    #[cfg(test)]
     pub(crate) fn listings_kept(&self) -> usize {
         lock(&self.dirs).by_handle.len()
     }
