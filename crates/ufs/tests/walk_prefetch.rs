@@ -110,3 +110,61 @@ fn a_device_that_takes_no_hints_gets_none() {
     let (mem, _) = image(10);
     assert!(walk_top(&mem, false).is_empty());
 }
+
+/// A memory device that records the reads it serves.
+struct Reads {
+    mem: Arc<MemDevice>,
+    log: Arc<Mutex<Vec<(u64, usize)>>>,
+}
+
+impl BlockDevice for Reads {
+    fn read_at(&self, off: u64, buf: &mut [u8]) -> Result<()> {
+        self.log.lock().unwrap().push((off, buf.len()));
+        self.mem.read_at(off, buf)
+    }
+    fn write_at(&self, off: u64, buf: &[u8]) -> Result<()> {
+        self.mem.write_at(off, buf)
+    }
+    fn flush(&self) -> Result<()> {
+        self.mem.flush()
+    }
+    fn size(&self) -> u64 {
+        self.mem.size()
+    }
+}
+
+/// Under the mount's read-ahead window, a walk reads each directory
+/// block alone (its neighbours are other files' data, not what the walk
+/// wants next), while inode blocks still come a window at a time.
+#[test]
+fn directory_blocks_are_read_alone_under_the_read_ahead_window() {
+    let (mem, firsts) = image(40);
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let window = 128u64 << 10;
+    let dev = ufs::dev::ReadAheadDevice::new(
+        Reads {
+            mem: mem.clone(),
+            log: log.clone(),
+        },
+        window,
+    );
+    let fs = Fs::open(Box::new(dev), MountOptions::default()).unwrap();
+    let top = fs.lookup(fs.root(), b"top").unwrap();
+    for e in fs.readdir(top.ino, 0, usize::MAX).unwrap() {
+        if e.name.starts_with(b"d") {
+            fs.readdir(e.ino, 0, usize::MAX).unwrap();
+        }
+    }
+    let log = log.lock().unwrap().clone();
+    for a in &firsts {
+        let r: Vec<_> = log.iter().filter(|&&(off, _)| off == *a).collect();
+        assert!(
+            r.iter().any(|&&(_, len)| (len as u64) < window),
+            "subdirectory block at byte {a} not read alone: {r:?}"
+        );
+    }
+    assert!(
+        log.iter().any(|&(_, len)| len as u64 == window),
+        "inode blocks no longer read a window at a time: {log:?}"
+    );
+}

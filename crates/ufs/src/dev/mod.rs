@@ -20,6 +20,12 @@ use std::sync::Mutex;
 
 pub trait BlockDevice: Send + Sync {
     fn read_at(&self, off: u64, buf: &mut [u8]) -> Result<()>;
+    /// Reads `buf` at `off` for a block whose neighbours the reader will
+    /// not want next (a directory block reached by a walk): a read-ahead
+    /// layer reads just it, keeping its window. By default a plain read.
+    fn read_single(&self, off: u64, buf: &mut [u8]) -> Result<()> {
+        self.read_at(off, buf)
+    }
     fn write_at(&self, off: u64, buf: &[u8]) -> Result<()>;
     /// Writes `buf` at `off` so that a kill of this process cannot leave
     /// part of it written and part not (the device may still tear it on
@@ -466,6 +472,9 @@ impl BlockDevice for Box<dyn BlockDevice> {
     fn read_at(&self, off: u64, buf: &mut [u8]) -> Result<()> {
         (**self).read_at(off, buf)
     }
+    fn read_single(&self, off: u64, buf: &mut [u8]) -> Result<()> {
+        (**self).read_single(off, buf)
+    }
     fn write_at(&self, off: u64, buf: &[u8]) -> Result<()> {
         (**self).write_at(off, buf)
     }
@@ -495,6 +504,9 @@ impl BlockDevice for Box<dyn BlockDevice> {
 impl<D: BlockDevice + ?Sized> BlockDevice for std::sync::Arc<D> {
     fn read_at(&self, off: u64, buf: &mut [u8]) -> Result<()> {
         (**self).read_at(off, buf)
+    }
+    fn read_single(&self, off: u64, buf: &mut [u8]) -> Result<()> {
+        (**self).read_single(off, buf)
     }
     fn write_at(&self, off: u64, buf: &[u8]) -> Result<()> {
         (**self).write_at(off, buf)
@@ -564,6 +576,19 @@ impl<D: BlockDevice> BlockDevice for ReadAheadDevice<D> {
         out.copy_from_slice(&data[o..o + out.len()]);
         *g = Some((start, data));
         Ok(())
+    }
+    fn read_single(&self, off: u64, out: &mut [u8]) -> Result<()> {
+        let g = self.buf.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((start, data)) = g.as_ref() {
+            let len = out.len() as u64;
+            if off >= *start && off + len <= start + data.len() as u64 {
+                let o = (off - start) as usize;
+                out.copy_from_slice(&data[o..o + out.len()]);
+                return Ok(());
+            }
+        }
+        drop(g);
+        self.inner.read_at(off, out)
     }
     fn write_at(&self, off: u64, data: &[u8]) -> Result<()> {
         self.inner.write_at(off, data)?;
