@@ -450,7 +450,9 @@ impl Service {
     }
 
     pub fn lookup(&self, parent: u64, name: &[u8]) -> Result<Attr, Errno> {
-        self.entry(self.fs.lookup(to_ufs(parent), name))
+        self.fs
+            .lookup_remembered(to_ufs(parent), name)
+            .map_err(|e| errno(&e))
     }
 
     /// The kernel dropped `n` references to `nodeid`.
@@ -911,14 +913,11 @@ impl Service {
             let now = if dot {
                 self.fs.getattr(e.ino)
             } else {
-                self.fs.lookup(dir, &e.name)
+                self.fs.lookup_remembered(dir, &e.name)
             };
             let Ok(a) = now else {
                 continue;
             };
-            if !dot {
-                self.fs.remember(a.ino);
-            }
             let item = DirItem {
                 ino: to_fuse(a.ino),
                 offset: next,

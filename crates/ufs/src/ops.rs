@@ -326,6 +326,17 @@ impl Fs {
     }
 
     pub fn lookup(&self, parent: u64, name: &[u8]) -> Result<Attr> {
+        self.lookup_counting(parent, name, false)
+    }
+
+    /// [`lookup`](Self::lookup) and [`remember`](Self::remember) of what
+    /// it found, under one hold of the engine's lock (a FUSE LOOKUP, or an
+    /// entry of READDIRPLUS).
+    pub fn lookup_remembered(&self, parent: u64, name: &[u8]) -> Result<Attr> {
+        self.lookup_counting(parent, name, true)
+    }
+
+    fn lookup_counting(&self, parent: u64, name: &[u8], remember: bool) -> Result<Attr> {
         let r = (|| {
             check_name(name)?;
             let mut c = self.lock();
@@ -333,7 +344,11 @@ impl Fs {
             match c.dir_lookup(parent, &pdi, name)? {
                 Some(f) => {
                     let di = live_inode(&mut c, f.ino)?;
-                    attr_of(f.ino, &di, c.g.bsize)
+                    let a = attr_of(f.ino, &di, c.g.bsize)?;
+                    if remember {
+                        *c.lookups.entry(f.ino).or_insert(0) += 1;
+                    }
+                    Ok(a)
                 }
                 None => Err(Error::new(
                     ErrorKind::NotFound,
