@@ -226,6 +226,16 @@ impl Filesystem for UfsFuse {
                 log(format_args!("kernel lacks {e:?}; continuing without it"));
             }
         }
+        if self.svc.dircache()
+            && config
+                .add_capabilities(fuser::InitFlags::FUSE_NO_OPENDIR_SUPPORT)
+                .is_err()
+        {
+            // Before Linux 5.1 an OPENDIR answered with ENOSYS fails the
+            // opendir(3) itself: serve OPENDIR.
+            log("the kernel cannot open directories without OPENDIR (Linux 5.1+); dircache off");
+            self.svc.no_dircache();
+        }
         if self.svc.acls {
             // The kernel enforces ACLs it fetches from us and leaves the
             // umask to us (a default ACL replaces it). Both or neither: the

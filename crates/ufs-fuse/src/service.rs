@@ -26,7 +26,7 @@ use crate::affinity::Follower;
 use crate::requests::{Op, Requests};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::Write;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use ufs::{Attr, Cred, FileKind, Fs, RenameMode, SetAttr};
@@ -144,40 +144,66 @@ struct Snap {
 /// listing skip or repeat an entry it did not touch (POSIX readdir).
 #[derive(Default)]
 struct Listings {
-    by_handle: HashMap<u32, (u64, Arc<Vec<Snap>>)>,
-    /// Handles with no RELEASEDIR to end them, oldest first: each ends at
-    /// its end-of-directory request, or when too many are kept.
+    /// Per handle: the directory, its snapshot, and the bytes counted for
+    /// it in `unopened_bytes` (0 for a listing opened with OPENDIR).
+    by_handle: HashMap<u32, (u64, Arc<Vec<Snap>>, usize)>,
+    /// Handles with no RELEASEDIR to end them, least recently read first:
+    /// each ends at its end-of-directory request, or when too many are
+    /// kept.
     unopened: VecDeque<u32>,
-    /// Entries held by the unopened listings.
-    unopened_entries: usize,
+    /// Memory held by the unopened listings' snapshots.
+    unopened_bytes: usize,
 }
 
 /// Bounds of the listings kept without OPENDIR (a program that stops
-/// reading a directory half-way never says so): a listing pushed out
-/// that is read again starts over from a new snapshot at its index.
-const MAX_UNOPENED_LISTINGS: usize = 64;
-const MAX_UNOPENED_ENTRIES: usize = 4 << 20;
+/// reading a directory half-way never says so). The least recently read
+/// goes first; a listing pushed out that is read again goes on from a new
+/// snapshot at its index, which may then skip or repeat entries if the
+/// directory changed meanwhile. 256 listings and 64 MiB: `rm -rf` reads
+/// one per directory level at a time.
+pub(crate) const MAX_UNOPENED_LISTINGS: usize = 256;
+const MAX_UNOPENED_BYTES: usize = 64 << 20;
+
+fn snapshot_bytes(s: &[Snap]) -> usize {
+    s.iter()
+        .map(|e| std::mem::size_of::<Snap>() + e.name.capacity())
+        .sum()
+}
 
 impl Listings {
     fn forget_unopened(&mut self, h: u32) {
         if let Some(i) = self.unopened.iter().position(|&x| x == h) {
             self.unopened.remove(i);
-            if let Some((_, s)) = self.by_handle.remove(&h) {
-                self.unopened_entries -= s.len();
+            if let Some((_, _, bytes)) = self.by_handle.remove(&h) {
+                self.unopened_bytes = self.unopened_bytes.saturating_sub(bytes);
             }
+        }
+    }
+
+    /// A batch of the unopened listing `h` was read: it is now the most
+    /// recently read.
+    fn touch_unopened(&mut self, h: u32) {
+        if self.unopened.back() == Some(&h) {
+            return;
+        }
+        if let Some(i) = self.unopened.iter().position(|&x| x == h) {
+            self.unopened.remove(i);
+            self.unopened.push_back(h);
         }
     }
 
     fn keep(&mut self, h: u32, opened: bool, dir: u64, snap: Arc<Vec<Snap>>) {
         if opened {
-            self.by_handle.insert(h, (dir, snap));
+            self.by_handle.insert(h, (dir, snap, 0));
             return;
         }
-        self.unopened_entries += snap.len();
-        self.by_handle.insert(h, (dir, snap));
+        self.forget_unopened(h);
+        let bytes = snapshot_bytes(&snap);
+        self.unopened_bytes += bytes;
+        self.by_handle.insert(h, (dir, snap, bytes));
         self.unopened.push_back(h);
         while self.unopened.len() > MAX_UNOPENED_LISTINGS
-            || (self.unopened_entries > MAX_UNOPENED_ENTRIES && self.unopened.len() > 1)
+            || (self.unopened_bytes > MAX_UNOPENED_BYTES && self.unopened.len() > 1)
         {
             let Some(old) = self.unopened.front().copied() else {
                 break;
@@ -207,8 +233,9 @@ pub struct Service {
     /// Zero-message opendir (`-o dircache=on`): OPENDIR answers ENOSYS, so
     /// the kernel sends no OPENDIR and no RELEASEDIR again and caches
     /// listings itself (FOPEN_CACHE_DIR, emptied by every change it makes
-    /// to the directory).
-    dircache: bool,
+    /// to the directory). Turned off at INIT by a kernel that cannot open
+    /// directories without asking (before Linux 5.1).
+    dircache: AtomicBool,
     /// The kernel caches writes (`-o writeback`).
     pub(crate) writeback: bool,
     /// Move `/dev/fuse` request threads to their clients' CPUs
@@ -363,7 +390,7 @@ impl Service {
             fs,
             dirs: Mutex::new(Listings::default()),
             next_fh: AtomicU64::new(1),
-            dircache: true,
+            dircache: AtomicBool::new(true),
             writeback,
             follower: if follow_clients {
                 Follower::new()
@@ -381,9 +408,19 @@ impl Service {
 
     /// Zero-message opendir and the kernel's listing cache (on), or a
     /// real OPENDIR and RELEASEDIR per listing (off).
-    pub fn with_dircache(mut self, on: bool) -> Self {
-        self.dircache = on;
+    pub fn with_dircache(self, on: bool) -> Self {
+        self.dircache.store(on, Ordering::Relaxed);
         self
+    }
+
+    /// Whether OPENDIR answers ENOSYS (see `dircache`).
+    pub fn dircache(&self) -> bool {
+        self.dircache.load(Ordering::Relaxed)
+    }
+
+    /// The kernel cannot open directories without OPENDIR: serve it.
+    pub fn no_dircache(&self) {
+        self.dircache.store(false, Ordering::Relaxed);
     }
 
     /// READDIRPLUS always, never, or as the kernel decides.
@@ -418,6 +455,26 @@ impl Service {
     /// is on the client's CPU already).
     pub fn begin_uring(&self, op: Op) {
         self.requests.count_uring(op);
+    }
+
+    /// A directory moved to another parent: its `..` changed, which the
+    /// kernel does not know (it marks only the two parents' cached
+    /// listings stale), so its cached listing is dropped (a thread of its
+    /// own, as for [`note_out_of_space`](Self::note_out_of_space)).
+    fn drop_cached_listing(&self, ino: u64) {
+        if !self.dircache() {
+            return;
+        }
+        let notifier = lock(&self.notifier).clone();
+        if let Some(n) = notifier {
+            let _ = std::thread::Builder::new()
+                .name("ufs-notify".into())
+                .spawn(move || {
+                    if let Err(e) = n.inval_inode(fuser::INodeNo(to_fuse(ino)), 0, 0) {
+                        log(format_args!("dropping the cached listing of {ino}: {e}"));
+                    }
+                });
+        }
     }
 
     /// Write-back caching: a write of cached data failed for lack of space.
@@ -720,9 +777,29 @@ impl Service {
             RENAME_EXCHANGE => RenameMode::Exchange,
             _ => return Err(libc::EINVAL),
         };
+        let (from, to) = (to_ufs(parent), to_ufs(newparent));
+        // The directories that change parent (and so their `..`).
+        let moving = |dir: u64, n: &[u8]| {
+            self.fs
+                .lookup(dir, n)
+                .ok()
+                .filter(|a| a.kind == FileKind::Dir)
+                .map(|a| a.ino)
+        };
+        let mut moved = Vec::new();
+        if from != to {
+            moved.extend(moving(from, name));
+            if mode == RenameMode::Exchange {
+                moved.extend(moving(to, newname));
+            }
+        }
         self.fs
-            .rename(to_ufs(parent), name, to_ufs(newparent), newname, mode)
-            .map_err(|e| errno(&e))
+            .rename(from, name, to, newname, mode)
+            .map_err(|e| errno(&e))?;
+        for ino in moved {
+            self.drop_cached_listing(ino);
+        }
+        Ok(())
     }
 
     pub fn link(&self, nodeid: u64, newparent: u64, newname: &[u8]) -> Result<Attr, Errno> {
@@ -791,16 +868,18 @@ impl Service {
     /// (the kernel then opens directories without asking, and without
     /// RELEASEDIR). Access was checked by the kernel (default_permissions).
     pub fn opendir(&self) -> Result<u64, Errno> {
-        if self.dircache {
+        if self.dircache() {
             return Err(libc::ENOSYS);
         }
         Ok(u64::from(self.new_handle()))
     }
 
-    /// A listing handle: never 0 (which stands for "no OPENDIR").
+    /// A listing handle: never 0 (which stands for "no OPENDIR"), below
+    /// 2^31 so that every cookie is a positive `loff_t` (a negative one
+    /// would make `seekdir` fail).
     fn new_handle(&self) -> u32 {
         loop {
-            let h = self.next_fh.fetch_add(1, Ordering::Relaxed) as u32;
+            let h = (self.next_fh.fetch_add(1, Ordering::Relaxed) & 0x7fff_ffff) as u32;
             if h != 0 {
                 return h;
             }
@@ -846,9 +925,14 @@ impl Service {
     ) -> ufs::Result<(u32, Arc<Vec<Snap>>)> {
         let (h, idx) = ((offset >> 32) as u32, offset & 0xffff_ffff);
         if offset != 0 {
-            if let Some((d, s)) = lock(&self.dirs).by_handle.get(&h) {
+            let mut l = lock(&self.dirs);
+            if let Some((d, s, _)) = l.by_handle.get(&h) {
                 if *d == dir {
-                    return Ok((h, s.clone()));
+                    let s = s.clone();
+                    if fh == 0 {
+                        l.touch_unopened(h);
+                    }
+                    return Ok((h, s));
                 }
             }
         }

@@ -671,6 +671,31 @@ fn readdirplus_option_decides_the_listing_request() {
     fsck_clean(&img);
 }
 
+/// The inode number a listing of `dir` gives for `..` (readdir's
+/// `d_ino`; `std::fs::read_dir` leaves `.` and `..` out).
+#[allow(unsafe_code)]
+fn dotdot_ino(dir: &Path) -> u64 {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).unwrap();
+    // SAFETY: a valid C string; the stream is read to its end and closed.
+    unsafe {
+        let d = libc::opendir(c.as_ptr());
+        assert!(!d.is_null(), "opendir {}", dir.display());
+        let mut found = 0;
+        loop {
+            let e = libc::readdir(d);
+            if e.is_null() {
+                break;
+            }
+            if std::ffi::CStr::from_ptr((*e).d_name.as_ptr()).to_bytes() == b".." {
+                found = (*e).d_ino;
+            }
+        }
+        libc::closedir(d);
+        found
+    }
+}
+
 /// Directories open without a request by default (OPENDIR answers ENOSYS
 /// once, RELEASEDIR never comes) and the kernel keeps their listings: a
 /// second listing of an unchanged directory costs no request, a change
@@ -713,6 +738,24 @@ fn dircache_opens_directories_without_a_request_and_lists_changes_at_once() {
         names.sort();
         assert_eq!(names.len(), 50);
         assert!(names.contains(&"new".to_string()) && !names.contains(&"f3".to_string()));
+        // A directory moved to another parent: its cached listing must
+        // not keep the old `..` (the kernel marks only the parents stale).
+        std::fs::create_dir_all(mnt.join("a/sub")).unwrap();
+        std::fs::create_dir(mnt.join("b")).unwrap();
+        let ino = |p: &Path| std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(p).unwrap());
+        assert_eq!(dotdot_ino(&mnt.join("a/sub")), ino(&mnt.join("a")));
+        std::fs::rename(mnt.join("a/sub"), mnt.join("b/sub")).unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+        while dotdot_ino(&mnt.join("b/sub")) != ino(&mnt.join("b"))
+            && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert_eq!(
+            dotdot_ino(&mnt.join("b/sub")),
+            ino(&mnt.join("b")),
+            "a moved directory's listing still shows its old parent"
+        );
         let by = requests(&mnt);
         assert!(n(&by, "opendir") <= 1, "{by}");
         assert_eq!(n(&by, "releasedir"), 0, "{by}");

@@ -893,6 +893,72 @@ mod tests {
         }
     }
 
+    /// Listings without OPENDIR that programs abandon half-way push out
+    /// the least recently read ones only: a listing read on in between
+    /// keeps its snapshot however many others were abandoned.
+    #[test]
+    fn a_listing_read_on_outlives_abandoned_ones() {
+        let svc = service();
+        let ci = CreateIn {
+            flags: 0,
+            mode: 0o644,
+            umask: 0,
+            open_flags: 0,
+        };
+        let d = entry_of(
+            &dispatch(
+                &svc,
+                &header(op::MKDIR, 1),
+                MkdirIn { mode: 0o755, umask: 0 }.as_bytes(),
+                b"d\0",
+            )
+            .unwrap(),
+        )
+        .nodeid;
+        for i in 0..40 {
+            let name = format!("name-{i:03}\0");
+            dispatch(&svc, &header(op::CREATE, d), ci.as_bytes(), name.as_bytes()).unwrap();
+        }
+        let read = |node: u64, offset: u64| {
+            let r = ReadIn {
+                fh: 0,
+                offset,
+                size: 120,
+                read_flags: 0,
+                lock_owner: 0,
+                flags: 0,
+                padding: 0,
+            };
+            dirents(&dispatch(&svc, &header(op::READDIR, node), r.as_bytes(), &[]).unwrap())
+        };
+        let mut seen = Vec::new();
+        let mut offset = 0;
+        let mut batch = 0;
+        loop {
+            let ents = read(d, offset);
+            if ents.is_empty() {
+                break;
+            }
+            offset = ents.last().unwrap().1;
+            seen.extend(ents.into_iter().map(|(n, _)| n));
+            // Between two batches: 40 listings of the root abandoned after
+            // their first batch, and a name already listed removed.
+            for _ in 0..40 {
+                assert!(!read(1, 0).is_empty());
+            }
+            let gone = format!("name-{batch:03}\0");
+            let _ = dispatch(&svc, &header(op::UNLINK, d), &[], gone.as_bytes());
+            batch += 1;
+        }
+        assert!(batch * 40 > crate::service::MAX_UNOPENED_LISTINGS, "{batch} batches");
+        for i in batch..40 {
+            let n = format!("name-{i:03}").into_bytes();
+            let k = seen.iter().filter(|s| **s == n).count();
+            assert_eq!(k, 1, "name-{i:03} listed {k} times");
+        }
+        assert!(svc.listings_kept() <= crate::service::MAX_UNOPENED_LISTINGS);
+    }
+
     #[test]
     fn xattr_requests_size_first_then_data() {
         let svc = service();

@@ -184,7 +184,8 @@ pub(crate) struct BufDeps {
     /// Stands for every change since the last write that may go to disk
     /// with the next write (none held back).
     pub epoch: ChangeId,
-    /// Written but not yet flushed (largest id of that write).
+    /// Largest id of the last write (durable at once with
+    /// `barrier=write`, at the next flush with `barrier=flush`).
     pub written: ChangeId,
     /// Regions with changes held back, by offset: length and the changes.
     pub held: std::collections::BTreeMap<u32, (u32, Vec<Held>)>,
@@ -368,8 +369,9 @@ pub enum Freed {
     /// fragment run reallocated to a bigger place). Released, like any
     /// block, once the pointer to the new place is durable, but normal and
     /// sync modes do not force that pointer out for it: FFS frees the old
-    /// run at once in `ffs_realloccg`; here it waits for the next flush,
-    /// so a crash never leaves two files pointing at it.
+    /// run at once in `ffs_realloccg`; here it waits until the pointer is
+    /// durable (its write with `barrier=write`, the flush after it with
+    /// `barrier=flush`), so a crash never leaves two files pointing at it.
     Moved { bno: u64, size: u64 },
     /// An inode (its bitmap bit).
     Inode { ino: u64, was_dir: bool },
