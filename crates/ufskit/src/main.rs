@@ -209,7 +209,17 @@ struct MountArgs {
     /// disk_sleep=on|off (also sleep the modeled time),
     /// inodeorder=offset|name|hash|off and inodeorder_min=SIZE (inode order
     /// in large directories, docs/LAYOUT.md), contigdirs=on|off (Orlov's
-    /// limit on directories in a row per group; off for experiments).
+    /// limit on directories in a row per group; off for experiments),
+    /// normal|sync|async|softdep (write mode; default from the
+    /// superblock's soft-updates flag), barrier=flush|write (what an
+    /// ordered write waits for: a cache flush, holding across a power cut,
+    /// or completion, as FreeBSD; default flush with softdep, write
+    /// otherwise; also barrier, nobarrier), vmiodir=on|off,
+    /// readahead=SIZE, syncer=SECS (background flush, default 30),
+    /// writeback=on|off (kernel write-back caching, default off),
+    /// xattr=on|off, acl=on|off, readdirplus=auto|on|off,
+    /// dircache=on|off (directories opened without a request and listings
+    /// cached by the kernel, default on). README.md lists them all.
     #[arg(short = 'o', action = clap::ArgAction::Append)]
     options: Vec<String>,
     /// Stay in the foreground.
