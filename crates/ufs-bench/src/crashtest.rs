@@ -457,10 +457,7 @@ pub fn run_one(
         ..mount_opts(mode, seed, w)
     };
     let mut s = Session::new(
-        Arc::new(
-            Fs::open(Box::new(dev.clone()), opts.clone())
-                .map_err(|e| ctx(e, "mount"))?,
-        ),
+        Arc::new(Fs::open(Box::new(dev.clone()), opts.clone()).map_err(|e| ctx(e, "mount"))?),
         None,
         seed,
     );
@@ -470,9 +467,7 @@ pub fn run_one(
     s.ops.clear();
 
     let rec = Arc::new(RecordingDevice::new(dev.clone())?);
-    s.fs = Arc::new(
-        Fs::open(Box::new(rec.clone()), opts).map_err(|e| ctx(e, "mount"))?,
-    );
+    s.fs = Arc::new(Fs::open(Box::new(rec.clone()), opts).map_err(|e| ctx(e, "mount"))?);
     s.rec = Some(rec.clone());
     w.run(&mut s).map_err(|e| ctx(e, "workload"))?;
     s.begin("unmount".to_string());

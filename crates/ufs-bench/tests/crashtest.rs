@@ -136,7 +136,12 @@ fn sync_mode_with_flush_barriers_survives_reordered_crash_states() {
         reorders: 300,
         ..profile(
             WriteMode::Sync,
-            &[Workload::Create, Workload::Rename, Workload::Truncate, Workload::Maildir],
+            &[
+                Workload::Create,
+                Workload::Rename,
+                Workload::Truncate,
+                Workload::Maildir,
+            ],
         )
     });
 }

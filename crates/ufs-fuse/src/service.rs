@@ -462,16 +462,23 @@ impl Service {
     /// listings stale), so its cached listing is dropped (a thread of its
     /// own, as for [`note_out_of_space`](Self::note_out_of_space)).
     fn drop_cached_listing(&self, ino: u64) {
-        if !self.dircache() {
-            return;
+        if self.dircache() {
+            self.inval_inode_later(ino, 0, "dropping the cached listing of");
         }
+    }
+
+    /// Has the kernel drop what it caches of `ino` (its attributes; with
+    /// `offset` 0 also its pages) from a thread of its own: the
+    /// notification must not wait inside the request that caused it.
+    /// `what` starts the log line if it fails.
+    fn inval_inode_later(&self, ino: u64, offset: i64, what: &'static str) {
         let notifier = lock(&self.notifier).clone();
         if let Some(n) = notifier {
             let _ = std::thread::Builder::new()
                 .name("ufs-notify".into())
                 .spawn(move || {
-                    if let Err(e) = n.inval_inode(fuser::INodeNo(to_fuse(ino)), 0, 0) {
-                        log(format_args!("dropping the cached listing of {ino}: {e}"));
+                    if let Err(e) = n.inval_inode(fuser::INodeNo(to_fuse(ino)), offset, 0) {
+                        log(format_args!("{what} inode {ino}: {e}"));
                     }
                 });
         }
@@ -483,16 +490,7 @@ impl Service {
     /// request that caused it).
     fn note_out_of_space(&self, ino: u64) {
         lock(&self.out_of_space).insert(ino);
-        let notifier = lock(&self.notifier).clone();
-        if let Some(n) = notifier {
-            let _ = std::thread::Builder::new()
-                .name("ufs-notify".into())
-                .spawn(move || {
-                    if let Err(e) = n.inval_inode(fuser::INodeNo(to_fuse(ino)), -1, 0) {
-                        log(format_args!("telling the kernel inode {ino} is full: {e}"));
-                    }
-                });
-        }
+        self.inval_inode_later(ino, -1, "telling the kernel it is full:");
     }
 
     /// A new kernel reference to what `r` found or made.
@@ -917,12 +915,7 @@ impl Service {
     /// rewinddir), else the one the cookie names, or, if that one is gone
     /// (pushed out, or a cookie of another listing), a new one read from
     /// the cookie's index.
-    fn dir_snapshot(
-        &self,
-        dir: u64,
-        fh: u64,
-        offset: u64,
-    ) -> ufs::Result<(u32, Arc<Vec<Snap>>)> {
+    fn dir_snapshot(&self, dir: u64, fh: u64, offset: u64) -> ufs::Result<(u32, Arc<Vec<Snap>>)> {
         let (h, idx) = ((offset >> 32) as u32, offset & 0xffff_ffff);
         if offset != 0 {
             let mut l = lock(&self.dirs);

@@ -75,6 +75,14 @@ fn file(fs: &Fs, name: &str) -> u64 {
         .ino
 }
 
+/// A new file `f` holding the user attribute `a` = `value`.
+fn file_with_attr(fs: &Fs, value: &[u8]) -> u64 {
+    let f = file(fs, "f");
+    fs.setxattr(f, XattrNs::User, b"a", value, XattrSet::Either, Cred::ROOT)
+        .unwrap();
+    f
+}
+
 #[test]
 fn attributes_follow_freebsd_rules_and_survive_remount() {
     let dev = image();
@@ -278,9 +286,7 @@ fn the_area_grows_to_two_blocks_shrinks_and_is_freed_with_its_inode() {
 fn immutable_and_append_only_files_keep_their_attributes() {
     let dev = image();
     let fs = mount(&dev);
-    let f = file(&fs, "f");
-    fs.setxattr(f, XattrNs::User, b"a", b"1", XattrSet::Either, Cred::ROOT)
-        .unwrap();
+    let f = file_with_attr(&fs, b"1");
     for flag in [ufs_format::SF_IMMUTABLE, ufs_format::SF_APPEND] {
         fs.setattr(
             f,
@@ -311,16 +317,7 @@ fn immutable_and_append_only_files_keep_their_attributes() {
 fn a_damaged_area_is_refused_and_fsck_clears_it() {
     let dev = image();
     let fs = mount(&dev);
-    let f = file(&fs, "f");
-    fs.setxattr(
-        f,
-        XattrNs::User,
-        b"a",
-        b"value",
-        XattrSet::Either,
-        Cred::ROOT,
-    )
-    .unwrap();
+    let f = file_with_attr(&fs, b"value");
     unmount(fs);
     let (_, g, _) = read_superblock(&*dev).unwrap();
     // A record length that is not a multiple of 8.
@@ -369,16 +366,7 @@ fn a_damaged_area_is_refused_and_fsck_clears_it() {
 fn a_stray_pointer_releases_nothing() {
     let dev = image();
     let fs = mount(&dev);
-    let f = file(&fs, "f");
-    fs.setxattr(
-        f,
-        XattrNs::User,
-        b"a",
-        b"0123456789",
-        XattrSet::Either,
-        Cred::ROOT,
-    )
-    .unwrap();
+    let f = file_with_attr(&fs, b"0123456789");
     let other = file(&fs, "other");
     fs.write(other, 0, b"x", Cred::ROOT).unwrap();
     unmount(fs);

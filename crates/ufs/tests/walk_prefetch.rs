@@ -7,15 +7,29 @@ use ufs::dev::{BlockDevice, MemDevice};
 use ufs::newfs::{newfs, NewfsParams};
 use ufs::{Cred, Fs, MountOptions, Result};
 
-/// A memory device that takes hints (or not) and records them.
+/// A memory device that takes hints (or not) and records them, and the
+/// reads it serves.
 struct Hinted {
     mem: Arc<MemDevice>,
     takes_hints: bool,
     hints: Arc<Mutex<Vec<(u64, usize)>>>,
+    reads: Arc<Mutex<Vec<(u64, usize)>>>,
+}
+
+impl Hinted {
+    fn new(mem: &Arc<MemDevice>, takes_hints: bool) -> Hinted {
+        Hinted {
+            mem: mem.clone(),
+            takes_hints,
+            hints: Arc::default(),
+            reads: Arc::default(),
+        }
+    }
 }
 
 impl BlockDevice for Hinted {
     fn read_at(&self, off: u64, buf: &mut [u8]) -> Result<()> {
+        self.reads.lock().unwrap().push((off, buf.len()));
         self.mem.read_at(off, buf)
     }
     fn write_at(&self, off: u64, buf: &[u8]) -> Result<()> {
@@ -71,12 +85,8 @@ fn image(n: usize) -> (Arc<MemDevice>, Vec<u64>) {
 }
 
 fn walk_top(mem: &Arc<MemDevice>, takes_hints: bool) -> Vec<(u64, usize)> {
-    let hints = Arc::new(Mutex::new(Vec::new()));
-    let dev = Hinted {
-        mem: mem.clone(),
-        takes_hints,
-        hints: hints.clone(),
-    };
+    let dev = Hinted::new(mem, takes_hints);
+    let hints = dev.hints.clone();
     let fs = Fs::open(Box::new(dev), MountOptions::default()).unwrap();
     let top = fs.lookup(fs.root(), b"top").unwrap();
     hints.lock().unwrap().clear();
@@ -111,43 +121,16 @@ fn a_device_that_takes_no_hints_gets_none() {
     assert!(walk_top(&mem, false).is_empty());
 }
 
-/// A memory device that records the reads it serves.
-struct Reads {
-    mem: Arc<MemDevice>,
-    log: Arc<Mutex<Vec<(u64, usize)>>>,
-}
-
-impl BlockDevice for Reads {
-    fn read_at(&self, off: u64, buf: &mut [u8]) -> Result<()> {
-        self.log.lock().unwrap().push((off, buf.len()));
-        self.mem.read_at(off, buf)
-    }
-    fn write_at(&self, off: u64, buf: &[u8]) -> Result<()> {
-        self.mem.write_at(off, buf)
-    }
-    fn flush(&self) -> Result<()> {
-        self.mem.flush()
-    }
-    fn size(&self) -> u64 {
-        self.mem.size()
-    }
-}
-
 /// Under the mount's read-ahead window, a walk reads each directory
 /// block alone (its neighbours are other files' data, not what the walk
 /// wants next), while inode blocks still come a window at a time.
 #[test]
 fn directory_blocks_are_read_alone_under_the_read_ahead_window() {
     let (mem, firsts) = image(40);
-    let log = Arc::new(Mutex::new(Vec::new()));
     let window = 128u64 << 10;
-    let dev = ufs::dev::ReadAheadDevice::new(
-        Reads {
-            mem: mem.clone(),
-            log: log.clone(),
-        },
-        window,
-    );
+    let below = Hinted::new(&mem, false);
+    let log = below.reads.clone();
+    let dev = ufs::dev::ReadAheadDevice::new(below, window);
     let fs = Fs::open(Box::new(dev), MountOptions::default()).unwrap();
     let top = fs.lookup(fs.root(), b"top").unwrap();
     for e in fs.readdir(top.ino, 0, usize::MAX).unwrap() {

@@ -444,7 +444,11 @@ fn normal_mode_by_default_flushes_only_when_asked() {
         last = file(&fs, d, &format!("f{i}"), &data(i, 5000));
     }
     let mid = counted.stats();
-    assert!(mid.writes - before.writes >= 400, "{} writes", mid.writes - before.writes);
+    assert!(
+        mid.writes - before.writes >= 400,
+        "{} writes",
+        mid.writes - before.writes
+    );
     assert_eq!(mid.flushes, before.flushes, "no flush without fsync");
     fs.fsync(last).unwrap();
     assert!(counted.stats().flushes > mid.flushes, "fsync flushes");

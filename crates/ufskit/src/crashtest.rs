@@ -442,7 +442,8 @@ fn cmd_mount_crashtest(a: &CrashtestArgs) -> Result<ExitCode, String> {
         "write barrier: {}",
         match rep.config.barrier {
             Some(b) => format!("barrier={} (given)", b.name()),
-            None => "each mode's default (write in normal and sync, flush with softdep)".to_string(),
+            None =>
+                "each mode's default (write in normal and sync, flush with softdep)".to_string(),
         }
     );
     if !rep.skipped_programs.is_empty() {

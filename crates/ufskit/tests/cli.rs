@@ -63,6 +63,12 @@ impl Drop for Mounted {
     }
 }
 
+/// What `ufskit stats --json` reports for the mount at `mnt`.
+fn stats_json(mnt: &Path) -> serde_json::Value {
+    let out = run(ufskit().args(["stats", "--json"]).arg(mnt));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 fn fsck_clean(img: &Path) {
     let out = ufskit().args(["fsck", "-n"]).arg(img).output().unwrap();
     assert!(
@@ -552,11 +558,7 @@ fn fuse_round_trips_per_created_file() {
         let m = Mounted::new(&img, &mnt, &[opts]);
         let d = mnt.join("d");
         std::fs::create_dir(&d).unwrap();
-        let counts = || -> serde_json::Value {
-            let out = run(ufskit().args(["stats", "--json"]).arg(&mnt));
-            let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-            v["fuse_requests"]["by_op"].clone()
-        };
+        let counts = || -> serde_json::Value { stats_json(&mnt)["fuse_requests"]["by_op"].clone() };
         let before = counts();
         let n = 300u64;
         for i in 0..n {
@@ -658,8 +660,7 @@ fn readdirplus_option_decides_the_listing_request() {
     ] {
         let m = Mounted::new(&img, &mnt, &[opt]);
         assert_eq!(std::fs::read_dir(mnt.join("d")).unwrap().count(), 50);
-        let out = run(ufskit().args(["stats", "--json"]).arg(&mnt));
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let v = stats_json(&mnt);
         let by = &v["fuse_requests"]["by_op"];
         let n = |k: &str| by[k].as_u64().unwrap_or(0);
         assert_eq!(n("readdirplus") > 0, plus, "{opt}: {by}");
@@ -709,11 +710,7 @@ fn dircache_opens_directories_without_a_request_and_lists_changes_at_once() {
     let t = tempfile::tempdir().unwrap();
     let img = new_image(t.path(), "dc.img", "64m");
     let mnt = t.path().join("m");
-    let requests = |mnt: &Path| {
-        let out = run(ufskit().args(["stats", "--json"]).arg(mnt));
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        v["fuse_requests"]["by_op"].clone()
-    };
+    let requests = |mnt: &Path| stats_json(mnt)["fuse_requests"]["by_op"].clone();
     let n = |by: &serde_json::Value, k: &str| by[k].as_u64().unwrap_or(0);
     let listing = |by: &serde_json::Value| n(by, "readdir") + n(by, "readdirplus");
     {
@@ -728,7 +725,11 @@ fn dircache_opens_directories_without_a_request_and_lists_changes_at_once() {
             assert_eq!(std::fs::read_dir(mnt.join("d")).unwrap().count(), 50);
         }
         let again = requests(&mnt);
-        assert_eq!(listing(&again), listing(&first), "cached listings asked: {again}");
+        assert_eq!(
+            listing(&again),
+            listing(&first),
+            "cached listings asked: {again}"
+        );
         std::fs::write(mnt.join("d/new"), b"y").unwrap();
         std::fs::remove_file(mnt.join("d/f3")).unwrap();
         let mut names: Vec<String> = std::fs::read_dir(mnt.join("d"))
@@ -784,13 +785,11 @@ fn write_barrier_follows_the_mode_and_the_option() {
     }
     let t = tempfile::tempdir().unwrap();
     let img = t.path().join("wb.img");
-    run(ufskit().args(["newfs", "--no-soft-updates", "-s", "64m"]).arg(&img));
+    run(ufskit()
+        .args(["newfs", "--no-soft-updates", "-s", "64m"])
+        .arg(&img));
     let mnt = t.path().join("m");
-    let order = |mnt: &Path| {
-        let out = run(ufskit().args(["stats", "--json"]).arg(mnt));
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        v["order"].clone()
-    };
+    let order = |mnt: &Path| stats_json(mnt)["order"].clone();
     for (opts, barrier, flushing) in [
         (&[][..], "write", false),
         (&["barrier=flush"][..], "flush", true),
@@ -825,7 +824,10 @@ fn write_barrier_follows_the_mode_and_the_option() {
         .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("option barrier takes flush or write, not 'sometimes'"), "{err}");
+    assert!(
+        err.contains("option barrier takes flush or write, not 'sometimes'"),
+        "{err}"
+    );
     fsck_clean(&img);
 }
 
@@ -955,10 +957,7 @@ fn default_mount_transport_and_requests_per_stat_and_unlink() {
     let img = new_image(t.path(), "img", "256m");
     let mnt = t.path().join("m");
     let m = Mounted::new(&img, &mnt, &[]);
-    let stats = || -> serde_json::Value {
-        let out = run(ufskit().args(["stats", "--json"]).arg(&mnt));
-        serde_json::from_slice(&out.stdout).unwrap()
-    };
+    let stats = || stats_json(&mnt);
     let uring_kernel = Path::new("/sys/module/fuse/parameters/enable_uring").exists();
     let d = mnt.join("d");
     std::fs::create_dir(&d).unwrap();
@@ -1031,11 +1030,7 @@ fn idle_mount_gives_cache_back() {
     let img = new_image(t.path(), "img", "1g");
     let mnt = t.path().join("m");
     let m = Mounted::new(&img, &mnt, &["syncer=1", "cache=512M"]);
-    let cached = || -> u64 {
-        let out = run(ufskit().args(["stats", "--json"]).arg(&mnt));
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        v["cache"]["bytes_cached"].as_u64().unwrap()
-    };
+    let cached = || -> u64 { stats_json(&mnt)["cache"]["bytes_cached"].as_u64().unwrap() };
     let data = vec![0x5au8; 1 << 20];
     let mut f = std::fs::File::create(mnt.join("big")).unwrap();
     for _ in 0..200 {

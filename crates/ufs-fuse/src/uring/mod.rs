@@ -885,7 +885,12 @@ mod tests {
                     continue;
                 }
                 let k = seen.iter().filter(|s| **s == n).count();
-                assert_eq!(k, 1, "dircache={dircache}: {} listed {k} times", String::from_utf8_lossy(&n));
+                assert_eq!(
+                    k,
+                    1,
+                    "dircache={dircache}: {} listed {k} times",
+                    String::from_utf8_lossy(&n)
+                );
             }
             if dircache {
                 assert_eq!(svc.listings_kept(), 0, "listing kept after its end");
@@ -909,7 +914,11 @@ mod tests {
             &dispatch(
                 &svc,
                 &header(op::MKDIR, 1),
-                MkdirIn { mode: 0o755, umask: 0 }.as_bytes(),
+                MkdirIn {
+                    mode: 0o755,
+                    umask: 0,
+                }
+                .as_bytes(),
                 b"d\0",
             )
             .unwrap(),
@@ -950,7 +959,10 @@ mod tests {
             let _ = dispatch(&svc, &header(op::UNLINK, d), &[], gone.as_bytes());
             batch += 1;
         }
-        assert!(batch * 40 > crate::service::MAX_UNOPENED_LISTINGS, "{batch} batches");
+        assert!(
+            batch * 40 > crate::service::MAX_UNOPENED_LISTINGS,
+            "{batch} batches"
+        );
         for i in batch..40 {
             let n = format!("name-{i:03}").into_bytes();
             let k = seen.iter().filter(|s| **s == n).count();

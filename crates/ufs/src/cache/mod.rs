@@ -1117,7 +1117,7 @@ impl BufferCache {
     /// [`Barrier::Flush`]: crate::order::Barrier::Flush
     /// [`Barrier::Write`]: crate::order::Barrier::Write
     pub fn force_ids(&mut self, ids: &[ChangeId]) -> Result<()> {
-        let flushes = self.ledger.barrier() == crate::order::Barrier::Flush;
+        let flush_each_round = self.ledger.barrier() == crate::order::Barrier::Flush;
         for _round in 0..100_000 {
             let pending: Vec<ChangeId> = ids
                 .iter()
@@ -1145,7 +1145,7 @@ impl BufferCache {
                     wrote = true;
                 }
             }
-            if flushes {
+            if flush_each_round {
                 self.flush()?;
             }
             if !wrote && self.ledger.pending() == before {
@@ -1252,7 +1252,7 @@ impl BufferCache {
         // With completion as the barrier, a round's writes are durable as
         // they complete: one flush at the end makes it all survive a power
         // cut too (what sync and fsync promise in every mode).
-        let flushes = self.ledger.barrier() == crate::order::Barrier::Flush;
+        let flush_each_round = self.ledger.barrier() == crate::order::Barrier::Flush;
         loop {
             let before = self.ledger.pending();
             let mut whole: Vec<u64> = self
@@ -1286,7 +1286,7 @@ impl BufferCache {
             if !wrote {
                 self.write_all()?;
             }
-            if flushes || self.dirty_count() == 0 {
+            if flush_each_round || self.dirty_count() == 0 {
                 self.flush()?;
             }
             if self.dirty_count() == 0 {

@@ -544,6 +544,19 @@ pub struct ReadAheadDevice<D: BlockDevice> {
 }
 
 impl<D: BlockDevice> ReadAheadDevice<D> {
+    /// Fills `out` from the window `w` if it holds all of `off..off+len`.
+    fn from_window(w: &Option<(u64, Vec<u8>)>, off: u64, out: &mut [u8]) -> bool {
+        let Some((start, data)) = w else {
+            return false;
+        };
+        if off < *start || off + out.len() as u64 > start + data.len() as u64 {
+            return false;
+        }
+        let o = (off - start) as usize;
+        out.copy_from_slice(&data[o..o + out.len()]);
+        true
+    }
+
     /// `window` bytes per read-ahead (a power of two).
     pub fn new(inner: D, window: u64) -> Self {
         ReadAheadDevice {
@@ -561,12 +574,8 @@ impl<D: BlockDevice> BlockDevice for ReadAheadDevice<D> {
             return self.inner.read_at(off, out);
         }
         let mut g = self.buf.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((start, data)) = g.as_ref() {
-            if off >= *start && off + len <= start + data.len() as u64 {
-                let o = (off - start) as usize;
-                out.copy_from_slice(&data[o..o + out.len()]);
-                return Ok(());
-            }
+        if Self::from_window(&g, off, out) {
+            return Ok(());
         }
         let start = off & !(self.window - 1);
         let end = (start + self.window).min(self.inner.size()).max(off + len);
@@ -579,13 +588,8 @@ impl<D: BlockDevice> BlockDevice for ReadAheadDevice<D> {
     }
     fn read_single(&self, off: u64, out: &mut [u8]) -> Result<()> {
         let g = self.buf.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((start, data)) = g.as_ref() {
-            let len = out.len() as u64;
-            if off >= *start && off + len <= start + data.len() as u64 {
-                let o = (off - start) as usize;
-                out.copy_from_slice(&data[o..o + out.len()]);
-                return Ok(());
-            }
+        if Self::from_window(&g, off, out) {
+            return Ok(());
         }
         drop(g);
         self.inner.read_at(off, out)
