@@ -136,6 +136,16 @@ pub struct UfsFuse {
 }
 
 impl UfsFuse {
+    /// The open flags of the reply to OPEN or CREATE with open(2) flags
+    /// `flags` ([`crate::service::Service::direct_io`]).
+    fn fopen_flags(&self, flags: u32) -> FopenFlags {
+        if self.svc.direct_io(flags) {
+            FopenFlags::FOPEN_DIRECT_IO
+        } else {
+            FopenFlags::empty()
+        }
+    }
+
     pub fn new(svc: Arc<Service>, offer_uring: bool) -> Self {
         UfsFuse {
             svc,
@@ -435,7 +445,7 @@ impl Filesystem for UfsFuse {
         // file's cached pages, so the reads after an open reach the engine
         // and update atime (relatime); zero-message opens would keep the
         // cache and serve them without a word to the file system.
-        reply.opened(FileHandle(0), FopenFlags::empty());
+        reply.opened(FileHandle(0), self.fopen_flags(flags.0 as u32));
     }
 
     fn read(
@@ -681,7 +691,7 @@ impl Filesystem for UfsFuse {
         name: &OsStr,
         mode: u32,
         umask: u32,
-        _flags: i32,
+        flags: i32,
         reply: ReplyCreate,
     ) {
         self.serve(req, Op::Create);
@@ -694,7 +704,7 @@ impl Filesystem for UfsFuse {
                 &file_attr(&a),
                 generation(&a),
                 FileHandle(0),
-                FopenFlags::empty(),
+                self.fopen_flags(flags as u32),
             ),
             Err(e) => reply.error(err(e)),
         }

@@ -862,6 +862,21 @@ impl Service {
         Ok(())
     }
 
+    /// Whether an open with `flags` (the open(2) flags) bypasses the
+    /// kernel's page cache for its writes (FOPEN_DIRECT_IO): yes for a
+    /// write-only open without `-o writeback`. Such a file descriptor can
+    /// neither read nor be mapped, so it loses no caching, while its
+    /// writes arrive one request per write(2): through the page cache a
+    /// write that starts inside a page not cached is cut at that page's
+    /// end (two requests for each of tar's 10 KiB records), and the first
+    /// write to each file asks for `security.capability` (one more). The
+    /// kernel drops cached pages the write covers, so other open files see
+    /// the new data; setuid/setgid are killed here (FUSE_WRITE_KILL_SUIDGID)
+    /// and the capability attribute by the engine ([`ufs::Fs::write_killing`]).
+    pub fn direct_io(&self, flags: u32) -> bool {
+        !self.writeback && flags & libc::O_ACCMODE as u32 == libc::O_WRONLY as u32
+    }
+
     /// OPENDIR: a handle for the listing, or ENOSYS with `dircache`
     /// (the kernel then opens directories without asking, and without
     /// RELEASEDIR). Access was checked by the kernel (default_permissions).

@@ -700,6 +700,9 @@ impl Fs {
     /// [`write`](Self::write) with the setuid decision made by the caller
     /// (the FUSE kernel knows whether the writer may keep it, and says so
     /// with FUSE_WRITE_KILL_SUIDGID; write-back data arrives as root).
+    /// Either way a written file loses Linux's `security.capability`
+    /// attribute, as on Linux (the kernel does not ask for it on writes
+    /// that bypass its page cache).
     pub fn write_killing(
         &self,
         ino: u64,
@@ -1155,6 +1158,9 @@ impl Fs {
         touch(&mut di, true, true, false);
         if kill {
             kill_suid(&mut di);
+        }
+        if r.is_ok() {
+            xattr::drop_capability(c, ino, &mut di, cred)?;
         }
         c.write_inode(ino, &di)?;
         r

@@ -423,3 +423,43 @@ fn a_stray_pointer_releases_nothing() {
     );
     unmount(fs);
 }
+
+/// A write takes Linux's capability attribute (`security.capability`,
+/// kept in the system namespace) off the file, whoever writes, as Linux's
+/// kernel does; other attributes stay, and the area shrinks on disk.
+#[test]
+fn a_write_drops_the_capability_attribute_only() {
+    let dev = image();
+    let fs = mount(&dev);
+    let f = file_with_attr(&fs, b"kept");
+    let cap = b"security.capability";
+    fs.setxattr(
+        f,
+        XattrNs::System,
+        cap,
+        &[1, 0, 0, 2, 0x20, 0, 0, 0],
+        XattrSet::Either,
+        Cred::ROOT,
+    )
+    .unwrap();
+    let g = file(&fs, "g");
+    fs.write(g, 0, b"no attributes at all", Cred::ROOT).unwrap();
+    fs.write_killing(f, 0, b"data", Cred::ROOT, false).unwrap();
+    let err = fs
+        .getxattr(f, XattrNs::System, cap, Cred::ROOT)
+        .unwrap_err();
+    assert_eq!(err.kind, ErrorKind::NoData, "{err}");
+    assert_eq!(
+        fs.getxattr(f, XattrNs::User, b"a", Cred::ROOT).unwrap(),
+        b"kept"
+    );
+    assert_eq!(fs.read(f, 0, 4).unwrap(), b"data");
+    unmount(fs);
+    let names: Vec<_> = parse_area(&disk_area(&dev, f))
+        .unwrap()
+        .into_iter()
+        .map(|a: ExtAttr| (a.namespace, a.name))
+        .collect();
+    assert_eq!(names, vec![(EXTATTR_NAMESPACE_USER, b"a".to_vec())]);
+    check_clean(&dev);
+}

@@ -63,6 +63,9 @@ pub mod fattr {
 
 /// `fuse_getattr_in.getattr_flags`: the request names an open file.
 pub const GETATTR_FH: u32 = 1 << 0;
+/// `fuse_open_out.open_flags`: the file's reads and writes bypass the
+/// page cache.
+pub const FOPEN_DIRECT_IO: u32 = 1 << 0;
 /// `fuse_write_in.write_flags`: the writer must clear setuid/setgid.
 pub const WRITE_KILL_SUIDGID: u32 = 1 << 2;
 

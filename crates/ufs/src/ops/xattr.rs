@@ -207,6 +207,35 @@ impl Fs {
     }
 }
 
+/// The system-namespace name under which Linux's `security.capability`
+/// (a file's capability set) is kept.
+pub const CAPABILITY_ATTR: &[u8] = b"security.capability";
+
+/// Linux's rule for a file written to (`cap_inode_killpriv`, applied by
+/// its kernel through `file_remove_privs`): the file loses its capability
+/// set. `di` is changed in memory; the caller writes the inode. A file
+/// without an attribute area costs nothing here.
+pub(super) fn drop_capability(
+    c: &mut FsCore,
+    ino: u64,
+    di: &mut ufs_format::Dinode,
+    cred: Cred,
+) -> Result<()> {
+    if di.di_extsize() == 0 {
+        return Ok(());
+    }
+    let mut attrs = c.ext_attrs(ino, di)?;
+    let Some(i) = attrs
+        .iter()
+        .position(|a| a.namespace == EXTATTR_NAMESPACE_SYSTEM && a.name == CAPABILITY_ATTR)
+    else {
+        return Ok(());
+    };
+    attrs.remove(i);
+    let area = extattr::encode_area(&attrs);
+    c.replace_ext_area(ino, di, &area, cred.reserve())
+}
+
 /// Stores `attrs` as the attribute area of `ino` (whose inode is `di`)
 /// and the inode with a new ctime. `adds`: the change puts an attribute
 /// on the inode, which only regular files and directories take.
