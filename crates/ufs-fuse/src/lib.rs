@@ -17,6 +17,7 @@ pub mod control;
 mod devfuse;
 mod mountinfo;
 pub mod pressure;
+mod reaper;
 pub mod requests;
 pub mod service;
 pub mod uring;
@@ -451,6 +452,7 @@ fn serve_fs(
         }
     };
     signals.mounted();
+    let reaper = reaper::Reaper::start(fs.clone(), svc.bell.clone());
     let syncer = Syncer::start(fs.clone(), cfg.sync_interval, requests.clone());
     let disk_model = cfg.disk.as_ref().map(|d| d.name.to_string());
     let control = match control::Control::start(fs.clone(), requests, mountpoint, disk_model) {
@@ -514,6 +516,7 @@ fn serve_fs(
         r.join();
     }
     signals.stop();
+    reaper.stop();
     syncer.stop();
     if let Some(c) = control {
         c.stop();

@@ -246,6 +246,8 @@ pub struct Service {
     /// Write-back caching: the channel for telling the kernel its cached
     /// attributes of an inode are stale (set once the session exists).
     pub(crate) notifier: Arc<Mutex<Option<fuser::Notifier>>>,
+    /// Wakes the thread that applies forgets no request applied.
+    pub(crate) bell: Arc<crate::reaper::Bell>,
     /// Write-back caching: files whose cached data the engine refused for
     /// lack of space. The writer learns it at its next write(): the
     /// kernel's attributes of the file are invalidated, so that write asks
@@ -399,6 +401,7 @@ impl Service {
             },
             requests: Arc::new(Requests::default()),
             notifier: Arc::new(Mutex::new(None)),
+            bell: Arc::default(),
             out_of_space: Mutex::new(HashSet::new()),
             xattrs: true,
             acls: true,
@@ -511,11 +514,11 @@ impl Service {
     }
 
     /// The kernel dropped `n` references to `nodeid`.
+    /// FORGET: queued for the next request, or the reaper, to apply
+    /// (see [`crate::reaper`]).
     pub fn forget(&self, nodeid: u64, n: u64) {
-        let ino = to_ufs(nodeid);
-        if let Err(e) = self.fs.forget(ino, n) {
-            log(format_args!("forget of inode {ino}: {e}"));
-        }
+        self.fs.forget_later(to_ufs(nodeid), n);
+        self.bell.ring();
     }
 
     /// `with_handle`: the kernel asks on behalf of an open file (a write

@@ -10,6 +10,11 @@
 //! - Link counts follow FFS: a directory has 2 + number of subdirectories;
 //!   an inode is freed when its link count is 0 and no kernel lookup
 //!   reference remains (`remember`/`forget`).
+//! - Kernel references dropped with [`Fs::forget_later`] wait in a queue
+//!   of their own (never behind the engine lock) and are applied at the
+//!   start of the next operation that changes anything, at `statfs`, at
+//!   unmount, or by [`Fs::apply_forgets`]; until then their inodes stay
+//!   allocated, as an open unlinked file's does.
 //! - Directory depth (`di_dirdepth`, FreeBSD 14 fsck checks it) is the
 //!   parent's plus one, root 0, kept right across renames.
 mod acl;
@@ -161,6 +166,17 @@ pub enum RenameMode {
 pub struct Fs {
     core: Mutex<FsCore>,
     calls: crate::calls::Calls,
+    /// Kernel references dropped but not yet applied (inode, count).
+    forgets: Mutex<Vec<(u64, u64)>>,
+    /// `forgets` may be non-empty (set after a push, cleared before a take).
+    forgets_pending: std::sync::atomic::AtomicBool,
+    /// Deferred forgets that failed, for the caller to report.
+    forget_errors: Mutex<Vec<(u64, Error)>>,
+}
+
+/// A lock around plain data (no invariant a panic could break).
+fn lock_plain<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 fn attr_of(ino: u64, di: &Dinode, bsize: u64) -> Result<Attr> {
@@ -242,6 +258,9 @@ impl Fs {
         Ok(Fs {
             core: Mutex::new(FsCore::open(dev, opts)?),
             calls: Default::default(),
+            forgets: Mutex::new(Vec::new()),
+            forgets_pending: std::sync::atomic::AtomicBool::new(false),
+            forget_errors: Mutex::new(Vec::new()),
         })
     }
 
@@ -593,6 +612,7 @@ impl Fs {
     /// failed half-way and undid itself.
     fn finish<T>(&self, f: impl FnOnce(&mut FsCore) -> Result<T>) -> Result<T> {
         let mut op = Op::begin(self.lock());
+        self.forget_queued(&mut op);
         let r = f(&mut op);
         let e = op.end();
         let v = r?;
@@ -604,6 +624,52 @@ impl Fs {
     pub fn forget(&self, ino: u64, n: u64) -> Result<()> {
         let r = self.finish(|c| Self::forget_op(c, ino, n));
         self.counted(Call::Other, 0, r)
+    }
+
+    /// [`forget`](Self::forget) without the engine lock: queued, and
+    /// applied by whichever operation takes the lock next (see the module's
+    /// invariants). A FUSE daemon receives forgets on threads of their own;
+    /// applied there, each would contend for the lock with the request
+    /// that follows it (a cross-CPU sleep and wake-up per `unlink`).
+    pub fn forget_later(&self, ino: u64, n: u64) {
+        lock_plain(&self.forgets).push((ino, n));
+        self.forgets_pending
+            .store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    /// Whether forgets wait in the queue.
+    pub fn forgets_pending(&self) -> bool {
+        self.forgets_pending
+            .load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Applies the queued forgets now (one operation); returns those that
+    /// failed since the last call, here or in another operation.
+    pub fn apply_forgets(&self) -> Vec<(u64, Error)> {
+        if self.forgets_pending() {
+            let _ = self.finish(|_| Ok(()));
+        }
+        std::mem::take(&mut *lock_plain(&self.forget_errors))
+    }
+
+    /// Applies the queued forgets inside the operation `c` has begun.
+    fn forget_queued(&self, c: &mut FsCore) {
+        // Looked at before it is swapped: most operations find nothing
+        // queued, and a load leaves the flag's cache line shared.
+        if !self.forgets_pending()
+            || !self
+                .forgets_pending
+                .swap(false, std::sync::atomic::Ordering::AcqRel)
+        {
+            return;
+        }
+        let batch = std::mem::take(&mut *lock_plain(&self.forgets));
+        for (ino, n) in batch {
+            self.calls.count(Call::Other, 0);
+            if let Err(e) = Self::forget_op(c, ino, n) {
+                lock_plain(&self.forget_errors).push((ino, e));
+            }
+        }
     }
 
     /// Creates a regular file, fifo, socket or device node.
@@ -1178,6 +1244,11 @@ impl Fs {
     }
 
     pub fn statfs(&self) -> StatFs {
+        // Files removed a moment ago count as free (their forgets, queued
+        // behind the removal, are applied first).
+        if self.forgets_pending() {
+            let _ = self.finish(|_| Ok(()));
+        }
         let c = self.lock();
         let t = c.sb.fs_cstotal();
         let g = c.g;
@@ -1217,6 +1288,10 @@ impl Fs {
 
     /// Flushes, frees orphans and marks the file system clean.
     pub fn unmount(&self) -> Result<()> {
+        let failed = self.apply_forgets();
+        if let Some((ino, e)) = failed.into_iter().next() {
+            return Err(Error::new(e.kind, format!("releasing inode {ino}: {e}")));
+        }
         self.lock().unmount()
     }
 

@@ -58,7 +58,12 @@ impl Mounted {
 impl Drop for Mounted {
     fn drop(&mut self) {
         if self.live {
-            let _ = ufskit().arg("umount").arg(&self.dir).output();
+            // A test that failed may still hold files open in the mount:
+            // detach it so that no daemon outlives the test run.
+            let clean = ufskit().arg("umount").arg(&self.dir).output();
+            if !clean.is_ok_and(|o| o.status.success()) {
+                let _ = Command::new("umount").arg("-l").arg(&self.dir).output();
+            }
         }
     }
 }
