@@ -124,3 +124,38 @@ fn run(fs: &ufs::Fs, bell: &Bell) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn forgets_no_request_applies_are_applied_after_the_delay() {
+        let dev = ufs::dev::MemDevice::new(32 << 20);
+        ufs::newfs::newfs(&dev, &ufs::newfs::NewfsParams::default()).unwrap();
+        let fs = Arc::new(ufs::Fs::open(Box::new(dev), ufs::MountOptions::default()).unwrap());
+        let bell = Arc::new(Bell::default());
+        let reaper = Reaper::start(fs.clone(), bell.clone());
+        for round in 0..3 {
+            let name = format!("f{round}");
+            let f = fs
+                .mknod(fs.root(), name.as_bytes(), 0o100644, 0, ufs::Cred::ROOT)
+                .unwrap()
+                .ino;
+            fs.remember(f);
+            fs.unlink(fs.root(), name.as_bytes()).unwrap();
+            fs.forget_later(f, 1);
+            bell.ring();
+            let t = std::time::Instant::now();
+            while fs.forgets_pending() && t.elapsed() < Duration::from_secs(5) {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            assert!(!fs.forgets_pending(), "round {round}: still queued");
+            assert!(t.elapsed() >= REAP_DELAY / 2, "applied before the delay");
+            assert!(fs.getattr(f).is_err(), "round {round}: inode {f} not freed");
+            // The thread goes back to sleep between bursts.
+            std::thread::sleep(REAP_DELAY * 3);
+        }
+        reaper.stop();
+    }
+}
