@@ -2,7 +2,8 @@
 //! listens on, through which `ufskit stats DIR` reads the engine's
 //! counters and asks for a dirhash low-memory event. (Extended attributes
 //! would have been the obvious carrier, but a FUSE server that answers
-//! `getxattr` is asked for `security.capability` on every write.)
+//! `getxattr` is asked for `security.capability` at every chown and at
+//! writes through the page cache.)
 //!
 //! Invariants: one request per connection, one JSON line each way; the
 //! socket lives at a path computed from the mount point alone (so a client
