@@ -1225,10 +1225,14 @@ impl Fs {
         if kill {
             kill_suid(&mut di);
         }
-        if r.is_ok() {
-            xattr::drop_capability(c, ino, &mut di, cred)?;
-        }
+        // The inode is stored whatever happens to the capability (its
+        // blocks changed).
+        let dropped = match r {
+            Ok(_) => xattr::drop_capability(c, ino, &mut di, cred),
+            Err(_) => Ok(()),
+        };
         c.write_inode(ino, &di)?;
+        dropped?;
         r
     }
 
