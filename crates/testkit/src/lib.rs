@@ -1,5 +1,6 @@
 //! Helpers shared by the engine's integration tests: building source trees,
-//! making images with Debian's makefs, and walking a mounted `Fs`.
+//! making images with Debian's makefs or in memory, and walking a mounted
+//! `Fs`.
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -101,6 +102,22 @@ pub enum Node {
     Dir,
     Symlink(Vec<u8>),
     Other(FileKind),
+}
+
+/// A fresh file system of `bytes` in memory, made the same way every time
+/// (seeded allocator, fixed time).
+pub fn mem_image(bytes: u64) -> std::sync::Arc<ufs::dev::MemDevice> {
+    let dev = std::sync::Arc::new(ufs::dev::MemDevice::new(bytes));
+    ufs::newfs::newfs(
+        &*dev,
+        &ufs::newfs::NewfsParams {
+            seed: Some(1),
+            time: Some(1_700_000_000),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    dev
 }
 
 pub fn hash(data: &[u8]) -> u64 {

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use ufs::dev::{BlockDevice, MemDevice};
 use ufs::fs::read_superblock;
 use ufs::fsck::{fsck, FsckMode};
-use ufs::newfs::{newfs, NewfsParams};
 use ufs::{Cred, ErrorKind, Fs, MountOptions, XattrNs, XattrSet};
 use ufs_format::extattr::{parse_area, ExtAttr, EXTATTR_NAMESPACE_SYSTEM, EXTATTR_NAMESPACE_USER};
 use ufs_format::{Dinode, DINODE_SIZE};
@@ -18,17 +17,7 @@ const USER: Cred = Cred {
 };
 
 fn image() -> Arc<MemDevice> {
-    let dev = Arc::new(MemDevice::new(64 << 20));
-    newfs(
-        &*dev,
-        &NewfsParams {
-            seed: Some(1),
-            time: Some(1_700_000_000),
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    dev
+    testkit::mem_image(64 << 20)
 }
 
 fn mount(dev: &Arc<MemDevice>) -> Fs {

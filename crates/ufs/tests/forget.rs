@@ -4,25 +4,8 @@
 //! which the next change, `statfs` or the unmount does; a forget that
 //! arrives with a new reference to the same inode outstanding leaves the
 //! inode alone.
-use std::sync::Arc;
-use ufs::dev::MemDevice;
 use ufs::fsck::{fsck, FsckMode};
-use ufs::newfs::{newfs, NewfsParams};
 use ufs::{Cred, ErrorKind, Fs, MountOptions};
-
-fn image() -> Arc<MemDevice> {
-    let dev = Arc::new(MemDevice::new(64 << 20));
-    newfs(
-        &*dev,
-        &NewfsParams {
-            seed: Some(1),
-            time: Some(1_700_000_000),
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    dev
-}
 
 /// A 1 MB file the kernel holds a reference to, unlinked.
 fn unlinked_but_referenced(fs: &Fs, name: &[u8]) -> u64 {
@@ -38,7 +21,7 @@ fn unlinked_but_referenced(fs: &Fs, name: &[u8]) -> u64 {
 
 #[test]
 fn queued_forgets_free_at_the_next_change_at_statfs_and_at_unmount() {
-    let dev = image();
+    let dev = testkit::mem_image(64 << 20);
     let fs = Fs::open(Box::new(dev.clone()), MountOptions::default()).unwrap();
     let full = fs.statfs().bfree;
     // Applied by the next change.

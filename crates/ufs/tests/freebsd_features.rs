@@ -8,21 +8,11 @@ use std::sync::Arc;
 use ufs::dev::{BlockDevice, MemDevice};
 use ufs::fs::read_superblock;
 use ufs::fsck::{fsck, FsckMode};
-use ufs::newfs::{newfs, NewfsParams};
 use ufs::{Cred, ErrorKind, Fs, MountOptions};
 use ufs_format::{FS_DOSOFTDEP, FS_GJOURNAL, FS_SUJ};
 
 fn image(edit: impl FnOnce(&mut ufs_format::sb::Superblock)) -> Arc<MemDevice> {
-    let dev = Arc::new(MemDevice::new(128 << 20));
-    newfs(
-        &*dev,
-        &NewfsParams {
-            seed: Some(1),
-            time: Some(1_700_000_000),
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let dev = testkit::mem_image(128 << 20);
     let (mut sb, _, loc) = read_superblock(&*dev).unwrap();
     edit(&mut sb);
     dev.write_at(loc, &sb.to_disk_bytes()).unwrap();
