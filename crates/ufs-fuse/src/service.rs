@@ -338,6 +338,10 @@ fn linux_name(ns: ufs::XattrNs, name: &[u8]) -> (Vec<u8>, bool) {
     }
 }
 
+/// How long an operation that found the disk full waits for the forgets
+/// of removed files ([`Service::retry_when_full`]).
+pub const FULL_WAIT: Duration = Duration::from_millis(50);
+
 /// The credentials a `security.*` request runs with: the kernel has
 /// decided already (its capability and LSM hooks gate a process's own
 /// `setxattr`/`removexattr` of these names, CAP_SETFCAP or CAP_SYS_ADMIN),
@@ -494,6 +498,31 @@ impl Service {
     fn note_out_of_space(&self, ino: u64) {
         lock(&self.out_of_space).insert(ino);
         self.inval_inode_later(ino, -1, "telling the kernel it is full:");
+    }
+
+    /// Runs `op` (an engine call that changes nothing when it fails), and
+    /// again when it failed for want of space while removed files still
+    /// held theirs: the kernel's FORGETs that free them travel on
+    /// `/dev/fuse`, unordered with the requests on the io_uring rings, so
+    /// `rm big; cp new .` on a full disk could otherwise see ENOSPC for
+    /// space that is free a moment later. Waits at most [`FULL_WAIT`] for
+    /// forgets to arrive; a file held open keeps its space, and the error
+    /// stands.
+    fn retry_when_full<T>(&self, op: impl Fn() -> ufs::Result<T>) -> ufs::Result<T> {
+        let mut r = op();
+        let deadline = std::time::Instant::now() + FULL_WAIT;
+        while matches!(&r, Err(e) if e.kind == ufs::ErrorKind::NoSpace)
+            && std::time::Instant::now() < deadline
+            && self.fs.has_orphans()
+        {
+            if self.fs.forgets_pending() {
+                // The operation applies them first.
+                r = op();
+            } else {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        r
     }
 
     /// A new kernel reference to what `r` found or made.
@@ -720,12 +749,14 @@ impl Service {
         umask: u32,
     ) -> Result<Attr, Errno> {
         let parent = to_ufs(parent);
-        self.entry(if self.acls {
-            self.fs
-                .mknod_umask(parent, name, mode, rdev, umask, c.cred())
-        } else {
-            self.fs.mknod(parent, name, mode, rdev, c.cred())
-        })
+        self.entry(self.retry_when_full(|| {
+            if self.acls {
+                self.fs
+                    .mknod_umask(parent, name, mode, rdev, umask, c.cred())
+            } else {
+                self.fs.mknod(parent, name, mode, rdev, c.cred())
+            }
+        }))
     }
 
     pub fn mkdir(
@@ -737,11 +768,13 @@ impl Service {
         umask: u32,
     ) -> Result<Attr, Errno> {
         let parent = to_ufs(parent);
-        self.entry(if self.acls {
-            self.fs.mkdir_umask(parent, name, mode, umask, c.cred())
-        } else {
-            self.fs.mkdir(parent, name, mode, c.cred())
-        })
+        self.entry(self.retry_when_full(|| {
+            if self.acls {
+                self.fs.mkdir_umask(parent, name, mode, umask, c.cred())
+            } else {
+                self.fs.mkdir(parent, name, mode, c.cred())
+            }
+        }))
     }
 
     pub fn unlink(&self, parent: u64, name: &[u8]) -> Result<(), Errno> {
@@ -759,7 +792,7 @@ impl Service {
         name: &[u8],
         target: &[u8],
     ) -> Result<Attr, Errno> {
-        self.entry(self.fs.symlink(to_ufs(parent), name, target, c.cred()))
+        self.entry(self.retry_when_full(|| self.fs.symlink(to_ufs(parent), name, target, c.cred())))
     }
 
     /// `flags`: `RENAME_NOREPLACE`, `RENAME_EXCHANGE`; anything else
@@ -804,7 +837,9 @@ impl Service {
     }
 
     pub fn link(&self, nodeid: u64, newparent: u64, newname: &[u8]) -> Result<Attr, Errno> {
-        self.entry(self.fs.link(to_ufs(nodeid), to_ufs(newparent), newname))
+        self.entry(
+            self.retry_when_full(|| self.fs.link(to_ufs(nodeid), to_ufs(newparent), newname)),
+        )
     }
 
     pub fn read(&self, nodeid: u64, offset: u64, size: u32) -> Result<Vec<u8>, Errno> {
@@ -824,7 +859,7 @@ impl Service {
         kill: bool,
     ) -> Result<u32, Errno> {
         let ino = to_ufs(nodeid);
-        match self.fs.write_killing(ino, offset, data, c.cred(), kill) {
+        match self.retry_when_full(|| self.fs.write_killing(ino, offset, data, c.cred(), kill)) {
             Ok(n) => Ok(u32::try_from(n).unwrap_or(u32::MAX)),
             Err(e) => {
                 if self.writeback && e.kind == ufs::ErrorKind::NoSpace {
@@ -1082,5 +1117,64 @@ mod tests {
         for n in [0u64, 3, 4, 1000, u64::MAX] {
             assert_eq!(to_ufs(to_fuse(n)), n);
         }
+    }
+
+    /// A file removed while the kernel still referenced it holds its space
+    /// until the FORGET; a write that finds the disk full meanwhile waits
+    /// for it (it arrives 10 ms late here) instead of failing, and fails
+    /// after [`FULL_WAIT`] when the space stays held.
+    #[test]
+    fn a_write_on_a_full_disk_waits_for_the_forget_that_frees_space() {
+        let dev = ufs::dev::MemDevice::new(32 << 20);
+        ufs::newfs::newfs(&dev, &ufs::newfs::NewfsParams::default()).unwrap();
+        let fs = Arc::new(ufs::Fs::open(Box::new(dev), ufs::MountOptions::default()).unwrap());
+        let svc = Arc::new(Service::new(fs.clone(), false, false));
+        let root = Caller {
+            uid: 0,
+            gid: 0,
+            pid: 1,
+        };
+        let mk = |name: &[u8]| svc.mknod(&root, 1, name, 0o100644, 0, 0).unwrap().ino;
+        let fill = |ino: u64| {
+            let chunk = vec![1u8; 1 << 20];
+            let mut off = 0;
+            while let Ok(n) = svc.write(&root, to_fuse(ino), off, &chunk, false) {
+                if n == 0 {
+                    break;
+                }
+                off += u64::from(n);
+            }
+        };
+        let filler = mk(b"filler");
+        fill(filler);
+        let other = mk(b"other");
+        assert_eq!(
+            svc.write(&root, to_fuse(other), 0, &[2u8; 65536], false),
+            Err(libc::ENOSPC)
+        );
+        // Removed, still referenced by the kernel (mknod gave it one).
+        svc.unlink(1, b"filler").unwrap();
+        let late = {
+            let svc = svc.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(10));
+                svc.forget(to_fuse(filler), 1);
+            })
+        };
+        assert_eq!(
+            svc.write(&root, to_fuse(other), 0, &[2u8; 65536], false),
+            Ok(65536)
+        );
+        late.join().unwrap();
+        // Space held by a file still open: the error comes after the wait.
+        let held = mk(b"held");
+        fill(held);
+        svc.unlink(1, b"held").unwrap();
+        let last = mk(b"last");
+        fill(last);
+        let t = std::time::Instant::now();
+        let r = svc.write(&root, to_fuse(last), 100 << 20, &[3u8; 4096], false);
+        assert_eq!(r, Err(libc::ENOSPC));
+        assert!(t.elapsed() >= FULL_WAIT, "gave up after {:?}", t.elapsed());
     }
 }

@@ -637,6 +637,12 @@ impl Fs {
             .store(true, std::sync::atomic::Ordering::Release);
     }
 
+    /// Whether unlinked inodes are kept for the kernel's references (their
+    /// space comes back with the forgets).
+    pub fn has_orphans(&self) -> bool {
+        !self.lock().orphans.is_empty()
+    }
+
     /// Whether forgets wait in the queue.
     pub fn forgets_pending(&self) -> bool {
         self.forgets_pending
