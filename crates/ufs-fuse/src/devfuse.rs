@@ -137,13 +137,9 @@ pub struct UfsFuse {
 
 impl UfsFuse {
     /// The open flags of the reply to OPEN or CREATE with open(2) flags
-    /// `flags` ([`crate::service::Service::direct_io`]).
+    /// `flags` ([`crate::service::Service::open_reply_flags`]).
     fn fopen_flags(&self, flags: u32) -> FopenFlags {
-        if self.svc.direct_io(flags) {
-            FopenFlags::FOPEN_DIRECT_IO
-        } else {
-            FopenFlags::empty()
-        }
+        FopenFlags::from_bits_retain(self.svc.open_reply_flags(flags))
     }
 
     pub fn new(svc: Arc<Service>, offer_uring: bool) -> Self {

@@ -900,8 +900,9 @@ impl Service {
         Ok(())
     }
 
-    /// Whether an open with `flags` (the open(2) flags) bypasses the
-    /// kernel's page cache for its writes (FOPEN_DIRECT_IO): yes for a
+    /// `fuse_open_out.open_flags` for an OPEN or CREATE with open(2) flags
+    /// `flags`, for both transports. FOPEN_DIRECT_IO (the file bypasses the
+    /// kernel's page cache) for a
     /// write-only open without `-o writeback`. Such a file descriptor can
     /// neither read nor be mapped, so it loses no caching, while its
     /// writes arrive one request per write(2): through the page cache a
@@ -911,8 +912,12 @@ impl Service {
     /// kernel drops cached pages the write covers, so other open files see
     /// the new data; setuid/setgid are killed here (FUSE_WRITE_KILL_SUIDGID)
     /// and the capability attribute by the engine ([`ufs::Fs::write_killing`]).
-    pub fn direct_io(&self, flags: u32) -> bool {
-        !self.writeback && flags & libc::O_ACCMODE as u32 == libc::O_WRONLY as u32
+    pub fn open_reply_flags(&self, flags: u32) -> u32 {
+        if !self.writeback && flags & libc::O_ACCMODE as u32 == libc::O_WRONLY as u32 {
+            crate::uring::abi::FOPEN_DIRECT_IO
+        } else {
+            0
+        }
     }
 
     /// OPENDIR: a handle for the listing, or ENOSYS with `dircache`

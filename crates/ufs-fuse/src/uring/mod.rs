@@ -273,7 +273,7 @@ pub fn dispatch(svc: &Service, h: &InHeader, op_in: &[u8], payload: &[u8]) -> Ou
             // reads after an open reach the engine and update atime.
             Ok(OpenOut {
                 fh: 0,
-                open_flags: fopen_flags(svc, o.flags),
+                open_flags: svc.open_reply_flags(o.flags),
                 backing_id: 0,
             }
             .as_bytes()
@@ -403,7 +403,7 @@ pub fn dispatch(svc: &Service, h: &InHeader, op_in: &[u8], payload: &[u8]) -> Ou
             out.extend_from_slice(
                 OpenOut {
                     fh: 0,
-                    open_flags: fopen_flags(svc, ci.flags),
+                    open_flags: svc.open_reply_flags(ci.flags),
                     backing_id: 0,
                 }
                 .as_bytes(),
@@ -413,15 +413,6 @@ pub fn dispatch(svc: &Service, h: &InHeader, op_in: &[u8], payload: &[u8]) -> Ou
         // FLUSH: nothing is buffered per open file (ENOSYS makes the
         // kernel stop sending it); anything else is not served.
         _ => Err(libc::ENOSYS),
-    }
-}
-
-/// `fuse_open_out.open_flags` for an open with open(2) flags `flags`.
-fn fopen_flags(svc: &Service, flags: u32) -> u32 {
-    if svc.direct_io(flags) {
-        FOPEN_DIRECT_IO
-    } else {
-        0
     }
 }
 
