@@ -652,10 +652,16 @@ impl Fs {
     /// Applies the queued forgets now (one operation); returns those that
     /// failed since the last call, here or in another operation.
     pub fn apply_forgets(&self) -> Vec<(u64, Error)> {
+        self.drain_forgets();
+        std::mem::take(&mut *lock_plain(&self.forget_errors))
+    }
+
+    /// Applies the queued forgets in an operation of their own, if any
+    /// (failures are kept for [`apply_forgets`](Self::apply_forgets)).
+    fn drain_forgets(&self) {
         if self.forgets_pending() {
             let _ = self.finish(|_| Ok(()));
         }
-        std::mem::take(&mut *lock_plain(&self.forget_errors))
     }
 
     /// Applies the queued forgets inside the operation `c` has begun.
@@ -1256,9 +1262,7 @@ impl Fs {
     pub fn statfs(&self) -> StatFs {
         // Files removed a moment ago count as free (their forgets, queued
         // behind the removal, are applied first).
-        if self.forgets_pending() {
-            let _ = self.finish(|_| Ok(()));
-        }
+        self.drain_forgets();
         let c = self.lock();
         let t = c.sb.fs_cstotal();
         let g = c.g;
