@@ -14,6 +14,7 @@
 //!   (SIGUSR1, handled by the same thread, drops the engine's clean cache.)
 mod affinity;
 pub mod control;
+pub mod cpulatency;
 mod devfuse;
 mod mountinfo;
 pub mod pressure;
@@ -80,6 +81,9 @@ pub struct MountConfig {
     /// Move each request thread to the CPU its client last ran on
     /// (`-o affinity=follow|off`); see `affinity.rs`.
     pub follow_clients: bool,
+    /// Hold idle CPUs polling while requests flow (`-o cpulatency=auto|off`);
+    /// see `cpulatency.rs`.
+    pub cpu_latency: bool,
     /// FUSE over io_uring (`-o uring=auto|on|off`).
     pub uring: UringMode,
     /// A modeled spinning disk between the image and the engine
@@ -453,6 +457,11 @@ fn serve_fs(
     };
     signals.mounted();
     let reaper = reaper::Reaper::start(fs.clone(), svc.bell.clone());
+    let latency = if cfg.cpu_latency {
+        cpulatency::Holder::start(svc.cpu_latency.clone(), requests.clone())
+    } else {
+        None
+    };
     let syncer = Syncer::start(fs.clone(), cfg.sync_interval, requests.clone());
     let disk_model = cfg.disk.as_ref().map(|d| d.name.to_string());
     let control = match control::Control::start(fs.clone(), requests, mountpoint, disk_model) {
@@ -517,6 +526,9 @@ fn serve_fs(
     }
     signals.stop();
     reaper.stop();
+    if let Some(l) = latency {
+        l.stop();
+    }
     syncer.stop();
     if let Some(c) = control {
         c.stop();

@@ -105,6 +105,11 @@ impl Requests {
         self.via_uring.fetch_add(1, Relaxed);
     }
 
+    /// Requests counted so far, all opcodes.
+    pub fn total(&self) -> u64 {
+        self.counts.iter().map(|c| c.load(Relaxed)).sum()
+    }
+
     pub fn snapshot(&self) -> RequestCounts {
         let by_op: std::collections::BTreeMap<&'static str, u64> = NAMES
             .iter()

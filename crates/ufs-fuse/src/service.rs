@@ -248,6 +248,9 @@ pub struct Service {
     pub(crate) notifier: Arc<Mutex<Option<fuser::Notifier>>>,
     /// Wakes the thread that applies forgets no request applied.
     pub(crate) bell: Arc<crate::reaper::Bell>,
+    /// Wakes the thread that holds idle CPUs polling while requests flow
+    /// (`-o cpulatency=auto`).
+    pub(crate) cpu_latency: Arc<crate::cpulatency::Gate>,
     /// Write-back caching: files whose cached data the engine refused for
     /// lack of space. The writer learns it at its next write(): the
     /// kernel's attributes of the file are invalidated, so that write asks
@@ -406,6 +409,7 @@ impl Service {
             requests: Arc::new(Requests::default()),
             notifier: Arc::new(Mutex::new(None)),
             bell: Arc::default(),
+            cpu_latency: Arc::default(),
             out_of_space: Mutex::new(HashSet::new()),
             xattrs: true,
             acls: true,
@@ -453,6 +457,7 @@ impl Service {
     /// the serving thread near its client.
     pub fn begin(&self, op: Op, pid: u32) {
         self.requests.count(op);
+        self.cpu_latency.touch();
         if let Some(f) = &self.follower {
             f.follow(pid);
         }
@@ -462,6 +467,7 @@ impl Service {
     /// is on the client's CPU already).
     pub fn begin_uring(&self, op: Op) {
         self.requests.count_uring(op);
+        self.cpu_latency.touch();
     }
 
     /// A directory moved to another parent: its `..` changed, which the

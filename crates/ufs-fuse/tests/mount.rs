@@ -111,6 +111,7 @@ fn child_serve() -> ! {
         sync_interval: 30,
         lowmem_watch: true,
         follow_clients: true,
+        cpu_latency: true,
         // UFSKIT_TEST_URING=off runs the harness over /dev/fuse only.
         disk: None,
         disk_sleep: false,

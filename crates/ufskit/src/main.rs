@@ -437,6 +437,7 @@ struct FuseOpts {
     readdirplus: ufs_fuse::ReaddirPlus,
     dircache: bool,
     follow_clients: bool,
+    cpu_latency: bool,
     uring: ufs_fuse::UringMode,
     disk: Option<ufs_sim::model::DiskSpec>,
     disk_sleep: bool,
@@ -484,6 +485,8 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
     let mut threads = 3;
     let mut lowmem_watch = true;
     let mut follow_clients = true;
+    // Idle CPUs poll while requests flow (see ufs-fuse's cpulatency.rs).
+    let mut cpu_latency = true;
     let mut uring = ufs_fuse::UringMode::Auto;
     let mut disk = None;
     let mut disk_sleep = false;
@@ -564,12 +567,14 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
             ("vmiodir", Some(v)) => o.vmiodir = on_off(k, v)?,
             ("affinity", Some("follow")) => follow_clients = true,
             ("affinity", Some("off")) => follow_clients = false,
+            ("cpulatency", Some("auto")) => cpu_latency = true,
+            ("cpulatency", Some("off")) => cpu_latency = false,
             ("uring", Some("auto")) => uring = ufs_fuse::UringMode::Auto,
             ("uring", Some("on")) => uring = ufs_fuse::UringMode::On,
             ("uring", Some("off")) => uring = ufs_fuse::UringMode::Off,
             _ => {
                 return Err(format!(
-                    "unknown mount option '{item}' (known: ro, rw, force, allow_other, writeback=on|off, xattr=on|off, acl=on|off, readdirplus=auto|on|off, dircache=on|off, syncer=SECS, dirpref=orlov|traditional, cache=SIZE, readahead=SIZE, seed=N, threads=N, dirhash=on|off, dirhash_maxmem=SIZE, dirhash_minsize=SIZE, dirhash_reclaimage=SECS, dirhash_check=on|off, lowmem=on|off, affinity=follow|off, uring=auto|on|off, disk=MODEL, disk_sleep=on|off, inodeorder=offset|name|hash|off, inodeorder_min=SIZE, contigdirs=on|off, normal|sync|async|softdep, barrier=flush|write, vmiodir=on|off)"
+                    "unknown mount option '{item}' (known: ro, rw, force, allow_other, writeback=on|off, xattr=on|off, acl=on|off, readdirplus=auto|on|off, dircache=on|off, syncer=SECS, dirpref=orlov|traditional, cache=SIZE, readahead=SIZE, seed=N, threads=N, dirhash=on|off, dirhash_maxmem=SIZE, dirhash_minsize=SIZE, dirhash_reclaimage=SECS, dirhash_check=on|off, lowmem=on|off, affinity=follow|off, cpulatency=auto|off, uring=auto|on|off, disk=MODEL, disk_sleep=on|off, inodeorder=offset|name|hash|off, inodeorder_min=SIZE, contigdirs=on|off, normal|sync|async|softdep, barrier=flush|write, vmiodir=on|off)"
                 ))
             }
         }
@@ -590,6 +595,7 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
             readdirplus,
             dircache,
             follow_clients,
+            cpu_latency,
             uring,
             disk,
             disk_sleep,
@@ -684,6 +690,7 @@ fn cmd_mount(a: MountArgs) -> Result<(), String> {
         sync_interval: f.sync_interval,
         lowmem_watch: f.lowmem_watch,
         follow_clients: f.follow_clients,
+        cpu_latency: f.cpu_latency,
         uring: f.uring,
         disk: f.disk,
         disk_sleep: f.disk_sleep,

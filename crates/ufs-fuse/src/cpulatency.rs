@@ -1,0 +1,285 @@
+//! While requests flow, asks the kernel to keep idle CPUs polling instead
+//! of halting, and gives the request back soon after they stop
+//! (`-o cpulatency=auto`, the default; `off` never asks).
+//!
+//! Why: every FUSE request is a hand-off between two threads. The client
+//! blocks, a ring thread serves the request, and the reply wakes the
+//! client. At that moment the ring thread still occupies its CPU, so the
+//! scheduler puts the woken client on another CPU if one is idle. On a
+//! quiet machine one is, and it is halted: nearly every round trip waits
+//! for a halted CPU to wake up (an inter-processor interrupt, and in a
+//! virtual machine a trip through the hypervisor). Measured on the 2-CPU
+//! development VM, `tar -x` of /usr/include (8,908 entries) through the
+//! mount: 1.5-2.8 s as is, 1.26-1.31 s with tar pinned to one CPU, and
+//! 1.32-1.53 s unpinned with CPU latency 0 held (docs/DESIGN.md, "Waking
+//! the client"). A busy machine has no idle CPU to wake, which is why
+//! results flipped between a busy and a quiet machine.
+//!
+//! The means is the kernel's own: a CPU latency QoS request of 0 µs
+//! through `/dev/cpu_dma_latency` (Documentation/power/pm_qos_interface.rst).
+//! While it is held, cpuidle governors choose the polling idle state, so a
+//! wake-up needs no interrupt. It costs power and, in a VM, host CPU time
+//! while held: so it is held only while the mount is busy.
+//!
+//! Invariants:
+//! - The request is held only after a window of [`WINDOW`] saw at least
+//!   [`MIN_REQUESTS`] requests, and released after the first window with
+//!   fewer; it is released when the thread stops (the device is closed).
+//! - While the mount is idle the thread sleeps on a condition variable;
+//!   the first request after that rings it ([`Gate::touch`] is otherwise
+//!   one relaxed atomic load per request).
+//! - Without the device (not root, no such file) nothing is held and the
+//!   mount works as before: one log line says so.
+use std::fs::File;
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::requests::Requests;
+use crate::service::log;
+
+/// The kernel's CPU latency QoS device.
+pub const DEVICE: &str = "/dev/cpu_dma_latency";
+
+/// How often the request rate is looked at while the mount is busy.
+pub const WINDOW: Duration = Duration::from_millis(10);
+
+/// Requests per [`WINDOW`] that count as busy (2,000 a second; a serial
+/// stream of round trips makes 30,000-60,000).
+pub const MIN_REQUESTS: u64 = 20;
+
+/// The value that asks for nothing: the kernel's default CPU latency
+/// (2,000 s, in µs), which a write of it restores.
+const NO_CONSTRAINT_US: i32 = 2_000_000_000;
+
+/// Rung by the request path; shared by every serving thread.
+#[derive(Debug, Default)]
+pub struct Gate {
+    /// The thread is watching the request rate (or about to).
+    armed: AtomicBool,
+    /// Off: `touch` does nothing (no device, or `-o cpulatency=off`).
+    enabled: AtomicBool,
+    /// Whether the thread must stop; the condition variable's lock.
+    stop: Mutex<bool>,
+    cv: Condvar,
+    /// Times the request was taken, and milliseconds it was held in all
+    /// (for `ufskit stats`).
+    pub holds: AtomicU64,
+    pub held_ms: AtomicU64,
+}
+
+fn lock(m: &Mutex<bool>) -> MutexGuard<'_, bool> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Gate {
+    /// A request arrived: wakes the thread if it sleeps.
+    #[inline]
+    pub fn touch(&self) {
+        if self.armed.load(Ordering::Relaxed) || !self.enabled.load(Ordering::Relaxed) {
+            return;
+        }
+        if !self.armed.swap(true, Ordering::AcqRel) {
+            let _g = lock(&self.stop);
+            self.cv.notify_one();
+        }
+    }
+}
+
+/// The thread that holds and releases the request; [`Holder::stop`] ends
+/// it.
+pub struct Holder {
+    gate: Arc<Gate>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// Where the latency request goes: the device, or (in tests) anything
+/// that records the values.
+pub trait Sink: Send + 'static {
+    fn set(&mut self, us: i32) -> std::io::Result<()>;
+}
+
+impl Sink for File {
+    fn set(&mut self, us: i32) -> std::io::Result<()> {
+        // The device takes a native-endian 32-bit value in µs.
+        self.write_all(&us.to_ne_bytes())
+    }
+}
+
+impl Holder {
+    /// Opens [`DEVICE`] and starts the thread; `None` (with a log line)
+    /// when the device cannot be opened.
+    pub fn start(gate: Arc<Gate>, requests: Arc<Requests>) -> Option<Holder> {
+        match std::fs::OpenOptions::new().write(true).open(DEVICE) {
+            Ok(f) => Holder::start_with(gate, requests, f),
+            Err(e) => {
+                log(format_args!(
+                    "cpulatency: cannot open {DEVICE} ({e}); idle CPUs may halt between requests (slower round trips on a quiet machine)"
+                ));
+                None
+            }
+        }
+    }
+
+    /// As [`Holder::start`], with the requests going to `sink`.
+    pub fn start_with(gate: Arc<Gate>, requests: Arc<Requests>, sink: impl Sink) -> Option<Holder> {
+        let g = gate.clone();
+        let thread = std::thread::Builder::new()
+            .name("ufs-cpulatency".into())
+            .spawn(move || run(sink, &g, &requests))
+            .map_err(|e| log(format_args!("cpulatency: no thread ({e})")))
+            .ok()?;
+        gate.enabled.store(true, Ordering::Release);
+        Some(Holder {
+            gate,
+            thread: Some(thread),
+        })
+    }
+
+    /// Releases the request and ends the thread.
+    pub fn stop(mut self) {
+        self.gate.enabled.store(false, Ordering::Release);
+        *lock(&self.gate.stop) = true;
+        self.gate.cv.notify_all();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        self.gate.armed.store(false, Ordering::Release);
+    }
+}
+
+fn run(mut sink: impl Sink, gate: &Gate, requests: &Requests) {
+    let mut held: Option<Instant> = None;
+    let release = |sink: &mut dyn Sink, held: &mut Option<Instant>| {
+        if let Some(since) = held.take() {
+            if let Err(e) = sink.set(NO_CONSTRAINT_US) {
+                log(format_args!("cpulatency: cannot release the request: {e}"));
+            }
+            gate.held_ms
+                .fetch_add(since.elapsed().as_millis() as u64, Ordering::Relaxed);
+        }
+    };
+    loop {
+        {
+            let mut stop = lock(&gate.stop);
+            while !*stop && !gate.armed.load(Ordering::Acquire) {
+                stop = gate.cv.wait(stop).unwrap_or_else(|p| p.into_inner());
+            }
+            if *stop {
+                return;
+            }
+        }
+        let mut last = requests.total();
+        loop {
+            {
+                let stop = lock(&gate.stop);
+                let (stop, _) = gate
+                    .cv
+                    .wait_timeout(stop, WINDOW)
+                    .unwrap_or_else(|p| p.into_inner());
+                if *stop {
+                    drop(stop);
+                    release(&mut sink, &mut held);
+                    return;
+                }
+            }
+            let now = requests.total();
+            let seen = now.saturating_sub(last);
+            last = now;
+            if seen >= MIN_REQUESTS {
+                if held.is_none() {
+                    match sink.set(0) {
+                        Ok(()) => {
+                            held = Some(Instant::now());
+                            gate.holds.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(e) => {
+                            log(format_args!(
+                                "cpulatency: {DEVICE} refused the request ({e}); not asking again"
+                            ));
+                            gate.enabled.store(false, Ordering::Release);
+                            gate.armed.store(false, Ordering::Release);
+                            return;
+                        }
+                    }
+                }
+            } else {
+                release(&mut sink, &mut held);
+                // A request between the count and this store rings no bell;
+                // the next one does.
+                gate.armed.store(false, Ordering::Release);
+                break;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::requests::Op;
+
+    #[derive(Clone, Default)]
+    struct Record(Arc<Mutex<Vec<i32>>>);
+
+    impl Sink for Record {
+        fn set(&mut self, us: i32) -> std::io::Result<()> {
+            self.0.lock().unwrap().push(us);
+            Ok(())
+        }
+    }
+
+    fn wait_for(what: impl Fn() -> bool) -> bool {
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(5) {
+            if what() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        false
+    }
+
+    #[test]
+    fn held_while_requests_flow_and_released_after() {
+        let gate = Arc::new(Gate::default());
+        let requests = Arc::new(Requests::default());
+        let rec = Record::default();
+        let h = Holder::start_with(gate.clone(), requests.clone(), rec.clone()).unwrap();
+        // A trickle below the rate takes nothing.
+        for _ in 0..3 {
+            requests.count(Op::Getattr);
+            gate.touch();
+            std::thread::sleep(WINDOW * 3);
+        }
+        assert!(rec.0.lock().unwrap().is_empty(), "a trickle held the request");
+        // A stream takes it...
+        let stream_end = Instant::now() + WINDOW * 6;
+        while Instant::now() < stream_end {
+            requests.count(Op::Lookup);
+            gate.touch();
+            std::thread::sleep(Duration::from_micros(100));
+        }
+        assert_eq!(rec.0.lock().unwrap().first(), Some(&0));
+        // ...and quiet gives it back.
+        assert!(wait_for(|| rec.0.lock().unwrap().len() == 2));
+        assert_eq!(*rec.0.lock().unwrap(), vec![0, NO_CONSTRAINT_US]);
+        assert_eq!(gate.holds.load(Ordering::Relaxed), 1);
+        // The thread sleeps again and a later stream takes it again.
+        assert!(wait_for(|| !gate.armed.load(Ordering::Acquire)));
+        let stream_end = Instant::now() + WINDOW * 4;
+        while Instant::now() < stream_end {
+            requests.count(Op::Lookup);
+            gate.touch();
+            std::thread::sleep(Duration::from_micros(100));
+        }
+        h.stop();
+        let v = rec.0.lock().unwrap().clone();
+        assert_eq!(v, vec![0, NO_CONSTRAINT_US, 0, NO_CONSTRAINT_US]);
+        // Stopped: touching does nothing.
+        gate.touch();
+        assert!(!gate.armed.load(Ordering::Acquire));
+    }
+}
