@@ -32,7 +32,7 @@
 //!   mount works as before: one log line says so.
 use std::fs::File;
 use std::io::Write;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -64,10 +64,6 @@ pub struct Gate {
     /// Whether the thread must stop; the condition variable's lock.
     stop: Mutex<bool>,
     cv: Condvar,
-    /// Times the request was taken, and milliseconds it was held in all
-    /// (for `ufskit stats`).
-    pub holds: AtomicU64,
-    pub held_ms: AtomicU64,
 }
 
 fn lock(m: &Mutex<bool>) -> MutexGuard<'_, bool> {
@@ -157,7 +153,8 @@ fn run(mut sink: impl Sink, gate: &Gate, requests: &Requests) {
             if let Err(e) = sink.set(NO_CONSTRAINT_US) {
                 log(format_args!("cpulatency: cannot release the request: {e}"));
             }
-            gate.held_ms
+            requests
+                .cpu_latency_held_ms
                 .fetch_add(since.elapsed().as_millis() as u64, Ordering::Relaxed);
         }
     };
@@ -193,7 +190,7 @@ fn run(mut sink: impl Sink, gate: &Gate, requests: &Requests) {
                     match sink.set(0) {
                         Ok(()) => {
                             held = Some(Instant::now());
-                            gate.holds.fetch_add(1, Ordering::Relaxed);
+                            requests.cpu_latency_holds.fetch_add(1, Ordering::Relaxed);
                         }
                         Err(e) => {
                             log(format_args!(
@@ -254,7 +251,10 @@ mod tests {
             gate.touch();
             std::thread::sleep(WINDOW * 3);
         }
-        assert!(rec.0.lock().unwrap().is_empty(), "a trickle held the request");
+        assert!(
+            rec.0.lock().unwrap().is_empty(),
+            "a trickle held the request"
+        );
         // A stream takes it...
         let stream_end = Instant::now() + WINDOW * 6;
         while Instant::now() < stream_end {
@@ -266,7 +266,7 @@ mod tests {
         // ...and quiet gives it back.
         assert!(wait_for(|| rec.0.lock().unwrap().len() == 2));
         assert_eq!(*rec.0.lock().unwrap(), vec![0, NO_CONSTRAINT_US]);
-        assert_eq!(gate.holds.load(Ordering::Relaxed), 1);
+        assert_eq!(requests.snapshot().cpu_latency_holds, 1);
         // The thread sleeps again and a later stream takes it again.
         assert!(wait_for(|| !gate.armed.load(Ordering::Acquire)));
         let stream_end = Instant::now() + WINDOW * 4;
@@ -278,6 +278,8 @@ mod tests {
         h.stop();
         let v = rec.0.lock().unwrap().clone();
         assert_eq!(v, vec![0, NO_CONSTRAINT_US, 0, NO_CONSTRAINT_US]);
+        assert_eq!(requests.snapshot().cpu_latency_holds, 2);
+        assert!(requests.snapshot().cpu_latency_held_ms >= 2 * WINDOW.as_millis() as u64);
         // Stopped: touching does nothing.
         gate.touch();
         assert!(!gate.armed.load(Ordering::Acquire));

@@ -82,6 +82,10 @@ pub struct Requests {
     via_uring: AtomicU64,
     /// Ring threads running (0: every request through /dev/fuse).
     pub ring_threads: AtomicU64,
+    /// Times the CPU latency request was taken while requests flowed, and
+    /// milliseconds it was held in all (`cpulatency.rs`).
+    pub cpu_latency_holds: AtomicU64,
+    pub cpu_latency_held_ms: AtomicU64,
 }
 
 /// A snapshot: every opcode with its count, and the total.
@@ -91,6 +95,8 @@ pub struct RequestCounts {
     /// Served through the io_uring rings (the rest through /dev/fuse).
     pub via_uring: u64,
     pub ring_threads: u64,
+    pub cpu_latency_holds: u64,
+    pub cpu_latency_held_ms: u64,
     pub by_op: std::collections::BTreeMap<&'static str, u64>,
 }
 
@@ -121,6 +127,8 @@ impl Requests {
             total: by_op.values().sum(),
             via_uring: self.via_uring.load(Relaxed),
             ring_threads: self.ring_threads.load(Relaxed),
+            cpu_latency_holds: self.cpu_latency_holds.load(Relaxed),
+            cpu_latency_held_ms: self.cpu_latency_held_ms.load(Relaxed),
             by_op,
         }
     }

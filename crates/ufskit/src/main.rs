@@ -203,6 +203,9 @@ struct MountArgs {
     /// dirhash_maxmem=SIZE, dirhash_minsize=SIZE, dirhash_reclaimage=SECS,
     /// dirhash_check=on|off, lowmem=on|off (see docs/DIRHASH.md),
     /// affinity=follow|off (serve each request on its client's CPU),
+    /// cpulatency=auto|off (while requests flow, keep idle CPUs polling
+    /// rather than halting: a CPU latency request of 0 µs, released when
+    /// the mount goes quiet),
     /// uring=auto|on|off (FUSE over io_uring: requests served by a thread
     /// on the CPU that made them; auto uses it when the kernel offers it),
     /// disk=dtla-307045|ide-20g-2001|hp97560 (modeled disk, docs/LAYOUT.md),

@@ -158,6 +158,13 @@ pub fn cmd_stats(
         } else {
             println!("  transport: /dev/fuse");
         }
+        let holds = fr["cpu_latency_holds"].as_u64().unwrap_or(0);
+        if holds > 0 {
+            println!(
+                "  CPU latency 0 held {holds} times while requests flowed, {} ms in all (-o cpulatency)",
+                fr["cpu_latency_held_ms"]
+            );
+        }
     }
     let c = &v["cache"];
     println!(

@@ -1960,3 +1960,71 @@ fn chattr_immutable_and_append_through_the_mount_survive_remount() {
     m.umount();
     fsck_clean(&img);
 }
+
+/// The kernel's current CPU latency constraint in µs (what every holder of
+/// `/dev/cpu_dma_latency` asks, combined).
+fn cpu_latency_now() -> i32 {
+    use std::io::Read;
+    let mut b = [0u8; 4];
+    std::fs::File::open("/dev/cpu_dma_latency")
+        .unwrap()
+        .read_exact(&mut b)
+        .unwrap();
+    i32::from_ne_bytes(b)
+}
+
+/// `-o cpulatency=auto` (the default): while a program makes requests in
+/// a stream, idle CPUs are held polling (CPU latency 0, seen in the
+/// kernel's own figure and in `ufskit stats`); soon after the stream stops
+/// the request is given back. `cpulatency=off` never asks.
+#[test]
+fn a_busy_mount_holds_cpu_latency_and_an_idle_one_gives_it_back() {
+    if !needs_fuse("a_busy_mount_holds_cpu_latency_and_an_idle_one_gives_it_back")
+        || !prerequisite(
+            Path::new("/dev/cpu_dma_latency").exists(),
+            "a_busy_mount_holds_cpu_latency_and_an_idle_one_gives_it_back",
+            "/dev/cpu_dma_latency (CONFIG_CPU_IDLE's PM QoS device)",
+        )
+    {
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let resting = cpu_latency_now();
+    assert_ne!(resting, 0, "something else holds CPU latency 0 already");
+    for (opts, holds) in [("cpulatency=auto", true), ("cpulatency=off", false)] {
+        let img = new_image(t.path(), &format!("img-{opts}"), "64m");
+        let mnt = t.path().join("m");
+        let m = Mounted::new(&img, &mnt, &[opts]);
+        // A stream of lookups of names that do not exist (each one reaches
+        // the daemon), looking at the kernel's figure now and then.
+        let start = std::time::Instant::now();
+        let mut seen_zero = false;
+        let mut i = 0u64;
+        while start.elapsed() < std::time::Duration::from_millis(300) {
+            for _ in 0..50 {
+                assert!(std::fs::metadata(mnt.join(format!("missing-{i}"))).is_err());
+                i += 1;
+            }
+            seen_zero |= cpu_latency_now() == 0;
+        }
+        let fr = stats_json(&mnt)["fuse_requests"].clone();
+        if holds {
+            assert!(seen_zero, "{opts}: CPU latency never 0 during {i} lookups");
+            assert!(fr["cpu_latency_holds"].as_u64().unwrap() >= 1, "{fr}");
+            let text = String::from_utf8(run(ufskit().arg("stats").arg(&mnt)).stdout).unwrap();
+            assert!(text.contains("CPU latency 0 held"), "{text}");
+        } else {
+            assert!(!seen_zero, "{opts}: CPU latency 0 during the lookups");
+            assert_eq!(fr["cpu_latency_holds"].as_u64(), Some(0), "{fr}");
+        }
+        // Quiet: given back within a few windows.
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        assert_eq!(
+            cpu_latency_now(),
+            resting,
+            "{opts}: not given back when idle"
+        );
+        m.umount();
+        assert_eq!(cpu_latency_now(), resting);
+    }
+}
