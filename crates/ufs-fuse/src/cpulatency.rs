@@ -150,6 +150,7 @@ fn run(mut sink: impl Sink, gate: &Gate, requests: &Requests) {
     let mut held: Option<Instant> = None;
     let release = |sink: &mut dyn Sink, held: &mut Option<Instant>| {
         if let Some(since) = held.take() {
+            requests.cpu_latency_held.store(false, Ordering::Relaxed);
             if let Err(e) = sink.set(NO_CONSTRAINT_US) {
                 log(format_args!("cpulatency: cannot release the request: {e}"));
             }
@@ -190,6 +191,7 @@ fn run(mut sink: impl Sink, gate: &Gate, requests: &Requests) {
                     match sink.set(0) {
                         Ok(()) => {
                             held = Some(Instant::now());
+                            requests.cpu_latency_held.store(true, Ordering::Relaxed);
                             requests.cpu_latency_holds.fetch_add(1, Ordering::Relaxed);
                         }
                         Err(e) => {
@@ -263,9 +265,11 @@ mod tests {
             std::thread::sleep(Duration::from_micros(100));
         }
         assert_eq!(rec.0.lock().unwrap().first(), Some(&0));
+        assert!(requests.snapshot().cpu_latency_held);
         // ...and quiet gives it back.
         assert!(wait_for(|| rec.0.lock().unwrap().len() == 2));
         assert_eq!(*rec.0.lock().unwrap(), vec![0, NO_CONSTRAINT_US]);
+        assert!(!requests.snapshot().cpu_latency_held);
         assert_eq!(requests.snapshot().cpu_latency_holds, 1);
         // The thread sleeps again and a later stream takes it again.
         assert!(wait_for(|| !gate.armed.load(Ordering::Acquire)));

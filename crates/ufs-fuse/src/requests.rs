@@ -86,6 +86,8 @@ pub struct Requests {
     /// milliseconds it was held in all (`cpulatency.rs`).
     pub cpu_latency_holds: AtomicU64,
     pub cpu_latency_held_ms: AtomicU64,
+    /// Whether the request is held now.
+    pub cpu_latency_held: std::sync::atomic::AtomicBool,
 }
 
 /// A snapshot: every opcode with its count, and the total.
@@ -97,6 +99,7 @@ pub struct RequestCounts {
     pub ring_threads: u64,
     pub cpu_latency_holds: u64,
     pub cpu_latency_held_ms: u64,
+    pub cpu_latency_held: bool,
     pub by_op: std::collections::BTreeMap<&'static str, u64>,
 }
 
@@ -129,6 +132,7 @@ impl Requests {
             ring_threads: self.ring_threads.load(Relaxed),
             cpu_latency_holds: self.cpu_latency_holds.load(Relaxed),
             cpu_latency_held_ms: self.cpu_latency_held_ms.load(Relaxed),
+            cpu_latency_held: self.cpu_latency_held.load(Relaxed),
             by_op,
         }
     }
