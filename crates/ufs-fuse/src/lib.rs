@@ -145,9 +145,10 @@ fn kernel_offers_uring() -> bool {
 /// should).
 const IDLE_CACHE_BYTES: u64 = 64 << 20;
 
-/// Flushes the engine's dirty blocks every `interval` seconds; after an
-/// interval without a request, trims the clean cache to
-/// [`IDLE_CACHE_BYTES`].
+/// Flushes the engine's dirty blocks every `interval` seconds, a round of
+/// writes per hold of the engine lock (`Fs::sync_background`: requests go
+/// on between rounds); after an interval without a request, trims the
+/// clean cache to [`IDLE_CACHE_BYTES`].
 struct Syncer {
     stop: Arc<(Mutex<bool>, std::sync::Condvar)>,
     thread: Option<JoinHandle<()>>,
@@ -174,7 +175,7 @@ impl Syncer {
                     if *stopped {
                         return;
                     }
-                    if let Err(e) = fs.sync() {
+                    if let Err(e) = fs.sync_background() {
                         log(format_args!("background sync: {e}"));
                     }
                     let now = requests.snapshot().total;

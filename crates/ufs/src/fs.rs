@@ -790,6 +790,25 @@ impl FsCore {
         self.cache.flush()
     }
 
+    /// Whether the background sync that settles every change made up to
+    /// `upto` ([`BufferCache::last_change`] when it started; changes need
+    /// only older ones, so later changes never hold it up) is done; if so,
+    /// does the releases that waited, writes the superblock and flushes.
+    /// What changed after `upto` may stay dirty for the next sync.
+    pub fn background_sync_done(&mut self, upto: crate::order::ChangeId) -> Result<bool> {
+        if self.read_only {
+            return Ok(true);
+        }
+        let done = self.cache.dirty_count() == 0
+            || (self.cache.mode().tracks() && self.cache.durable_upto(upto));
+        if done {
+            self.process_deferred()?;
+            self.write_superblock()?;
+            self.cache.flush()?;
+        }
+        Ok(done)
+    }
+
     /// Rounds of [`BufferCache::sync`] and waiting releases until nothing
     /// is dirty and nothing that can be released waits.
     fn sync_blocks(&mut self) -> Result<()> {

@@ -1300,6 +1300,60 @@ impl Fs {
         self.lock().sync()
     }
 
+    /// The syncer's flush: makes every change made before the call
+    /// durable, one round of writes (and a flush) per hold of the engine
+    /// lock, so that requests go on between rounds. A whole sync under
+    /// one hold stalled every request for as long as it took: 0.7 s after
+    /// a `tar -x` over a removed tree (240 rounds, a chain of reused
+    /// inodes and directory blocks advancing a step a round). Changes
+    /// made meanwhile wait for the next sync, so it ends under any load.
+    pub fn sync_background(&self) -> Result<()> {
+        /// Buffers written per hold of the lock (at most a few ms).
+        const BATCH: usize = 256;
+        // Lets a request waiting for the lock take it (the lock is not
+        // fair: released and taken again at once, it stays here).
+        let pause = || std::thread::sleep(std::time::Duration::from_micros(50));
+        /// Rounds before giving up (each writes what can go, so a sync
+        /// takes as many rounds as its longest chain of changes: hundreds).
+        const MAX_ROUNDS: u32 = 100_000;
+        let upto = self.lock().cache.last_change();
+        for _ in 0..MAX_ROUNDS {
+            let plan = {
+                let mut g = self.lock();
+                if g.background_sync_done(upto)? {
+                    return Ok(());
+                }
+                g.cache.background_plan()
+            };
+            let mut wrote = false;
+            for batch in plan.chunks(BATCH) {
+                pause();
+                let mut g = self.lock();
+                for &a in batch {
+                    // Written as it is now: a buffer changed since the plan
+                    // goes with what of it can go.
+                    wrote |= g.cache.write_buf(a)?;
+                }
+            }
+            pause();
+            let mut g = self.lock();
+            if !wrote {
+                // Nothing in the plan could go: the full round, which
+                // writes everything rolled back if it must, and fails if
+                // that makes no progress either.
+                g.cache.sync_round()?;
+            } else if g.cache.flushes_each_round() {
+                g.cache.flush()?;
+            }
+            drop(g);
+            pause();
+        }
+        Err(Error::new(
+            ErrorKind::Io,
+            format!("background sync: not done after {MAX_ROUNDS} rounds; the next sync goes on"),
+        ))
+    }
+
     /// Flushes, frees orphans and marks the file system clean.
     pub fn unmount(&self) -> Result<()> {
         let failed = self.apply_forgets();

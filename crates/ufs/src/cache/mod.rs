@@ -706,6 +706,17 @@ impl BufferCache {
         self.ledger.pending()
     }
 
+    /// Whether every change made up to `id` (an id of
+    /// [`last_change`](Self::last_change)) is durable, or moot.
+    pub fn durable_upto(&self, id: ChangeId) -> bool {
+        self.ledger.oldest_undurable().is_none_or(|o| o > id)
+    }
+
+    /// The newest change recorded so far.
+    pub fn last_change(&self) -> ChangeId {
+        self.ledger.last_id()
+    }
+
     /// How many undurable changes the ordering state may hold before the
     /// file system writes everything out: one per 512 bytes of cache (128
     /// Ki changes for 64 MiB: some 40 MiB of state with the regions held
@@ -1249,36 +1260,72 @@ impl BufferCache {
     /// written once per sync; only when every dirty buffer waits is one
     /// round written rolled back.
     pub fn sync(&mut self) -> Result<()> {
+        while !self.sync_round()? {}
+        Ok(())
+    }
+
+    /// Whether each sync round ends with a device flush (the barrier is a
+    /// flush); otherwise a completed write is durable and one flush at the
+    /// end of a sync is enough.
+    pub fn flushes_each_round(&self) -> bool {
+        self.ledger.barrier() == crate::order::Barrier::Flush
+    }
+
+    /// The buffers a sync round writes, in address order: those whose
+    /// every change can go now. If there is none: the cylinder groups
+    /// (their held part is a few bytes, and their maps are what most
+    /// changes wait for); with none dirty, only the buffers holding a
+    /// change that another one waits for and that can go now (a chain of
+    /// renames advances one link a round without rewriting every block of
+    /// the directory each time). Empty only if everything waits for
+    /// something not dirty here; the round then writes everything, rolled
+    /// back.
+    pub fn round_plan(&self) -> Vec<u64> {
+        let whole: Vec<u64> = self
+            .bufs
+            .iter()
+            .filter(|(_, b)| b.dirty && self.writes_whole(b))
+            .map(|(&a, _)| a)
+            .collect();
+        if !whole.is_empty() {
+            return whole;
+        }
+        let cgs: Vec<u64> = self
+            .bufs
+            .iter()
+            .filter(|(_, b)| b.dirty && b.kind == BlockKind::Cg)
+            .map(|(&a, _)| a)
+            .collect();
+        if !cgs.is_empty() {
+            return cgs;
+        }
+        self.unblocking_buffers()
+    }
+
+    /// A round of a sync that requests interleave with: the
+    /// [`round_plan`](Self::round_plan) and, always, the buffers holding a
+    /// change that another one waits for and that can go now. Without
+    /// them, buffers that new requests keep making writable whole would
+    /// fill every round, and a chain of old changes would never advance.
+    pub fn background_plan(&self) -> Vec<u64> {
+        let mut plan = self.round_plan();
+        plan.extend(self.unblocking_buffers());
+        plan.sort_unstable();
+        plan.dedup();
+        plan
+    }
+
+    /// One round of [`sync`](Self::sync): returns whether nothing is dirty
+    /// any more (and the device flushed); an error if the round made no
+    /// progress.
+    pub fn sync_round(&mut self) -> Result<bool> {
         // With completion as the barrier, a round's writes are durable as
         // they complete: one flush at the end makes it all survive a power
         // cut too (what sync and fsync promise in every mode).
-        let flush_each_round = self.ledger.barrier() == crate::order::Barrier::Flush;
-        loop {
+        let flush_each_round = self.flushes_each_round();
+        {
             let before = self.ledger.pending();
-            let mut whole: Vec<u64> = self
-                .bufs
-                .iter()
-                .filter(|(_, b)| b.dirty && self.writes_whole(b))
-                .map(|(&a, _)| a)
-                .collect();
-            if whole.is_empty() {
-                // Everything waits: write the cylinder groups (their held
-                // part is a few bytes, and their maps are what most changes
-                // wait for); with none dirty, only the buffers holding a
-                // change that another one waits for and that can go now (a
-                // chain of renames advances one link a round without
-                // rewriting every block of the directory each time);
-                // everything, rolled back, only if there is nothing else.
-                whole = self
-                    .bufs
-                    .iter()
-                    .filter(|(_, b)| b.dirty && b.kind == BlockKind::Cg)
-                    .map(|(&a, _)| a)
-                    .collect();
-                if whole.is_empty() {
-                    whole = self.unblocking_buffers();
-                }
-            }
+            let whole = self.round_plan();
             let mut wrote = false;
             for a in whole {
                 wrote |= self.write_buf(a)?;
@@ -1290,7 +1337,7 @@ impl BufferCache {
                 self.flush()?;
             }
             if self.dirty_count() == 0 {
-                return Ok(());
+                return Ok(true);
             }
             if self.ledger.pending() == before {
                 return Err(crate::error::Error::new(
@@ -1299,6 +1346,7 @@ impl BufferCache {
                 ));
             }
         }
+        Ok(false)
     }
 
     /// Bytes written directly (superblock, summary area), counted by kind.

@@ -357,6 +357,14 @@ impl Ledger {
     pub fn pending(&self) -> u64 {
         self.undurable.len() as u64
     }
+    /// The newest change id handed out (0 before the first).
+    pub fn last_id(&self) -> ChangeId {
+        self.next
+    }
+    /// The oldest change not yet durable.
+    pub fn oldest_undurable(&self) -> Option<ChangeId> {
+        self.undurable.first().copied()
+    }
 }
 
 /// A release that waits until the pointers to the resource are durably
