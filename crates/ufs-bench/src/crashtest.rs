@@ -1870,7 +1870,9 @@ fn run_threads(s: &mut Session) -> ufs::Result<()> {
     let done = std::thread::scope(|sc| {
         let syncer = sc.spawn(|| -> ufs::Result<()> {
             while !stop.load(Ordering::Relaxed) {
-                fs.sync()?;
+                // The mount's syncer: a round per hold of the lock, the
+                // clients' operations in between.
+                fs.sync_background()?;
                 std::thread::sleep(std::time::Duration::from_millis(3));
             }
             Ok(())

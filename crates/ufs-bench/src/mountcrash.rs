@@ -4,7 +4,8 @@
 //! One iteration:
 //! 1. `ufskit newfs [-U]` makes a fresh sparse image; `ufskit mount -f -o
 //!    MODE` serves it (the daemon is this tester's child, so its pid is
-//!    known and nothing else is killed).
+//!    known and nothing else is killed); every other iteration with
+//!    `syncer=1`, so that kills also land inside background syncs.
 //! 2. Load starts inside the mount: `tar -x` of a tree, `cp -a`, `mv`,
 //!    `rm -rf` and a second `tar -x` (one shell), with, in turn from one
 //!    kill to the next ([`Mix`]): nothing else; a maildir writer with fsync
@@ -320,12 +321,19 @@ fn dev_of(p: &Path) -> Option<u64> {
     std::fs::metadata(p).ok().map(|m| m.dev())
 }
 
-/// The `-o` list of the daemon for `mode`.
-fn mount_opts(cfg: &Config, mode: WriteMode) -> String {
-    match cfg.barrier {
+/// The `-o` list of the daemon for `mode`. Every other iteration (odd
+/// `index`) flushes every second (`syncer=1`), so that kills land inside
+/// the syncer's rounds too: with the default 30 s the load never lives to
+/// see a background sync.
+fn mount_opts(cfg: &Config, mode: WriteMode, index: usize) -> String {
+    let mut o = match cfg.barrier {
         Some(b) => format!("{},barrier={}", mode.name(), b.name()),
         None => mode.name().to_string(),
+    };
+    if index % 2 == 1 {
+        o.push_str(",syncer=1");
     }
+    o
 }
 
 /// Starts `ufskit mount -f` and waits until the mountpoint is a new file
@@ -597,7 +605,7 @@ fn one(
     newfs.arg(if su { "-U" } else { "--no-soft-updates" });
     newfs.args(["-s", &cfg.image_bytes.to_string()]).arg(&img);
     run_cmd(newfs.stdout(Stdio::null()), "ufskit newfs")?;
-    let mut daemon = start_daemon(cfg, &mount_opts(cfg, mode), &img, &mnt, &log)?;
+    let mut daemon = start_daemon(cfg, &mount_opts(cfg, mode, index), &img, &mnt, &log)?;
     let mix = cfg.mixes[index % cfg.mixes.len().max(1)];
     let records = Arc::new(Mutex::new(Vec::new()));
     let stop = Arc::new(AtomicBool::new(false));
@@ -772,7 +780,7 @@ fn remount(
     mnt: &Path,
     log: &Path,
 ) -> Result<(), String> {
-    let mut d = start_daemon(cfg, &mount_opts(cfg, mode), img, mnt, log)?;
+    let mut d = start_daemon(cfg, &mount_opts(cfg, mode, 0), img, mnt, log)?;
     let r = (|| -> Result<(), String> {
         let f = mnt.join("after-crash");
         std::fs::write(&f, b"written after the crash\n").map_err(|e| format!("write: {e}"))?;

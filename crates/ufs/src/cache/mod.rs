@@ -167,7 +167,9 @@ enum Pool {
 }
 
 pub struct BufferCache {
-    dev: Box<dyn BlockDevice>,
+    /// Shared so that a flush can run without the engine lock
+    /// ([`BufferCache::unlocked_flush_begin`]).
+    dev: std::sync::Arc<dyn BlockDevice>,
     /// What the on-disk formats ask of each transfer (check-hashes):
     /// verified as a block comes from the device, sealed as one goes to
     /// it, never on the hot path in between. The cache knows no format.
@@ -197,7 +199,7 @@ pub struct BufferCache {
 impl BufferCache {
     pub fn new(dev: Box<dyn BlockDevice>, fsize: u64, limit_bytes: u64) -> Self {
         BufferCache {
-            dev,
+            dev: std::sync::Arc::from(dev),
             formats: None,
             fshift: fsize.trailing_zeros(),
             bufs: BTreeMap::new(),
@@ -1089,6 +1091,26 @@ impl BufferCache {
     }
 
     /// Asks the device to make every write so far durable.
+    /// The start of a device flush made without the engine lock: the
+    /// device, and the changes written so far that the flush will make
+    /// durable. Hand both to [`unlocked_flush_end`](Self::unlocked_flush_end)
+    /// with the flush's result. Those changes stay written-but-unflushed
+    /// meanwhile, so an [`flush`](Self::flush) in between (an fsync) makes
+    /// them durable too.
+    pub fn unlocked_flush_begin(&self) -> Result<(std::sync::Arc<dyn BlockDevice>, Vec<ChangeId>)> {
+        self.healthy()?;
+        Ok((self.dev.clone(), self.ledger.unflushed().to_vec()))
+    }
+
+    /// The end of a flush begun with
+    /// [`unlocked_flush_begin`](Self::unlocked_flush_begin): on success
+    /// the changes written before it began are durable.
+    pub fn unlocked_flush_end(&mut self, r: Result<()>, ids: Vec<ChangeId>) -> Result<()> {
+        self.latched(r)?;
+        self.ledger.flushed_ids(ids);
+        Ok(())
+    }
+
     pub fn flush(&mut self) -> Result<()> {
         self.healthy()?;
         let r = self.dev.flush();

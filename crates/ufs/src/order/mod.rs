@@ -305,6 +305,22 @@ impl Ledger {
             self.settle(id);
         }
     }
+    /// Changes written and waiting for a flush.
+    pub fn unflushed(&self) -> &[ChangeId] {
+        &self.unflushed
+    }
+    /// A flush that began after the writes of `ids` completed is
+    /// confirmed: they are durable (those settled meanwhile are left as
+    /// they are).
+    pub fn flushed_ids(&mut self, ids: Vec<ChangeId>) {
+        self.stats.flushes += 1;
+        self.settled += 1;
+        let done: std::collections::HashSet<ChangeId> = ids.iter().copied().collect();
+        self.unflushed.retain(|i| !done.contains(i));
+        for id in ids {
+            self.settle(id);
+        }
+    }
     /// Changes that will never be written (their block is gone).
     pub fn moot(&mut self, ids: &[ChangeId]) {
         for &id in ids {
