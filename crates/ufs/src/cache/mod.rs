@@ -1092,23 +1092,36 @@ impl BufferCache {
 
     /// Asks the device to make every write so far durable.
     /// The start of a device flush made without the engine lock: the
-    /// device, and the changes written so far that the flush will make
-    /// durable. Hand both to [`unlocked_flush_end`](Self::unlocked_flush_end)
-    /// with the flush's result. Those changes stay written-but-unflushed
-    /// meanwhile, so an [`flush`](Self::flush) in between (an fsync) makes
-    /// them durable too.
-    pub fn unlocked_flush_begin(&self) -> Result<(std::sync::Arc<dyn BlockDevice>, Vec<ChangeId>)> {
+    /// device, and the changes written so far, which the flush will make
+    /// durable (see [`crate::order::FlushWithoutLock`]).
+    pub fn unlocked_flush_begin(
+        &self,
+    ) -> Result<(
+        std::sync::Arc<dyn BlockDevice>,
+        crate::order::FlushWithoutLock,
+    )> {
         self.healthy()?;
-        Ok((self.dev.clone(), self.ledger.unflushed().to_vec()))
+        Ok((self.dev.clone(), self.ledger.unflushed_snapshot()))
     }
 
-    /// The end of a flush begun with
-    /// [`unlocked_flush_begin`](Self::unlocked_flush_begin): on success
-    /// the changes written before it began are durable.
-    pub fn unlocked_flush_end(&mut self, r: Result<()>, ids: Vec<ChangeId>) -> Result<()> {
-        self.latched(r)?;
-        self.ledger.flushed_ids(ids);
-        Ok(())
+    /// The device's answer to a flush begun with
+    /// [`unlocked_flush_begin`](Self::unlocked_flush_begin): a failure
+    /// stops all writing, as any device error does.
+    pub fn unlocked_flush_result(&mut self, r: Result<()>) -> Result<()> {
+        self.latched(r)
+    }
+
+    /// After a successful flush begun with
+    /// [`unlocked_flush_begin`](Self::unlocked_flush_begin): makes up to
+    /// `max` more of its changes durable; whether all are (hundreds of
+    /// thousands after a big directory's worth of creates, so a part per
+    /// hold of the lock).
+    pub fn unlocked_flush_settle(
+        &mut self,
+        f: &mut crate::order::FlushWithoutLock,
+        max: usize,
+    ) -> bool {
+        self.ledger.settle_flushed(f, max)
     }
 
     pub fn flush(&mut self) -> Result<()> {
@@ -1216,35 +1229,40 @@ impl BufferCache {
     fn unblocking_buffers(&self) -> Vec<u64> {
         let mut out = std::collections::BTreeSet::new();
         for (&a, b) in &self.bufs {
-            if !b.dirty {
-                continue;
-            }
-            for n in self.blocking_needs(a) {
-                let Some(o) = self.ledger.owner(n) else {
-                    continue;
-                };
-                if o == a || out.contains(&o) {
-                    continue;
-                }
-                let Some(ob) = self.bufs.get(&o) else {
-                    continue;
-                };
-                let held = ob
-                    .deps
-                    .held
-                    .values()
-                    .flat_map(|(_, st)| st.iter())
-                    .find(|h| h.id == n);
-                let goes = match held {
-                    Some(h) => h.needs.iter().all(|&m| self.ledger.durable(m)),
-                    None => ob.dirty,
-                };
-                if goes {
-                    out.insert(o);
-                }
+            if b.dirty {
+                self.add_unblocking(a, &mut out);
             }
         }
         out.into_iter().collect()
+    }
+
+    /// Adds to `out` the buffers holding a change that the dirty buffer
+    /// at `a` waits for and that would be written now.
+    fn add_unblocking(&self, a: u64, out: &mut std::collections::BTreeSet<u64>) {
+        for n in self.blocking_needs(a) {
+            let Some(o) = self.ledger.owner(n) else {
+                continue;
+            };
+            if o == a || out.contains(&o) {
+                continue;
+            }
+            let Some(ob) = self.bufs.get(&o) else {
+                continue;
+            };
+            let held = ob
+                .deps
+                .held
+                .values()
+                .flat_map(|(_, st)| st.iter())
+                .find(|h| h.id == n);
+            let goes = match held {
+                Some(h) => h.needs.iter().all(|&m| self.ledger.durable(m)),
+                None => ob.dirty,
+            };
+            if goes {
+                out.insert(o);
+            }
+        }
     }
 
     /// Writes every dirty buffer in address order (held regions rolled back).
@@ -1324,17 +1342,29 @@ impl BufferCache {
         self.unblocking_buffers()
     }
 
-    /// A round of a sync that requests interleave with: the
-    /// [`round_plan`](Self::round_plan) and, always, the buffers holding a
-    /// change that another one waits for and that can go now. Without
-    /// them, buffers that new requests keep making writable whole would
-    /// fill every round, and a chain of old changes would never advance.
-    pub fn background_plan(&self) -> Vec<u64> {
-        let mut plan = self.round_plan();
-        plan.extend(self.unblocking_buffers());
-        plan.sort_unstable();
-        plan.dedup();
-        plan
+    /// Part of the plan of a sync round that requests interleave with,
+    /// from the buffers at fragment `from` on, at most `max` of them
+    /// looked at (a part per hold of the lock: a million-entry directory's
+    /// cache holds a hundred thousand buffers): the dirty ones that can be
+    /// written whole and, always, the buffers holding a change one of them
+    /// waits for that can go now. Without the latter, buffers that new
+    /// requests keep making writable whole would fill every round, and a
+    /// chain of old changes would never advance. Returns the part and
+    /// where the next one starts (`None`: this was the last).
+    pub fn background_plan_part(&self, from: u64, max: usize) -> (Vec<u64>, Option<u64>) {
+        let mut out = std::collections::BTreeSet::new();
+        for (i, (&a, b)) in self.bufs.range(from..).enumerate() {
+            if i == max {
+                return (out.into_iter().collect(), Some(a));
+            }
+            if b.dirty {
+                if self.writes_whole(b) {
+                    out.insert(a);
+                }
+                self.add_unblocking(a, &mut out);
+            }
+        }
+        (out.into_iter().collect(), None)
     }
 
     /// One round of [`sync`](Self::sync): returns whether nothing is dirty

@@ -237,6 +237,18 @@ pub struct OrderStats {
     pub pending_now: u64,
 }
 
+/// A device flush made without the engine lock: the changes written
+/// before it began ([`Ledger::unflushed_snapshot`]), settled a part at a
+/// time once the device confirmed it ([`Ledger::settle_flushed`]). They
+/// stay on the unflushed list meanwhile, so a flush in between (an fsync)
+/// makes them durable too.
+#[derive(Debug)]
+pub struct FlushWithoutLock {
+    gen: u64,
+    ids: Vec<ChangeId>,
+    done: usize,
+}
+
 /// The set of undurable changes and where they live.
 #[derive(Debug, Default)]
 pub(crate) struct Ledger {
@@ -251,6 +263,11 @@ pub(crate) struct Ledger {
     riders: HashMap<ChangeId, Vec<ChangeId>>,
     /// [`Barrier::Write`]: a change is durable once its write completed.
     settle_on_write: bool,
+    /// Bumped whenever `unflushed` loses its head (a flush took it all,
+    /// or a flush made without the engine lock dropped the part it
+    /// settled): a snapshot of the head is still the head only if this
+    /// did not move.
+    unflushed_gen: u64,
     /// Changes settled so far (durable or moot): what waits for
     /// durability looks again when this moved.
     settled: u64,
@@ -301,25 +318,41 @@ impl Ledger {
     pub fn flushed(&mut self) {
         self.stats.flushes += 1;
         self.settled += 1;
+        self.unflushed_gen += 1;
         for id in std::mem::take(&mut self.unflushed) {
             self.settle(id);
         }
     }
-    /// Changes written and waiting for a flush.
-    pub fn unflushed(&self) -> &[ChangeId] {
-        &self.unflushed
-    }
-    /// A flush that began after the writes of `ids` completed is
-    /// confirmed: they are durable (those settled meanwhile are left as
-    /// they are).
-    pub fn flushed_ids(&mut self, ids: Vec<ChangeId>) {
-        self.stats.flushes += 1;
-        self.settled += 1;
-        let done: std::collections::HashSet<ChangeId> = ids.iter().copied().collect();
-        self.unflushed.retain(|i| !done.contains(i));
-        for id in ids {
-            self.settle(id);
+    /// The changes written and waiting for a flush, as a flush that starts
+    /// now will make durable (see [`FlushWithoutLock`]).
+    pub fn unflushed_snapshot(&self) -> FlushWithoutLock {
+        FlushWithoutLock {
+            gen: self.unflushed_gen,
+            ids: self.unflushed.clone(),
+            done: 0,
         }
+    }
+    /// Settles up to `max` more of the changes of a confirmed flush;
+    /// returns whether all are. Settling a change twice (a flush in
+    /// between took it too) changes nothing.
+    pub fn settle_flushed(&mut self, f: &mut FlushWithoutLock, max: usize) -> bool {
+        let end = (f.done + max).min(f.ids.len());
+        for i in f.done..end {
+            self.settle(f.ids[i]);
+        }
+        f.done = end;
+        self.settled += 1;
+        if f.done < f.ids.len() {
+            return false;
+        }
+        self.stats.flushes += 1;
+        if f.gen == self.unflushed_gen {
+            // Nothing took the list since the snapshot: its head is still
+            // the snapshot.
+            self.unflushed.drain(..f.ids.len());
+            self.unflushed_gen += 1;
+        }
+        true
     }
     /// Changes that will never be written (their block is gone).
     pub fn moot(&mut self, ids: &[ChangeId]) {
