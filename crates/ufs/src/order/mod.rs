@@ -354,6 +354,11 @@ impl Ledger {
         }
         true
     }
+    /// Changes written and waiting for a flush.
+    #[cfg(test)]
+    fn unflushed(&self) -> &[ChangeId] {
+        &self.unflushed
+    }
     /// Changes that will never be written (their block is gone).
     pub fn moot(&mut self, ids: &[ChangeId]) {
         for &id in ids {
@@ -600,5 +605,37 @@ mod tests {
         assert!(l.durable(a) && !l.durable(b));
         l.moot(&[b]);
         assert!(l.durable(b) && l.owner(b).is_none());
+    }
+
+    #[test]
+    fn a_flush_without_the_lock_settles_only_what_was_written_before_it() {
+        let mut l = Ledger::default();
+        let ids: Vec<ChangeId> = (0..5).map(|i| l.new_id(i)).collect();
+        for &i in &ids[..3] {
+            l.written(i);
+        }
+        let mut f = l.unflushed_snapshot();
+        // Written after the snapshot: the flush under way does not cover it.
+        l.written(ids[3]);
+        assert!(!l.settle_flushed(&mut f, 2), "a part at a time");
+        assert!(l.durable(ids[0]) && l.durable(ids[1]) && !l.durable(ids[2]));
+        assert!(l.settle_flushed(&mut f, 2));
+        assert!(l.durable(ids[2]) && !l.durable(ids[3]));
+        assert_eq!(
+            l.unflushed(),
+            &[ids[3]],
+            "the snapshot's head is gone, the rest waits"
+        );
+        // A full flush in between takes everything; the late settle then
+        // changes nothing it should not.
+        let mut g = l.unflushed_snapshot();
+        l.written(ids[4]);
+        l.flushed();
+        assert!(l.durable(ids[3]) && l.durable(ids[4]));
+        let c = l.new_id(9);
+        l.written(c);
+        assert!(l.settle_flushed(&mut g, 100));
+        assert!(!l.durable(c), "written after both flushes began");
+        assert_eq!(l.unflushed(), &[c]);
     }
 }
