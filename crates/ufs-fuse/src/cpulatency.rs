@@ -33,10 +33,11 @@
 use std::fs::File;
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::doorbell::Doorbell;
 use crate::requests::Requests;
 use crate::service::log;
 
@@ -57,29 +58,18 @@ const NO_CONSTRAINT_US: i32 = 2_000_000_000;
 /// Rung by the request path; shared by every serving thread.
 #[derive(Debug, Default)]
 pub struct Gate {
-    /// The thread is watching the request rate (or about to).
-    armed: AtomicBool,
+    /// Armed while the thread watches the request rate.
+    bell: Doorbell,
     /// Off: `touch` does nothing (no device, or `-o cpulatency=off`).
     enabled: AtomicBool,
-    /// Whether the thread must stop; the condition variable's lock.
-    stop: Mutex<bool>,
-    cv: Condvar,
-}
-
-fn lock(m: &Mutex<bool>) -> MutexGuard<'_, bool> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Gate {
     /// A request arrived: wakes the thread if it sleeps.
     #[inline]
     pub fn touch(&self) {
-        if self.armed.load(Ordering::Relaxed) || !self.enabled.load(Ordering::Relaxed) {
-            return;
-        }
-        if !self.armed.swap(true, Ordering::AcqRel) {
-            let _g = lock(&self.stop);
-            self.cv.notify_one();
+        if self.enabled.load(Ordering::Relaxed) && !self.bell.is_armed() {
+            self.bell.ring();
         }
     }
 }
@@ -137,12 +127,11 @@ impl Holder {
     /// Releases the request and ends the thread.
     pub fn stop(mut self) {
         self.gate.enabled.store(false, Ordering::Release);
-        *lock(&self.gate.stop) = true;
-        self.gate.cv.notify_all();
+        self.gate.bell.stop();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
-        self.gate.armed.store(false, Ordering::Release);
+        self.gate.bell.set_armed(false);
     }
 }
 
@@ -159,29 +148,12 @@ fn run(mut sink: impl Sink, gate: &Gate, requests: &Requests) {
                 .fetch_add(since.elapsed().as_millis() as u64, Ordering::Relaxed);
         }
     };
-    loop {
-        {
-            let mut stop = lock(&gate.stop);
-            while !*stop && !gate.armed.load(Ordering::Acquire) {
-                stop = gate.cv.wait(stop).unwrap_or_else(|p| p.into_inner());
-            }
-            if *stop {
-                return;
-            }
-        }
+    while gate.bell.wait_rung() {
         let mut last = requests.total();
         loop {
-            {
-                let stop = lock(&gate.stop);
-                let (stop, _) = gate
-                    .cv
-                    .wait_timeout(stop, WINDOW)
-                    .unwrap_or_else(|p| p.into_inner());
-                if *stop {
-                    drop(stop);
-                    release(&mut sink, &mut held);
-                    return;
-                }
+            if !gate.bell.sleep(WINDOW) {
+                release(&mut sink, &mut held);
+                return;
             }
             let now = requests.total();
             let seen = now.saturating_sub(last);
@@ -199,7 +171,7 @@ fn run(mut sink: impl Sink, gate: &Gate, requests: &Requests) {
                                 "cpulatency: {DEVICE} refused the request ({e}); not asking again"
                             ));
                             gate.enabled.store(false, Ordering::Release);
-                            gate.armed.store(false, Ordering::Release);
+                            gate.bell.set_armed(false);
                             return;
                         }
                     }
@@ -208,7 +180,7 @@ fn run(mut sink: impl Sink, gate: &Gate, requests: &Requests) {
                 release(&mut sink, &mut held);
                 // A request between the count and this store rings no bell;
                 // the next one does.
-                gate.armed.store(false, Ordering::Release);
+                gate.bell.set_armed(false);
                 break;
             }
         }
@@ -219,6 +191,7 @@ fn run(mut sink: impl Sink, gate: &Gate, requests: &Requests) {
 mod tests {
     use super::*;
     use crate::requests::Op;
+    use std::sync::Mutex;
 
     #[derive(Clone, Default)]
     struct Record(Arc<Mutex<Vec<i32>>>);
@@ -272,7 +245,7 @@ mod tests {
         assert!(!requests.snapshot().cpu_latency_held);
         assert_eq!(requests.snapshot().cpu_latency_holds, 1);
         // The thread sleeps again and a later stream takes it again.
-        assert!(wait_for(|| !gate.armed.load(Ordering::Acquire)));
+        assert!(wait_for(|| !gate.bell.is_armed()));
         let stream_end = Instant::now() + WINDOW * 4;
         while Instant::now() < stream_end {
             requests.count(Op::Lookup);
@@ -286,6 +259,6 @@ mod tests {
         assert!(requests.snapshot().cpu_latency_held_ms >= 2 * WINDOW.as_millis() as u64);
         // Stopped: touching does nothing.
         gate.touch();
-        assert!(!gate.armed.load(Ordering::Acquire));
+        assert!(!gate.bell.is_armed());
     }
 }

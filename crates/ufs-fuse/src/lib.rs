@@ -16,6 +16,7 @@ mod affinity;
 pub mod control;
 pub mod cpulatency;
 mod devfuse;
+mod doorbell;
 mod mountinfo;
 pub mod pressure;
 mod reaper;

@@ -15,39 +15,18 @@
 //! sleep (not once per forget); every queued forget is applied at most
 //! [`REAP_DELAY`] after the bell rang, or by the unmount after
 //! [`Reaper::stop`]; failures are logged, never fatal here.
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use crate::doorbell::Doorbell;
 use crate::service::log;
 
 /// How long queued forgets wait for a request to apply them.
 pub const REAP_DELAY: Duration = Duration::from_millis(20);
 
 /// Rung by the service when it queues a forget.
-#[derive(Debug, Default)]
-pub struct Bell {
-    /// The thread is awake (or about to be) and will look at the queue.
-    armed: AtomicBool,
-    /// Whether the thread must stop; the condition variable's lock.
-    stop: Mutex<bool>,
-    cv: Condvar,
-}
-
-fn lock(m: &Mutex<bool>) -> MutexGuard<'_, bool> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-impl Bell {
-    /// A forget was queued: wakes the thread unless it is awake already.
-    pub fn ring(&self) {
-        if !self.armed.swap(true, Ordering::AcqRel) {
-            let _g = lock(&self.stop);
-            self.cv.notify_one();
-        }
-    }
-}
+pub type Bell = Doorbell;
 
 /// The thread; [`Reaper::stop`] ends it.
 pub struct Reaper {
@@ -72,8 +51,7 @@ impl Reaper {
 
     /// Ends the thread; what is still queued is for the unmount to apply.
     pub fn stop(mut self) {
-        *lock(&self.bell.stop) = true;
-        self.bell.cv.notify_all();
+        self.bell.stop();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -87,28 +65,12 @@ fn report(failed: Vec<(u64, ufs::Error)>) {
 }
 
 fn run(fs: &ufs::Fs, bell: &Bell) {
-    loop {
-        {
-            let mut stop = lock(&bell.stop);
-            while !bell.armed.load(Ordering::Acquire) && !*stop {
-                stop = bell.cv.wait(stop).unwrap_or_else(|p| p.into_inner());
-            }
-            if *stop {
-                return;
-            }
-        }
+    while bell.wait_rung() {
         // Awake: give the requests REAP_DELAY to apply the queue, then
         // apply what they left, until a period passes with nothing queued.
         loop {
-            {
-                let stop = lock(&bell.stop);
-                let (stop, _) = bell
-                    .cv
-                    .wait_timeout(stop, REAP_DELAY)
-                    .unwrap_or_else(|p| p.into_inner());
-                if *stop {
-                    return;
-                }
+            if !bell.sleep(REAP_DELAY) {
+                return;
             }
             let pending = fs.forgets_pending();
             report(fs.apply_forgets());
@@ -116,11 +78,11 @@ fn run(fs: &ufs::Fs, bell: &Bell) {
                 break;
             }
         }
-        bell.armed.store(false, Ordering::Release);
+        bell.set_armed(false);
         // A forget queued after the last look rang a bell that was still
         // armed: look again before sleeping.
         if fs.forgets_pending() {
-            bell.armed.store(true, Ordering::Release);
+            bell.set_armed(true);
         }
     }
 }
