@@ -1301,8 +1301,9 @@ impl Fs {
     }
 
     /// The syncer's flush: makes every change made before the call
-    /// durable, one round of writes (and a flush) per hold of the engine
-    /// lock, so that requests go on between rounds. A whole sync under
+    /// durable in rounds of writes and a flush, releasing the engine lock
+    /// every few milliseconds within each round, so that requests go on
+    /// meanwhile. A whole sync under
     /// one hold stalled every request for as long as it took: 0.7 s after
     /// a `tar -x` over a removed tree (240 rounds, a chain of reused
     /// inodes and directory blocks advancing a step a round). Changes
