@@ -17,6 +17,7 @@ pub mod control;
 pub mod cpulatency;
 mod devfuse;
 mod doorbell;
+pub mod handoff;
 mod mountinfo;
 pub mod pressure;
 mod reaper;
@@ -85,6 +86,9 @@ pub struct MountConfig {
     /// Hold idle CPUs polling while requests flow (`-o cpulatency=auto|off`);
     /// see `cpulatency.rs`.
     pub cpu_latency: bool,
+    /// Ring threads poll between requests while they flow on a quiet
+    /// machine (`-o spin=auto|off`); see `handoff.rs`.
+    pub spin: bool,
     /// FUSE over io_uring (`-o uring=auto|on|off`).
     pub uring: UringMode,
     /// A modeled spinning disk between the image and the engine
@@ -464,6 +468,15 @@ fn serve_fs(
     } else {
         None
     };
+    let handoff = if cfg.spin && rings.is_some() {
+        handoff::Watcher::start(
+            svc.handoff.clone(),
+            requests.clone(),
+            uring::possible_cpus(),
+        )
+    } else {
+        None
+    };
     let syncer = Syncer::start(fs.clone(), cfg.sync_interval, requests.clone());
     let disk_model = cfg.disk.as_ref().map(|d| d.name.to_string());
     let control = match control::Control::start(fs.clone(), requests, mountpoint, disk_model) {
@@ -530,6 +543,9 @@ fn serve_fs(
     reaper.stop();
     if let Some(l) = latency {
         l.stop();
+    }
+    if let Some(h) = handoff {
+        h.stop();
     }
     syncer.stop();
     if let Some(c) = control {

@@ -88,6 +88,15 @@ pub struct Requests {
     pub cpu_latency_held_ms: AtomicU64,
     /// Whether the request is held now.
     pub cpu_latency_held: std::sync::atomic::AtomicBool,
+    /// Times ring threads started polling between requests, milliseconds
+    /// they polled in all, whether they poll now, and requests a polling
+    /// thread picked up without sleeping (`handoff.rs`).
+    pub spin_turns: AtomicU64,
+    pub spin_polling_ms: AtomicU64,
+    pub spin_polling: std::sync::atomic::AtomicBool,
+    pub spin_hits: AtomicU64,
+    /// Times CPU pressure ended polling.
+    pub spin_pressure_stops: AtomicU64,
 }
 
 /// A snapshot: every opcode with its count, and the total.
@@ -100,6 +109,11 @@ pub struct RequestCounts {
     pub cpu_latency_holds: u64,
     pub cpu_latency_held_ms: u64,
     pub cpu_latency_held: bool,
+    pub spin_turns: u64,
+    pub spin_polling_ms: u64,
+    pub spin_polling: bool,
+    pub spin_hits: u64,
+    pub spin_pressure_stops: u64,
     pub by_op: std::collections::BTreeMap<&'static str, u64>,
 }
 
@@ -133,6 +147,11 @@ impl Requests {
             cpu_latency_holds: self.cpu_latency_holds.load(Relaxed),
             cpu_latency_held_ms: self.cpu_latency_held_ms.load(Relaxed),
             cpu_latency_held: self.cpu_latency_held.load(Relaxed),
+            spin_turns: self.spin_turns.load(Relaxed),
+            spin_polling_ms: self.spin_polling_ms.load(Relaxed),
+            spin_polling: self.spin_polling.load(Relaxed),
+            spin_hits: self.spin_hits.load(Relaxed),
+            spin_pressure_stops: self.spin_pressure_stops.load(Relaxed),
             by_op,
         }
     }

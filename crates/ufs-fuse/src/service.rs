@@ -251,6 +251,9 @@ pub struct Service {
     /// Wakes the thread that holds idle CPUs polling while requests flow
     /// (`-o cpulatency=auto`).
     pub(crate) cpu_latency: Arc<crate::cpulatency::Gate>,
+    /// Ring threads poll between requests on a quiet machine
+    /// (`-o spin=auto`).
+    pub(crate) handoff: Arc<crate::handoff::Handoff>,
     /// Write-back caching: files whose cached data the engine refused for
     /// lack of space. The writer learns it at its next write(): the
     /// kernel's attributes of the file are invalidated, so that write asks
@@ -410,6 +413,7 @@ impl Service {
             notifier: Arc::new(Mutex::new(None)),
             bell: Arc::default(),
             cpu_latency: Arc::default(),
+            handoff: Arc::default(),
             out_of_space: Mutex::new(HashSet::new()),
             xattrs: true,
             acls: true,
@@ -468,6 +472,7 @@ impl Service {
     pub fn begin_uring(&self, op: Op) {
         self.requests.count_uring(op);
         self.cpu_latency.touch();
+        self.handoff.touch();
     }
 
     /// A directory moved to another parent: its `..` changed, which the

@@ -112,6 +112,7 @@ fn child_serve() -> ! {
         lowmem_watch: true,
         follow_clients: true,
         cpu_latency: true,
+        spin: true,
         // UFSKIT_TEST_URING=off runs the harness over /dev/fuse only.
         disk: None,
         disk_sleep: false,

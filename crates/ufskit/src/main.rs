@@ -206,6 +206,9 @@ struct MountArgs {
     /// cpulatency=auto|off (while requests flow, keep idle CPUs polling
     /// rather than halting: a CPU latency request of 0 µs, released when
     /// the mount goes quiet),
+    /// spin=auto|off (while requests flow on a quiet machine, a ring
+    /// thread that replied polls for the next request from another CPU
+    /// instead of sleeping; off: always sleep),
     /// uring=auto|on|off (FUSE over io_uring: requests served by a thread
     /// on the CPU that made them; auto uses it when the kernel offers it),
     /// disk=dtla-307045|ide-20g-2001|hp97560 (modeled disk, docs/LAYOUT.md),
@@ -441,6 +444,7 @@ struct FuseOpts {
     dircache: bool,
     follow_clients: bool,
     cpu_latency: bool,
+    spin: bool,
     uring: ufs_fuse::UringMode,
     disk: Option<ufs_sim::model::DiskSpec>,
     disk_sleep: bool,
@@ -490,6 +494,8 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
     let mut follow_clients = true;
     // Idle CPUs poll while requests flow (see ufs-fuse's cpulatency.rs).
     let mut cpu_latency = true;
+    // Ring threads poll between requests on a quiet machine (handoff.rs).
+    let mut spin = true;
     let mut uring = ufs_fuse::UringMode::Auto;
     let mut disk = None;
     let mut disk_sleep = false;
@@ -572,12 +578,14 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
             ("affinity", Some("off")) => follow_clients = false,
             ("cpulatency", Some("auto")) => cpu_latency = true,
             ("cpulatency", Some("off")) => cpu_latency = false,
+            ("spin", Some("auto")) => spin = true,
+            ("spin", Some("off")) => spin = false,
             ("uring", Some("auto")) => uring = ufs_fuse::UringMode::Auto,
             ("uring", Some("on")) => uring = ufs_fuse::UringMode::On,
             ("uring", Some("off")) => uring = ufs_fuse::UringMode::Off,
             _ => {
                 return Err(format!(
-                    "unknown mount option '{item}' (known: ro, rw, force, allow_other, writeback=on|off, xattr=on|off, acl=on|off, readdirplus=auto|on|off, dircache=on|off, syncer=SECS, dirpref=orlov|traditional, cache=SIZE, readahead=SIZE, seed=N, threads=N, dirhash=on|off, dirhash_maxmem=SIZE, dirhash_minsize=SIZE, dirhash_reclaimage=SECS, dirhash_check=on|off, lowmem=on|off, affinity=follow|off, cpulatency=auto|off, uring=auto|on|off, disk=MODEL, disk_sleep=on|off, inodeorder=offset|name|hash|off, inodeorder_min=SIZE, contigdirs=on|off, normal|sync|async|softdep, barrier=flush|write, vmiodir=on|off)"
+                    "unknown mount option '{item}' (known: ro, rw, force, allow_other, writeback=on|off, xattr=on|off, acl=on|off, readdirplus=auto|on|off, dircache=on|off, syncer=SECS, dirpref=orlov|traditional, cache=SIZE, readahead=SIZE, seed=N, threads=N, dirhash=on|off, dirhash_maxmem=SIZE, dirhash_minsize=SIZE, dirhash_reclaimage=SECS, dirhash_check=on|off, lowmem=on|off, affinity=follow|off, cpulatency=auto|off, spin=auto|off, uring=auto|on|off, disk=MODEL, disk_sleep=on|off, inodeorder=offset|name|hash|off, inodeorder_min=SIZE, contigdirs=on|off, normal|sync|async|softdep, barrier=flush|write, vmiodir=on|off)"
                 ))
             }
         }
@@ -599,6 +607,7 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
             dircache,
             follow_clients,
             cpu_latency,
+            spin,
             uring,
             disk,
             disk_sleep,
@@ -694,6 +703,7 @@ fn cmd_mount(a: MountArgs) -> Result<(), String> {
         lowmem_watch: f.lowmem_watch,
         follow_clients: f.follow_clients,
         cpu_latency: f.cpu_latency,
+        spin: f.spin,
         uring: f.uring,
         disk: f.disk,
         disk_sleep: f.disk_sleep,

@@ -165,6 +165,13 @@ pub fn cmd_stats(
                 fr["cpu_latency_held_ms"]
             );
         }
+        let turns = fr["spin_turns"].as_u64().unwrap_or(0);
+        if turns > 0 {
+            println!(
+                "  ring threads polled between requests {turns} times, {} ms in all, {} requests picked up while polling, {} stops by CPU pressure (-o spin)",
+                fr["spin_polling_ms"], fr["spin_hits"], fr["spin_pressure_stops"]
+            );
+        }
     }
     let c = &v["cache"];
     println!(

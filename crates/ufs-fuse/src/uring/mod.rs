@@ -550,7 +550,7 @@ fn register_sqe(fd: i32, slot: &Slot, qid: u16) -> squeue::Entry128 {
 
 /// The CPUs the kernel makes queues for (`num_possible_cpus()`): one
 /// queue each, numbered from 0.
-fn possible_cpus() -> usize {
+pub(crate) fn possible_cpus() -> usize {
     let Ok(s) = std::fs::read_to_string("/sys/devices/system/cpu/possible") else {
         return std::thread::available_parallelism().map_or(1, |n| n.get());
     };
@@ -614,14 +614,44 @@ impl Rings {
     }
 }
 
+/// In polling mode (see `handoff.rs`): submits what is queued (the
+/// reply) without waiting, then polls the ring for the next request for
+/// up to [`crate::handoff::SPIN`]. A request arrives as task work, which
+/// the kernel flags in the submission ring (`IORING_SQ_TASKRUN`) and an
+/// enter runs. Returns whether a completion is ready; otherwise the
+/// caller sleeps in the kernel as usual.
+fn poll_for_request(ring: &mut Ring) -> std::io::Result<bool> {
+    ring.submit()?;
+    let start = std::time::Instant::now();
+    loop {
+        if !ring.completion().is_empty() {
+            return Ok(true);
+        }
+        if ring.submission().taskrun() {
+            ring.submit()?;
+            continue;
+        }
+        if start.elapsed() >= crate::handoff::SPIN {
+            return Ok(false);
+        }
+        std::hint::spin_loop();
+    }
+}
+
 fn ring_thread(fd: &OwnedFd, qid: usize, svc: &Service, payload_len: usize) {
+    let cpus = possible_cpus();
     pin_to(qid);
+    // Whether this thread sits on the next CPU, polling (handoff.rs).
+    let mut polling = false;
     let Ok(q) = u16::try_from(qid) else {
         return;
     };
     let mut ring: Ring = match IoUring::builder()
         .setup_single_issuer()
         .setup_defer_taskrun()
+        // Pending task work (an arriving request) shows in the ring's
+        // flags, so a polling thread sees it without a system call.
+        .setup_taskrun_flag()
         .build(4)
     {
         Ok(r) => r,
@@ -636,8 +666,26 @@ fn ring_thread(fd: &OwnedFd, qid: usize, svc: &Service, payload_len: usize) {
         log(format_args!("registering a ring entry of queue {qid}: {e}"));
         return;
     }
+    let mut replied = false;
     loop {
-        match ring.submit_and_wait(1) {
+        let poll = replied && svc.handoff.polling();
+        if poll != polling {
+            polling = poll;
+            pin_to(if poll { (qid + 1) % cpus } else { qid });
+        }
+        let waited = if poll {
+            match poll_for_request(&mut ring) {
+                Ok(true) => {
+                    svc.requests.spin_hits.fetch_add(1, Ordering::Relaxed);
+                    Ok(0)
+                }
+                Ok(false) => ring.submit_and_wait(1),
+                Err(e) => Err(e),
+            }
+        } else {
+            ring.submit_and_wait(1)
+        };
+        match waited {
             Ok(_) => {}
             Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
             Err(e) => {
@@ -674,6 +722,7 @@ fn ring_thread(fd: &OwnedFd, qid: usize, svc: &Service, payload_len: usize) {
             std::mem::forget(slot);
             return;
         }
+        replied = true;
     }
 }
 

@@ -1,0 +1,473 @@
+//! On a quiet machine, a ring thread that has just replied keeps polling
+//! for the next request from another CPU instead of sleeping
+//! (`-o spin=auto`, the default; `off` never polls).
+//!
+//! Why: a serial stream of FUSE requests (`tar -x`, `rm -rf`, one
+//! program creating files) costs two context switches per round trip
+//! when the ring thread sleeps between requests on its client's CPU: the
+//! client blocks and the thread runs, the thread replies and blocks and
+//! the client runs. With the ring thread on another CPU, polling its ring
+//! while the client works, a request is picked up without a wake-up and
+//! the reply wakes a client that never left its CPU. Measured on the
+//! 2-CPU development VM, `tar -x` of /usr/include (8,908 entries): 1.42 s
+//! sleeping, 0.93-0.98 s polling (docs/DESIGN.md, "Hand-off polling").
+//!
+//! A poller is worth its CPU only when that CPU would otherwise be idle.
+//! On a busy machine (a CPU hog on each CPU) the same polling made the
+//! extraction 2-5x slower: the poller and the hogs took turns on a CPU
+//! the client needed, and a thread on another CPU than its client must be
+//! woken across CPUs; with one hog on one of the two CPUs, 1.4-1.5 s
+//! became 2.3-2.6 s. So polling starts only when, over a [`WINDOW`]:
+//! - requests flow: at least [`MIN_REQUESTS`];
+//! - a CPU is free: the machine's CPUs were idle at least half the window
+//!   in all (`/proc/stat`, idle and iowait). Measured during `tar -x`
+//!   without polling: 0.97 CPUs idle on the quiet VM, 0.007 with one hog;
+//! - nothing waits: runnable tasks waited for a CPU less than
+//!   [`MAX_STALL_PERCENT`] of the window ([`STOP_STALL_PERCENT`] to go on
+//!   polling), by the kernel's CPU pressure
+//!   figure (`/proc/pressure/cpu`, "some", cumulative µs;
+//!   Documentation/accounting/psi.rst). Measured during `tar -x`: 8-16%
+//!   quiet, polling or not; 52-65% with a hog on each CPU.
+//!
+//! Polling itself occupies the free CPU, so while it is on only the
+//! flow and the pressure are checked. When pressure ends it, it may not
+//! start again for a back-off that doubles each time (up to [`MAX_BACKOFF`]
+//! windows) and resets after a long stretch of polling, so a machine
+//! that is busy now and then does not pay for flapping.
+//!
+//! Invariants:
+//! - [`Handoff::polling`] is true only between a window that met both
+//!   conditions and the next window that did not; it is false while the
+//!   watcher sleeps, when it stops, on a 1-CPU machine, and without the
+//!   pressure file (never polled then: one log line says so).
+//! - A ring thread polls for at most [`SPIN`] after each reply, then
+//!   sleeps in the kernel as before; it serves queue `q` from CPU
+//!   `(q + 1) % n` while polling is on and from CPU `q` otherwise (each
+//!   thread moves itself, only when the mode changed).
+//! - While the mount is idle the watcher sleeps; the first request rings
+//!   it ([`Handoff::touch`] is one relaxed load per request otherwise).
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::doorbell::Doorbell;
+use crate::requests::Requests;
+use crate::service::log;
+
+/// How long a ring thread polls for the next request after a reply.
+pub const SPIN: Duration = Duration::from_micros(50);
+
+/// How often the request rate and the CPU pressure are looked at.
+pub const WINDOW: Duration = Duration::from_millis(20);
+
+/// Requests per [`WINDOW`] that count as a flow (2,000 a second; a serial
+/// stream of round trips makes 30,000-100,000).
+pub const MIN_REQUESTS: u64 = 40;
+
+/// Runnable tasks waiting for a CPU this share of the window or more
+/// means the machine is busy: polling does not start.
+pub const MAX_STALL_PERCENT: u64 = 25;
+
+/// While polling, the share that stops it. Higher than the one that
+/// starts it: short waits of other tasks (kernel workers, a program's
+/// helper) beside a poller reached 32-42% of a window on the quiet VM now
+/// and then; a task that needs the poller's CPU all the time shares it
+/// with the poller and waits about half of the window or more.
+pub const STOP_STALL_PERCENT: u64 = 50;
+
+/// The kernel's CPU pressure file.
+pub const PRESSURE: &str = "/proc/pressure/cpu";
+
+/// The longest back-off after pressure ended polling, in windows.
+pub const MAX_BACKOFF: u32 = 64;
+
+/// Windows of polling that reset the back-off.
+const STEADY: u32 = 10;
+
+/// Shared by the watcher and every ring thread.
+#[derive(Debug, Default)]
+pub struct Handoff {
+    bell: Doorbell,
+    /// Off: `touch` does nothing (`-o spin=off`, one CPU, no pressure file).
+    enabled: AtomicBool,
+    /// Ring threads poll after a reply (see the invariants).
+    polling: AtomicBool,
+}
+
+impl Handoff {
+    /// A request arrived: wakes the watcher if it sleeps.
+    #[inline]
+    pub fn touch(&self) {
+        if self.enabled.load(Ordering::Relaxed) && !self.bell.is_armed() {
+            self.bell.ring();
+        }
+    }
+
+    /// Whether ring threads poll for the next request now.
+    #[inline]
+    pub fn polling(&self) -> bool {
+        self.polling.load(Ordering::Relaxed)
+    }
+}
+
+/// What the watcher reads of the machine each window, both cumulative
+/// since boot: microseconds the CPUs were idle in all, and microseconds
+/// in which some runnable task waited for a CPU.
+pub trait Machine: Send + 'static {
+    fn idle_us(&mut self) -> Option<u64>;
+    fn stalled_us(&mut self) -> Option<u64>;
+}
+
+/// `/proc/stat` and [`PRESSURE`], read afresh each time.
+pub struct Proc {
+    /// Microseconds per clock tick of `/proc/stat`.
+    us_per_tick: u64,
+}
+
+impl Proc {
+    pub fn new() -> Proc {
+        let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+            .ok()
+            .flatten()
+            .filter(|&t| t > 0)
+            .unwrap_or(100) as u64;
+        Proc {
+            us_per_tick: 1_000_000 / hz,
+        }
+    }
+}
+
+impl Default for Proc {
+    fn default() -> Proc {
+        Proc::new()
+    }
+}
+
+impl Machine for Proc {
+    fn idle_us(&mut self) -> Option<u64> {
+        let text = std::fs::read_to_string("/proc/stat").ok()?;
+        parse_idle_ticks(&text).map(|t| t * self.us_per_tick)
+    }
+
+    fn stalled_us(&mut self) -> Option<u64> {
+        let text = std::fs::read_to_string(PRESSURE).ok()?;
+        parse_some_total(&text)
+    }
+}
+
+/// Idle plus iowait ticks of all CPUs: the 4th and 5th figures of the
+/// `cpu` line of `/proc/stat`.
+pub fn parse_idle_ticks(text: &str) -> Option<u64> {
+    let line = text.lines().find(|l| l.starts_with("cpu "))?;
+    let mut f = line.split_whitespace().skip(4);
+    let idle: u64 = f.next()?.parse().ok()?;
+    let iowait: u64 = f.next()?.parse().ok()?;
+    Some(idle + iowait)
+}
+
+/// The `total=` of the `some` line of a pressure file.
+pub fn parse_some_total(text: &str) -> Option<u64> {
+    let line = text.lines().find(|l| l.starts_with("some "))?;
+    line.split_whitespace()
+        .find_map(|f| f.strip_prefix("total="))?
+        .parse()
+        .ok()
+}
+
+/// The thread that turns polling on and off; [`Watcher::stop`] ends it.
+pub struct Watcher {
+    handoff: Arc<Handoff>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Watcher {
+    /// Starts watching when the machine has two CPUs or more and the
+    /// kernel reports CPU pressure; `None` (with a log line) otherwise.
+    pub fn start(handoff: Arc<Handoff>, requests: Arc<Requests>, cpus: usize) -> Option<Watcher> {
+        if cpus < 2 {
+            return None;
+        }
+        let mut p = Proc::new();
+        if p.stalled_us().is_none() || p.idle_us().is_none() {
+            log(format_args!(
+                "spin: no CPU pressure figure ({PRESSURE}) or idle time (/proc/stat); ring threads sleep between requests"
+            ));
+            return None;
+        }
+        Watcher::start_with(handoff, requests, p)
+    }
+
+    /// As [`Watcher::start`], with the figures read from `machine`.
+    pub fn start_with(
+        handoff: Arc<Handoff>,
+        requests: Arc<Requests>,
+        machine: impl Machine,
+    ) -> Option<Watcher> {
+        let h = handoff.clone();
+        let thread = std::thread::Builder::new()
+            .name("ufs-handoff".into())
+            .spawn(move || run(machine, &h, &requests))
+            .map_err(|e| log(format_args!("spin: no thread ({e})")))
+            .ok()?;
+        handoff.enabled.store(true, Ordering::Release);
+        Some(Watcher {
+            handoff,
+            thread: Some(thread),
+        })
+    }
+
+    /// Turns polling off and ends the thread.
+    pub fn stop(mut self) {
+        self.handoff.enabled.store(false, Ordering::Release);
+        self.handoff.bell.stop();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        self.handoff.polling.store(false, Ordering::Relaxed);
+        self.handoff.bell.set_armed(false);
+    }
+}
+
+/// The choice made at the end of each window of flowing requests.
+#[derive(Debug)]
+struct Policy {
+    /// Windows to wait before polling may start again.
+    hold_off: u32,
+    /// The hold-off the next stop by pressure sets.
+    backoff: u32,
+    /// Windows polled in a row without pressure.
+    steady: u32,
+}
+
+impl Default for Policy {
+    fn default() -> Policy {
+        Policy {
+            hold_off: 0,
+            backoff: 1,
+            steady: 0,
+        }
+    }
+}
+
+impl Policy {
+    /// Whether to poll in the next window, given whether this one polled,
+    /// had a free CPU and had no pressure.
+    fn next(&mut self, polling: bool, free: bool, calm: bool) -> bool {
+        if polling {
+            if calm {
+                self.steady += 1;
+                if self.steady >= STEADY {
+                    self.backoff = 1;
+                }
+                return true;
+            }
+            self.steady = 0;
+            self.hold_off = self.backoff;
+            self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
+            return false;
+        }
+        if self.hold_off > 0 {
+            self.hold_off -= 1;
+            return false;
+        }
+        free && calm
+    }
+}
+
+/// Difference of two cumulative figures, when both were read.
+fn delta(before: Option<u64>, after: Option<u64>) -> Option<u64> {
+    Some(after?.saturating_sub(before?))
+}
+
+fn run(mut machine: impl Machine, h: &Handoff, requests: &Requests) {
+    // When polling started, or was last counted in `spin_polling_ms`.
+    let mut since: Option<Instant> = None;
+    let set = |on: bool, since: &mut Option<Instant>| {
+        h.polling.store(on, Ordering::Relaxed);
+        requests.spin_polling.store(on, Ordering::Relaxed);
+        if on && since.is_none() {
+            requests.spin_turns.fetch_add(1, Ordering::Relaxed);
+        }
+        // The time polled so far counts now, so `ufskit stats` shows it
+        // during a long stretch too.
+        if let Some(s) = since.take() {
+            let ms = s.elapsed().as_millis() as u64;
+            requests.spin_polling_ms.fetch_add(ms, Ordering::Relaxed);
+            *since = Some(s + Duration::from_millis(ms));
+        }
+        if on {
+            since.get_or_insert_with(Instant::now);
+        } else {
+            *since = None;
+        }
+    };
+    let window_us = WINDOW.as_micros() as u64;
+    let mut policy = Policy::default();
+    while h.bell.wait_rung() {
+        let mut last = requests.total();
+        let (mut idle, mut stalled) = (machine.idle_us(), machine.stalled_us());
+        loop {
+            if !h.bell.sleep(WINDOW) {
+                set(false, &mut since);
+                return;
+            }
+            let now = requests.total();
+            let seen = now.saturating_sub(last);
+            last = now;
+            let (idle_now, stalled_now) = (machine.idle_us(), machine.stalled_us());
+            let free = delta(idle, idle_now).is_some_and(|i| i * 2 >= window_us);
+            let limit = if h.polling() {
+                STOP_STALL_PERCENT
+            } else {
+                MAX_STALL_PERCENT
+            };
+            let calm = delta(stalled, stalled_now).is_some_and(|s| s * 100 < window_us * limit);
+            (idle, stalled) = (idle_now, stalled_now);
+            if seen < MIN_REQUESTS {
+                set(false, &mut since);
+                policy.steady = 0;
+                // A request between the count and this store rings no
+                // bell; the next one does.
+                h.bell.set_armed(false);
+                break;
+            }
+            let was = h.polling();
+            let on = policy.next(was, free, calm);
+            if was && !on {
+                requests.spin_pressure_stops.fetch_add(1, Ordering::Relaxed);
+            }
+            set(on, &mut since);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::requests::Op;
+    use std::sync::Mutex;
+
+    /// Idle and pressure figures the test moves by hand.
+    #[derive(Clone, Default)]
+    struct Fake(Arc<Mutex<(u64, u64)>>);
+
+    impl Machine for Fake {
+        fn idle_us(&mut self) -> Option<u64> {
+            Some(self.0.lock().unwrap().0)
+        }
+        fn stalled_us(&mut self) -> Option<u64> {
+            Some(self.0.lock().unwrap().1)
+        }
+    }
+
+    fn wait_for(what: impl Fn() -> bool) -> bool {
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(5) {
+            if what() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        false
+    }
+
+    /// Makes requests for `d` while the machine's CPUs are idle
+    /// `idle_pct` percent of the time in all and tasks wait for a CPU
+    /// `stall_pct` percent of it.
+    fn stream(h: &Handoff, r: &Requests, m: &Fake, d: Duration, idle_pct: u64, stall_pct: u64) {
+        let end = Instant::now() + d;
+        let mut last = Instant::now();
+        while Instant::now() < end {
+            r.count(Op::Lookup);
+            h.touch();
+            std::thread::sleep(Duration::from_micros(100));
+            let el = last.elapsed().as_micros() as u64;
+            last = Instant::now();
+            let mut f = m.0.lock().unwrap();
+            f.0 += el * idle_pct / 100;
+            f.1 += el * stall_pct / 100;
+        }
+    }
+
+    #[test]
+    fn polls_while_requests_flow_with_a_cpu_free_and_nothing_waiting() {
+        let h = Arc::new(Handoff::default());
+        let r = Arc::new(Requests::default());
+        let m = Fake::default();
+        let w = Watcher::start_with(h.clone(), r.clone(), m.clone()).unwrap();
+        // A trickle: no polling.
+        for _ in 0..3 {
+            r.count(Op::Getattr);
+            h.touch();
+            std::thread::sleep(WINDOW * 2);
+            assert!(!h.polling(), "a trickle turned polling on");
+        }
+        // A stream, a CPU idle, nothing waiting: polling.
+        stream(&h, &r, &m, WINDOW * 5, 100, 5);
+        assert!(h.polling(), "a quiet stream did not poll");
+        assert!(r.snapshot().spin_polling);
+        // Tasks start waiting for CPUs: off...
+        stream(&h, &r, &m, WINDOW * 4, 0, 60);
+        assert!(!h.polling(), "a busy machine kept polling");
+        // ...and not on again while no CPU is free, pressure or not.
+        stream(&h, &r, &m, WINDOW * 5, 2, 5);
+        assert!(!h.polling(), "polling without a free CPU");
+        // A CPU frees up: on again (after a back-off of one window).
+        stream(&h, &r, &m, WINDOW * 6, 100, 0);
+        assert!(h.polling());
+        // The stream stops: off, and the watcher sleeps.
+        assert!(wait_for(|| !h.polling() && !h.bell.is_armed()));
+        let s = r.snapshot();
+        assert_eq!(s.spin_turns, 2, "{s:?}");
+        assert!(!s.spin_polling);
+        assert!(s.spin_polling_ms >= WINDOW.as_millis() as u64, "{s:?}");
+        w.stop();
+        assert!(!h.polling());
+        h.touch();
+        assert!(!h.bell.is_armed(), "a stopped watcher was woken");
+    }
+
+    #[test]
+    fn pressure_that_keeps_ending_polling_backs_it_off_longer_each_time() {
+        let mut p = Policy::default();
+        let mut wait = |p: &mut Policy| {
+            let mut n = 0;
+            while !p.next(false, true, true) {
+                n += 1;
+            }
+            n
+        };
+        let mut waits = Vec::new();
+        for _ in 0..9 {
+            waits.push(wait(&mut p));
+            // One window polled, then tasks wait for CPUs: off.
+            assert!(!p.next(true, true, false));
+        }
+        assert_eq!(waits, [0, 1, 2, 4, 8, 16, 32, 64, 64]);
+        // A long calm stretch of polling resets the back-off.
+        assert_eq!(wait(&mut p), 64);
+        for _ in 0..STEADY {
+            assert!(p.next(true, true, true));
+        }
+        assert!(!p.next(true, true, false));
+        assert_eq!(wait(&mut p), 1, "back-off not reset: {p:?}");
+        // No free CPU: never starts.
+        let mut q = Policy::default();
+        assert!(!q.next(false, false, true));
+        assert!(!q.next(false, true, false));
+    }
+
+    #[test]
+    fn reads_the_idle_ticks_and_pressure_totals() {
+        let stat = "cpu  5606678 55350 2170410 3401125 1648534 0 59137 16909 0 0\n\
+                    cpu0 2672830 25961 1214097 1884303 672827 0 4674 8077 0 0\n";
+        assert_eq!(parse_idle_ticks(stat), Some(3_401_125 + 1_648_534));
+        assert_eq!(parse_idle_ticks("cpu0 1 2 3 4 5\n"), None);
+        let text = "some avg10=0.47 avg60=17.38 avg300=12.68 total=11173559185\n\
+                    full avg10=0.00 avg60=0.00 avg300=0.00 total=0\n";
+        assert_eq!(parse_some_total(text), Some(11_173_559_185));
+        assert_eq!(parse_some_total("full total=3\n"), None);
+        assert_eq!(parse_some_total("some avg10=1 total=x\n"), None);
+    }
+}
