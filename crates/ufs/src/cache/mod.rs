@@ -27,7 +27,7 @@ use crate::dev::BlockDevice;
 use crate::error::Result;
 use crate::order::{BufDeps, ChangeId, EntryOp, Held, Ledger, OrderStats, WriteMode};
 use serde::Serialize;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, HashSet};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 pub enum BlockKind {
@@ -906,13 +906,8 @@ impl BufferCache {
             }
         }
         ids.retain(|&i| !self.ledger.durable(i));
-        if !ids.is_empty() {
-            let Some(closure) = self.needs_closure(by, 4096) else {
-                return false;
-            };
-            if ids.iter().any(|i| closure.contains(i)) {
-                return false;
-            }
+        if !ids.is_empty() && self.needs_any(by, &ids, 4096) != Some(false) {
+            return false;
         }
         for a in victims {
             self.remove_buf(a);
@@ -922,11 +917,20 @@ impl BufferCache {
         true
     }
 
-    /// Every undurable change `id` waits for, directly or not: its needs,
-    /// and those of the earlier held changes of its region (it goes to disk
-    /// only with them). None if there are more than `cap`.
-    fn needs_closure(&self, id: ChangeId, cap: usize) -> Option<BTreeSet<ChangeId>> {
-        let mut seen = BTreeSet::new();
+    /// Whether change `id` waits, directly or not, for one of `targets`:
+    /// through its needs, and those of the earlier held changes of its
+    /// region (it goes to disk only with them). None if that takes more
+    /// than `cap` undurable changes to tell.
+    ///
+    /// A change needs only changes made before it (smaller ids: needs are
+    /// named when a change is made, and a region's earlier held changes
+    /// are older), so the search never follows a change older than the
+    /// oldest target: nothing behind it can lead to one.
+    fn needs_any(&self, id: ChangeId, targets: &[ChangeId], cap: usize) -> Option<bool> {
+        let Some(&oldest) = targets.iter().min() else {
+            return Some(false);
+        };
+        let mut seen = HashSet::new();
         let mut todo = vec![id];
         while let Some(id) = todo.pop() {
             let Some(a) = self.ledger.owner(id) else {
@@ -941,17 +945,21 @@ impl BufferCache {
                 };
                 for h in &stack[..=pos] {
                     for &n in &h.needs {
-                        if !self.ledger.durable(n) && seen.insert(n) {
-                            if seen.len() > cap {
-                                return None;
-                            }
-                            todo.push(n);
+                        if n < oldest || self.ledger.durable(n) || !seen.insert(n) {
+                            continue;
                         }
+                        if targets.contains(&n) {
+                            return Some(true);
+                        }
+                        if seen.len() > cap {
+                            return None;
+                        }
+                        todo.push(n);
                     }
                 }
             }
         }
-        Some(seen)
+        Some(false)
     }
 
     fn overlapping(&self, addr: u64, nfrags: u64) -> Vec<u64> {
