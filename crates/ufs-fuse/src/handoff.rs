@@ -85,6 +85,18 @@ pub const MAX_BACKOFF: u32 = 64;
 /// Windows of polling that reset the back-off.
 const STEADY: u32 = 10;
 
+/// When ring threads poll (`-o spin=`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpinMode {
+    /// Never.
+    Off,
+    /// While requests flow on a quiet machine (the default).
+    Auto,
+    /// Whenever requests flow, busy machine or not (for experiments:
+    /// it shows what polling costs where `auto` would not poll).
+    On,
+}
+
 /// Shared by the watcher and every ring thread.
 #[derive(Debug, Default)]
 pub struct Handoff {
@@ -184,8 +196,13 @@ pub struct Watcher {
 impl Watcher {
     /// Starts watching when the machine has two CPUs or more and the
     /// kernel reports CPU pressure; `None` (with a log line) otherwise.
-    pub fn start(handoff: Arc<Handoff>, requests: Arc<Requests>, cpus: usize) -> Option<Watcher> {
-        if cpus < 2 {
+    pub fn start(
+        handoff: Arc<Handoff>,
+        requests: Arc<Requests>,
+        cpus: usize,
+        mode: SpinMode,
+    ) -> Option<Watcher> {
+        if cpus < 2 || mode == SpinMode::Off {
             return None;
         }
         let mut p = Proc::new();
@@ -195,19 +212,21 @@ impl Watcher {
             ));
             return None;
         }
-        Watcher::start_with(handoff, requests, p)
+        Watcher::start_with(handoff, requests, p, mode == SpinMode::On)
     }
 
-    /// As [`Watcher::start`], with the figures read from `machine`.
+    /// As [`Watcher::start`], with the figures read from `machine`;
+    /// `always`: poll whenever requests flow, whatever the figures.
     pub fn start_with(
         handoff: Arc<Handoff>,
         requests: Arc<Requests>,
         machine: impl Machine,
+        always: bool,
     ) -> Option<Watcher> {
         let h = handoff.clone();
         let thread = std::thread::Builder::new()
             .name("ufs-handoff".into())
-            .spawn(move || run(machine, &h, &requests))
+            .spawn(move || run(machine, &h, &requests, always))
             .map_err(|e| log(format_args!("spin: no thread ({e})")))
             .ok()?;
         handoff.enabled.store(true, Ordering::Release);
@@ -280,7 +299,7 @@ fn delta(before: Option<u64>, after: Option<u64>) -> Option<u64> {
     Some(after?.saturating_sub(before?))
 }
 
-fn run(mut machine: impl Machine, h: &Handoff, requests: &Requests) {
+fn run(mut machine: impl Machine, h: &Handoff, requests: &Requests, always: bool) {
     // When polling started, or was last counted in `spin_polling_ms`.
     let mut since: Option<Instant> = None;
     let set = |on: bool, since: &mut Option<Instant>| {
@@ -333,7 +352,7 @@ fn run(mut machine: impl Machine, h: &Handoff, requests: &Requests) {
                 break;
             }
             let was = h.polling();
-            let on = policy.next(was, free, calm);
+            let on = always || policy.next(was, free, calm);
             if was && !on {
                 requests.spin_pressure_stops.fetch_add(1, Ordering::Relaxed);
             }
@@ -395,7 +414,7 @@ mod tests {
         let h = Arc::new(Handoff::default());
         let r = Arc::new(Requests::default());
         let m = Fake::default();
-        let w = Watcher::start_with(h.clone(), r.clone(), m.clone()).unwrap();
+        let w = Watcher::start_with(h.clone(), r.clone(), m.clone(), false).unwrap();
         // A trickle: no polling.
         for _ in 0..3 {
             r.count(Op::Getattr);

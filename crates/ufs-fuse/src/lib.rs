@@ -87,8 +87,8 @@ pub struct MountConfig {
     /// see `cpulatency.rs`.
     pub cpu_latency: bool,
     /// Ring threads poll between requests while they flow on a quiet
-    /// machine (`-o spin=auto|off`); see `handoff.rs`.
-    pub spin: bool,
+    /// machine (`-o spin=auto|on|off`); see `handoff.rs`.
+    pub spin: handoff::SpinMode,
     /// FUSE over io_uring (`-o uring=auto|on|off`).
     pub uring: UringMode,
     /// A modeled spinning disk between the image and the engine
@@ -468,11 +468,12 @@ fn serve_fs(
     } else {
         None
     };
-    let handoff = if cfg.spin && rings.is_some() {
+    let handoff = if rings.is_some() {
         handoff::Watcher::start(
             svc.handoff.clone(),
             requests.clone(),
             uring::possible_cpus(),
+            cfg.spin,
         )
     } else {
         None

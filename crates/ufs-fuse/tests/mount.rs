@@ -112,7 +112,7 @@ fn child_serve() -> ! {
         lowmem_watch: true,
         follow_clients: true,
         cpu_latency: true,
-        spin: true,
+        spin: ufs_fuse::handoff::SpinMode::Auto,
         // UFSKIT_TEST_URING=off runs the harness over /dev/fuse only.
         disk: None,
         disk_sleep: false,

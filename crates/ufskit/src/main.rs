@@ -206,9 +206,9 @@ struct MountArgs {
     /// cpulatency=auto|off (while requests flow, keep idle CPUs polling
     /// rather than halting: a CPU latency request of 0 µs, released when
     /// the mount goes quiet),
-    /// spin=auto|off (while requests flow on a quiet machine, a ring
+    /// spin=auto|on|off (while requests flow on a quiet machine, a ring
     /// thread that replied polls for the next request from another CPU
-    /// instead of sleeping; off: always sleep),
+    /// instead of sleeping; on: busy machine or not; off: always sleep),
     /// uring=auto|on|off (FUSE over io_uring: requests served by a thread
     /// on the CPU that made them; auto uses it when the kernel offers it),
     /// disk=dtla-307045|ide-20g-2001|hp97560 (modeled disk, docs/LAYOUT.md),
@@ -444,7 +444,7 @@ struct FuseOpts {
     dircache: bool,
     follow_clients: bool,
     cpu_latency: bool,
-    spin: bool,
+    spin: ufs_fuse::handoff::SpinMode,
     uring: ufs_fuse::UringMode,
     disk: Option<ufs_sim::model::DiskSpec>,
     disk_sleep: bool,
@@ -495,7 +495,7 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
     // Idle CPUs poll while requests flow (see ufs-fuse's cpulatency.rs).
     let mut cpu_latency = true;
     // Ring threads poll between requests on a quiet machine (handoff.rs).
-    let mut spin = true;
+    let mut spin = ufs_fuse::handoff::SpinMode::Auto;
     let mut uring = ufs_fuse::UringMode::Auto;
     let mut disk = None;
     let mut disk_sleep = false;
@@ -578,14 +578,15 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
             ("affinity", Some("off")) => follow_clients = false,
             ("cpulatency", Some("auto")) => cpu_latency = true,
             ("cpulatency", Some("off")) => cpu_latency = false,
-            ("spin", Some("auto")) => spin = true,
-            ("spin", Some("off")) => spin = false,
+            ("spin", Some("auto")) => spin = ufs_fuse::handoff::SpinMode::Auto,
+            ("spin", Some("on")) => spin = ufs_fuse::handoff::SpinMode::On,
+            ("spin", Some("off")) => spin = ufs_fuse::handoff::SpinMode::Off,
             ("uring", Some("auto")) => uring = ufs_fuse::UringMode::Auto,
             ("uring", Some("on")) => uring = ufs_fuse::UringMode::On,
             ("uring", Some("off")) => uring = ufs_fuse::UringMode::Off,
             _ => {
                 return Err(format!(
-                    "unknown mount option '{item}' (known: ro, rw, force, allow_other, writeback=on|off, xattr=on|off, acl=on|off, readdirplus=auto|on|off, dircache=on|off, syncer=SECS, dirpref=orlov|traditional, cache=SIZE, readahead=SIZE, seed=N, threads=N, dirhash=on|off, dirhash_maxmem=SIZE, dirhash_minsize=SIZE, dirhash_reclaimage=SECS, dirhash_check=on|off, lowmem=on|off, affinity=follow|off, cpulatency=auto|off, spin=auto|off, uring=auto|on|off, disk=MODEL, disk_sleep=on|off, inodeorder=offset|name|hash|off, inodeorder_min=SIZE, contigdirs=on|off, normal|sync|async|softdep, barrier=flush|write, vmiodir=on|off)"
+                    "unknown mount option '{item}' (known: ro, rw, force, allow_other, writeback=on|off, xattr=on|off, acl=on|off, readdirplus=auto|on|off, dircache=on|off, syncer=SECS, dirpref=orlov|traditional, cache=SIZE, readahead=SIZE, seed=N, threads=N, dirhash=on|off, dirhash_maxmem=SIZE, dirhash_minsize=SIZE, dirhash_reclaimage=SECS, dirhash_check=on|off, lowmem=on|off, affinity=follow|off, cpulatency=auto|off, spin=auto|on|off, uring=auto|on|off, disk=MODEL, disk_sleep=on|off, inodeorder=offset|name|hash|off, inodeorder_min=SIZE, contigdirs=on|off, normal|sync|async|softdep, barrier=flush|write, vmiodir=on|off)"
                 ))
             }
         }

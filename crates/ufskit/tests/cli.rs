@@ -1961,6 +1961,91 @@ fn chattr_immutable_and_append_through_the_mount_survive_remount() {
     fsck_clean(&img);
 }
 
+/// `-o spin=on` (poll whenever requests flow; `auto`, the default, adds
+/// that the machine be quiet, see ufs-fuse's handoff.rs): ring threads
+/// pick requests up while polling from another CPU, and what they serve
+/// is right: files created, written, read back, renamed and removed while
+/// polling hold what was written, and the image is clean. Polling stops
+/// when the requests do. `spin=off` never polls.
+#[test]
+fn ring_threads_polling_for_requests_serve_them_right() {
+    let name = "ring_threads_polling_for_requests_serve_them_right";
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if !needs_fuse(name) || !prerequisite(cpus >= 2, name, "two CPUs or more") {
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    for (opts, polls) in [("spin=on", true), ("spin=off", false)] {
+        let img = new_image(t.path(), &format!("img-{opts}"), "64m");
+        let mnt = t.path().join("m");
+        let m = Mounted::new(&img, &mnt, &[opts]);
+        if stats_json(&mnt)["fuse_requests"]["ring_threads"] == 0 {
+            m.umount();
+            // Fails the test unless skips are allowed (then counted).
+            prerequisite(false, name, "FUSE over io_uring (Linux 6.14+)");
+            return;
+        }
+        let d = mnt.join("d");
+        std::fs::create_dir(&d).unwrap();
+        let start = std::time::Instant::now();
+        let mut round = 0u32;
+        // At least a few of the watcher's windows of steady requests.
+        while start.elapsed() < std::time::Duration::from_millis(400) || round < 2 {
+            for i in 0..200u32 {
+                let body = format!("round {round} file {i}\n").repeat(1 + (i % 7) as usize);
+                std::fs::write(d.join(format!("f{i}")), &body).unwrap();
+            }
+            for i in 0..200u32 {
+                let body = format!("round {round} file {i}\n").repeat(1 + (i % 7) as usize);
+                let p = d.join(format!("f{i}"));
+                assert_eq!(std::fs::read_to_string(&p).unwrap(), body, "{opts}: {p:?}");
+                if i % 3 == 0 {
+                    std::fs::remove_file(&p).unwrap();
+                } else if i % 3 == 1 {
+                    std::fs::rename(&p, d.join(format!("g{i}"))).unwrap();
+                }
+            }
+            let mut names: Vec<String> = std::fs::read_dir(&d)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .collect();
+            names.sort();
+            let mut want: Vec<String> = (0..200u32)
+                .filter(|i| i % 3 != 0)
+                .map(|i| format!("{}{i}", if i % 3 == 1 { "g" } else { "f" }))
+                .collect();
+            want.sort();
+            assert_eq!(names, want, "{opts}: round {round}");
+            for n in names {
+                std::fs::remove_file(d.join(n)).unwrap();
+            }
+            round += 1;
+        }
+        let fr = stats_json(&mnt)["fuse_requests"].clone();
+        if polls {
+            assert!(fr["spin_turns"].as_u64().unwrap() >= 1, "{opts}: {fr}");
+            assert!(fr["spin_hits"].as_u64().unwrap() > 0, "{opts}: {fr}");
+            let text = String::from_utf8(run(ufskit().arg("stats").arg(&mnt)).stdout).unwrap();
+            assert!(text.contains("picked up while polling"), "{text}");
+            // Quiet: polling stops within a few windows.
+            let mut stopped = false;
+            for _ in 0..50 {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                if stats_json(&mnt)["fuse_requests"]["spin_polling"] == false {
+                    stopped = true;
+                    break;
+                }
+            }
+            assert!(stopped, "{opts}: still polling when idle");
+        } else {
+            assert_eq!(fr["spin_turns"].as_u64(), Some(0), "{opts}: {fr}");
+            assert_eq!(fr["spin_hits"].as_u64(), Some(0), "{opts}: {fr}");
+        }
+        m.umount();
+        fsck_clean(&img);
+    }
+}
+
 /// The kernel's current CPU latency constraint in µs (what every holder of
 /// `/dev/cpu_dma_latency` asks, combined).
 fn cpu_latency_now() -> i32 {
