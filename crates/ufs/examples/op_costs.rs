@@ -1,8 +1,10 @@
 //! Microseconds per engine call (no FUSE) for the calls `tar -x` makes per
 //! file: lookup of a missing name, create, three setattrs, a small write,
 //! getattr; then unlink. usage: cargo run --release -p ufs --example
-//! op_costs [N] [MODE] [BYTES] (BYTES written per file, default 6000; 0:
-//! empty files, as a large-directory benchmark makes).
+//! op_costs [N] [MODE] [BYTES] [CACHE_MB] (BYTES written per file,
+//! default 6000; 0: empty files, as a large-directory benchmark makes;
+//! CACHE_MB: the buffer cache limit, default the engine's; a mount's is
+//! larger, and the ordering state it allows is too).
 use std::time::Instant;
 use ufs::{Cred, SetAttr, Time, TimeSet};
 fn main() {
@@ -32,6 +34,10 @@ fn main() {
         path,
         ufs::MountOptions {
             write_mode: mode,
+            cache_bytes: std::env::args()
+                .nth(4)
+                .and_then(|s| s.parse::<u64>().ok())
+                .map_or(ufs::MountOptions::default().cache_bytes, |mb| mb << 20),
             ..Default::default()
         },
     )

@@ -20,8 +20,8 @@ use crate::cache::{BlockKind, BufferCache};
 use crate::dev::BlockDevice;
 use crate::error::{Error, ErrorKind, Result};
 use crate::order::{ChangeId, Deferred, Freed, WriteMode};
+use foldhash::HashMap;
 use rand::{Rng, SeedableRng};
-use std::collections::HashMap;
 use ufs_format::sb::{Csum, CsumTotal};
 use ufs_format::*;
 
@@ -434,14 +434,14 @@ impl FsCore {
             opts,
             contigdirs: vec![0; ncg],
             dirhash,
-            dir_hints: HashMap::new(),
+            dir_hints: HashMap::default(),
             placement: Default::default(),
             order: Default::default(),
             op_log: None,
             read_only,
             sb_dirty: false,
             rng,
-            lookups: HashMap::new(),
+            lookups: HashMap::default(),
             orphans: Default::default(),
             was_clean,
             softdep_flag_lent: false,

@@ -36,7 +36,7 @@
 use crate::dir::SlotContext;
 use crate::error::Result;
 use crate::fs::FsCore;
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::hash::{Hash, Hasher};
 use std::ops::ControlFlow;
 use ufs_format::DIRBLKSIZ;
@@ -155,7 +155,7 @@ pub struct Placement {
     pub stats: PlacementStats,
     /// Placed inodes that have no data block yet: their first block
     /// follows the data of the inode before them ([`FsCore::data_pref`]).
-    pub no_data_yet: std::collections::HashSet<u64>,
+    pub no_data_yet: foldhash::HashSet<u64>,
 }
 
 /// At most this many placed inodes wait for their first block; beyond it

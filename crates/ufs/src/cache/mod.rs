@@ -26,8 +26,9 @@
 use crate::dev::BlockDevice;
 use crate::error::Result;
 use crate::order::{BufDeps, ChangeId, EntryOp, Held, Ledger, OrderStats, WriteMode};
+use foldhash::HashSet;
 use serde::Serialize;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 pub enum BlockKind {
@@ -906,6 +907,8 @@ impl BufferCache {
             }
         }
         ids.retain(|&i| !self.ledger.durable(i));
+        ids.sort_unstable();
+        ids.dedup();
         if !ids.is_empty() && self.needs_any(by, &ids, 4096) != Some(false) {
             return false;
         }
@@ -926,11 +929,12 @@ impl BufferCache {
     /// named when a change is made, and a region's earlier held changes
     /// are older), so the search never follows a change older than the
     /// oldest target: nothing behind it can lead to one.
+    /// `targets` is sorted.
     fn needs_any(&self, id: ChangeId, targets: &[ChangeId], cap: usize) -> Option<bool> {
-        let Some(&oldest) = targets.iter().min() else {
+        let Some(&oldest) = targets.first() else {
             return Some(false);
         };
-        let mut seen = HashSet::new();
+        let mut seen = HashSet::default();
         let mut todo = vec![id];
         while let Some(id) = todo.pop() {
             let Some(a) = self.ledger.owner(id) else {
@@ -948,7 +952,7 @@ impl BufferCache {
                         if n < oldest || self.ledger.durable(n) || !seen.insert(n) {
                             continue;
                         }
-                        if targets.contains(&n) {
+                        if targets.binary_search(&n).is_ok() {
                             return Some(true);
                         }
                         if seen.len() > cap {

@@ -19,8 +19,8 @@
 //! - An index is bound to its directory's inode generation; a different
 //!   generation means a reused inode, and the index is dropped.
 use super::index::DirIndex;
+use foldhash::HashMap;
 use serde::Serialize;
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 pub const SCORE_INIT: u32 = 8;
@@ -192,7 +192,7 @@ impl Dirhash {
         Dirhash {
             cfg,
             stats,
-            map: HashMap::new(),
+            map: HashMap::default(),
             head: None,
             tail: None,
             mem: 0,

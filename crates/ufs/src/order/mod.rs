@@ -29,8 +29,9 @@
 //! they were made; ids of changes that can never be written (their block
 //! was freed) are dropped ("moot") only when nothing on disk can reach the
 //! block any more.
+use foldhash::HashMap;
 use serde::Serialize;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 
 /// How metadata writes are ordered (`-o normal|sync|async|softdep`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
