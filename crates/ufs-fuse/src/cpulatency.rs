@@ -32,12 +32,11 @@
 //!   mount works as before: one log line says so.
 use std::fs::File;
 use std::io::Write;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::doorbell::Doorbell;
+use crate::doorbell::{FlowThread, RequestBell};
 use crate::requests::Requests;
 use crate::service::log;
 
@@ -56,29 +55,13 @@ pub const MIN_REQUESTS: u64 = 20;
 const NO_CONSTRAINT_US: i32 = 2_000_000_000;
 
 /// Rung by the request path; shared by every serving thread.
-#[derive(Debug, Default)]
-pub struct Gate {
-    /// Armed while the thread watches the request rate.
-    bell: Doorbell,
-    /// Off: `touch` does nothing (no device, or `-o cpulatency=off`).
-    enabled: AtomicBool,
-}
-
-impl Gate {
-    /// A request arrived: wakes the thread if it sleeps.
-    #[inline]
-    pub fn touch(&self) {
-        if self.enabled.load(Ordering::Relaxed) && !self.bell.is_armed() {
-            self.bell.ring();
-        }
-    }
-}
+pub type Gate = RequestBell;
 
 /// The thread that holds and releases the request; [`Holder::stop`] ends
 /// it.
 pub struct Holder {
     gate: Arc<Gate>,
-    thread: Option<JoinHandle<()>>,
+    thread: FlowThread,
 }
 
 /// Where the latency request goes: the device, or (in tests) anything
@@ -112,26 +95,15 @@ impl Holder {
     /// As [`Holder::start`], with the requests going to `sink`.
     pub fn start_with(gate: Arc<Gate>, requests: Arc<Requests>, sink: impl Sink) -> Option<Holder> {
         let g = gate.clone();
-        let thread = std::thread::Builder::new()
-            .name("ufs-cpulatency".into())
-            .spawn(move || run(sink, &g, &requests))
-            .map_err(|e| log(format_args!("cpulatency: no thread ({e})")))
-            .ok()?;
-        gate.enabled.store(true, Ordering::Release);
-        Some(Holder {
-            gate,
-            thread: Some(thread),
-        })
+        let thread = FlowThread::start(&gate, "ufs-cpulatency", "cpulatency", move || {
+            run(sink, &g, &requests)
+        })?;
+        Some(Holder { gate, thread })
     }
 
     /// Releases the request and ends the thread.
-    pub fn stop(mut self) {
-        self.gate.enabled.store(false, Ordering::Release);
-        self.gate.bell.stop();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-        self.gate.bell.set_armed(false);
+    pub fn stop(self) {
+        self.thread.stop(&self.gate);
     }
 }
 
@@ -170,7 +142,7 @@ fn run(mut sink: impl Sink, gate: &Gate, requests: &Requests) {
                             log(format_args!(
                                 "cpulatency: {DEVICE} refused the request ({e}); not asking again"
                             ));
-                            gate.enabled.store(false, Ordering::Release);
+                            gate.disable();
                             gate.bell.set_armed(false);
                             return;
                         }
@@ -190,6 +162,7 @@ fn run(mut sink: impl Sink, gate: &Gate, requests: &Requests) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::doorbell::wait_for;
     use crate::requests::Op;
     use std::sync::Mutex;
 
@@ -201,17 +174,6 @@ mod tests {
             self.0.lock().unwrap().push(us);
             Ok(())
         }
-    }
-
-    fn wait_for(what: impl Fn() -> bool) -> bool {
-        let start = Instant::now();
-        while start.elapsed() < Duration::from_secs(5) {
-            if what() {
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        false
     }
 
     #[test]

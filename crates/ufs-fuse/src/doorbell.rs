@@ -1,14 +1,20 @@
 //! The bell that wakes a helper thread which sleeps while it has nothing
-//! to do: the reaper (forgets no request applied) and the CPU latency
-//! holder (requests flowing) both use it.
+//! to do: the reaper (forgets no request applied), and the threads that
+//! watch the request flow (the CPU latency holder, the hand-off polling
+//! watcher) through a [`RequestBell`] and a [`FlowThread`].
 //!
 //! Invariants: `ring` takes the lock and wakes the thread only when the
 //! bell was not armed already (once per burst, not once per event; a ring
 //! while armed is one atomic swap); the thread disarms the bell itself when
-//! it goes back to sleep; once stopped, every wait returns at once.
+//! it goes back to sleep; once stopped, every wait returns at once. A
+//! request bell rings only while enabled: from its thread's start to its
+//! stop (or until the thread disables it for good).
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
 use std::time::Duration;
+
+use crate::service::log;
 
 #[derive(Debug, Default)]
 pub struct Doorbell {
@@ -69,4 +75,81 @@ impl Doorbell {
         *self.lock() = true;
         self.cv.notify_all();
     }
+}
+
+/// A [`Doorbell`] that every request touches while enabled: a thread that
+/// watches the request flow sleeps on it while the mount is idle, and
+/// the first request after that wakes it. A touch while the thread is
+/// awake is one relaxed load and one acquire load.
+#[derive(Debug, Default)]
+pub struct RequestBell {
+    pub(crate) bell: Doorbell,
+    enabled: AtomicBool,
+}
+
+impl RequestBell {
+    /// A request arrived: wakes the thread if it sleeps.
+    #[inline]
+    pub fn touch(&self) {
+        if self.enabled.load(Ordering::Relaxed) && !self.bell.is_armed() {
+            self.bell.ring();
+        }
+    }
+
+    /// Requests no longer ring (the thread gave up, or is stopping).
+    pub fn disable(&self) {
+        self.enabled.store(false, Ordering::Release);
+    }
+}
+
+/// The thread that watches a [`RequestBell`]; [`FlowThread::stop`] ends it.
+pub struct FlowThread {
+    thread: Option<JoinHandle<()>>,
+}
+
+impl FlowThread {
+    /// Runs `run` on a thread named `name`, then lets requests ring `rb`;
+    /// None, with a log line starting with `what`, when no thread can be
+    /// made.
+    pub fn start(
+        rb: &RequestBell,
+        name: &str,
+        what: &str,
+        run: impl FnOnce() + Send + 'static,
+    ) -> Option<FlowThread> {
+        let thread = std::thread::Builder::new()
+            .name(name.into())
+            .spawn(run)
+            .map_err(|e| log(format_args!("{what}: no thread ({e})")))
+            .ok()?;
+        rb.enabled.store(true, Ordering::Release);
+        Some(FlowThread {
+            thread: Some(thread),
+        })
+    }
+
+    /// Stops the thread and waits for it; the bell is left disabled and
+    /// disarmed.
+    pub fn stop(mut self, rb: &RequestBell) {
+        rb.disable();
+        rb.bell.stop();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        rb.bell.set_armed(false);
+    }
+}
+
+/// Tests: polls `what` every millisecond for up to 5 s; whether it came
+/// true (for the flow threads' tests).
+#[cfg(test)]
+pub(crate) fn wait_for(what: impl Fn() -> bool) -> bool {
+    let start = std::time::Instant::now();
+    while start.elapsed() < Duration::from_secs(5) {
+        if what() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    false
 }

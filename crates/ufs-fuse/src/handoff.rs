@@ -48,10 +48,9 @@
 //!   it ([`Handoff::touch`] is one relaxed load per request otherwise).
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::doorbell::Doorbell;
+use crate::doorbell::{FlowThread, RequestBell};
 use crate::requests::Requests;
 use crate::service::log;
 
@@ -100,9 +99,8 @@ pub enum SpinMode {
 /// Shared by the watcher and every ring thread.
 #[derive(Debug, Default)]
 pub struct Handoff {
-    bell: Doorbell,
-    /// Off: `touch` does nothing (`-o spin=off`, one CPU, no pressure file).
-    enabled: AtomicBool,
+    /// Wakes the watcher (off: `-o spin=off`, one CPU, no figures).
+    flow: RequestBell,
     /// Ring threads poll after a reply (see the invariants).
     polling: AtomicBool,
 }
@@ -111,9 +109,7 @@ impl Handoff {
     /// A request arrived: wakes the watcher if it sleeps.
     #[inline]
     pub fn touch(&self) {
-        if self.enabled.load(Ordering::Relaxed) && !self.bell.is_armed() {
-            self.bell.ring();
-        }
+        self.flow.touch();
     }
 
     /// Whether ring threads poll for the next request now.
@@ -190,7 +186,7 @@ pub fn parse_some_total(text: &str) -> Option<u64> {
 /// The thread that turns polling on and off; [`Watcher::stop`] ends it.
 pub struct Watcher {
     handoff: Arc<Handoff>,
-    thread: Option<JoinHandle<()>>,
+    thread: FlowThread,
 }
 
 impl Watcher {
@@ -224,27 +220,16 @@ impl Watcher {
         always: bool,
     ) -> Option<Watcher> {
         let h = handoff.clone();
-        let thread = std::thread::Builder::new()
-            .name("ufs-handoff".into())
-            .spawn(move || run(machine, &h, &requests, always))
-            .map_err(|e| log(format_args!("spin: no thread ({e})")))
-            .ok()?;
-        handoff.enabled.store(true, Ordering::Release);
-        Some(Watcher {
-            handoff,
-            thread: Some(thread),
-        })
+        let thread = FlowThread::start(&handoff.flow, "ufs-handoff", "spin", move || {
+            run(machine, &h, &requests, always)
+        })?;
+        Some(Watcher { handoff, thread })
     }
 
     /// Turns polling off and ends the thread.
-    pub fn stop(mut self) {
-        self.handoff.enabled.store(false, Ordering::Release);
-        self.handoff.bell.stop();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+    pub fn stop(self) {
+        self.thread.stop(&self.handoff.flow);
         self.handoff.polling.store(false, Ordering::Relaxed);
-        self.handoff.bell.set_armed(false);
     }
 }
 
@@ -323,11 +308,11 @@ fn run(mut machine: impl Machine, h: &Handoff, requests: &Requests, always: bool
     };
     let window_us = WINDOW.as_micros() as u64;
     let mut policy = Policy::default();
-    while h.bell.wait_rung() {
+    while h.flow.bell.wait_rung() {
         let mut last = requests.total();
         let (mut idle, mut stalled) = (machine.idle_us(), machine.stalled_us());
         loop {
-            if !h.bell.sleep(WINDOW) {
+            if !h.flow.bell.sleep(WINDOW) {
                 set(false, &mut since);
                 return;
             }
@@ -348,7 +333,7 @@ fn run(mut machine: impl Machine, h: &Handoff, requests: &Requests, always: bool
                 policy.steady = 0;
                 // A request between the count and this store rings no
                 // bell; the next one does.
-                h.bell.set_armed(false);
+                h.flow.bell.set_armed(false);
                 break;
             }
             let was = h.polling();
@@ -364,6 +349,7 @@ fn run(mut machine: impl Machine, h: &Handoff, requests: &Requests, always: bool
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::doorbell::wait_for;
     use crate::requests::Op;
     use std::sync::Mutex;
 
@@ -378,17 +364,6 @@ mod tests {
         fn stalled_us(&mut self) -> Option<u64> {
             Some(self.0.lock().unwrap().1)
         }
-    }
-
-    fn wait_for(what: impl Fn() -> bool) -> bool {
-        let start = Instant::now();
-        while start.elapsed() < Duration::from_secs(5) {
-            if what() {
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        false
     }
 
     /// Makes requests for `d` while the machine's CPUs are idle
@@ -436,7 +411,7 @@ mod tests {
         stream(&h, &r, &m, WINDOW * 6, 100, 0);
         assert!(h.polling());
         // The stream stops: off, and the watcher sleeps.
-        assert!(wait_for(|| !h.polling() && !h.bell.is_armed()));
+        assert!(wait_for(|| !h.polling() && !h.flow.bell.is_armed()));
         let s = r.snapshot();
         assert_eq!(s.spin_turns, 2, "{s:?}");
         assert!(!s.spin_polling);
@@ -444,13 +419,13 @@ mod tests {
         w.stop();
         assert!(!h.polling());
         h.touch();
-        assert!(!h.bell.is_armed(), "a stopped watcher was woken");
+        assert!(!h.flow.bell.is_armed(), "a stopped watcher was woken");
     }
 
     #[test]
     fn pressure_that_keeps_ending_polling_backs_it_off_longer_each_time() {
         let mut p = Policy::default();
-        let mut wait = |p: &mut Policy| {
+        let wait = |p: &mut Policy| {
             let mut n = 0;
             while !p.next(false, true, true) {
                 n += 1;
