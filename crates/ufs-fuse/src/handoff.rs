@@ -29,8 +29,10 @@
 //!   Documentation/accounting/psi.rst). Measured during `tar -x`: 8-16%
 //!   quiet, polling or not; 52-65% with a hog on each CPU.
 //!
-//! Polling itself occupies the free CPU, so while it is on only the
-//! flow and the pressure are checked. When pressure ends it, it may not
+//! It starts after [`START_WINDOWS`] such windows in a row. Polling
+//! itself occupies the free CPU, so while it is on the flow and the
+//! pressure are checked, and every [`PROBE`] windows one window goes
+//! without polling to read the idle figure again. When pressure ends it, it may not
 //! start again for a back-off that doubles each time (up to [`MAX_BACKOFF`]
 //! windows) and resets after a long stretch of polling, so a machine
 //! that is busy now and then does not pay for flapping.
@@ -41,9 +43,10 @@
 //!   watcher sleeps, when it stops, on a 1-CPU machine, and without the
 //!   pressure file (never polled then: one log line says so).
 //! - A ring thread polls for at most [`SPIN`] after each reply, then
-//!   sleeps in the kernel as before; it serves queue `q` from CPU
-//!   `(q + 1) % n` while polling is on and from CPU `q` otherwise (each
-//!   thread moves itself, only when the mode changed).
+//!   sleeps in the kernel as before; it serves queue `q` from the next CPU
+//!   after `q` it may run on while polling is on and from CPU `q`
+//!   otherwise (each thread moves itself, only when the mode changed, after
+//!   sending its reply); a thread that cannot move does not poll.
 //! - While the mount is idle the watcher sleeps; the first request rings
 //!   it ([`Handoff::touch`] is one relaxed load per request otherwise).
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -83,6 +86,13 @@ pub const MAX_BACKOFF: u32 = 64;
 
 /// Windows of polling that reset the back-off.
 const STEADY: u32 = 10;
+
+/// Free windows in a row that start polling.
+pub const START_WINDOWS: u32 = 2;
+
+/// Windows of polling after which one window goes without, to see
+/// whether a CPU is still free (0.5 s; 1 window in 26 is not polled).
+pub const PROBE: u32 = 25;
 
 /// When ring threads poll (`-o spin=`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -242,6 +252,12 @@ struct Policy {
     backoff: u32,
     /// Windows polled in a row without pressure.
     steady: u32,
+    /// Windows in a row, not polling, with a CPU free and nothing waiting.
+    free_run: u32,
+    /// Windows polled since the last look at the idle figure.
+    since_probe: u32,
+    /// This window paused polling to look at the idle figure again.
+    probing: bool,
 }
 
 impl Default for Policy {
@@ -250,32 +266,71 @@ impl Default for Policy {
             hold_off: 0,
             backoff: 1,
             steady: 0,
+            free_run: 0,
+            since_probe: 0,
+            probing: false,
         }
     }
 }
 
+/// What the next window does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Next {
+    Poll,
+    /// No polling: not wanted, or a pause to look at the idle figure.
+    Sleep,
+    /// No polling: pressure stopped it (a back-off starts).
+    Stopped,
+}
+
 impl Policy {
-    /// Whether to poll in the next window, given whether this one polled,
-    /// had a free CPU and had no pressure.
-    fn next(&mut self, polling: bool, free: bool, calm: bool) -> bool {
+    /// What to do in the next window, given whether this one polled, had
+    /// a free CPU and had no pressure.
+    fn next(&mut self, polling: bool, free: bool, calm: bool) -> Next {
         if polling {
-            if calm {
-                self.steady += 1;
-                if self.steady >= STEADY {
-                    self.backoff = 1;
-                }
-                return true;
+            if !calm {
+                self.steady = 0;
+                self.free_run = 0;
+                self.hold_off = self.backoff;
+                self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
+                return Next::Stopped;
             }
-            self.steady = 0;
-            self.hold_off = self.backoff;
-            self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
-            return false;
+            self.steady = self.steady.saturating_add(1);
+            if self.steady >= STEADY {
+                self.backoff = 1;
+            }
+            self.since_probe += 1;
+            if self.since_probe >= PROBE {
+                // The poller takes the idle time the figure shows: a
+                // window without it tells whether a CPU is still free.
+                self.since_probe = 0;
+                self.probing = true;
+                return Next::Sleep;
+            }
+            return Next::Poll;
         }
         if self.hold_off > 0 {
             self.hold_off -= 1;
-            return false;
+            self.free_run = 0;
+            return Next::Sleep;
         }
-        free && calm
+        if free && calm {
+            self.free_run += 1;
+        } else {
+            self.free_run = 0;
+            self.probing = false;
+        }
+        // One free window resumes after a pause to look; a start takes
+        // START_WINDOWS in a row (the idle figure counts whole clock
+        // ticks: one window alone reads "free" now and then by chance).
+        let need = if self.probing { 1 } else { START_WINDOWS };
+        if self.free_run >= need {
+            self.free_run = 0;
+            self.probing = false;
+            self.since_probe = 0;
+            return Next::Poll;
+        }
+        Next::Sleep
     }
 }
 
@@ -306,11 +361,11 @@ fn run(mut machine: impl Machine, h: &Handoff, requests: &Requests, always: bool
             *since = None;
         }
     };
-    let window_us = WINDOW.as_micros() as u64;
     let mut policy = Policy::default();
     while h.flow.bell.wait_rung() {
         let mut last = requests.total();
         let (mut idle, mut stalled) = (machine.idle_us(), machine.stalled_us());
+        let mut at = Instant::now();
         loop {
             if !h.flow.bell.sleep(WINDOW) {
                 set(false, &mut since);
@@ -319,6 +374,10 @@ fn run(mut machine: impl Machine, h: &Handoff, requests: &Requests, always: bool
             let now = requests.total();
             let seen = now.saturating_sub(last);
             last = now;
+            // The window as it was, not as asked for (a busy machine
+            // wakes the watcher late).
+            let window_us = at.elapsed().as_micros().max(1) as u64;
+            at = Instant::now();
             let (idle_now, stalled_now) = (machine.idle_us(), machine.stalled_us());
             let free = delta(idle, idle_now).is_some_and(|i| i * 2 >= window_us);
             let limit = if h.polling() {
@@ -331,17 +390,21 @@ fn run(mut machine: impl Machine, h: &Handoff, requests: &Requests, always: bool
             if seen < MIN_REQUESTS {
                 set(false, &mut since);
                 policy.steady = 0;
+                policy.free_run = 0;
                 // A request between the count and this store rings no
                 // bell; the next one does.
                 h.flow.bell.set_armed(false);
                 break;
             }
-            let was = h.polling();
-            let on = always || policy.next(was, free, calm);
-            if was && !on {
+            let next = if always {
+                Next::Poll
+            } else {
+                policy.next(h.polling(), free, calm)
+            };
+            if next == Next::Stopped {
                 requests.spin_pressure_stops.fetch_add(1, Ordering::Relaxed);
             }
-            set(on, &mut since);
+            set(next == Next::Poll, &mut since);
         }
     }
 }
@@ -427,7 +490,7 @@ mod tests {
         let mut p = Policy::default();
         let wait = |p: &mut Policy| {
             let mut n = 0;
-            while !p.next(false, true, true) {
+            while p.next(false, true, true) != Next::Poll {
                 n += 1;
             }
             n
@@ -435,21 +498,59 @@ mod tests {
         let mut waits = Vec::new();
         for _ in 0..9 {
             waits.push(wait(&mut p));
-            // One window polled, then tasks wait for CPUs: off.
-            assert!(!p.next(true, true, false));
+            // One window polled, then tasks wait for CPUs: stopped.
+            assert_eq!(p.next(true, true, false), Next::Stopped);
         }
-        assert_eq!(waits, [0, 1, 2, 4, 8, 16, 32, 64, 64]);
+        // The back-off, plus the free windows a start takes.
+        let start = START_WINDOWS - 1;
+        let want: Vec<u32> = [0, 1, 2, 4, 8, 16, 32, 64, 64]
+            .iter()
+            .map(|b| b + start)
+            .collect();
+        assert_eq!(waits, want);
         // A long calm stretch of polling resets the back-off.
-        assert_eq!(wait(&mut p), 64);
+        assert_eq!(wait(&mut p), 64 + start);
         for _ in 0..STEADY {
-            assert!(p.next(true, true, true));
+            assert_eq!(p.next(true, true, true), Next::Poll);
         }
-        assert!(!p.next(true, true, false));
-        assert_eq!(wait(&mut p), 1, "back-off not reset: {p:?}");
-        // No free CPU: never starts.
+        assert_eq!(p.next(true, true, false), Next::Stopped);
+        assert_eq!(wait(&mut p), 1 + start, "back-off not reset: {p:?}");
+        // No free CPU, or pressure: never starts.
         let mut q = Policy::default();
-        assert!(!q.next(false, false, true));
-        assert!(!q.next(false, true, false));
+        for _ in 0..10 {
+            assert_eq!(q.next(false, false, true), Next::Sleep);
+            assert_eq!(q.next(false, true, false), Next::Sleep);
+        }
+        // One free window alone does not start it.
+        assert_eq!(q.next(false, true, true), Next::Sleep);
+        assert_eq!(q.next(false, false, true), Next::Sleep);
+        assert_eq!(q.next(false, true, true), Next::Sleep);
+    }
+
+    #[test]
+    fn polling_pauses_now_and_then_to_see_whether_a_cpu_is_still_free() {
+        let mut p = Policy::default();
+        while p.next(false, true, true) != Next::Poll {}
+        for _ in 1..PROBE {
+            assert_eq!(p.next(true, true, true), Next::Poll);
+        }
+        // The pause: one window without polling...
+        assert_eq!(p.next(true, true, true), Next::Sleep);
+        // ...and a CPU still free: polling again at once.
+        assert_eq!(p.next(false, true, true), Next::Poll);
+        for _ in 1..PROBE {
+            assert_eq!(p.next(true, true, true), Next::Poll);
+        }
+        assert_eq!(p.next(true, true, true), Next::Sleep);
+        // No CPU free any more (another program took it): off, and a
+        // start again takes whole free windows in a row.
+        assert_eq!(p.next(false, false, true), Next::Sleep);
+        assert_eq!(p.next(false, false, true), Next::Sleep);
+        let mut n = 0;
+        while p.next(false, true, true) != Next::Poll {
+            n += 1;
+        }
+        assert_eq!(n, START_WINDOWS - 1);
     }
 
     #[test]

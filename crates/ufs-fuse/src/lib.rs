@@ -472,7 +472,11 @@ fn serve_fs(
         handoff::Watcher::start(
             svc.handoff.clone(),
             requests.clone(),
-            uring::possible_cpus(),
+            // CPUs this daemon may use (taskset, cpusets), not all the
+            // kernel could bring online.
+            std::thread::available_parallelism()
+                .map_or(1, |n| n.get())
+                .min(uring::possible_cpus()),
             cfg.spin,
         )
     } else {

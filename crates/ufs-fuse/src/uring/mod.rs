@@ -567,12 +567,57 @@ pub(crate) fn possible_cpus() -> usize {
     n.max(1)
 }
 
-fn pin_to(cpu: usize) {
+/// Moves the calling thread to `cpu`; whether it could. Best effort: a
+/// daemon kept off that CPU (taskset, a cpuset) keeps its own placement.
+fn pin_to(cpu: usize) -> bool {
     let mut set = nix::sched::CpuSet::new();
-    if set.set(cpu).is_ok() {
-        // Best effort: a daemon started outside that CPU (taskset) keeps
-        // its own placement.
-        let _ = nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set);
+    set.set(cpu).is_ok()
+        && nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set).is_ok()
+}
+
+/// Where a ring thread of queue `qid` serves from, and moves to while
+/// polling (see `handoff.rs`).
+struct Placement {
+    /// The CPUs this thread may run on when it started.
+    allowed: Option<nix::sched::CpuSet>,
+    qid: usize,
+    /// Whether it sits on its queue's CPU.
+    home: bool,
+    /// The next CPU after the queue's it may run on: where it polls
+    /// from. None: it never polls (one usable CPU).
+    away: Option<usize>,
+}
+
+impl Placement {
+    fn new(qid: usize, cpus: usize) -> Placement {
+        let me = nix::unistd::Pid::from_raw(0);
+        let allowed = nix::sched::sched_getaffinity(me).ok();
+        let may = |c: usize| {
+            allowed
+                .as_ref()
+                .is_none_or(|a| a.is_set(c).unwrap_or(false))
+        };
+        let away = (1..cpus).map(|k| (qid + k) % cpus).find(|&c| may(c));
+        Placement {
+            allowed,
+            qid,
+            home: pin_to(qid),
+            away,
+        }
+    }
+
+    /// Moves to the polling CPU; false (and stays) when it cannot.
+    fn go_away(&mut self) -> bool {
+        self.away.is_some_and(pin_to)
+    }
+
+    /// Back to the queue's CPU, or to the placement it started with.
+    fn go_home(&mut self) {
+        if !(self.home && pin_to(self.qid)) {
+            if let Some(a) = &self.allowed {
+                let _ = nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), a);
+            }
+        }
     }
 }
 
@@ -629,22 +674,23 @@ fn poll_for_request(ring: &mut Ring) -> std::io::Result<bool> {
             return Ok(true);
         }
         if ring.submission().taskrun() {
+            // With the flag set, `submit` enters with GETEVENTS (io-uring
+            // 0.7.16 and later), which runs the task work.
             ring.submit()?;
-            continue;
+        } else {
+            std::hint::spin_loop();
         }
         // The clock costs more than a look at the ring: read it now and
         // then.
         turns = turns.wrapping_add(1);
-        if turns % 32 == 0 && start.elapsed() >= crate::handoff::SPIN {
-            return Ok(false);
+        if turns.is_multiple_of(32) && start.elapsed() >= crate::handoff::SPIN {
+            return Ok(!ring.completion().is_empty());
         }
-        std::hint::spin_loop();
     }
 }
 
 fn ring_thread(fd: &OwnedFd, qid: usize, svc: &Service, payload_len: usize) {
-    let cpus = possible_cpus();
-    pin_to(qid);
+    let mut place = Placement::new(qid, possible_cpus());
     // Whether this thread sits on the next CPU, polling (handoff.rs).
     let mut polling = false;
     let Ok(q) = u16::try_from(qid) else {
@@ -672,10 +718,22 @@ fn ring_thread(fd: &OwnedFd, qid: usize, svc: &Service, payload_len: usize) {
     }
     let mut replied = false;
     loop {
-        let poll = replied && svc.handoff.polling();
+        let mut poll = replied && svc.handoff.polling();
         if poll != polling {
+            // The reply goes first; then the move (a migration).
+            if let Err(e) = ring.submit() {
+                log(format_args!("ring of queue {qid}: {e}"));
+                std::mem::forget(slot);
+                return;
+            }
+            if poll {
+                // A thread that cannot leave its client's CPU must not
+                // poll there.
+                poll = place.go_away();
+            } else {
+                place.go_home();
+            }
             polling = poll;
-            pin_to(if poll { (qid + 1) % cpus } else { qid });
         }
         let waited = if poll {
             match poll_for_request(&mut ring) {
