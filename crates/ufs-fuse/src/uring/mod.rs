@@ -606,9 +606,20 @@ impl Placement {
         }
     }
 
-    /// Moves to the polling CPU; false (and stays) when it cannot.
+    /// Whether this thread may poll at all (a CPU to poll from, which it
+    /// could move to when it last tried).
+    fn can_poll(&self) -> bool {
+        self.away.is_some()
+    }
+
+    /// Moves to the polling CPU; false (and stays) when it cannot, and
+    /// then never tries again (no failed system call per request).
     fn go_away(&mut self) -> bool {
-        self.away.is_some_and(pin_to)
+        let moved = self.away.is_some_and(pin_to);
+        if !moved {
+            self.away = None;
+        }
+        moved
     }
 
     /// Back to the queue's CPU, or to the placement it started with.
@@ -718,13 +729,18 @@ fn ring_thread(fd: &OwnedFd, qid: usize, svc: &Service, payload_len: usize) {
     }
     let mut replied = false;
     loop {
-        let mut poll = replied && svc.handoff.polling();
+        let mut poll = replied && place.can_poll() && svc.handoff.polling();
         if poll != polling {
-            // The reply goes first; then the move (a migration).
-            if let Err(e) = ring.submit() {
-                log(format_args!("ring of queue {qid}: {e}"));
-                std::mem::forget(slot);
-                return;
+            // The reply goes first; then the move (a migration). An
+            // interrupted submit leaves it for the next one.
+            match ring.submit() {
+                Ok(_) => {}
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
+                Err(e) => {
+                    log(format_args!("ring of queue {qid}: {e}"));
+                    std::mem::forget(slot);
+                    return;
+                }
             }
             if poll {
                 // A thread that cannot leave its client's CPU must not
