@@ -541,6 +541,14 @@ impl BufferCache {
         }
     }
 
+    /// [`prefetch`](Self::prefetch) for a block read alone (a directory
+    /// block): just `len` bytes, not a read-ahead window around them.
+    pub fn prefetch_single(&self, addr: u64, len: usize) {
+        if !self.bufs.contains_key(&addr) {
+            self.dev.prefetch_single(addr << self.fshift, len);
+        }
+    }
+
     /// The buffer's changes since its last write join its epoch (they may
     /// go to disk with the next write).
     fn join_epoch(&mut self, addr: u64) -> ChangeId {

@@ -41,6 +41,12 @@ pub trait BlockDevice: Send + Sync {
     /// By default nothing (memory devices; the modeled disk, whose figures
     /// must not depend on the host).
     fn prefetch(&self, _off: u64, _len: usize) {}
+    /// [`prefetch`](Self::prefetch) for a block that will be read with
+    /// [`read_single`](Self::read_single): a read-ahead layer hints just
+    /// these bytes instead of its whole window. By default `prefetch`.
+    fn prefetch_single(&self, off: u64, len: usize) {
+        self.prefetch(off, len)
+    }
     /// Whether [`prefetch`](Self::prefetch) does anything here.
     fn prefetches(&self) -> bool {
         false
@@ -450,6 +456,9 @@ impl<D: BlockDevice> BlockDevice for CountingDevice<D> {
     fn prefetch(&self, off: u64, len: usize) {
         self.inner.prefetch(off, len)
     }
+    fn prefetch_single(&self, off: u64, len: usize) {
+        self.inner.prefetch_single(off, len)
+    }
     fn prefetches(&self) -> bool {
         self.inner.prefetches()
     }
@@ -484,6 +493,9 @@ impl BlockDevice for Box<dyn BlockDevice> {
     fn prefetch(&self, off: u64, len: usize) {
         (**self).prefetch(off, len)
     }
+    fn prefetch_single(&self, off: u64, len: usize) {
+        (**self).prefetch_single(off, len)
+    }
     fn prefetches(&self) -> bool {
         (**self).prefetches()
     }
@@ -516,6 +528,9 @@ impl<D: BlockDevice + ?Sized> BlockDevice for std::sync::Arc<D> {
     }
     fn prefetch(&self, off: u64, len: usize) {
         (**self).prefetch(off, len)
+    }
+    fn prefetch_single(&self, off: u64, len: usize) {
+        (**self).prefetch_single(off, len)
     }
     fn prefetches(&self) -> bool {
         (**self).prefetches()
@@ -615,6 +630,10 @@ impl<D: BlockDevice> BlockDevice for ReadAheadDevice<D> {
         } else {
             self.inner.prefetch(off, len)
         }
+    }
+    fn prefetch_single(&self, off: u64, len: usize) {
+        // read_single reads just the block (or serves it from the window).
+        self.inner.prefetch(off, len)
     }
     fn prefetches(&self) -> bool {
         self.inner.prefetches()

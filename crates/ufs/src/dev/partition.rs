@@ -71,6 +71,11 @@ impl<D: BlockDevice> BlockDevice for Window<D> {
             self.inner.prefetch(self.start + off, len)
         }
     }
+    fn prefetch_single(&self, off: u64, len: usize) {
+        if super::check_range(off, len, self.size).is_ok() {
+            self.inner.prefetch_single(self.start + off, len)
+        }
+    }
     fn prefetches(&self) -> bool {
         self.inner.prefetches()
     }

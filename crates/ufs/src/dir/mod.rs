@@ -1090,7 +1090,7 @@ impl FsCore {
             let db0 = di.di_db(0);
             if di.is_dir() && db0 != 0 && db0 < g.size {
                 let len = g.blksize(di.di_size(), 0) as usize;
-                self.cache.prefetch(db0, len.clamp(1, bsize));
+                self.cache.prefetch_single(db0, len.clamp(1, bsize));
             }
         }
     }
