@@ -531,7 +531,7 @@ impl Filesystem for UfsFuse {
         self.serve(req, Op::Readdir);
         let r = self
             .svc
-            .readdir(ino.0, fh.0, offset, false, &mut |e: DirItem<'_>| {
+            .readdir(ino.0, fh.0, offset, false, false, &mut |e: DirItem<'_>| {
                 !reply.add(
                     INodeNo(e.ino),
                     e.offset,
@@ -556,7 +556,7 @@ impl Filesystem for UfsFuse {
         self.serve(req, Op::Readdirplus);
         let r = self
             .svc
-            .readdir(ino.0, fh.0, offset, true, &mut |e: DirItem<'_>| {
+            .readdir(ino.0, fh.0, offset, true, false, &mut |e: DirItem<'_>| {
                 let Some(a) = e.attr else { return true };
                 !reply.add(
                     INodeNo(e.ino),

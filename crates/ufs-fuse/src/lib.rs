@@ -13,6 +13,7 @@
 //!   dedicated signal thread; the session then ends and `serve` flushes.
 //!   (SIGUSR1, handled by the same thread, drops the engine's clean cache.)
 mod affinity;
+pub mod bare_names;
 pub mod control;
 pub mod cpulatency;
 mod devfuse;

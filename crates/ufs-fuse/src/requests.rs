@@ -97,6 +97,11 @@ pub struct Requests {
     pub spin_hits: AtomicU64,
     /// Times CPU pressure ended polling.
     pub spin_pressure_stops: AtomicU64,
+    /// READDIRPLUS entries sent with names alone, and the times entries
+    /// turned bare or full (`bare_names.rs`).
+    pub bare_entries: AtomicU64,
+    pub bare_turns: AtomicU64,
+    pub full_turns: AtomicU64,
 }
 
 /// A snapshot: every opcode with its count, and the total.
@@ -114,6 +119,9 @@ pub struct RequestCounts {
     pub spin_polling: bool,
     pub spin_hits: u64,
     pub spin_pressure_stops: u64,
+    pub bare_entries: u64,
+    pub bare_turns: u64,
+    pub full_turns: u64,
     pub by_op: std::collections::BTreeMap<&'static str, u64>,
 }
 
@@ -152,6 +160,9 @@ impl Requests {
             spin_polling: self.spin_polling.load(Relaxed),
             spin_hits: self.spin_hits.load(Relaxed),
             spin_pressure_stops: self.spin_pressure_stops.load(Relaxed),
+            bare_entries: self.bare_entries.load(Relaxed),
+            bare_turns: self.bare_turns.load(Relaxed),
+            full_turns: self.full_turns.load(Relaxed),
             by_op,
         }
     }

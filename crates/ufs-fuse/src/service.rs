@@ -270,6 +270,8 @@ pub struct Service {
     pub(crate) acls: bool,
     /// What INIT asks about READDIRPLUS (`-o readdirplus=`).
     pub(crate) readdirplus: crate::ReaddirPlus,
+    /// Whether READDIRPLUS replies send files' names alone (`auto`).
+    pub(crate) bare_names: crate::bare_names::BareNames,
 }
 
 /// A GETXATTR or LISTXATTR answer: the kernel asks with a buffer size of 0
@@ -398,6 +400,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl Service {
     pub fn new(fs: Arc<Fs>, writeback: bool, follow_clients: bool) -> Self {
+        let requests = Arc::new(Requests::default());
         Service {
             fs,
             dirs: Mutex::new(Listings::default()),
@@ -409,7 +412,8 @@ impl Service {
             } else {
                 None
             },
-            requests: Arc::new(Requests::default()),
+            bare_names: crate::bare_names::BareNames::new(requests.clone()),
+            requests,
             notifier: Arc::new(Mutex::new(None)),
             bell: Arc::default(),
             cpu_latency: Arc::default(),
@@ -548,9 +552,14 @@ impl Service {
     }
 
     pub fn lookup(&self, parent: u64, name: &[u8]) -> Result<Attr, Errno> {
-        self.fs
+        let a = self
+            .fs
             .lookup_remembered(to_ufs(parent), name)
-            .map_err(|e| errno(&e))
+            .map_err(|e| errno(&e))?;
+        if a.kind != FileKind::Dir {
+            self.bare_names.looked_up(parent);
+        }
+        Ok(a)
     }
 
     /// The kernel dropped `n` references to `nodeid`.
@@ -1012,6 +1021,9 @@ impl Service {
     /// each entry but `.` and `..` becomes a lookup reference in the kernel
     /// (fuse_direntplus_link), remembered before `add` as for LOOKUP; an
     /// entry `add` refused is not sent and its reference is given back.
+    /// `bare_ok` (a transport that can send an entry with node id 0):
+    /// with `readdirplus=auto`, non-directories may go without attributes
+    /// (`attr: None`, no reference), as [`crate::bare_names`] decides.
     /// The name is looked up again: the kernel makes a dentry of it, which
     /// must name what the directory holds now (a name removed since the
     /// snapshot is skipped; its inode may already be another file's).
@@ -1021,11 +1033,18 @@ impl Service {
         fh: u64,
         offset: u64,
         plus: bool,
+        bare_ok: bool,
         add: &mut dyn FnMut(DirItem<'_>) -> bool,
     ) -> Result<(), Errno> {
+        use ufs_format::dinode::dt::{DT_DIR, DT_UNKNOWN};
         let dir = to_ufs(nodeid);
         let (h, snap) = self.dir_snapshot(dir, fh, offset).map_err(|e| errno(&e))?;
         let start = (offset & 0xffff_ffff) as usize;
+        let bare = plus
+            && bare_ok
+            && self.readdirplus == crate::ReaddirPlus::Auto
+            && self.bare_names.listing(nodeid, start == 0);
+        let mut sent_bare = 0u32;
         if start >= snap.len() && fh == 0 {
             // The end-of-directory request of a listing without OPENDIR:
             // nothing will read its snapshot again.
@@ -1033,7 +1052,10 @@ impl Service {
         }
         for (i, e) in snap.iter().enumerate().skip(start) {
             let next = (u64::from(h) << 32) | (i as u64 + 1);
-            if !plus {
+            let dt = e.dtype;
+            let alone = bare && i < crate::bare_names::BARE_MAX && dt != DT_DIR && dt != DT_UNKNOWN;
+            if !plus || alone {
+                sent_bare += u32::from(alone);
                 let kind = match FileKind::from_dtype(e.dtype) {
                     Some(k) => k,
                     // DT_UNKNOWN (old images): ask the inode.
@@ -1077,6 +1099,12 @@ impl Service {
                 }
                 break;
             }
+        }
+        if bare {
+            self.bare_names.sent(nodeid, sent_bare);
+            self.requests
+                .bare_entries
+                .fetch_add(u64::from(sent_bare), Ordering::Relaxed);
         }
         Ok(())
     }

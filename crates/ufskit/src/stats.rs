@@ -172,6 +172,13 @@ pub fn cmd_stats(
                 fr["spin_polling_ms"], fr["spin_hits"], fr["spin_pressure_stops"]
             );
         }
+        let bare = fr["bare_entries"].as_u64().unwrap_or(0);
+        if bare > 0 {
+            println!(
+                "  listing entries sent as names alone: {bare}; files went bare {} times, full again {} times (-o readdirplus=auto)",
+                fr["bare_turns"], fr["full_turns"]
+            );
+        }
     }
     let c = &v["cache"];
     println!(

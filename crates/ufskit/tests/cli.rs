@@ -1961,6 +1961,79 @@ fn chattr_immutable_and_append_through_the_mount_survive_remount() {
     fsck_clean(&img);
 }
 
+/// A tree walk that uses only names (`find -type f`) gets READDIRPLUS
+/// replies whose files come as names alone, and sees every name; a walk
+/// that stats what it lists (`ls -lR`) after it gets full entries again
+/// and the right sizes. Through a real mount, from a kernel that holds no
+/// dentries yet (the tree is written, then the image mounted again).
+#[test]
+fn a_walk_of_names_gets_names_alone_and_a_walk_of_files_gets_them_whole() {
+    let name = "a_walk_of_names_gets_names_alone_and_a_walk_of_files_gets_them_whole";
+    if !needs_fuse(name) {
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let img = new_image(t.path(), "img", "64m");
+    let mnt = t.path().join("m");
+    let m = Mounted::new(&img, &mnt, &[]);
+    let mut want = Vec::new();
+    for i in 0..120 {
+        let d = mnt.join(format!("d{i:03}"));
+        std::fs::create_dir_all(d.join("sub")).unwrap();
+        for j in 0..5 {
+            let p = d.join(format!("f{j}"));
+            std::fs::write(&p, "x".repeat(i * 10 + j)).unwrap();
+            want.push((format!("d{i:03}/f{j}"), (i * 10 + j) as u64));
+        }
+    }
+    m.umount();
+    let m = Mounted::new(&img, &mnt, &[]);
+    if stats_json(&mnt)["fuse_requests"]["ring_threads"] == 0 {
+        m.umount();
+        // Fails the test unless skips are allowed (then counted).
+        prerequisite(false, name, "FUSE over io_uring (Linux 6.14+)");
+        return;
+    }
+    let out = run(Command::new("find").arg(&mnt).args(["-type", "f"]));
+    let mut found: Vec<String> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            l.strip_prefix(&format!("{}/", mnt.display()))
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    found.sort();
+    let names: Vec<String> = want.iter().map(|w| w.0.clone()).collect();
+    assert_eq!(found, names);
+    let fr = stats_json(&mnt)["fuse_requests"].clone();
+    assert!(fr["bare_entries"].as_u64().unwrap() >= 5 * 60, "{fr}");
+    assert_eq!(fr["bare_turns"], 1, "{fr}");
+    // A walk that uses the files: sizes right, entries whole again.
+    let out = run(Command::new("ls").arg("-lR").arg(&mnt));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut sizes = std::collections::HashMap::new();
+    let mut dir = String::new();
+    for l in text.lines() {
+        if let Some(d) = l.strip_suffix(':') {
+            dir = d.rsplit('/').next().unwrap().to_string();
+        } else if l.starts_with('-') {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            sizes.insert(format!("{dir}/{}", f[8]), f[4].parse::<u64>().unwrap());
+        }
+    }
+    for (p, size) in &want {
+        assert_eq!(sizes.get(p), Some(size), "{p}");
+    }
+    let fr = stats_json(&mnt)["fuse_requests"].clone();
+    assert_eq!(fr["full_turns"], 1, "{fr}");
+    let text = String::from_utf8(run(ufskit().arg("stats").arg(&mnt)).stdout).unwrap();
+    assert!(text.contains("sent as names alone"), "{text}");
+    m.umount();
+    fsck_clean(&img);
+}
+
 /// `-o spin=on` (poll whenever requests flow; `auto`, the default, adds
 /// that the machine be quiet, see ufs-fuse's handoff.rs): ring threads
 /// pick requests up while polling from another CPU, and what they serve

@@ -167,19 +167,20 @@ fn setattr_of(s: &SetattrIn) -> SetAttr {
 }
 
 /// Appends one READDIR(PLUS) record to `out` unless it would pass `max`.
-fn push_dirent(out: &mut Vec<u8>, max: usize, e: &DirItem<'_>) -> bool {
-    let head = if e.attr.is_some() {
-        size_of::<EntryOut>()
-    } else {
-        0
-    };
+fn push_dirent(out: &mut Vec<u8>, max: usize, plus: bool, e: &DirItem<'_>) -> bool {
+    let head = if plus { size_of::<EntryOut>() } else { 0 };
     let len = head + size_of::<Dirent>() + e.name.len();
     let padded = len.div_ceil(8) * 8;
     if out.len() + padded > max {
         return false;
     }
-    if let Some(a) = e.attr {
-        out.extend_from_slice(entry_out(a).as_bytes());
+    if plus {
+        match e.attr {
+            Some(a) => out.extend_from_slice(entry_out(a).as_bytes()),
+            // Node 0: the kernel lists the name and makes no dentry
+            // (fuse_direntplus_link).
+            None => out.resize(out.len() + size_of::<EntryOut>(), 0),
+        }
     }
     let d = Dirent {
         ino: e.ino,
@@ -390,8 +391,8 @@ pub fn dispatch(svc: &Service, h: &InHeader, op_in: &[u8], payload: &[u8]) -> Ou
             let r: ReadIn = arg(op_in)?;
             let max = r.size as usize;
             let mut out = Vec::with_capacity(max.min(1 << 16));
-            svc.readdir(node, r.fh, r.offset, plus, &mut |e| {
-                push_dirent(&mut out, max, &e)
+            svc.readdir(node, r.fh, r.offset, plus, true, &mut |e| {
+                push_dirent(&mut out, max, plus, &e)
             })?;
             Ok(out)
         }
@@ -807,6 +808,7 @@ fn ring_thread(fd: &OwnedFd, qid: usize, svc: &Service, payload_len: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bare_names::{PROBE_EVERY, PROBE_SPAN};
     use ufs::dev::MemDevice;
 
     fn service() -> Service {
@@ -924,6 +926,118 @@ mod tests {
             dispatch(&svc, &header(op::LOOKUP, 1), &[], b"f\0"),
             Err(libc::ENOENT)
         );
+    }
+
+    /// The records of a READDIRPLUS reply: name, node id, type.
+    fn plus_records(out: &[u8]) -> Vec<(String, u64, u32, u64)> {
+        let mut at = 0;
+        let mut seen = Vec::new();
+        while at < out.len() {
+            let e = entry_of(&out[at..]);
+            let d = Dirent::read_from_prefix(&out[at + 128..]).unwrap().0;
+            let name = &out[at + 152..at + 152 + d.namelen as usize];
+            seen.push((
+                String::from_utf8_lossy(name).to_string(),
+                e.nodeid,
+                d.typ,
+                d.ino,
+            ));
+            at += (152 + d.namelen as usize).div_ceil(8) * 8;
+        }
+        assert_eq!(at, out.len());
+        seen
+    }
+
+    #[test]
+    fn listings_whose_files_go_unused_send_names_alone_until_files_are_used() {
+        let svc = service();
+        let ci = CreateIn {
+            flags: 0,
+            mode: 0o644,
+            umask: 0,
+            open_flags: 0,
+        };
+        let mkdir = |parent: u64, name: &str| {
+            let m = MkdirIn {
+                mode: 0o755,
+                umask: 0,
+            };
+            let n = format!("{name}\0");
+            entry_of(
+                &dispatch(&svc, &header(op::MKDIR, parent), m.as_bytes(), n.as_bytes()).unwrap(),
+            )
+            .nodeid
+        };
+        let mut dirs = Vec::new();
+        let mut files = std::collections::HashMap::new();
+        for i in 0..80 {
+            let d = mkdir(1, &format!("d{i}"));
+            mkdir(d, "sub");
+            for j in 0..4 {
+                let n = format!("f{j}\0");
+                let e = entry_of(
+                    &dispatch(&svc, &header(op::CREATE, d), ci.as_bytes(), n.as_bytes()).unwrap(),
+                );
+                files.insert((d, format!("f{j}")), e.nodeid);
+            }
+            dirs.push(d);
+        }
+        let list = |d: u64| {
+            let r = ReadIn {
+                fh: 0,
+                offset: 0,
+                size: 4096,
+                read_flags: 0,
+                lock_owner: 0,
+                flags: 0,
+                padding: 0,
+            };
+            plus_records(&dispatch(&svc, &header(op::READDIRPLUS, d), r.as_bytes(), &[]).unwrap())
+        };
+        let bare = |recs: &[(String, u64, u32, u64)]| {
+            recs.iter()
+                .filter(|r| r.0.starts_with('f'))
+                .all(|r| r.1 == 0)
+        };
+        // A walk that uses no file: after a probe and its span, files go
+        // bare; directories stay whole; names, types and inode numbers are
+        // what a full listing gives.
+        let mut first_bare = None;
+        for (k, &d) in dirs.iter().enumerate() {
+            let recs = list(d);
+            let names: Vec<&str> = recs.iter().map(|r| r.0.as_str()).collect();
+            assert_eq!(names, [".", "..", "sub", "f0", "f1", "f2", "f3"], "{k}");
+            for (name, node, typ, ino) in &recs {
+                if name.starts_with('f') {
+                    assert_eq!(*typ, libc::S_IFREG >> 12);
+                    assert_eq!(*ino, files[&(d, name.clone())], "{name}");
+                    if *node != 0 {
+                        assert_eq!(*node, *ino);
+                    }
+                } else {
+                    assert_ne!(*node, 0, "{name} is always whole");
+                }
+            }
+            if bare(&recs) && first_bare.is_none() && k > 16 {
+                first_bare = Some(k);
+            }
+        }
+        let first = first_bare.expect("files went bare");
+        assert_eq!(first, (PROBE_EVERY + PROBE_SPAN - 1) as usize);
+        assert!(bare(&list(dirs[70])));
+        let fr = svc.requests.snapshot();
+        assert_eq!(fr.bare_turns, 1);
+        assert!(fr.bare_entries >= 4 * (80 - first as u64), "{fr:?}");
+        // A program that uses the files it listed: full entries again.
+        let d = dirs[71];
+        assert!(bare(&list(d)));
+        for j in 0..2 {
+            let n = format!("f{j}\0");
+            dispatch(&svc, &header(op::LOOKUP, d), &[], n.as_bytes()).unwrap();
+        }
+        assert_eq!(svc.requests.snapshot().full_turns, 1);
+        let recs = list(dirs[72]);
+        assert!(recs.iter().all(|r| r.1 != 0), "{recs:?}");
     }
 
     /// The names a READDIR reply holds, with the cookie after each.
