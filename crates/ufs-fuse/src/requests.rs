@@ -102,6 +102,9 @@ pub struct Requests {
     pub bare_entries: AtomicU64,
     pub bare_turns: AtomicU64,
     pub full_turns: AtomicU64,
+    /// Reads of `/dev/fuse` with forgets after which a thread napped
+    /// (`devfuse.rs`, `forget_nap`).
+    pub forget_naps: AtomicU64,
 }
 
 /// A snapshot: every opcode with its count, and the total.
@@ -122,6 +125,7 @@ pub struct RequestCounts {
     pub bare_entries: u64,
     pub bare_turns: u64,
     pub full_turns: u64,
+    pub forget_naps: u64,
     pub by_op: std::collections::BTreeMap<&'static str, u64>,
 }
 
@@ -163,6 +167,7 @@ impl Requests {
             bare_entries: self.bare_entries.load(Relaxed),
             bare_turns: self.bare_turns.load(Relaxed),
             full_turns: self.full_turns.load(Relaxed),
+            forget_naps: self.forget_naps.load(Relaxed),
             by_op,
         }
     }

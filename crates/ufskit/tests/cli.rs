@@ -1961,6 +1961,67 @@ fn chattr_immutable_and_append_through_the_mount_survive_remount() {
     fsck_clean(&img);
 }
 
+/// Over io_uring, `/dev/fuse` carries the kernel's FORGETs; its threads
+/// nap after a read with forgets, so an unlink loop's forgets arrive in
+/// batches, and every one is still applied: the unlinked files' inodes
+/// are free again.
+#[test]
+fn forgets_gathered_in_batches_still_free_every_inode() {
+    let name = "forgets_gathered_in_batches_still_free_every_inode";
+    if !needs_fuse(name) {
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let img = new_image(t.path(), "img", "64m");
+    let mnt = t.path().join("m");
+    let m = Mounted::new(&img, &mnt, &[]);
+    if stats_json(&mnt)["fuse_requests"]["ring_threads"] == 0 {
+        m.umount();
+        // Fails the test unless skips are allowed (then counted).
+        prerequisite(false, name, "FUSE over io_uring (Linux 6.14+)");
+        return;
+    }
+    let free_inodes = || {
+        let out = run(Command::new("stat").args(["-f", "-c", "%d"]).arg(&mnt));
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .trim()
+            .parse::<u64>()
+            .unwrap()
+    };
+    let d = mnt.join("d");
+    std::fs::create_dir(&d).unwrap();
+    let before = free_inodes();
+    for i in 0..2000 {
+        std::fs::write(d.join(format!("f{i}")), b"x").unwrap();
+    }
+    assert_eq!(free_inodes(), before - 2000);
+    let forgets = |fr: &serde_json::Value| fr["by_op"]["forget"].as_u64().unwrap_or(0);
+    let start = forgets(&stats_json(&mnt)["fuse_requests"]);
+    for i in 0..2000 {
+        std::fs::remove_file(d.join(format!("f{i}"))).unwrap();
+    }
+    let mut freed = false;
+    for _ in 0..100 {
+        if free_inodes() == before {
+            freed = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(freed, "{} inodes still held", before - free_inodes());
+    let fr = stats_json(&mnt)["fuse_requests"].clone();
+    let n = forgets(&fr) - start;
+    assert!(n >= 2000, "{fr}");
+    let naps = fr["forget_naps"].as_u64().unwrap();
+    assert!(
+        naps > 0 && naps * 4 <= n,
+        "{naps} naps for {n} forgets: {fr}"
+    );
+    m.umount();
+    fsck_clean(&img);
+}
+
 /// A tree walk that uses only names (`find -type f`) gets READDIRPLUS
 /// replies whose files come as names alone, and sees every name; a walk
 /// that stats what it lists (`ls -lR`) after it gets full entries again
