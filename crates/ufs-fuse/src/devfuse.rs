@@ -708,37 +708,6 @@ impl Filesystem for UfsFuse {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn request_times_undo_fusers_pre_epoch_encoding() {
-        // fuser 0.18.0: (sec, nsec) with sec < 0 becomes EPOCH - Duration::new(-sec, nsec).
-        let fuser = |sec: i64, nsec: u32| UNIX_EPOCH - Duration::new(sec.unsigned_abs(), nsec);
-        let t = request_time(fuser(-302_486_400, 500_000_000));
-        assert_eq!((t.sec, t.nsec), (-302_486_400, 500_000_000));
-        let t = request_time(fuser(-5, 0));
-        assert_eq!((t.sec, t.nsec), (-5, 0));
-        let t = request_time(UNIX_EPOCH + Duration::new(7, 8));
-        assert_eq!((t.sec, t.nsec), (7, 8));
-    }
-
-    #[test]
-    fn times_round_trip() {
-        for (sec, nsec) in [
-            (0i64, 0u32),
-            (1_700_000_000, 123_456_789),
-            (-1, 500_000_000),
-            (-86_400, 0),
-        ] {
-            let t = Time { sec, nsec };
-            let back = ufs_time(system_time(t));
-            assert_eq!((back.sec, back.nsec), (sec, nsec));
-        }
-    }
-}
-
 /// How long a `/dev/fuse` thread waits after the first forget of a read
 /// before it reads again, while the rings carry every other request.
 pub const FORGET_NAP: std::time::Duration = std::time::Duration::from_millis(4);
@@ -781,5 +750,36 @@ fn forget_nap(requests: &Requests) {
         LAST.set(Some(Instant::now()));
     } else {
         LAST.set(Some(now));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_times_undo_fusers_pre_epoch_encoding() {
+        // fuser 0.18.0: (sec, nsec) with sec < 0 becomes EPOCH - Duration::new(-sec, nsec).
+        let fuser = |sec: i64, nsec: u32| UNIX_EPOCH - Duration::new(sec.unsigned_abs(), nsec);
+        let t = request_time(fuser(-302_486_400, 500_000_000));
+        assert_eq!((t.sec, t.nsec), (-302_486_400, 500_000_000));
+        let t = request_time(fuser(-5, 0));
+        assert_eq!((t.sec, t.nsec), (-5, 0));
+        let t = request_time(UNIX_EPOCH + Duration::new(7, 8));
+        assert_eq!((t.sec, t.nsec), (7, 8));
+    }
+
+    #[test]
+    fn times_round_trip() {
+        for (sec, nsec) in [
+            (0i64, 0u32),
+            (1_700_000_000, 123_456_789),
+            (-1, 500_000_000),
+            (-86_400, 0),
+        ] {
+            let t = Time { sec, nsec };
+            let back = ufs_time(system_time(t));
+            assert_eq!((back.sec, back.nsec), (sec, nsec));
+        }
     }
 }
