@@ -13,23 +13,29 @@
 //! `find` 0.083 s against 0.105 s, `rm -rf` 0.496 s against 0.444 s. So
 //! the choice follows what the programs did with the last listings:
 //!
-//! - Full entries (the start, and after evidence): every [`probe_every`]
-//!   listings, one listing sends its files bare and is watched. If, by
-//!   the time [`PROBE_SPAN`] more listings have started, fewer than a
-//!   quarter of its files were looked up, files go bare; otherwise the
-//!   next probe waits twice as long (up to [`MAX_PROBE_EVERY`]).
-//! - Bare files: the last [`RECENT`] listings are watched; once a quarter
-//!   of one's files (and at least two) were looked up, entries are full
-//!   again.
+//! - Full entries (the start, and after evidence): every [`PROBE_EVERY`]
+//!   listings at first, one listing sends its files bare and is watched.
+//!   A probe whose files were used (a quarter of them looked up, at least
+//!   two, or the one file of a one-file listing) ends at once and the
+//!   next waits twice as long (up to [`MAX_PROBE_EVERY`]); one whose
+//!   files were not used when [`PROBE_SPAN`] more listings have started
+//!   turns files bare.
+//! - Bare files: the last [`RECENT`] bare listings are watched; once one's
+//!   files were used as above, entries are full again and the next probe
+//!   waits twice as long as the last.
 //!
-//! Directories are always sent whole (a walk enters them next), and so is
-//! any entry past the first [`BARE_MAX`] of a listing: a program that
-//! lists a large directory and then stats it would pay a LOOKUP per name,
-//! while bare entries save a walk far less per name than that.
+//! Directories are always sent whole (a walk enters them next), and so are
+//! entries of unknown type (old images), whiteouts, and any entry past the
+//! first [`BARE_MAX`] of a listing: a program that lists a large directory
+//! and then stats it would pay a LOOKUP per name, while bare entries save
+//! a walk far less per name than that. The choice is one per mount: a
+//! `find` beside a `du` makes it turn now and then, each turn costing at
+//! most a few listings' worth of LOOKUPs.
 //!
 //! Invariants: a bare entry gives the kernel no lookup reference, so none
-//! is remembered for it; the choice changes what is sent, never what a
-//! program sees (names, types and inode numbers are the same).
+//! is remembered for it; a bare entry is what a READDIR of the same
+//! snapshot lists (name, type, inode number), where a full one is looked up
+//! afresh (a name removed since the snapshot is then skipped).
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -105,7 +111,7 @@ impl BareNames {
     }
 }
 
-/// The listings between probes now (for tests and `ufskit stats`).
+/// The listings between probes now (for tests).
 pub fn probe_every(b: &BareNames) -> u32 {
     b.lock().every
 }
@@ -216,7 +222,8 @@ impl BareNames {
                 s.bare = false;
                 s.recent.clear();
                 s.since_probe = 0;
-                s.every = PROBE_EVERY;
+                // Files were wanted: the next probe waits longer.
+                s.every = (s.every * 2).min(MAX_PROBE_EVERY);
                 self.watching.store(false, Ordering::Relaxed);
             }
             return;
@@ -304,7 +311,7 @@ mod tests {
         assert!(!b.bare(), "two of eight files used");
         assert_eq!(b.requests.full_turns.load(Ordering::Relaxed), 1);
         assert!(!b.listing(101, true));
-        assert_eq!(probe_every(&b), PROBE_EVERY);
+        assert_eq!(probe_every(&b), 2 * PROBE_EVERY);
     }
 
     #[test]

@@ -7,7 +7,7 @@
 //!
 //! Invariants: nothing here but conversions between `fuser`'s types and
 //! the service's; every reply is sent exactly once.
-use crate::requests::{Op, Requests};
+use crate::requests::Op;
 use crate::service::{log, to_fuse, Caller, DirItem, Service, TTL};
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo,
@@ -274,11 +274,14 @@ impl Filesystem for UfsFuse {
         Self::entry(self.svc.lookup(parent.0, name.as_bytes()), reply);
     }
 
-    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+    fn forget(&self, req: &Request, ino: INodeNo, nlookup: u64) {
         // Forgets come from the kernel's reclaim, not from a waiting client.
         self.svc.requests.count(Op::Forget);
         self.svc.forget(ino.0, nlookup);
-        forget_nap(&self.svc.requests);
+        let r = &self.svc.requests;
+        self.svc
+            .forget_nap
+            .after_forget(req.unique().into(), r.rings_live(), r);
     }
 
     // batch_forget: fuser's default calls `forget` for each node (its
@@ -705,51 +708,6 @@ impl Filesystem for UfsFuse {
             ),
             Err(e) => reply.error(err(e)),
         }
-    }
-}
-
-/// How long a `/dev/fuse` thread waits after the first forget of a read
-/// before it reads again, while the rings carry every other request.
-pub const FORGET_NAP: std::time::Duration = std::time::Duration::from_millis(4);
-
-/// Forgets of one read arrive microseconds apart; a later one is a new
-/// read.
-const SAME_READ: std::time::Duration = std::time::Duration::from_micros(100);
-
-/// With io_uring, `/dev/fuse` carries little but FORGETs, one per inode
-/// the kernel drops: one per file of an `rm -rf` or an unlink loop. Read
-/// as they come, each wakes a thread that then takes a CPU from the
-/// program or its ring thread (20,000 unlinks: 20,000 wake-ups of these
-/// threads, 4,500 ring threads preempted). A thread that naps
-/// [`FORGET_NAP`] after a read with forgets lets the next ones gather in
-/// the kernel, which hands them over in one read (FUSE_BATCH_FORGET). A
-/// forget is never waited on, and the nap is skipped without rings, when
-/// these threads serve every request. Measured, 20,000 unlinks in random
-/// order in one directory: 33-35 µs each without the nap, 26-28 with 1
-/// ms, 24 with 4 ms (the threads woke 2,000 times instead of 20,000).
-fn forget_nap(requests: &Requests) {
-    use std::cell::Cell;
-    use std::time::Instant;
-    thread_local! {
-        static LAST: Cell<Option<Instant>> = const { Cell::new(None) };
-    }
-    if requests
-        .ring_threads
-        .load(std::sync::atomic::Ordering::Relaxed)
-        == 0
-    {
-        return;
-    }
-    let now = Instant::now();
-    let new_read = LAST.get().is_none_or(|t| now.duration_since(t) > SAME_READ);
-    if new_read {
-        requests
-            .forget_naps
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        std::thread::sleep(FORGET_NAP);
-        LAST.set(Some(Instant::now()));
-    } else {
-        LAST.set(Some(now));
     }
 }
 

@@ -18,6 +18,7 @@ pub mod control;
 pub mod cpulatency;
 mod devfuse;
 mod doorbell;
+pub mod forget_nap;
 pub mod handoff;
 mod mountinfo;
 pub mod pressure;

@@ -103,7 +103,7 @@ pub struct Requests {
     pub bare_turns: AtomicU64,
     pub full_turns: AtomicU64,
     /// Reads of `/dev/fuse` with forgets after which a thread napped
-    /// (`devfuse.rs`, `forget_nap`).
+    /// (`forget_nap.rs`).
     pub forget_naps: AtomicU64,
 }
 
@@ -138,6 +138,12 @@ impl Requests {
     pub fn count_uring(&self, op: Op) {
         self.count(op);
         self.via_uring.fetch_add(1, Relaxed);
+    }
+
+    /// Whether the io_uring rings have served a request (then `/dev/fuse`
+    /// carries forgets and little else).
+    pub fn rings_live(&self) -> bool {
+        self.via_uring.load(Relaxed) > 0
     }
 
     /// Requests counted so far, all opcodes.

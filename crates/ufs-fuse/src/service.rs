@@ -272,6 +272,12 @@ pub struct Service {
     pub(crate) readdirplus: crate::ReaddirPlus,
     /// Whether READDIRPLUS replies send files' names alone (`auto`).
     pub(crate) bare_names: crate::bare_names::BareNames,
+    /// The naps of the `/dev/fuse` threads between reads of forgets.
+    pub(crate) forget_nap: crate::forget_nap::ForgetNap,
+    /// When a name was last removed (unlink, rmdir, rename), in ms since
+    /// `epoch`: the forgets that free its file follow within moments.
+    removed_ms: AtomicU64,
+    epoch: std::time::Instant,
 }
 
 /// A GETXATTR or LISTXATTR answer: the kernel asks with a buffer size of 0
@@ -346,6 +352,10 @@ fn linux_name(ns: ufs::XattrNs, name: &[u8]) -> (Vec<u8>, bool) {
     }
 }
 
+/// How long after a removal `statfs` waits for the removed files' forgets
+/// ([`Service::statfs`]).
+pub const RECENT_REMOVAL: Duration = Duration::from_millis(100);
+
 /// How long an operation that found the disk full waits for the forgets
 /// of removed files ([`Service::retry_when_full`]).
 pub const FULL_WAIT: Duration = Duration::from_millis(50);
@@ -413,6 +423,9 @@ impl Service {
                 None
             },
             bare_names: crate::bare_names::BareNames::new(requests.clone()),
+            forget_nap: Default::default(),
+            removed_ms: AtomicU64::new(0),
+            epoch: std::time::Instant::now(),
             requests,
             notifier: Arc::new(Mutex::new(None)),
             bell: Arc::default(),
@@ -534,6 +547,8 @@ impl Service {
                 // The operation applies them first.
                 r = op();
             } else {
+                // Forgets a napping `/dev/fuse` thread left in the kernel.
+                self.forget_nap.hurry();
                 std::thread::sleep(Duration::from_millis(1));
             }
         }
@@ -798,11 +813,17 @@ impl Service {
     }
 
     pub fn unlink(&self, parent: u64, name: &[u8]) -> Result<(), Errno> {
-        self.fs.unlink(to_ufs(parent), name).map_err(|e| errno(&e))
+        self.fs
+            .unlink(to_ufs(parent), name)
+            .map_err(|e| errno(&e))?;
+        self.removed();
+        Ok(())
     }
 
     pub fn rmdir(&self, parent: u64, name: &[u8]) -> Result<(), Errno> {
-        self.fs.rmdir(to_ufs(parent), name).map_err(|e| errno(&e))
+        self.fs.rmdir(to_ufs(parent), name).map_err(|e| errno(&e))?;
+        self.removed();
+        Ok(())
     }
 
     pub fn symlink(
@@ -852,6 +873,10 @@ impl Service {
             .map_err(|e| errno(&e))?;
         for ino in moved {
             self.drop_cached_listing(ino);
+        }
+        if mode == RenameMode::Replace {
+            // A replaced target is removed.
+            self.removed();
         }
         Ok(())
     }
@@ -1036,7 +1061,7 @@ impl Service {
         bare_ok: bool,
         add: &mut dyn FnMut(DirItem<'_>) -> bool,
     ) -> Result<(), Errno> {
-        use ufs_format::dinode::dt::{DT_DIR, DT_UNKNOWN};
+        use ufs_format::dinode::dt::{DT_DIR, DT_UNKNOWN, DT_WHT};
         let dir = to_ufs(nodeid);
         let (h, snap) = self.dir_snapshot(dir, fh, offset).map_err(|e| errno(&e))?;
         let start = (offset & 0xffff_ffff) as usize;
@@ -1053,9 +1078,13 @@ impl Service {
         for (i, e) in snap.iter().enumerate().skip(start) {
             let next = (u64::from(h) << 32) | (i as u64 + 1);
             let dt = e.dtype;
-            let alone = bare && i < crate::bare_names::BARE_MAX && dt != DT_DIR && dt != DT_UNKNOWN;
+            // Whiteouts too go whole (a full entry drops them).
+            let alone = bare
+                && i < crate::bare_names::BARE_MAX
+                && dt != DT_DIR
+                && dt != DT_UNKNOWN
+                && dt != DT_WHT;
             if !plus || alone {
-                sent_bare += u32::from(alone);
                 let kind = match FileKind::from_dtype(e.dtype) {
                     Some(k) => k,
                     // DT_UNKNOWN (old images): ask the inode.
@@ -1075,6 +1104,7 @@ impl Service {
                 if !add(item) {
                     break;
                 }
+                sent_bare += u32::from(alone);
                 continue;
             }
             let dot = e.name == b"." || e.name == b"..";
@@ -1109,8 +1139,41 @@ impl Service {
         Ok(())
     }
 
+    /// Removed files count as free once their forgets are in; forgets a
+    /// napping `/dev/fuse` thread left in the kernel are fetched first
+    /// (waiting at most one nap).
     pub fn statfs(&self) -> ufs::StatFs {
+        // The kernel queues a removed file's FORGET during the removal, but
+        // on `/dev/fuse`, which a napping or not yet scheduled thread reads
+        // later than this request came on its ring: after a removal in the
+        // last [`RECENT_REMOVAL`], wait (at most one nap) for the removed
+        // files' forgets. A file held open keeps its space, and the wait
+        // ends with the nap.
+        let since = self
+            .ms_now()
+            .saturating_sub(self.removed_ms.load(Ordering::Relaxed));
+        if self.removed_ms.load(Ordering::Relaxed) > 0 && since <= RECENT_REMOVAL.as_millis() as u64
+        {
+            let until = std::time::Instant::now() + crate::forget_nap::NAP;
+            while self.fs.has_orphans() && std::time::Instant::now() < until {
+                self.forget_nap.hurry();
+                if self.fs.forgets_pending() {
+                    // Applies them.
+                    self.fs.statfs();
+                } else {
+                    std::thread::sleep(Duration::from_micros(100));
+                }
+            }
+        }
         self.fs.statfs()
+    }
+
+    fn ms_now(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64 + 1
+    }
+
+    fn removed(&self) {
+        self.removed_ms.store(self.ms_now(), Ordering::Relaxed);
     }
 
     /// CREATE: a regular file with `mode`'s permission bits, opened.

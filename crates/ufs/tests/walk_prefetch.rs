@@ -151,3 +151,34 @@ fn directory_blocks_are_read_alone_under_the_read_ahead_window() {
         "inode blocks no longer read a window at a time: {log:?}"
     );
 }
+
+/// Under the read-ahead window, the hint for a subdirectory's first block
+/// asks for that block alone (it is read alone), not for the window
+/// around it (inode-block hints keep the window: their reads take it).
+#[test]
+fn subdirectory_hints_are_exact_under_the_read_ahead_window() {
+    let (mem, firsts) = image(40);
+    let window = 128u64 << 10;
+    let below = Hinted::new(&mem, true);
+    let hints = below.hints.clone();
+    let dev = ufs::dev::ReadAheadDevice::new(below, window);
+    let fs = Fs::open(Box::new(dev), MountOptions::default()).unwrap();
+    let top = fs.lookup(fs.root(), b"top").unwrap();
+    hints.lock().unwrap().clear();
+    fs.readdir(top.ino, 0, usize::MAX).unwrap();
+    let h = hints.lock().unwrap().clone();
+    let bsize = fs.geometry().bsize as usize;
+    let mut exact = 0;
+    for a in &firsts {
+        let hint = h
+            .iter()
+            .find(|&&(off, _)| off == *a)
+            .unwrap_or_else(|| panic!("no hint starts at subdirectory block {a}: {h:?}"));
+        assert!(
+            hint.1 <= bsize,
+            "subdirectory hint {hint:?} wider than a block"
+        );
+        exact += 1;
+    }
+    assert_eq!(exact, firsts.len());
+}

@@ -152,7 +152,7 @@ pub fn cmd_stats(
         let rings = fr["ring_threads"].as_u64().unwrap_or(0);
         if rings > 0 {
             println!(
-                "  transport: io_uring, {rings} ring threads ({} requests through the rings; forgets and the first requests through /dev/fuse, forgets gathered over {} reads)",
+                "  transport: io_uring, {rings} ring threads ({} requests through the rings; forgets and the first requests through /dev/fuse, whose threads napped {} times to let forgets gather)",
                 fr["via_uring"], fr["forget_naps"]
             );
         } else {

@@ -1036,8 +1036,50 @@ mod tests {
             dispatch(&svc, &header(op::LOOKUP, d), &[], n.as_bytes()).unwrap();
         }
         assert_eq!(svc.requests.snapshot().full_turns, 1);
-        let recs = list(dirs[72]);
+        // A full listing gives the kernel a reference per file, a bare one
+        // none: after the creation's reference is forgotten, a removed
+        // file's inode is free at once only if it was listed bare.
+        let free = || svc.statfs().ffree;
+        let unlink_f0 = |d: u64, f0: u64| {
+            svc.forget(f0, 1);
+            let before = free();
+            dispatch(&svc, &header(op::UNLINK, d), &[], b"f0\0").unwrap();
+            free() - before
+        };
+        let full = dirs[72];
+        let recs = list(full);
         assert!(recs.iter().all(|r| r.1 != 0), "{recs:?}");
+        let f0 = files[&(full, "f0".to_string())];
+        assert_eq!(unlink_f0(full, f0), 0, "held by the listing's reference");
+        svc.forget(f0, 1);
+        svc.statfs();
+        assert!(!svc.fs.has_orphans());
+        // Bare again (a walk of unused files), then the same with a bare
+        // listing: nothing holds the inode.
+        for &d in &dirs[73..] {
+            list(d);
+        }
+        let mut more = Vec::new();
+        for i in 80..140 {
+            more.push(mkdir(1, &format!("d{i}")));
+        }
+        for &d in &more {
+            list(d);
+        }
+        let d = more[59];
+        let mut f0 = 0;
+        for j in 0..4 {
+            let n = format!("f{j}\0");
+            let e = entry_of(
+                &dispatch(&svc, &header(op::CREATE, d), ci.as_bytes(), n.as_bytes()).unwrap(),
+            );
+            if j == 0 {
+                f0 = e.nodeid;
+            }
+        }
+        let recs = list(d);
+        assert!(bare(&recs), "{recs:?}");
+        assert_eq!(unlink_f0(d, f0), 1, "a bare entry holds nothing");
     }
 
     /// The names a READDIR reply holds, with the cookie after each.

@@ -633,7 +633,7 @@ impl<D: BlockDevice> BlockDevice for ReadAheadDevice<D> {
     }
     fn prefetch_single(&self, off: u64, len: usize) {
         // read_single reads just the block (or serves it from the window).
-        self.inner.prefetch(off, len)
+        self.inner.prefetch_single(off, len)
     }
     fn prefetches(&self) -> bool {
         self.inner.prefetches()
