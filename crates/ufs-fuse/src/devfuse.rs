@@ -274,14 +274,10 @@ impl Filesystem for UfsFuse {
         Self::entry(self.svc.lookup(parent.0, name.as_bytes()), reply);
     }
 
-    fn forget(&self, req: &Request, ino: INodeNo, nlookup: u64) {
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
         // Forgets come from the kernel's reclaim, not from a waiting client.
         self.svc.requests.count(Op::Forget);
         self.svc.forget(ino.0, nlookup);
-        let r = &self.svc.requests;
-        self.svc
-            .forget_nap
-            .after_forget(req.unique().into(), r.rings_live(), r);
     }
 
     // batch_forget: fuser's default calls `forget` for each node (its

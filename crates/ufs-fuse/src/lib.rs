@@ -18,7 +18,6 @@ pub mod control;
 pub mod cpulatency;
 mod devfuse;
 mod doorbell;
-pub mod forget_nap;
 pub mod handoff;
 mod mountinfo;
 pub mod pressure;

@@ -102,9 +102,6 @@ pub struct Requests {
     pub bare_entries: AtomicU64,
     pub bare_turns: AtomicU64,
     pub full_turns: AtomicU64,
-    /// Reads of `/dev/fuse` with forgets after which a thread napped
-    /// (`forget_nap.rs`).
-    pub forget_naps: AtomicU64,
 }
 
 /// A snapshot: every opcode with its count, and the total.
@@ -125,7 +122,6 @@ pub struct RequestCounts {
     pub bare_entries: u64,
     pub bare_turns: u64,
     pub full_turns: u64,
-    pub forget_naps: u64,
     pub by_op: std::collections::BTreeMap<&'static str, u64>,
 }
 
@@ -138,12 +134,6 @@ impl Requests {
     pub fn count_uring(&self, op: Op) {
         self.count(op);
         self.via_uring.fetch_add(1, Relaxed);
-    }
-
-    /// Whether the io_uring rings have served a request (then `/dev/fuse`
-    /// carries forgets and little else).
-    pub fn rings_live(&self) -> bool {
-        self.via_uring.load(Relaxed) > 0
     }
 
     /// Requests counted so far, all opcodes.
@@ -173,7 +163,6 @@ impl Requests {
             bare_entries: self.bare_entries.load(Relaxed),
             bare_turns: self.bare_turns.load(Relaxed),
             full_turns: self.full_turns.load(Relaxed),
-            forget_naps: self.forget_naps.load(Relaxed),
             by_op,
         }
     }

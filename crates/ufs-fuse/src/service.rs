@@ -272,8 +272,6 @@ pub struct Service {
     pub(crate) readdirplus: crate::ReaddirPlus,
     /// Whether READDIRPLUS replies send files' names alone (`auto`).
     pub(crate) bare_names: crate::bare_names::BareNames,
-    /// The naps of the `/dev/fuse` threads between reads of forgets.
-    pub(crate) forget_nap: crate::forget_nap::ForgetNap,
     /// When a name was last removed (unlink, rmdir, rename), in ms since
     /// `epoch`: the forgets that free its file follow within moments.
     removed_ms: AtomicU64,
@@ -353,8 +351,9 @@ fn linux_name(ns: ufs::XattrNs, name: &[u8]) -> (Vec<u8>, bool) {
 }
 
 /// How long after a removal `statfs` waits for the removed files' forgets
-/// ([`Service::statfs`]).
+/// ([`Service::statfs`]), and for how long at most.
 pub const RECENT_REMOVAL: Duration = Duration::from_millis(100);
+pub const FORGET_WAIT: Duration = Duration::from_millis(4);
 
 /// How long an operation that found the disk full waits for the forgets
 /// of removed files ([`Service::retry_when_full`]).
@@ -423,7 +422,6 @@ impl Service {
                 None
             },
             bare_names: crate::bare_names::BareNames::new(requests.clone()),
-            forget_nap: Default::default(),
             removed_ms: AtomicU64::new(0),
             epoch: std::time::Instant::now(),
             requests,
@@ -547,8 +545,6 @@ impl Service {
                 // The operation applies them first.
                 r = op();
             } else {
-                // Forgets a napping `/dev/fuse` thread left in the kernel.
-                self.forget_nap.hurry();
                 std::thread::sleep(Duration::from_millis(1));
             }
         }
@@ -1139,24 +1135,22 @@ impl Service {
         Ok(())
     }
 
-    /// Removed files count as free once their forgets are in; forgets a
-    /// napping `/dev/fuse` thread left in the kernel are fetched first
-    /// (waiting at most one nap).
+    /// Removed files count as free once their forgets are in; right after
+    /// a removal, the forgets on their way are waited for.
     pub fn statfs(&self) -> ufs::StatFs {
         // The kernel queues a removed file's FORGET during the removal, but
-        // on `/dev/fuse`, which a napping or not yet scheduled thread reads
-        // later than this request came on its ring: after a removal in the
-        // last [`RECENT_REMOVAL`], wait (at most one nap) for the removed
-        // files' forgets. A file held open keeps its space, and the wait
-        // ends with the nap.
+        // on `/dev/fuse`, which a thread not yet scheduled reads later than
+        // this request came on its ring: after a removal in the last
+        // [`RECENT_REMOVAL`], wait (at most [`FORGET_WAIT`]) for the
+        // removed files' forgets. A file held open keeps its space, and
+        // the wait ends at the bound.
         let since = self
             .ms_now()
             .saturating_sub(self.removed_ms.load(Ordering::Relaxed));
         if self.removed_ms.load(Ordering::Relaxed) > 0 && since <= RECENT_REMOVAL.as_millis() as u64
         {
-            let until = std::time::Instant::now() + crate::forget_nap::NAP;
+            let until = std::time::Instant::now() + FORGET_WAIT;
             while self.fs.has_orphans() && std::time::Instant::now() < until {
-                self.forget_nap.hurry();
                 if self.fs.forgets_pending() {
                     // Applies them.
                     self.fs.statfs();

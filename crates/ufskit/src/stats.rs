@@ -152,8 +152,8 @@ pub fn cmd_stats(
         let rings = fr["ring_threads"].as_u64().unwrap_or(0);
         if rings > 0 {
             println!(
-                "  transport: io_uring, {rings} ring threads ({} requests through the rings; forgets and the first requests through /dev/fuse, whose threads napped {} times to let forgets gather)",
-                fr["via_uring"], fr["forget_naps"]
+                "  transport: io_uring, {rings} ring threads ({} requests through the rings; forgets and the first requests through /dev/fuse)",
+                fr["via_uring"]
             );
         } else {
             println!("  transport: /dev/fuse");
