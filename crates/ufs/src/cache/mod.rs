@@ -167,10 +167,6 @@ enum Pool {
     Dir = 1,
 }
 
-/// Per owner buffer, whether each held change could be written now (see
-/// `add_unblocking`).
-type HeldGoes = foldhash::HashMap<u64, foldhash::HashMap<ChangeId, bool>>;
-
 pub struct BufferCache {
     /// Shared so that a flush can run without the engine lock
     /// ([`BufferCache::unlocked_flush_begin`]).
@@ -1252,25 +1248,17 @@ impl BufferCache {
     /// needs durable, or not held at all), in address order.
     fn unblocking_buffers(&self) -> Vec<u64> {
         let mut out = std::collections::BTreeSet::new();
-        let mut memo = HeldGoes::default();
         for (&a, b) in &self.bufs {
             if b.dirty {
-                self.add_unblocking(a, &mut out, &mut memo);
+                self.add_unblocking(a, &mut out);
             }
         }
         out.into_iter().collect()
     }
 
     /// Adds to `out` the buffers holding a change that the dirty buffer
-    /// at `a` waits for and that would be written now. `memo` keeps, per
-    /// owner buffer looked at, whether each of its held changes could go
-    /// (valid while nothing changes: within one plan).
-    fn add_unblocking(
-        &self,
-        a: u64,
-        out: &mut std::collections::BTreeSet<u64>,
-        memo: &mut HeldGoes,
-    ) {
+    /// at `a` waits for and that would be written now.
+    fn add_unblocking(&self, a: u64, out: &mut std::collections::BTreeSet<u64>) {
         for n in self.blocking_needs(a) {
             let Some(o) = self.ledger.owner(n) else {
                 continue;
@@ -1281,19 +1269,14 @@ impl BufferCache {
             let Some(ob) = self.bufs.get(&o) else {
                 continue;
             };
-            // Indexed once per owner: a directory block of a large
-            // directory holds thousands of changes, and many buffers wait
-            // for the same few owners.
-            let held = memo.entry(o).or_insert_with(|| {
-                let mut m = foldhash::HashMap::default();
-                for h in ob.deps.held.values().flat_map(|(_, st)| st.iter()) {
-                    m.entry(h.id)
-                        .or_insert_with(|| h.needs.iter().all(|&x| self.ledger.durable(x)));
-                }
-                m
-            });
-            let goes = match held.get(&n) {
-                Some(&g) => g,
+            let held = ob
+                .deps
+                .held
+                .values()
+                .flat_map(|(_, st)| st.iter())
+                .find(|h| h.id == n);
+            let goes = match held {
+                Some(h) => h.needs.iter().all(|&m| self.ledger.durable(m)),
                 None => ob.dirty,
             };
             if goes {
@@ -1390,7 +1373,6 @@ impl BufferCache {
     /// where the next one starts (`None`: this was the last).
     pub fn background_plan_part(&self, from: u64, max: usize) -> (Vec<u64>, Option<u64>) {
         let mut out = std::collections::BTreeSet::new();
-        let mut memo = HeldGoes::default();
         for (i, (&a, b)) in self.bufs.range(from..).enumerate() {
             if i == max {
                 return (out.into_iter().collect(), Some(a));
@@ -1399,7 +1381,7 @@ impl BufferCache {
                 if self.writes_whole(b) {
                     out.insert(a);
                 }
-                self.add_unblocking(a, &mut out, &mut memo);
+                self.add_unblocking(a, &mut out);
             }
         }
         (out.into_iter().collect(), None)

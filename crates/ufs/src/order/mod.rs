@@ -256,8 +256,7 @@ pub(crate) struct Ledger {
     next: ChangeId,
     undurable: BTreeSet<ChangeId>,
     unflushed: Vec<ChangeId>,
-    /// Buffer address of each undurable change; its keys are exactly
-    /// `undurable` (which keeps them ordered).
+    /// Buffer address of each undurable change.
     owner: HashMap<ChangeId, u64>,
     /// Changes that become durable with another one (the key): those of a
     /// dead directory's blocks, dropped unwritten, stand on the change that
@@ -286,11 +285,7 @@ impl Ledger {
         id
     }
     pub fn durable(&self, id: ChangeId) -> bool {
-        // `owner` holds exactly the undurable changes (inserted with them,
-        // removed when they settle), and a hash lookup is what the sync's
-        // planning does most: with 700,000 changes pending, the ordered
-        // set's search was most of a background sync that ran for minutes.
-        id == 0 || !self.owner.contains_key(&id)
+        id == 0 || !self.undurable.contains(&id)
     }
     /// A write holding `id` completed: durable now with
     /// [`Barrier::Write`], at the next flush with [`Barrier::Flush`].
@@ -401,7 +396,7 @@ impl Ledger {
         }
     }
     pub fn owner(&self, id: ChangeId) -> Option<u64> {
-        if id == 0 {
+        if self.durable(id) {
             None
         } else {
             self.owner.get(&id).copied()
