@@ -832,14 +832,19 @@ mod tests {
         }
     }
 
-    /// CREATE of "f" in the root with `mode`: the reply's bytes.
-    fn create(svc: &Service, mode: u32) -> Vec<u8> {
-        let ci = CreateIn {
+    /// The argument of a CREATE with `mode`.
+    fn create_in(mode: u32) -> CreateIn {
+        CreateIn {
             flags: 0,
             mode,
             umask: 0,
             open_flags: 0,
-        };
+        }
+    }
+
+    /// CREATE of "f" in the root with `mode`: the reply's bytes.
+    fn create(svc: &Service, mode: u32) -> Vec<u8> {
+        let ci = create_in(mode);
         dispatch(svc, &header(op::CREATE, 1), ci.as_bytes(), b"f\0").unwrap()
     }
 
@@ -900,21 +905,10 @@ mod tests {
             ..r
         };
         let out = dispatch(&svc, &header(op::READDIRPLUS, 1), r.as_bytes(), &[]).unwrap();
-        let mut at = 0;
-        let mut seen = Vec::new();
-        while at < out.len() {
-            let e = entry_of(&out[at..]);
-            let d = Dirent::read_from_prefix(&out[at + 128..]).unwrap().0;
-            let name = &out[at + 152..at + 152 + d.namelen as usize];
-            seen.push((String::from_utf8_lossy(name).to_string(), d.off));
-            if name == b"f" {
-                assert_eq!(e.nodeid, node);
-                assert_eq!(d.typ, libc::S_IFREG >> 12);
-            }
-            at += (152 + d.namelen as usize).div_ceil(8) * 8;
-        }
-        assert_eq!(at, out.len());
-        assert!(seen.iter().any(|(n, _)| n == "f"), "{seen:?}");
+        let seen = plus_records(&out);
+        let f = seen.iter().find(|r| r.0 == "f").expect("f listed");
+        assert_eq!(f.1, node);
+        assert_eq!(f.2, libc::S_IFREG >> 12);
         // A small buffer holds fewer records, and reading on from the last
         // cookie gives the rest.
         let small = ReadIn { size: 200, ..r };
@@ -951,12 +945,7 @@ mod tests {
     #[test]
     fn listings_whose_files_go_unused_send_names_alone_until_files_are_used() {
         let svc = service();
-        let ci = CreateIn {
-            flags: 0,
-            mode: 0o644,
-            umask: 0,
-            open_flags: 0,
-        };
+        let ci = create_in(0o644);
         let mkdir = |parent: u64, name: &str| {
             let m = MkdirIn {
                 mode: 0o755,
@@ -1103,12 +1092,7 @@ mod tests {
     fn listings_in_batches_see_untouched_entries_once_across_changes() {
         for dircache in [true, false] {
             let svc = service().with_dircache(dircache);
-            let ci = CreateIn {
-                flags: 0,
-                mode: 0o644,
-                umask: 0,
-                open_flags: 0,
-            };
+            let ci = create_in(0o644);
             for i in 0..60 {
                 let name = format!("name-{i:03}\0");
                 dispatch(&svc, &header(op::CREATE, 1), ci.as_bytes(), name.as_bytes()).unwrap();
@@ -1187,12 +1171,7 @@ mod tests {
     #[test]
     fn a_listing_read_on_outlives_abandoned_ones() {
         let svc = service();
-        let ci = CreateIn {
-            flags: 0,
-            mode: 0o644,
-            umask: 0,
-            open_flags: 0,
-        };
+        let ci = create_in(0o644);
         let d = entry_of(
             &dispatch(
                 &svc,
