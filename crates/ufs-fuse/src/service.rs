@@ -355,6 +355,9 @@ fn linux_name(ns: ufs::XattrNs, name: &[u8]) -> (Vec<u8>, bool) {
 pub const RECENT_REMOVAL: Duration = Duration::from_millis(100);
 pub const FORGET_WAIT: Duration = Duration::from_millis(4);
 
+/// How often a wait for forgets looks again ([`Service::with_forgets`]).
+const FORGET_POLL: Duration = Duration::from_micros(200);
+
 /// How long an operation that found the disk full waits for the forgets
 /// of removed files ([`Service::retry_when_full`]).
 pub const FULL_WAIT: Duration = Duration::from_millis(50);
@@ -528,24 +531,38 @@ impl Service {
 
     /// Runs `op` (an engine call that changes nothing when it fails), and
     /// again when it failed for want of space while removed files still
-    /// held theirs: the kernel's FORGETs that free them travel on
-    /// `/dev/fuse`, unordered with the requests on the io_uring rings, so
-    /// `rm big; cp new .` on a full disk could otherwise see ENOSPC for
-    /// space that is free a moment later. Waits at most [`FULL_WAIT`] for
-    /// forgets to arrive; a file held open keeps its space, and the error
-    /// stands.
+    /// held theirs: `rm big; cp new .` on a full disk could otherwise see
+    /// ENOSPC for space that is free a moment later. Waits at most
+    /// [`FULL_WAIT`] for forgets to arrive; a file held open keeps its
+    /// space, and the error stands.
     fn retry_when_full<T>(&self, op: impl Fn() -> ufs::Result<T>) -> ufs::Result<T> {
+        self.with_forgets(
+            FULL_WAIT,
+            op,
+            |r| matches!(r, Err(e) if e.kind == ufs::ErrorKind::NoSpace),
+        )
+    }
+
+    /// Runs `op`, and again each time forgets have come in, while
+    /// `unsettled` says its answer may change with them and removed files
+    /// still hold their space, for at most `wait`. The kernel queues a
+    /// removed file's FORGET during the removal, but on `/dev/fuse`,
+    /// unordered with the requests on the io_uring rings, so a request
+    /// right after a removal can arrive before it. The engine applies
+    /// queued forgets at the start of each call.
+    fn with_forgets<T>(
+        &self,
+        wait: Duration,
+        op: impl Fn() -> T,
+        unsettled: impl Fn(&T) -> bool,
+    ) -> T {
         let mut r = op();
-        let deadline = std::time::Instant::now() + FULL_WAIT;
-        while matches!(&r, Err(e) if e.kind == ufs::ErrorKind::NoSpace)
-            && std::time::Instant::now() < deadline
-            && self.fs.has_orphans()
-        {
+        let deadline = std::time::Instant::now() + wait;
+        while unsettled(&r) && std::time::Instant::now() < deadline && self.fs.has_orphans() {
             if self.fs.forgets_pending() {
-                // The operation applies them first.
                 r = op();
             } else {
-                std::thread::sleep(Duration::from_millis(1));
+                std::thread::sleep(FORGET_POLL);
             }
         }
         r
@@ -1135,33 +1152,20 @@ impl Service {
         Ok(())
     }
 
-    /// Removed files count as free once their forgets are in; right after
-    /// a removal, the forgets on their way are waited for.
+    /// Removed files count as free once their forgets are in: within
+    /// [`RECENT_REMOVAL`] of a removal, the forgets on their way are
+    /// waited for (at most [`FORGET_WAIT`]; a file held open keeps its
+    /// space, and the wait ends at the bound).
     pub fn statfs(&self) -> ufs::StatFs {
-        // The kernel queues a removed file's FORGET during the removal, but
-        // on `/dev/fuse`, which a thread not yet scheduled reads later than
-        // this request came on its ring: after a removal in the last
-        // [`RECENT_REMOVAL`], wait (at most [`FORGET_WAIT`]) for the
-        // removed files' forgets. A file held open keeps its space, and
-        // the wait ends at the bound.
-        let since = self
-            .ms_now()
-            .saturating_sub(self.removed_ms.load(Ordering::Relaxed));
-        if self.removed_ms.load(Ordering::Relaxed) > 0 && since <= RECENT_REMOVAL.as_millis() as u64
+        let removed = self.removed_ms.load(Ordering::Relaxed);
+        if removed > 0 && self.ms_now().saturating_sub(removed) <= RECENT_REMOVAL.as_millis() as u64
         {
-            let until = std::time::Instant::now() + FORGET_WAIT;
-            while self.fs.has_orphans() && std::time::Instant::now() < until {
-                if self.fs.forgets_pending() {
-                    // Applies them.
-                    self.fs.statfs();
-                } else {
-                    std::thread::sleep(Duration::from_micros(100));
-                }
-            }
+            return self.with_forgets(FORGET_WAIT, || self.fs.statfs(), |_| true);
         }
         self.fs.statfs()
     }
 
+    /// Milliseconds since `epoch`, plus one (0 in `removed_ms` is "never").
     fn ms_now(&self) -> u64 {
         self.epoch.elapsed().as_millis() as u64 + 1
     }
