@@ -111,19 +111,9 @@ impl BareNames {
     }
 }
 
-/// The listings between probes now (for tests).
-pub fn probe_every(b: &BareNames) -> u32 {
-    b.lock().every
-}
-
 impl BareNames {
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Whether files go bare now (between probes, the steady choice).
-    pub fn bare(&self) -> bool {
-        self.lock().bare
     }
 
     /// A READDIRPLUS of `dir` starts (`first`: at its first entry):
@@ -241,11 +231,25 @@ impl BareNames {
             }
         }
     }
+}
 
-    /// Whether lookups report now (for tests).
-    pub fn watching(&self) -> bool {
+#[cfg(test)]
+impl BareNames {
+    /// Whether files go bare now (between probes, the steady choice).
+    fn bare(&self) -> bool {
+        self.lock().bare
+    }
+
+    /// Whether lookups report now.
+    fn watching(&self) -> bool {
         self.watching.load(Ordering::Relaxed)
     }
+}
+
+/// The listings between probes now.
+#[cfg(test)]
+fn probe_every(b: &BareNames) -> u32 {
+    b.lock().every
 }
 
 #[cfg(test)]
