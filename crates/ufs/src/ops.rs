@@ -1333,7 +1333,7 @@ impl Fs {
             let mut from = Some(0);
             while let Some(f) = from {
                 pause();
-                let (part, next) = self.lock().cache.background_plan_part(f, PLAN_PART);
+                let (part, next) = self.lock().cache.background_plan_part(f, PLAN_PART, upto);
                 plan.extend(part);
                 from = next;
             }

@@ -629,7 +629,21 @@ impl BufferCache {
         if let (Some((_, stack)), true) = (region, entries.is_empty()) {
             unmet.retain(|n| stack.binary_search_by_key(n, |h| h.id).is_err());
         }
-        let id = if unmet.is_empty() && region.is_none() {
+        // A change with nothing to wait for, behind held changes of a
+        // region written whole or not at all: it goes to disk in the same
+        // write as the newest of them, and is durable when that one is, so
+        // it is that change (a big directory's inode otherwise stacked a
+        // change per entry made, each with its ledger entry, for as long
+        // as one of them waited).
+        let joins = match region {
+            Some((_, stack)) if unmet.is_empty() && entries.is_empty() => {
+                stack.last().filter(|h| h.entries.is_empty()).map(|h| h.id)
+            }
+            _ => None,
+        };
+        let id = if let Some(last) = joins {
+            last
+        } else if unmet.is_empty() && region.is_none() {
             self.join_epoch(addr)
         } else {
             let id = self.ledger.new_id(addr);
@@ -1160,6 +1174,28 @@ impl BufferCache {
         })
     }
 
+    /// Whether writing `b` now would write a change made up to `upto`
+    /// (one the sync under way waits for): its unheld changes, or a held
+    /// change whose needs are all durable. A buffer with such a change and
+    /// others that must wait is not [`writes_whole`](Self::writes_whole);
+    /// left out of the plan, its old change would wait for the new ones
+    /// beside it, and the sync would go round until they cleared.
+    fn has_ready_upto(&self, b: &Buf, upto: ChangeId) -> bool {
+        if b.deps.epoch != 0 && b.deps.epoch <= upto {
+            return true;
+        }
+        let ready = |h: &Held| h.id <= upto && h.needs.iter().all(|&n| self.ledger.durable(n));
+        b.deps.held.values().any(|(_, s)| {
+            if s.iter().all(|h| !h.entries.is_empty()) {
+                // Named entries go one by one (`entry_image`).
+                s.iter().take_while(|h| h.id <= upto).any(ready)
+            } else {
+                // A region goes up to its first change that must wait.
+                s.first().is_some_and(ready)
+            }
+        })
+    }
+
     /// The undurable needs of the oldest held change of each region of the
     /// buffer at `addr`.
     fn blocking_needs(&self, addr: u64) -> Vec<ChangeId> {
@@ -1366,19 +1402,26 @@ impl BufferCache {
     /// from the buffers at fragment `from` on, at most `max` of them
     /// looked at (a part per hold of the lock: a million-entry directory's
     /// cache holds a hundred thousand buffers): the dirty ones that can be
-    /// written whole and, always, the buffers holding a change one of them
-    /// waits for that can go now. Without the latter, buffers that new
+    /// written whole, those holding a change made up to `upto` (the last
+    /// change when the sync began) that can go now, and, always, the
+    /// buffers holding a change one of them waits for that can go now.
+    /// Without the last two, buffers that new
     /// requests keep making writable whole would fill every round, and a
     /// chain of old changes would never advance. Returns the part and
     /// where the next one starts (`None`: this was the last).
-    pub fn background_plan_part(&self, from: u64, max: usize) -> (Vec<u64>, Option<u64>) {
+    pub fn background_plan_part(
+        &self,
+        from: u64,
+        max: usize,
+        upto: ChangeId,
+    ) -> (Vec<u64>, Option<u64>) {
         let mut out = std::collections::BTreeSet::new();
         for (i, (&a, b)) in self.bufs.range(from..).enumerate() {
             if i == max {
                 return (out.into_iter().collect(), Some(a));
             }
             if b.dirty {
-                if self.writes_whole(b) {
+                if self.writes_whole(b) || self.has_ready_upto(b, upto) {
                     out.insert(a);
                 }
                 self.add_unblocking(a, &mut out);
@@ -1493,3 +1536,6 @@ impl BufferCache {
         self.ndirty
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,134 @@
+//! The write-ordering rules the cache applies, on a bare device (no file
+//! system): what a held region writes, and what a background sync plans.
+use super::*;
+use crate::dev::MemDevice;
+use std::sync::Arc;
+
+const FSIZE: u64 = 4096;
+const LEN: usize = 4096;
+/// A buffer other changes wait for, and the buffer holding them.
+const NEEDED: u64 = 10;
+const HOLDER: u64 = 20;
+
+fn softdep_cache() -> (Arc<MemDevice>, BufferCache) {
+    let dev = Arc::new(MemDevice::new(1 << 20));
+    let mut c = BufferCache::new(Box::new(dev.clone()), FSIZE, 16 << 20);
+    c.set_mode(WriteMode::Softdep);
+    (dev, c)
+}
+
+/// A change to the region `[roff, roff+256)` of HOLDER, filling it with
+/// `fill`, that waits for `needs`.
+fn change(c: &mut BufferCache, roff: usize, needs: &[ChangeId], fill: u8) -> ChangeId {
+    let (id, b) = c
+        .modify_tracked(HOLDER, LEN, BlockKind::Inode, roff, 256, needs, Vec::new())
+        .unwrap();
+    b[roff..roff + 256].fill(fill);
+    id
+}
+
+/// A change to NEEDED (unheld: it may go with the buffer's next write).
+fn needed_change(c: &mut BufferCache, fill: u8) -> ChangeId {
+    let (id, b) = c
+        .modify_tracked(NEEDED, LEN, BlockKind::Data, 0, 8, &[], Vec::new())
+        .unwrap();
+    b[..8].fill(fill);
+    id
+}
+
+fn on_disk(dev: &MemDevice, addr: u64, roff: usize) -> u8 {
+    let mut b = [0u8; 256];
+    dev.read_at(addr * FSIZE + roff as u64, &mut b).unwrap();
+    assert!(b.iter().all(|&x| x == b[0]), "a region is written whole");
+    b[0]
+}
+
+#[test]
+fn a_change_with_nothing_to_wait_for_behind_a_held_one_is_that_one() {
+    let (dev, mut c) = softdep_cache();
+    let n = needed_change(&mut c, 9);
+    let held = change(&mut c, 0, &[n], 1);
+    assert_ne!(held, 0);
+    let pending = c.pending();
+    // A second change to the region, needing nothing: it cannot go before
+    // the first, and goes with it, so it is the same change and costs the
+    // ordering state nothing.
+    let next = change(&mut c, 0, &[], 2);
+    assert_eq!(next, held, "the later change is the held one");
+    assert_eq!(c.pending(), pending, "no new change is recorded");
+    // Written while the need is not durable: the region as it was before
+    // both.
+    c.write_buf(HOLDER).unwrap();
+    assert_eq!(on_disk(&dev, HOLDER, 0), 0);
+    assert!(!c.is_durable(held));
+    // Once the need is durable both go, in the state the second left.
+    c.write_buf(NEEDED).unwrap();
+    c.flush().unwrap();
+    assert!(c.is_durable(n));
+    c.write_buf(HOLDER).unwrap();
+    c.flush().unwrap();
+    assert_eq!(on_disk(&dev, HOLDER, 0), 2);
+    assert!(c.is_durable(held));
+    assert_eq!(c.pending(), 0);
+}
+
+#[test]
+fn a_change_that_waits_for_something_new_is_its_own() {
+    let (_dev, mut c) = softdep_cache();
+    let n = needed_change(&mut c, 9);
+    let first = change(&mut c, 0, &[n], 1);
+    c.write_buf(NEEDED).unwrap();
+    c.flush().unwrap();
+    // NEEDED changes again after its write: a new need, so a new change
+    // that waits for it behind the first.
+    let m = needed_change(&mut c, 8);
+    assert_ne!(m, n);
+    let second = change(&mut c, 0, &[m], 2);
+    assert!(second > first);
+    c.write_buf(HOLDER).unwrap();
+    c.flush().unwrap();
+    assert!(c.is_durable(first) && !c.is_durable(second));
+}
+
+#[test]
+fn a_background_sync_plans_an_old_change_that_can_go_beside_a_new_one_that_waits() {
+    let (_dev, mut c) = softdep_cache();
+    let n = needed_change(&mut c, 9);
+    let old = change(&mut c, 0, &[n], 1);
+    assert!(old <= c.last_change());
+    c.write_buf(NEEDED).unwrap();
+    c.flush().unwrap();
+    // The sync starts here: it must make `old` durable.
+    let upto = c.last_change();
+    // Meanwhile another region of the same buffer gets a change that
+    // waits for a new one.
+    let m = needed_change(&mut c, 8);
+    let new = change(&mut c, 256, &[m], 2);
+    assert!(new > upto);
+    let (plan, more) = c.background_plan_part(0, 1000, upto);
+    assert!(more.is_none());
+    assert!(
+        plan.contains(&HOLDER),
+        "the buffer holding the old change that can go is planned: {plan:?}"
+    );
+    for a in plan {
+        c.write_buf(a).unwrap();
+    }
+    c.flush().unwrap();
+    assert!(
+        c.durable_upto(upto),
+        "one round makes the old change durable"
+    );
+    assert!(!c.is_durable(new) || c.is_durable(m));
+    // A sync that began before the old change does not plan it for it.
+    let (_dev, mut c) = softdep_cache();
+    let n = needed_change(&mut c, 9);
+    let before = c.last_change();
+    change(&mut c, 0, &[n], 1);
+    c.write_buf(NEEDED).unwrap();
+    c.flush().unwrap();
+    let m = needed_change(&mut c, 8);
+    change(&mut c, 256, &[m], 2);
+    let (plan, _) = c.background_plan_part(0, 1000, before);
+    assert!(!plan.contains(&HOLDER), "{plan:?}");
+}
