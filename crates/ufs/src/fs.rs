@@ -839,7 +839,7 @@ impl FsCore {
         match self.cache.mode() {
             WriteMode::Sync => self.sync_blocks()?,
             WriteMode::Normal if !dir_changes.is_empty() => self.cache.write_ids(&dir_changes)?,
-            WriteMode::Softdep if self.cache.pending() > self.cache.max_pending() => {
+            WriteMode::Softdep if self.cache.ordering_full() => {
                 // The ordering state is bounded by the cache size: past
                 // it, everything goes out now instead of at the syncer's
                 // next run.

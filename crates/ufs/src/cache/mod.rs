@@ -752,6 +752,16 @@ impl BufferCache {
         (self.limit >> 9).max(4096)
     }
 
+    /// Whether the ordering state is past its bound: more undurable
+    /// changes than [`max_pending`](Self::max_pending), or ids spanning
+    /// four times that from the oldest undurable one (the ledger keeps 8
+    /// bytes per id of the span: an old change that stays undurable keeps
+    /// every later id's slot).
+    pub fn ordering_full(&self) -> bool {
+        let max = self.max_pending();
+        self.ledger.pending() > max || self.ledger.span() > 4 * max
+    }
+
     /// Device flushes so far.
     pub fn flushes(&self) -> u64 {
         self.ledger.stats.flushes

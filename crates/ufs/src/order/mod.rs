@@ -31,7 +31,6 @@
 //! block any more.
 use foldhash::HashMap;
 use serde::Serialize;
-use std::collections::BTreeSet;
 
 /// How metadata writes are ordered (`-o normal|sync|async|softdep`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -250,14 +249,30 @@ pub struct FlushWithoutLock {
     done: usize,
 }
 
+/// Marks a change of [`Ledger::slots`] durable (no buffer has this
+/// address: fragment numbers stay far below it).
+const SETTLED: u64 = u64::MAX;
+
 /// The set of undurable changes and where they live.
+///
+/// Ids are handed out in order, and every change older than the oldest
+/// undurable one is durable, so the ledger keeps one slot per id from the
+/// oldest undurable change (`base`) to the newest: the address of the
+/// buffer holding it, or [`SETTLED`]. Whether a change is durable, and
+/// where it lives, is then an index, not a search (a sync asks it for
+/// every held change of every dirty buffer, each round). Durable changes
+/// in between keep their 8-byte slot until the oldest one before them is
+/// durable; a sync makes every change up to its start durable, so the
+/// window spans about two syncs' worth of changes.
 #[derive(Debug, Default)]
 pub(crate) struct Ledger {
     next: ChangeId,
-    undurable: BTreeSet<ChangeId>,
+    /// The id of `slots[0]`: every id below it is durable.
+    base: ChangeId,
+    slots: std::collections::VecDeque<u64>,
+    /// Undurable changes.
+    undurable: u64,
     unflushed: Vec<ChangeId>,
-    /// Buffer address of each undurable change.
-    owner: HashMap<ChangeId, u64>,
     /// Changes that become durable with another one (the key): those of a
     /// dead directory's blocks, dropped unwritten, stand on the change that
     /// cut the directory off.
@@ -277,15 +292,27 @@ pub(crate) struct Ledger {
 
 impl Ledger {
     pub fn new_id(&mut self, addr: u64) -> ChangeId {
+        debug_assert_ne!(addr, SETTLED);
         self.next += 1;
         let id = self.next;
-        self.undurable.insert(id);
-        self.owner.insert(id, addr);
+        if self.slots.is_empty() {
+            self.base = id;
+        }
+        self.slots.push_back(addr);
+        self.undurable += 1;
         self.stats.changes += 1;
         id
     }
+    /// The slot of `id` while it may be undurable.
+    fn slot(&self, id: ChangeId) -> Option<usize> {
+        if id < self.base {
+            return None;
+        }
+        let i = (id - self.base) as usize;
+        (i < self.slots.len()).then_some(i)
+    }
     pub fn durable(&self, id: ChangeId) -> bool {
-        id == 0 || !self.undurable.contains(&id)
+        self.slot(id).is_none_or(|i| self.slots[i] == SETTLED)
     }
     /// A write holding `id` completed: durable now with
     /// [`Barrier::Write`], at the next flush with [`Barrier::Flush`].
@@ -370,11 +397,21 @@ impl Ledger {
     fn settle(&mut self, id: ChangeId) {
         let mut todo = vec![id];
         while let Some(id) = todo.pop() {
-            self.undurable.remove(&id);
-            self.owner.remove(&id);
-            if let Some(r) = self.riders.remove(&id) {
-                todo.extend(r);
+            if let Some(i) = self.slot(id) {
+                if self.slots[i] != SETTLED {
+                    self.slots[i] = SETTLED;
+                    self.undurable -= 1;
+                }
             }
+            if !self.riders.is_empty() {
+                if let Some(r) = self.riders.remove(&id) {
+                    todo.extend(r);
+                }
+            }
+        }
+        while self.slots.front() == Some(&SETTLED) {
+            self.slots.pop_front();
+            self.base += 1;
         }
     }
     /// The undurable changes `ids`, whose buffer is dropped unwritten,
@@ -388,7 +425,9 @@ impl Ledger {
             }
             match by_owner {
                 Some(o) => {
-                    self.owner.insert(id, o);
+                    if let Some(i) = self.slot(id) {
+                        self.slots[i] = o;
+                    }
                     self.riders.entry(by).or_default().push(id);
                 }
                 None => self.settle(id),
@@ -396,21 +435,26 @@ impl Ledger {
         }
     }
     pub fn owner(&self, id: ChangeId) -> Option<u64> {
-        if self.durable(id) {
-            None
-        } else {
-            self.owner.get(&id).copied()
-        }
+        self.slot(id)
+            .map(|i| self.slots[i])
+            .filter(|&o| o != SETTLED)
     }
     pub fn moved(&mut self, ids: &[ChangeId], to: u64) {
-        for id in ids {
-            if let Some(o) = self.owner.get_mut(id) {
-                *o = to;
+        for &id in ids {
+            if let Some(i) = self.slot(id) {
+                if self.slots[i] != SETTLED {
+                    self.slots[i] = to;
+                }
             }
         }
     }
     pub fn pending(&self) -> u64 {
-        self.undurable.len() as u64
+        self.undurable
+    }
+    /// Ids from the oldest undurable change to the newest (the slots
+    /// held, durable ones between included).
+    pub fn span(&self) -> u64 {
+        self.slots.len() as u64
     }
     /// The newest change id handed out (0 before the first).
     pub fn last_id(&self) -> ChangeId {
@@ -418,7 +462,7 @@ impl Ledger {
     }
     /// The oldest change not yet durable.
     pub fn oldest_undurable(&self) -> Option<ChangeId> {
-        self.undurable.first().copied()
+        (!self.slots.is_empty()).then_some(self.base)
     }
 }
 
@@ -606,6 +650,40 @@ mod tests {
         assert!(l.durable(a) && !l.durable(b));
         l.moot(&[b]);
         assert!(l.durable(b) && l.owner(b).is_none());
+    }
+
+    #[test]
+    fn durability_and_owners_follow_settling_in_any_order() {
+        let mut l = Ledger::default();
+        let ids: Vec<ChangeId> = (0..6).map(|i| l.new_id(100 + i)).collect();
+        assert_eq!((l.pending(), l.span()), (6, 6));
+        // Settled out of order: the window keeps its oldest undurable id.
+        l.moot(&[ids[1], ids[3]]);
+        assert!(l.durable(ids[1]) && l.durable(ids[3]) && !l.durable(ids[0]));
+        assert_eq!(l.owner(ids[1]), None);
+        assert_eq!(l.owner(ids[2]), Some(102));
+        assert_eq!(
+            (l.pending(), l.span(), l.oldest_undurable()),
+            (4, 6, Some(ids[0]))
+        );
+        // The oldest goes: the window starts at the next undurable one.
+        l.moot(&[ids[0]]);
+        assert_eq!((l.span(), l.oldest_undurable()), (4, Some(ids[2])));
+        // Moved and riding changes keep their new owner.
+        l.moved(&[ids[2], ids[3]], 7);
+        assert_eq!(l.owner(ids[2]), Some(7));
+        assert_eq!(l.owner(ids[3]), None, "a durable change has no owner");
+        l.ride_on(&[ids[4]], ids[5]);
+        assert_eq!(l.owner(ids[4]), Some(105));
+        l.moot(&[ids[5]]);
+        assert!(l.durable(ids[4]), "a rider is durable with its change");
+        assert!(!l.durable(ids[2]));
+        l.moot(&[ids[2]]);
+        assert_eq!((l.pending(), l.span(), l.oldest_undurable()), (0, 0, None));
+        // Ids go on from where they were; old ones stay durable.
+        let n = l.new_id(9);
+        assert!(n > ids[5] && !l.durable(n) && l.durable(ids[0]));
+        assert_eq!(l.oldest_undurable(), Some(n));
     }
 
     #[test]
