@@ -720,16 +720,7 @@ impl FsCore {
             .into_iter()
             .partition(|d| d.needs.iter().all(|&n| self.cache.is_durable(n)));
         self.order.deferred = wait;
-        for d in ready {
-            match d.what {
-                Freed::Blocks { bno, size } | Freed::Moved { bno, size } => {
-                    self.cache.discard(bno, self.g.numfrags(size));
-                    self.free_blocks_now(bno, size)?
-                }
-                Freed::Inode { ino, was_dir } => self.free_inode_now(ino, was_dir)?,
-            }
-        }
-        Ok(())
+        self.free_now(ready.into_iter().map(|d| d.what).collect())
     }
 
     /// Reads cylinder group `c` (through the cache, which verifies its
