@@ -1325,10 +1325,13 @@ impl Fs {
         /// takes as many rounds as its longest chain of changes: hundreds).
         const MAX_ROUNDS: u32 = 100_000;
         let upto = self.lock().cache.last_change();
-        for _ in 0..MAX_ROUNDS {
-            if self.lock().background_sync_done(upto)? {
+        for round in 0..MAX_ROUNDS {
+            let mut g = self.lock();
+            if g.background_sync_done(upto)? {
+                g.cache.note_background_sync(round as u64);
                 return Ok(());
             }
+            drop(g);
             let mut plan = Vec::new();
             let mut from = Some(0);
             while let Some(f) = from {

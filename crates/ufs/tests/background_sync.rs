@@ -85,6 +85,13 @@ fn a_background_sync_lets_operations_in_and_leaves_what_came_before_on_disk() {
     syncing.store(true, Ordering::Release);
     fs.sync_background().unwrap();
     syncing.store(false, Ordering::Release);
+    let order = fs.stats(None, false).unwrap().order;
+    assert_eq!(order.background_syncs, 1);
+    assert!(
+        order.longest_background_sync >= 1
+            && order.background_rounds == order.longest_background_sync,
+        "{order:?}"
+    );
     // The device as a daemon killed now would leave it.
     let crashed = dev.snapshot();
     stop.store(true, Ordering::Release);

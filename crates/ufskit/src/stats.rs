@@ -135,6 +135,10 @@ pub fn cmd_stats(
         o["deferred_frees"],
         o["pending_now"]
     );
+    println!(
+        "  background syncs: {} ({} rounds in all, the longest {})",
+        o["background_syncs"], o["background_rounds"], o["longest_background_sync"]
+    );
     if let Some(why) = v["failure"].as_str() {
         println!(
             "WRITING STOPPED: {why} (the file system stays marked unclean; unmount and run fsck)"

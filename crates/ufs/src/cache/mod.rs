@@ -301,6 +301,14 @@ impl BufferCache {
         s
     }
 
+    /// Counts a finished background sync of `rounds` rounds.
+    pub fn note_background_sync(&mut self, rounds: u64) {
+        let st = &mut self.ledger.stats;
+        st.background_syncs += 1;
+        st.background_rounds += rounds;
+        st.longest_background_sync = st.longest_background_sync.max(rounds);
+    }
+
     fn pool(&self, kind: BlockKind) -> Pool {
         if self.dir_pool.is_some() && kind == BlockKind::Dir {
             Pool::Dir

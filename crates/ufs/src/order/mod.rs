@@ -235,6 +235,12 @@ pub struct OrderStats {
     pub deferred_frees: u64,
     /// Changes still waiting now.
     pub pending_now: u64,
+    /// Background syncs (the mount's syncer) finished, the rounds they
+    /// took in all, and the most one took (a sync takes as many rounds as
+    /// its longest chain of changes).
+    pub background_syncs: u64,
+    pub background_rounds: u64,
+    pub longest_background_sync: u64,
 }
 
 /// A device flush made without the engine lock: the changes written
