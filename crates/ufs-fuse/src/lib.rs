@@ -97,6 +97,9 @@ pub struct MountConfig {
     /// times (`-o disk_sleep=on`).
     pub disk: Option<ufs_sim::model::DiskSpec>,
     pub disk_sleep: bool,
+    /// The nice value the daemon's threads run at (`-o nice=N`, -10 by
+    /// default; None: as started). See [`set_nice`].
+    pub nice: Option<i32>,
 }
 
 /// When the kernel reads directories with their entries' attributes
@@ -142,6 +145,27 @@ fn kernel_offers_uring() -> bool {
             }
         }
         Err(_) => false,
+    }
+}
+
+/// Gives the calling thread, and so every thread it starts afterwards,
+/// the nice value `n` (Linux keeps one per thread; `serve` calls this
+/// before it starts any). A FUSE daemon does the work the kernel would do
+/// in its clients' own time, and each request is a wake-up the client
+/// waits for: at nice 0 on a machine whose CPUs are busy, every wake-up
+/// queues behind the other programs' time slices. At -10 (the default)
+/// `tar -x` of /usr/include on a busy machine took 1.36-1.45 s instead of
+/// 1.87-2.26 s (docs/DESIGN.md, "Daemon priority"). Lowering a nice value
+/// needs root (CAP_SYS_NICE); without it the mount says so and goes on.
+pub fn set_nice(n: i32) {
+    let now = rustix::process::getpriority_process(None).unwrap_or(0);
+    if n == now {
+        return;
+    }
+    if let Err(e) = rustix::process::setpriority_process(None, n) {
+        log(format_args!(
+            "nice {n}: {e}; the daemon runs at nice {now} (lowering it needs root)"
+        ));
     }
 }
 
@@ -227,6 +251,9 @@ impl Syncer {
 /// that no thread with the default disposition can receive them; the
 /// previous signal mask is restored before returning.
 pub fn serve(cfg: &MountConfig, on_ready: impl FnOnce()) -> Result<(), String> {
+    if let Some(n) = cfg.nice {
+        set_nice(n);
+    }
     // `disk.img:p2` names a partition: the file is what is canonicalized
     // (and locked); the name keeps its partition.
     let (file, partition) = ufs::dev::partition::split_spec(&cfg.image);

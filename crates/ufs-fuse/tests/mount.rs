@@ -116,6 +116,7 @@ fn child_serve() -> ! {
         // UFSKIT_TEST_URING=off runs the harness over /dev/fuse only.
         disk: None,
         disk_sleep: false,
+        nice: None,
         uring: match std::env::var("UFSKIT_TEST_URING").as_deref() {
             Ok("off") => ufs_fuse::UringMode::Off,
             Ok("on") => ufs_fuse::UringMode::On,

@@ -211,6 +211,8 @@ struct MountArgs {
     /// instead of sleeping; on: busy machine or not; off: always sleep),
     /// uring=auto|on|off (FUSE over io_uring: requests served by a thread
     /// on the CPU that made them; auto uses it when the kernel offers it),
+    /// nice=N|off (the daemon threads' nice value, default -10: a busy
+    /// machine's other programs do not delay each request; off: as started),
     /// disk=dtla-307045|ide-20g-2001|hp97560 (modeled disk, docs/LAYOUT.md),
     /// disk_sleep=on|off (also sleep the modeled time),
     /// inodeorder=offset|name|hash|off and inodeorder_min=SIZE (inode order
@@ -448,6 +450,7 @@ struct FuseOpts {
     uring: ufs_fuse::UringMode,
     disk: Option<ufs_sim::model::DiskSpec>,
     disk_sleep: bool,
+    nice: Option<i32>,
 }
 
 /// The mount's default buffer cache: a thirty-second of the machine's
@@ -499,6 +502,8 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
     let mut uring = ufs_fuse::UringMode::Auto;
     let mut disk = None;
     let mut disk_sleep = false;
+    // The daemon's threads outrank ordinary programs (ufs-fuse's set_nice).
+    let mut nice = Some(-10);
     let mut maxmem: Option<u64> = None;
     let on_off = |k: &str, v: &str| match v {
         "on" | "1" | "yes" => Ok(true),
@@ -584,9 +589,13 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
             ("uring", Some("auto")) => uring = ufs_fuse::UringMode::Auto,
             ("uring", Some("on")) => uring = ufs_fuse::UringMode::On,
             ("uring", Some("off")) => uring = ufs_fuse::UringMode::Off,
+            ("nice", Some("off")) => nice = None,
+            ("nice", Some(v)) => {
+                nice = Some(v.parse().ok().filter(|n: &i32| (-20..=19).contains(n)).ok_or_else(|| format!("option nice takes a number from -20 to 19, or off, not '{v}'"))?)
+            }
             _ => {
                 return Err(format!(
-                    "unknown mount option '{item}' (known: ro, rw, force, allow_other, writeback=on|off, xattr=on|off, acl=on|off, readdirplus=auto|on|off, dircache=on|off, syncer=SECS, dirpref=orlov|traditional, cache=SIZE, readahead=SIZE, seed=N, threads=N, dirhash=on|off, dirhash_maxmem=SIZE, dirhash_minsize=SIZE, dirhash_reclaimage=SECS, dirhash_check=on|off, lowmem=on|off, affinity=follow|off, cpulatency=auto|off, spin=auto|on|off, uring=auto|on|off, disk=MODEL, disk_sleep=on|off, inodeorder=offset|name|hash|off, inodeorder_min=SIZE, contigdirs=on|off, normal|sync|async|softdep, barrier=flush|write, vmiodir=on|off)"
+                    "unknown mount option '{item}' (known: ro, rw, force, allow_other, writeback=on|off, xattr=on|off, acl=on|off, readdirplus=auto|on|off, dircache=on|off, syncer=SECS, dirpref=orlov|traditional, cache=SIZE, readahead=SIZE, seed=N, threads=N, dirhash=on|off, dirhash_maxmem=SIZE, dirhash_minsize=SIZE, dirhash_reclaimage=SECS, dirhash_check=on|off, lowmem=on|off, affinity=follow|off, cpulatency=auto|off, spin=auto|on|off, uring=auto|on|off, nice=N|off, disk=MODEL, disk_sleep=on|off, inodeorder=offset|name|hash|off, inodeorder_min=SIZE, contigdirs=on|off, normal|sync|async|softdep, barrier=flush|write, vmiodir=on|off)"
                 ))
             }
         }
@@ -612,6 +621,7 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
             uring,
             disk,
             disk_sleep,
+            nice,
         },
     ))
 }
@@ -708,6 +718,7 @@ fn cmd_mount(a: MountArgs) -> Result<(), String> {
         uring: f.uring,
         disk: f.disk,
         disk_sleep: f.disk_sleep,
+        nice: f.nice,
     };
     if a.foreground {
         daemon::serve_foreground(&cfg)

@@ -1965,6 +1965,91 @@ fn chattr_immutable_and_append_through_the_mount_survive_remount() {
 /// the requests on the rings: every removed file's inode is still freed,
 /// and `statfs` right after a removal already counts it free (it waits
 /// for the forgets on their way).
+/// The nice values of a mount daemon's threads, by thread name.
+fn daemon_nice(mnt: &Path) -> Vec<(String, i64)> {
+    let pids = run(Command::new("pgrep")
+        .arg("-f")
+        .arg(format!("ufskit mount -f.*{}", mnt.display())));
+    let pid = String::from_utf8_lossy(&pids.stdout)
+        .lines()
+        .next()
+        .unwrap()
+        .trim()
+        .to_string();
+    let mut out = Vec::new();
+    for t in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let t = t.unwrap().path();
+        let comm = std::fs::read_to_string(t.join("comm")).unwrap();
+        let stat = std::fs::read_to_string(t.join("stat")).unwrap();
+        // Fields after the parenthesised name: state is field 3, nice 19.
+        let after = &stat[stat.rfind(')').unwrap() + 2..];
+        let nice = after.split(' ').nth(16).unwrap().parse().unwrap();
+        out.push((comm.trim().to_string(), nice));
+    }
+    out
+}
+
+#[test]
+fn the_daemon_outranks_ordinary_programs_unless_told_not_to() {
+    let name = "the_daemon_outranks_ordinary_programs_unless_told_not_to";
+    if !needs_fuse(name) {
+        return;
+    }
+    if !prerequisite(
+        std::fs::metadata("/proc/self").unwrap().uid() == 0,
+        name,
+        "root (lowering a nice value)",
+    ) {
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let img = new_image(t.path(), "img", "64m");
+    let mnt = t.path().join("m");
+    let m = Mounted::new(&img, &mnt, &[]);
+    std::fs::write(mnt.join("f"), b"x").unwrap();
+    let threads = daemon_nice(&mnt);
+    m.umount();
+    // Every thread the daemon started; jemalloc's own may predate it.
+    let ours: Vec<_> = threads
+        .iter()
+        .filter(|(c, _)| !c.starts_with("jemalloc"))
+        .collect();
+    assert!(ours.iter().any(|(c, _)| c == "ufs-syncer"), "{threads:?}");
+    assert!(ours.iter().all(|(_, n)| *n == -10), "{threads:?}");
+    // Off: as started, at the nice value of whoever mounted it.
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+    let own: i64 = stat[stat.rfind(')').unwrap() + 2..]
+        .split(' ')
+        .nth(16)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let m = Mounted::new(&img, &mnt, &["nice=off"]);
+    let threads = daemon_nice(&mnt);
+    m.umount();
+    assert!(threads.iter().all(|(_, n)| *n == own), "{threads:?}");
+    let m = Mounted::new(&img, &mnt, &["nice=5"]);
+    let threads = daemon_nice(&mnt);
+    m.umount();
+    assert!(
+        threads
+            .iter()
+            .filter(|(c, _)| !c.starts_with("jemalloc"))
+            .all(|(_, n)| *n == 5),
+        "{threads:?}"
+    );
+    // A value out of range is refused before anything is mounted.
+    let out = ufskit()
+        .args(["mount", "-o", "nice=-21"])
+        .arg(&img)
+        .arg(&mnt)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nice"));
+    fsck_clean(&img);
+}
+
 #[test]
 fn statfs_right_after_a_removal_counts_it_free() {
     let name = "statfs_right_after_a_removal_counts_it_free";
