@@ -55,6 +55,20 @@ impl Mounted {
     }
 }
 
+/// The process id of the daemon serving the mount at `mnt`.
+fn daemon_pid(mnt: &Path) -> String {
+    let pids = run(Command::new("pgrep")
+        .arg("-f")
+        .arg(format!("ufskit mount -f.*{}", mnt.display())));
+    let pid = String::from_utf8_lossy(&pids.stdout)
+        .lines()
+        .next()
+        .unwrap()
+        .trim()
+        .to_string();
+    pid
+}
+
 impl Drop for Mounted {
     fn drop(&mut self) {
         if self.live {
@@ -436,15 +450,7 @@ fn locking_dirty_state_and_signals() {
     // SIGTERM to the daemon unmounts cleanly.
     let m = Mounted::new(&img, &mnt, &[]);
     std::fs::write(mnt.join("g"), b"world").unwrap();
-    let pids = run(Command::new("pgrep")
-        .arg("-f")
-        .arg(format!("ufskit mount -f.*{}", mnt.display())));
-    let pid = String::from_utf8_lossy(&pids.stdout)
-        .lines()
-        .next()
-        .unwrap()
-        .trim()
-        .to_string();
+    let pid = daemon_pid(&mnt);
     run(Command::new("kill").arg("-TERM").arg(&pid));
     for _ in 0..100 {
         if !Path::new(&format!("/proc/{pid}")).exists() {
@@ -499,15 +505,7 @@ fn killed_daemon_keeps_fsynced_and_synced_data() {
     std::fs::create_dir(mnt.join("later")).unwrap();
     std::fs::write(mnt.join("later/file"), b"written before the syncer ran").unwrap();
     std::thread::sleep(std::time::Duration::from_millis(2500));
-    let pids = run(Command::new("pgrep")
-        .arg("-f")
-        .arg(format!("ufskit mount -f.*{}", mnt.display())));
-    let pid = String::from_utf8_lossy(&pids.stdout)
-        .lines()
-        .next()
-        .unwrap()
-        .trim()
-        .to_string();
+    let pid = daemon_pid(&mnt);
     run(Command::new("kill").arg("-KILL").arg(&pid));
     for _ in 0..50 {
         if !Path::new(&format!("/proc/{pid}")).exists() {
@@ -1961,21 +1959,9 @@ fn chattr_immutable_and_append_through_the_mount_survive_remount() {
     fsck_clean(&img);
 }
 
-/// Over io_uring, the kernel's FORGETs come on `/dev/fuse`, unordered with
-/// the requests on the rings: every removed file's inode is still freed,
-/// and `statfs` right after a removal already counts it free (it waits
-/// for the forgets on their way).
 /// The nice values of a mount daemon's threads, by thread name.
 fn daemon_nice(mnt: &Path) -> Vec<(String, i64)> {
-    let pids = run(Command::new("pgrep")
-        .arg("-f")
-        .arg(format!("ufskit mount -f.*{}", mnt.display())));
-    let pid = String::from_utf8_lossy(&pids.stdout)
-        .lines()
-        .next()
-        .unwrap()
-        .trim()
-        .to_string();
+    let pid = daemon_pid(mnt);
     let mut out = Vec::new();
     for t in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
         let t = t.unwrap().path();
@@ -2050,6 +2036,10 @@ fn the_daemon_outranks_ordinary_programs_unless_told_not_to() {
     fsck_clean(&img);
 }
 
+/// Over io_uring, the kernel's FORGETs come on `/dev/fuse`, unordered with
+/// the requests on the rings: every removed file's inode is still freed,
+/// and `statfs` right after a removal already counts it free (it waits
+/// for the forgets on their way).
 #[test]
 fn statfs_right_after_a_removal_counts_it_free() {
     let name = "statfs_right_after_a_removal_counts_it_free";
