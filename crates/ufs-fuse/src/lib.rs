@@ -154,7 +154,7 @@ fn kernel_offers_uring() -> bool {
 /// in its clients' own time, and each request is a wake-up the client
 /// waits for: at nice 0 on a machine whose CPUs are busy, every wake-up
 /// queues behind the other programs' time slices. At -10 (the default)
-/// `tar -x` of /usr/include on a busy machine took 1.36-1.45 s instead of
+/// `tar -x` of /usr/include on a busy machine took 1.36-1.64 s instead of
 /// 1.87-2.26 s (docs/DESIGN.md, "Daemon priority"). Lowering a nice value
 /// needs root (CAP_SYS_NICE); without it the mount says so and goes on.
 pub fn set_nice(n: i32) {

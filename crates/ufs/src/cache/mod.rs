@@ -1043,7 +1043,7 @@ impl BufferCache {
         if !b.deps.held.is_empty() {
             for (&off, (len, stack)) in b.deps.held.iter_mut() {
                 let range = off as usize..(off + *len) as usize;
-                if stack.iter().all(|h| !h.entries.is_empty()) {
+                if by_entries(stack) {
                     let entry_image = self.formats.as_ref().and_then(|f| {
                         f.entry_image(b.kind, &b.data[range.clone()], stack, &self.ledger)
                     });
@@ -1060,7 +1060,7 @@ impl BufferCache {
                 }
                 let first_unmet = stack
                     .iter()
-                    .position(|h| h.needs.iter().any(|n| !self.ledger.durable(*n)));
+                    .position(|h| !self.ledger.all_durable(&h.needs));
                 let k = first_unmet.unwrap_or(stack.len());
                 written.extend(stack.drain(..k).map(|h| h.id));
                 progress |= k > 0;
@@ -1186,10 +1186,10 @@ impl BufferCache {
 
     /// Whether writing `b` now would write every change it holds.
     fn writes_whole(&self, b: &Buf) -> bool {
-        b.deps.held.values().all(|(_, s)| {
-            s.iter()
-                .all(|h| h.needs.iter().all(|&n| self.ledger.durable(n)))
-        })
+        b.deps
+            .held
+            .values()
+            .all(|(_, s)| s.iter().all(|h| self.ledger.all_durable(&h.needs)))
     }
 
     /// Whether writing `b` now would write a change made up to `upto`
@@ -1202,9 +1202,9 @@ impl BufferCache {
         if b.deps.epoch != 0 && b.deps.epoch <= upto {
             return true;
         }
-        let ready = |h: &Held| h.id <= upto && h.needs.iter().all(|&n| self.ledger.durable(n));
+        let ready = |h: &Held| h.id <= upto && self.ledger.all_durable(&h.needs);
         b.deps.held.values().any(|(_, s)| {
-            if s.iter().all(|h| !h.entries.is_empty()) {
+            if by_entries(s) {
                 // Named entries go one by one (`entry_image`).
                 s.iter().take_while(|h| h.id <= upto).any(ready)
             } else {
@@ -1330,7 +1330,7 @@ impl BufferCache {
                 .flat_map(|(_, st)| st.iter())
                 .find(|h| h.id == n);
             let goes = match held {
-                Some(h) => h.needs.iter().all(|&m| self.ledger.durable(m)),
+                Some(h) => self.ledger.all_durable(&h.needs),
                 None => ob.dirty,
             };
             if goes {
@@ -1553,6 +1553,13 @@ impl BufferCache {
         debug_assert_eq!(self.ndirty, self.bufs.values().filter(|b| b.dirty).count());
         self.ndirty
     }
+}
+
+/// Whether a region's held changes go to disk name by name (all of them
+/// directory entry changes: `Formats::entry_image`) rather than the region
+/// whole or not at all.
+fn by_entries(stack: &[Held]) -> bool {
+    stack.iter().all(|h| !h.entries.is_empty())
 }
 
 #[cfg(test)]

@@ -320,6 +320,11 @@ impl Ledger {
     pub fn durable(&self, id: ChangeId) -> bool {
         self.slot(id).is_none_or(|i| self.slots[i] == SETTLED)
     }
+    /// Whether every change of `ids` is durable (what a held change waits
+    /// for all met).
+    pub fn all_durable(&self, ids: &[ChangeId]) -> bool {
+        ids.iter().all(|&n| self.durable(n))
+    }
     /// A write holding `id` completed: durable now with
     /// [`Barrier::Write`], at the next flush with [`Barrier::Flush`].
     pub fn written(&mut self, id: ChangeId) {
