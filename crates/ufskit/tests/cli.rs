@@ -1966,13 +1966,17 @@ fn daemon_nice(mnt: &Path) -> Vec<(String, i64)> {
     for t in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
         let t = t.unwrap().path();
         let comm = std::fs::read_to_string(t.join("comm")).unwrap();
-        let stat = std::fs::read_to_string(t.join("stat")).unwrap();
-        // Fields after the parenthesised name: state is field 3, nice 19.
-        let after = &stat[stat.rfind(')').unwrap() + 2..];
-        let nice = after.split(' ').nth(16).unwrap().parse().unwrap();
-        out.push((comm.trim().to_string(), nice));
+        out.push((comm.trim().to_string(), nice_of(&t.join("stat"))));
     }
     out
+}
+
+/// The nice value in a `/proc/.../stat` file (field 19; the fields are
+/// counted after the parenthesised name, which may hold spaces).
+fn nice_of(stat: &Path) -> i64 {
+    let stat = std::fs::read_to_string(stat).unwrap();
+    let after = &stat[stat.rfind(')').unwrap() + 2..];
+    after.split(' ').nth(16).unwrap().parse().unwrap()
 }
 
 #[test]
@@ -2003,13 +2007,7 @@ fn the_daemon_outranks_ordinary_programs_unless_told_not_to() {
     assert!(ours.iter().any(|(c, _)| c == "ufs-syncer"), "{threads:?}");
     assert!(ours.iter().all(|(_, n)| *n == -10), "{threads:?}");
     // Off: as started, at the nice value of whoever mounted it.
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
-    let own: i64 = stat[stat.rfind(')').unwrap() + 2..]
-        .split(' ')
-        .nth(16)
-        .unwrap()
-        .parse()
-        .unwrap();
+    let own = nice_of(Path::new("/proc/self/stat"));
     let m = Mounted::new(&img, &mnt, &["nice=off"]);
     let threads = daemon_nice(&mnt);
     m.umount();
