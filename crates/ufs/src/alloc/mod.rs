@@ -535,11 +535,26 @@ impl FsCore {
 
     /// Does the releases `frees` now, each cylinder group read and stored
     /// once for all of its releases (a group is 32 KiB, copied in and out:
-    /// a sync after 100,000 files removed releases 100,000 inodes). A
-    /// release that fails (the maps call it free already: damage) stops
-    /// the rest; those before it in its group are stored.
-    pub fn free_now(&mut self, mut frees: Vec<Freed>) -> Result<()> {
+    /// a sync after 100,000 files removed releases 100,000 inodes).
+    /// Releases of addresses or inodes outside the file system are refused
+    /// and the others done; one the maps call free already (damage) stops
+    /// the rest, those before it in its group stored. The first refusal is
+    /// the error.
+    pub fn free_now(&mut self, frees: Vec<Freed>) -> Result<()> {
         let g = self.g;
+        let mut refused = None;
+        let mut frees: Vec<Freed> = frees
+            .into_iter()
+            .filter(|f| {
+                let ok = match *f {
+                    Freed::Blocks { bno, size } | Freed::Moved { bno, size } => {
+                        self.check_freed_blocks(bno, size)
+                    }
+                    Freed::Inode { ino, .. } => self.check_ino(ino),
+                };
+                ok.map_err(|e| refused.get_or_insert(e)).is_ok()
+            })
+            .collect();
         let group = |f: &Freed| match *f {
             Freed::Blocks { bno, .. } | Freed::Moved { bno, .. } => g.dtog(bno),
             Freed::Inode { ino, .. } => g.ino_to_cg(ino),
@@ -551,21 +566,13 @@ impl FsCore {
             let n = rest.iter().take_while(|f| group(f) == c).count();
             let (these, after) = rest.split_at(n);
             rest = after;
-            for f in these {
-                match *f {
-                    Freed::Blocks { bno, size } | Freed::Moved { bno, size } => {
-                        self.check_freed_blocks(bno, size)?;
-                        self.cache.discard(bno, g.numfrags(size));
-                    }
-                    Freed::Inode { ino, .. } => self.check_ino(ino)?,
-                }
-            }
             let mut cg = self.read_cg(c)?;
             let before = cg.cg_cs();
             let mut failed = None;
             for f in these {
                 let r = match *f {
                     Freed::Blocks { bno, size } | Freed::Moved { bno, size } => {
+                        self.cache.discard(bno, g.numfrags(size));
                         free_blocks_in(&g, &mut cg, bno, size)
                     }
                     Freed::Inode { ino, was_dir } => free_inode_in(&g, &mut cg, ino, was_dir),
@@ -580,7 +587,7 @@ impl FsCore {
                 return Err(e);
             }
         }
-        Ok(())
+        refused.map_or(Ok(()), Err)
     }
 
     /// A released run's address and size make sense (within the file
@@ -1141,4 +1148,65 @@ fn free_inode_in(g: &Geometry, cg: &mut Cg, ino: u64, was_dir: bool) -> Result<(
     }
     cg.set_cg_cs(cs);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::dev::MemDevice;
+    use crate::newfs::{newfs, NewfsParams};
+    use crate::ops::Fs;
+    use crate::order::Freed;
+    use crate::{Cred, MountOptions};
+
+    #[test]
+    fn releases_go_a_group_at_a_time_and_a_refused_one_loses_no_other() {
+        let dev = MemDevice::new(64 << 20);
+        newfs(
+            &dev,
+            &NewfsParams {
+                seed: Some(1),
+                time: Some(1),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let fs = Fs::open(Box::new(dev), MountOptions::default()).unwrap();
+        let ino = |n: &[u8]| fs.mknod(fs.root(), n, 0o100644, 0, Cred::ROOT).unwrap().ino;
+        let (a, b) = (ino(b"a"), ino(b"b"));
+        let mut c = fs.lock();
+        let g = c.g;
+        let used = |c: &mut crate::fs::FsCore, i: u64| {
+            c.read_cg(g.ino_to_cg(i)).unwrap().inode_used(i % g.ipg)
+        };
+        assert!(used(&mut c, a) && used(&mut c, b));
+        let free_before = c.read_cg(g.ino_to_cg(a)).unwrap().cg_cs().cs_nifree;
+        // A block in the boot area (group 0, with the inodes) and an inode
+        // number outside the file system are refused; the two good
+        // releases between them are still done.
+        let inode = |ino| Freed::Inode {
+            ino,
+            was_dir: false,
+        };
+        let r = c.free_now(vec![
+            inode(a),
+            Freed::Blocks {
+                bno: 1,
+                size: g.fsize,
+            },
+            inode(b),
+            inode(g.ninodes() + 5),
+        ]);
+        assert!(r.unwrap_err().msg.contains("freeing bad block"));
+        assert!(!used(&mut c, a) && !used(&mut c, b));
+        let cs = c.read_cg(g.ino_to_cg(a)).unwrap().cg_cs();
+        assert_eq!(cs.cs_nifree, free_before + 2);
+        // Freeing a free inode is damage: refused, and the group's counts
+        // stay as they were.
+        let r = c.free_now(vec![inode(a)]);
+        assert!(r.unwrap_err().msg.contains("freeing free inode"));
+        assert_eq!(
+            c.read_cg(g.ino_to_cg(a)).unwrap().cg_cs().cs_nifree,
+            free_before + 2
+        );
+    }
 }
