@@ -1055,17 +1055,9 @@ fn mapsearch(g: &Geometry, cg: &mut Cg, c: u64, bpref: u64, allocsiz: u64) -> Op
         // One map byte per block: skip full and empty blocks a byte at a time.
         let map = cg.frag_map(nblk * 8);
         let table = &RUNS[3];
-        let fits = |x: &u8| *x != 0 && table[*x as usize] & want != 0;
-        let hit = map[start as usize..]
-            .iter()
-            .position(fits)
-            .map(|i| start + i as u64);
-        let hit = hit.or_else(|| {
-            map[..start as usize]
-                .iter()
-                .position(fits)
-                .map(|i| i as u64)
-        });
+        let fits = |x: u8| table[x as usize] & want != 0;
+        let hit = first_partial_fit(&map[start as usize..], fits).map(|i| start + i as u64);
+        let hit = hit.or_else(|| first_partial_fit(&map[..start as usize], fits).map(|i| i as u64));
         let b = hit?;
         let s = run_start(map[b as usize], 8, allocsiz)?;
         cg.set_cg_frotor((b * 8) as u32);
@@ -1083,6 +1075,32 @@ fn mapsearch(g: &Geometry, cg: &mut Cg, c: u64, bpref: u64, allocsiz: u64) -> Op
         }
     }
     None
+}
+
+/// The first byte of a fragment map (one byte per block of eight
+/// fragments) that `fits`, among those neither full (0) nor wholly free
+/// (0xff): a free run of a given length is only ever looked for in a
+/// partly used block. Eight bytes at a time are passed over while each is
+/// 0 or 0xff (all of a byte's bits equal), which is most of a group: after
+/// an extraction the partly used blocks are few and far apart.
+fn first_partial_fit(map: &[u8], fits: impl Fn(u8) -> bool) -> Option<usize> {
+    const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+    let mut i = 0;
+    for chunk in map.chunks_exact(8) {
+        let w = u64::from_le_bytes(chunk.try_into().expect("eight bytes"));
+        // Each byte's bit k against its bit k+1 (bit 7 against the next
+        // byte's bit 0 is masked off): all zero iff every byte is uniform.
+        if (w ^ (w >> 1)) & LOW7 != 0 {
+            if let Some(j) = chunk.iter().position(|&x| x != 0 && x != 0xff && fits(x)) {
+                return Some(i + j);
+            }
+        }
+        i += 8;
+    }
+    map[i..]
+        .iter()
+        .position(|&x| x != 0 && x != 0xff && fits(x))
+        .map(|j| i + j)
 }
 
 /// `ffs_blkfree`'s work on the group `cg` (checked by
@@ -1152,7 +1170,27 @@ fn free_inode_in(g: &Geometry, cg: &mut Cg, ino: u64, was_dir: bool) -> Result<(
 
 #[cfg(test)]
 mod tests {
+    use super::{first_partial_fit, RUNS};
     use crate::dev::MemDevice;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The word-at-a-time scan of a fragment map finds the same block
+        /// as looking at every byte, for maps of mostly full and free
+        /// blocks with partly used ones scattered among them.
+        #[test]
+        fn the_fast_fragment_map_scan_finds_what_a_byte_scan_finds(
+            map in proptest::collection::vec(
+                prop_oneof![4 => Just(0u8), 4 => Just(0xffu8), 1 => any::<u8>()], 0..200),
+            allocsiz in 1u32..8,
+        ) {
+            let want = 1u16 << allocsiz;
+            let fits = |x: u8| RUNS[3][x as usize] & want != 0;
+            let slow = map.iter().position(|&x| x != 0 && fits(x));
+            prop_assert_eq!(first_partial_fit(&map, fits), slow);
+        }
+    }
+
     use crate::newfs::{newfs, NewfsParams};
     use crate::ops::Fs;
     use crate::order::Freed;

@@ -364,7 +364,7 @@ impl BufferCache {
         let b = self.bufs.get_mut(&addr).expect("buffer present");
         b.kind = kind;
         if from != to {
-            let len = b.data.len() as u64;
+            let len = b.data.capacity() as u64;
             self.lru[from].remove(&b.stamp);
             self.lru[to].insert(b.stamp, addr);
             self.bytes[from] -= len;
@@ -418,7 +418,7 @@ impl BufferCache {
         }
         let p = self.pool(b.kind) as usize;
         self.lru[p].remove(&b.stamp);
-        self.bytes[p] -= b.data.len() as u64;
+        self.bytes[p] -= b.data.capacity() as u64;
         Some(b)
     }
 
@@ -462,9 +462,9 @@ impl BufferCache {
 
     fn insert(&mut self, addr: u64, data: Vec<u8>, kind: BlockKind, dirty: bool) -> Result<()> {
         let p = self.pool(kind);
-        self.make_room(data.len() as u64, p)?;
+        self.make_room(data.capacity() as u64, p)?;
         self.clock += 1;
-        self.bytes[p as usize] += data.len() as u64;
+        self.bytes[p as usize] += data.capacity() as u64;
         self.lru[p as usize].insert(self.clock, addr);
         if dirty {
             self.ndirty += 1;
@@ -829,7 +829,7 @@ impl BufferCache {
         to_len: usize,
         kind: BlockKind,
     ) -> Result<()> {
-        let old = self.read(from, from_len, kind)?.to_vec();
+        self.read(from, from_len, kind)?;
         let mut deps = BufDeps::default();
         if self.mode.tracks() {
             if kind != BlockKind::Data && self.latest(from) != 0 {
@@ -839,9 +839,25 @@ impl BufferCache {
                 deps.held = std::mem::take(&mut b.deps.held);
             }
         }
+        // The contents move with their memory (grown in place where the
+        // allocator can); what else waited in the old buffer is moot, as
+        // for the rest of the old run.
+        let mut moved = self
+            .remove_buf(from)
+            .expect("buffer just read stays until discarded");
+        self.ledger.moot(&moved.deps.ids());
         self.discard(from, self.nfrags(from_len));
-        let b = self.create(to, to_len, kind)?;
-        b[..old.len()].copy_from_slice(&old);
+        moved
+            .data
+            .reserve_exact(to_len.saturating_sub(moved.data.len()));
+        moved.data.resize(to_len, 0);
+        self.clear_overlaps(to, self.nfrags(to_len), Some(to_len))?;
+        // A buffer left at the new place by the block's former owner: its
+        // contents and waiting changes are moot, as `create` treats it.
+        self.evict(to, false)?;
+        self.insert(to, moved.data, kind, true)?;
+        self.join_epoch(to);
+        self.touch(to);
         if !deps.held.is_empty() {
             let ids: Vec<ChangeId> = deps.ids();
             self.ledger.moved(&ids, to);
@@ -870,7 +886,11 @@ impl BufferCache {
         }
         let p = self.pool(kind) as usize;
         let b = self.bufs.get_mut(&addr).expect("buffer just ensured");
+        let cap = b.data.capacity();
+        // Exactly: a buffer's capacity is what it counts against the limit.
+        b.data.reserve_exact(new_len.saturating_sub(b.data.len()));
         b.data.resize(new_len, 0);
+        let new_cap = b.data.capacity();
         if !b.dirty {
             self.ndirty += 1;
         }
@@ -884,7 +904,7 @@ impl BufferCache {
             keep
         });
         self.ledger.moot(&cut);
-        self.bytes[p] = self.bytes[p] + new_len as u64 - old_len as u64;
+        self.bytes[p] = self.bytes[p] + new_cap as u64 - cap as u64;
         // Cached copies of the fragments just added are stale.
         let (n_old, n_new) = (self.nfrags(old_len), self.nfrags(new_len));
         if n_new > n_old {
@@ -1536,7 +1556,7 @@ impl BufferCache {
                 }
                 if self.bufs.get(&a).is_some_and(|b| !b.dirty) {
                     if let Some(b) = self.remove_buf(a) {
-                        freed += b.data.len() as u64;
+                        freed += b.data.capacity() as u64;
                     }
                 }
             }

@@ -132,3 +132,37 @@ fn a_background_sync_plans_an_old_change_that_can_go_beside_a_new_one_that_waits
     let (plan, _) = c.background_plan_part(0, 1000, before);
     assert!(!plan.contains(&HOLDER), "{plan:?}");
 }
+
+/// A file's fragment tail grown in place and then moved to a new run (what
+/// `ffs_realloccg` does as a file grows): the bytes move with it,
+/// zero-extended, the old place is no longer cached, and the cache counts
+/// exactly the memory its buffers hold, so `cache=` bounds it.
+#[test]
+fn a_grown_and_moved_fragment_run_keeps_its_bytes_and_its_count() {
+    let (dev, mut c) = softdep_cache();
+    let b = c.create(40, 3 * LEN, BlockKind::Data).unwrap();
+    b.fill(7);
+    c.resize(40, 3 * LEN, 5 * LEN, BlockKind::Data).unwrap();
+    assert_eq!(c.stats().bytes_cached, 5 * LEN as u64);
+    c.relocate(40, 5 * LEN, 80, 8 * LEN, BlockKind::Data)
+        .unwrap();
+    let moved = c.read(80, 8 * LEN, BlockKind::Data).unwrap().to_vec();
+    assert!(
+        moved[..3 * LEN].iter().all(|&x| x == 7),
+        "the written bytes"
+    );
+    assert!(moved[3 * LEN..].iter().all(|&x| x == 0), "zero past them");
+    assert_eq!(c.stats().bytes_cached, 8 * LEN as u64, "only the new run");
+    c.sync().unwrap();
+    let mut disk = vec![0u8; 8 * LEN];
+    dev.read_at(80 * FSIZE, &mut disk).unwrap();
+    assert_eq!(disk, moved, "written where it moved");
+    let mut old = vec![0u8; LEN];
+    dev.read_at(40 * FSIZE, &mut old).unwrap();
+    assert!(
+        old.iter().all(|&x| x == 0),
+        "nothing written at the old run"
+    );
+    c.discard(80, 8);
+    assert_eq!(c.stats().bytes_cached, 0);
+}
