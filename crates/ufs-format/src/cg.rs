@@ -18,10 +18,22 @@ pub const CG_CKHASH_OFF: usize = 132;
 /// Byte offset of `cg_initediblk` (inodes whose blocks are initialised).
 pub const CG_INITEDIBLK_OFF: usize = 120;
 
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone)]
 pub struct Cg {
     raw: Vec<u8>,
+    /// The bytes past the header that may differ from what was parsed:
+    /// `[lo, hi)`, empty when `lo >= hi`. The header is small and always
+    /// stored; of the maps only what changed (a few bytes per allocation)
+    /// has to go back (see [`Cg::changed`]).
+    touched: (usize, usize),
 }
+
+impl PartialEq for Cg {
+    fn eq(&self, other: &Cg) -> bool {
+        self.raw == other.raw
+    }
+}
+impl Eq for Cg {}
 
 thread_local! {
     /// The map buffer of the last cylinder group dropped on this thread,
@@ -31,6 +43,8 @@ thread_local! {
     /// what an allocation cost.
     static SPARE: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
 }
+
+const UNTOUCHED: (usize, usize) = (usize::MAX, 0);
 
 impl Drop for Cg {
     fn drop(&mut self) {
@@ -81,6 +95,7 @@ impl Cg {
     pub fn new_layout(g: &Geometry, cgx: u64) -> Cg {
         let mut cg = Cg {
             raw: vec![0; g.cgsize as usize],
+            touched: (0, g.cgsize as usize),
         };
         cg.set_cg_magic(CG_MAGIC);
         cg.set_cg_cgx(cgx as u32);
@@ -113,7 +128,10 @@ impl Cg {
         let mut raw = SPARE.try_with(|s| s.take()).unwrap_or_default();
         raw.clear();
         raw.extend_from_slice(&b[..g.cgsize as usize]);
-        let cg = Cg { raw };
+        let cg = Cg {
+            raw,
+            touched: UNTOUCHED,
+        };
         if cg.cg_magic() != CG_MAGIC {
             return Err(FormatError::corrupt(
                 what(),
@@ -191,6 +209,24 @@ impl Cg {
         &self.raw
     }
 
+    /// What must be stored for the block to hold this group: the header,
+    /// and the range of the maps changed since it was parsed, as (offset,
+    /// bytes) pieces.
+    pub fn changed(&self) -> impl Iterator<Item = (usize, &[u8])> {
+        let (lo, hi) = self.touched;
+        let hi = hi.min(self.raw.len());
+        let head = (0, &self.raw[..CG_HEADER_SIZE.min(self.raw.len())]);
+        let maps = (lo < hi).then(|| (lo, &self.raw[lo..hi]));
+        std::iter::once(head).chain(maps)
+    }
+
+    /// Notes that `[at, at+n)` may have changed.
+    #[inline]
+    fn touch(&mut self, at: usize, n: usize) {
+        self.touched.0 = self.touched.0.min(at);
+        self.touched.1 = self.touched.1.max(at + n);
+    }
+
     pub fn compute_ckhash(&self) -> u32 {
         crate::ckhash::ckhash_with_zeroed_field(&self.raw, CG_CKHASH_OFF)
     }
@@ -215,6 +251,7 @@ impl Cg {
     }
     pub fn set_inode_used(&mut self, i: u64, used: bool) {
         let o = self.cg_iusedoff() as usize;
+        self.touch(o + (i / 8) as usize, 1);
         setbit(&mut self.raw, o, i, used)
     }
     // Fragment map: bit set = free.
@@ -223,6 +260,7 @@ impl Cg {
     }
     pub fn set_frag_free(&mut self, f: u64, free: bool) {
         let o = self.cg_freeoff() as usize;
+        self.touch(o + (f / 8) as usize, 1);
         setbit(&mut self.raw, o, f, free)
     }
     /// Are all `frag` fragments of block `b` (block index in the group) free?
@@ -245,6 +283,7 @@ impl Cg {
     }
     pub fn set_cluster_free(&mut self, b: u64, free: bool) {
         let o = self.cg_clusteroff() as usize;
+        self.touch(o + (b / 8) as usize, 1);
         setbit(&mut self.raw, o, b, free)
     }
     pub fn clustersum(&self, i: u64) -> i32 {
@@ -252,10 +291,12 @@ impl Cg {
     }
     pub fn set_clustersum(&mut self, i: u64, v: i32) {
         let o = self.cg_clustersumoff() as usize + 4 * i as usize;
+        self.touch(o, 4);
         set_i32(&mut self.raw, o, v)
     }
     /// Raw access for whole-map operations (fsck comparisons).
     pub fn raw_mut(&mut self) -> &mut [u8] {
+        self.touched = (0, self.raw.len());
         &mut self.raw
     }
     /// Byte slice of the fragment map covering `nfrags` fragments.

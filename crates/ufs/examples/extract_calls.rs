@@ -130,6 +130,8 @@ fn main() {
             &dev,
             &ufs::newfs::NewfsParams {
                 seed: Some(1),
+                // As `ufskit newfs` makes it by default.
+                softupdates: true,
                 ..Default::default()
             },
         )

@@ -742,7 +742,12 @@ impl FsCore {
         let addr = self.g.cgtod(c);
         let len = self.g.fragroundup(self.g.cgsize) as usize;
         let b = self.cache.modify(addr, len, BlockKind::Cg)?;
-        b[..cg.as_bytes().len()].copy_from_slice(cg.as_bytes());
+        // The header and the changed part of the maps: the block held the
+        // rest as it was parsed (a group is read, changed and stored within
+        // one hold of the engine lock).
+        for (at, bytes) in cg.changed() {
+            b[at..at + bytes.len()].copy_from_slice(bytes);
+        }
         Ok(())
     }
 

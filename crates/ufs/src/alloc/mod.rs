@@ -1196,6 +1196,46 @@ mod tests {
     use crate::order::Freed;
     use crate::{Cred, MountOptions};
 
+    /// A group parsed, changed and stored hands back its header and the
+    /// bytes of the maps it changed, and those applied to the block it
+    /// was parsed from give the whole group as changed.
+    #[test]
+    fn a_stored_group_is_its_header_and_the_map_bytes_that_changed() {
+        let dev = MemDevice::new(64 << 20);
+        newfs(&dev, &NewfsParams::default()).unwrap();
+        let fs = Fs::open(Box::new(dev), MountOptions::default()).unwrap();
+        let mut c = fs.lock();
+        let g = c.g;
+        let before = c.read_cg(0).unwrap();
+        let mut cg = before.clone();
+        let f = g.fpg / 2;
+        let was = cg.frag_free(f);
+        cg.set_frag_free(f, !was);
+        cg.set_inode_used(g.ipg - 1, true);
+        cg.set_cg_rotor(7);
+        let pieces: Vec<(usize, Vec<u8>)> = cg.changed().map(|(at, b)| (at, b.to_vec())).collect();
+        assert_eq!(pieces[0].0, 0, "the header first");
+        let map_bytes: usize = pieces[1..].iter().map(|(_, b)| b.len()).sum();
+        let (lo, hi) = (
+            cg.cg_iusedoff() as usize,
+            cg.cg_freeoff() as usize + (f / 8) as usize + 1,
+        );
+        assert_eq!(
+            map_bytes,
+            hi - (lo + ((g.ipg - 1) / 8) as usize),
+            "only the span of the changes"
+        );
+        let mut block = before.as_bytes().to_vec();
+        for (at, b) in &pieces {
+            block[*at..*at + b.len()].copy_from_slice(b);
+        }
+        assert_eq!(block, cg.as_bytes());
+        drop(before);
+        // A parse after a drop reuses the map buffer and starts untouched.
+        let again = c.read_cg(0).unwrap();
+        assert_eq!(again.changed().count(), 1, "the header alone");
+    }
+
     #[test]
     fn releases_go_a_group_at_a_time_and_a_refused_one_loses_no_other() {
         let dev = MemDevice::new(64 << 20);
