@@ -7,6 +7,9 @@
 //! use; fragment map bit set = fragment *free*; cluster map bit set = block
 //! free; `cg_clustersum[i]` counts free clusters of length i (the last slot
 //! counts clusters of at least `fs_contigsumsize` blocks).
+//! A [`Cg`] knows which bytes past its header may have changed since it was
+//! parsed ([`Cg::changed`]); every setter of a map records what it touches,
+//! and [`Cg::raw_mut`] counts as touching everything.
 use crate::bytes::*;
 use crate::error::FormatError;
 use crate::sb::{Csum, Geometry};

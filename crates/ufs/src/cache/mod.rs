@@ -9,7 +9,8 @@
 //! - A dirty buffer reaches the device before it is evicted or dropped,
 //!   except through [`BufferCache::discard`], used for blocks being freed.
 //! - Bytes held never exceed the limit by more than the buffers pinned by the
-//!   current operation (eviction happens on insertion).
+//!   current operation (eviction happens on insertion). A buffer counts its
+//!   capacity, the memory it holds; growth reserves exactly what it needs.
 //! - Counters by block kind count every hit, miss, read and write.
 //!
 //! - Writes go through [`BufferCache::write_buf`], the single place the
