@@ -29,6 +29,9 @@ pub struct Cg {
     /// stored; of the maps only what changed (a few bytes per allocation)
     /// has to go back (see [`Cg::changed`]).
     touched: (usize, usize),
+    /// A mark its reader may set (not on disk): the engine stores the
+    /// number of changes to the group it had seen at the read.
+    tag: u64,
 }
 
 impl PartialEq for Cg {
@@ -99,6 +102,7 @@ impl Cg {
         let mut cg = Cg {
             raw: vec![0; g.cgsize as usize],
             touched: (0, g.cgsize as usize),
+            tag: 0,
         };
         cg.set_cg_magic(CG_MAGIC);
         cg.set_cg_cgx(cgx as u32);
@@ -134,6 +138,7 @@ impl Cg {
         let cg = Cg {
             raw,
             touched: UNTOUCHED,
+            tag: 0,
         };
         if cg.cg_magic() != CG_MAGIC {
             return Err(FormatError::corrupt(
@@ -221,6 +226,19 @@ impl Cg {
         let head = (0, &self.raw[..CG_HEADER_SIZE.min(self.raw.len())]);
         let maps = (lo < hi).then(|| (lo, &self.raw[lo..hi]));
         std::iter::once(head).chain(maps)
+    }
+
+    /// After the changes were stored: the block and this copy agree again.
+    pub fn mark_stored(&mut self) {
+        self.touched = UNTOUCHED;
+    }
+
+    /// The reader's mark (see `tag`).
+    pub fn tag(&self) -> u64 {
+        self.tag
+    }
+    pub fn set_tag(&mut self, tag: u64) {
+        self.tag = tag;
     }
 
     /// Notes that `[at, at+n)` may have changed.

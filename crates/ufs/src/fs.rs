@@ -25,6 +25,9 @@ use rand::{Rng, SeedableRng};
 use ufs_format::sb::{Csum, CsumTotal};
 use ufs_format::*;
 
+/// How many cylinder groups [`FsCore::keep_cg`] keeps parsed.
+const CG_KEPT: usize = 4;
+
 /// Directory placement policy (`-o dirpref=`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub enum DirPref {
@@ -105,6 +108,11 @@ pub struct FsCore {
     pub(crate) opts: MountOptions,
     /// `fs_contigdirs`: directories allocated in a row per group (memory only).
     pub(crate) contigdirs: Vec<u8>,
+    /// Changes stored per group (memory only): a copy read when the count
+    /// was what it is now holds what the block holds.
+    pub(crate) cg_changes: Vec<u64>,
+    /// The last groups stored, kept parsed (see [`FsCore::read_cg`]).
+    pub(crate) cg_kept: Vec<(u64, Cg)>,
     pub(crate) read_only: bool,
     pub(crate) sb_dirty: bool,
     pub(crate) rng: rand::rngs::StdRng,
@@ -433,6 +441,8 @@ impl FsCore {
             cache,
             opts,
             contigdirs: vec![0; ncg],
+            cg_changes: vec![0; ncg],
+            cg_kept: Vec::new(),
             dirhash,
             dir_hints: HashMap::default(),
             placement: Default::default(),
@@ -725,12 +735,27 @@ impl FsCore {
 
     /// Reads cylinder group `c` (through the cache, which verifies its
     /// check-hash when it comes from the device).
+    ///
+    /// A group stored by the last few allocations is handed back as it was
+    /// kept, without parsing its 32 KiB again, if no change to it was
+    /// stored since (every change to a group's block goes through
+    /// [`FsCore::write_cg`]; the block differs at most in the check-hash,
+    /// sealed as it goes out).
     pub fn read_cg(&mut self, c: u64) -> Result<Cg> {
+        let changes = self.cg_changes.get(c as usize).copied().unwrap_or(0);
+        if let Some(i) = self.cg_kept.iter().position(|(k, _)| *k == c) {
+            let (_, cg) = self.cg_kept.swap_remove(i);
+            if cg.tag() == changes {
+                return Ok(cg);
+            }
+        }
         let addr = self.g.cgtod(c);
         let len = self.g.fragroundup(self.g.cgsize) as usize;
         let g = self.g;
         let b = self.cache.read(addr, len, BlockKind::Cg)?;
-        Ok(Cg::parse(b, &g, c)?)
+        let mut cg = Cg::parse(b, &g, c)?;
+        cg.set_tag(changes);
+        Ok(cg)
     }
 
     /// Stores a changed cylinder group; its check-hash is computed when the
@@ -748,7 +773,28 @@ impl FsCore {
         for (at, bytes) in cg.changed() {
             b[at..at + bytes.len()].copy_from_slice(bytes);
         }
+        cg.mark_stored();
         Ok(())
+    }
+
+    /// After [`FsCore::write_cg`]: counts the change, and keeps the group
+    /// parsed for the next [`FsCore::read_cg`] if it was read after the
+    /// last change stored before this one (so it holds all of them); a few
+    /// groups are kept, 32 KiB each.
+    pub(crate) fn keep_cg(&mut self, c: u64, mut cg: Cg) {
+        let Some(n) = self.cg_changes.get_mut(c as usize) else {
+            return;
+        };
+        let current = cg.tag() == *n;
+        *n += 1;
+        self.cg_kept.retain(|(k, _)| *k != c);
+        if current {
+            cg.set_tag(*n);
+            if self.cg_kept.len() >= CG_KEPT {
+                self.cg_kept.remove(0);
+            }
+            self.cg_kept.push((c, cg));
+        }
     }
 
     /// Writes the superblock and the summary area (not the backups).
