@@ -1247,13 +1247,15 @@ mod tests {
             .cache
             .read(g.cgtod(cgx), len, crate::cache::BlockKind::Cg)
             .unwrap();
-        let mut v = b[..g.cgsize as usize].to_vec();
-        v[ufs_format::cg::CG_CKHASH_OFF..ufs_format::cg::CG_CKHASH_OFF + 4].fill(0);
-        v
+        without_ckhash(&b[..g.cgsize as usize])
     }
 
     fn bytes_of(cg: &ufs_format::cg::Cg) -> Vec<u8> {
-        let mut v = cg.as_bytes().to_vec();
+        without_ckhash(cg.as_bytes())
+    }
+
+    fn without_ckhash(group: &[u8]) -> Vec<u8> {
+        let mut v = group.to_vec();
         v[ufs_format::cg::CG_CKHASH_OFF..ufs_format::cg::CG_CKHASH_OFF + 4].fill(0);
         v
     }

@@ -160,6 +160,14 @@ struct Buf {
     deps: BufDeps,
 }
 
+/// Resizes a buffer's contents, zero-filling what is added, growing its
+/// memory by exactly what is needed: a buffer's capacity is what it counts
+/// against the cache's limit.
+fn resize_exact(data: &mut Vec<u8>, len: usize) {
+    data.reserve_exact(len.saturating_sub(data.len()));
+    data.resize(len, 0);
+}
+
 /// Which byte budget a buffer counts against: the main cache, or (with
 /// vmiodir off) the small fixed pool of directory blocks.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -848,10 +856,7 @@ impl BufferCache {
             .expect("buffer just read stays until discarded");
         self.ledger.moot(&moved.deps.ids());
         self.discard(from, self.nfrags(from_len));
-        moved
-            .data
-            .reserve_exact(to_len.saturating_sub(moved.data.len()));
-        moved.data.resize(to_len, 0);
+        resize_exact(&mut moved.data, to_len);
         self.clear_overlaps(to, self.nfrags(to_len), Some(to_len))?;
         // A buffer left at the new place by the block's former owner: its
         // contents and waiting changes are moot, as `create` treats it.
@@ -888,9 +893,7 @@ impl BufferCache {
         let p = self.pool(kind) as usize;
         let b = self.bufs.get_mut(&addr).expect("buffer just ensured");
         let cap = b.data.capacity();
-        // Exactly: a buffer's capacity is what it counts against the limit.
-        b.data.reserve_exact(new_len.saturating_sub(b.data.len()));
-        b.data.resize(new_len, 0);
+        resize_exact(&mut b.data, new_len);
         let new_cap = b.data.capacity();
         if !b.dirty {
             self.ndirty += 1;
