@@ -1458,7 +1458,9 @@ impl Fs {
     /// `target` bytes (an idle mount, or memory pressure); dirty blocks
     /// stay. Returns the bytes given back.
     pub fn trim_cache(&self, target: u64) -> u64 {
-        self.lock().cache.trim_clean(target)
+        let stock = crate::cache::warm::WARM.stocked_bytes() as u64;
+        crate::cache::warm::WARM.drain();
+        stock + self.lock().cache.trim_clean(target)
     }
 
     /// The inode of `path` (components relative to the root).
@@ -1485,6 +1487,7 @@ impl Fs {
         let mut c = self.lock();
         c.sync()?;
         c.cache.drop_clean();
+        crate::cache::warm::WARM.drain();
         c.cache.device().drop_caches();
         c.dirhash.clear();
         c.dir_hints.clear();

@@ -189,6 +189,13 @@ pub fn cmd_stats(
         "buffer cache: {} of {} bytes held, {} evictions",
         c["bytes_cached"], c["limit_bytes"], c["evictions"]
     );
+    let w = &c["warm"];
+    if w["asks"].as_u64().unwrap_or(0) > 0 {
+        println!(
+            "  new buffers: {} asked for while ring threads made memory ahead, {} of them warm ({} pages made, {} bytes in stock)",
+            w["asks"], w["hits"], w["pages_made"], w["stocked_bytes"]
+        );
+    }
     if let Some(kinds) = c["by_kind"].as_object() {
         for (kind, k) in kinds {
             let n = |key: &str| k[key].as_u64().unwrap_or(0);

@@ -2211,6 +2211,8 @@ fn ring_threads_polling_for_requests_serve_them_right() {
         }
         let d = mnt.join("d");
         std::fs::create_dir(&d).unwrap();
+        let b = mnt.join("b");
+        std::fs::create_dir(&b).unwrap();
         let start = std::time::Instant::now();
         let mut round = 0u32;
         // At least a few of the watcher's windows of steady requests.
@@ -2243,10 +2245,25 @@ fn ring_threads_polling_for_requests_serve_them_right() {
             for n in names {
                 std::fs::remove_file(d.join(n)).unwrap();
             }
+            // Files written as tar writes them, in 10 KiB records: each
+            // record grows a fragment run or starts a block, a new buffer
+            // in the cache (from warm memory where polling threads made it).
+            for i in 0..24u32 {
+                let p = b.join(format!("big{i}"));
+                let mut f = std::fs::File::create(&p).unwrap();
+                let body = big_body(round, i);
+                for rec in body.chunks(10_240) {
+                    f.write_all(rec).unwrap();
+                }
+                drop(f);
+                assert!(std::fs::read(&p).unwrap() == body, "{opts}: {p:?}");
+            }
             round += 1;
         }
         let fr = stats_json(&mnt)["fuse_requests"].clone();
+        let warm = stats_json(&mnt)["cache"]["warm"].clone();
         if polls {
+            assert!(warm["hits"].as_u64().unwrap() > 0, "{opts}: {warm}");
             assert!(fr["spin_turns"].as_u64().unwrap() >= 1, "{opts}: {fr}");
             assert!(fr["spin_hits"].as_u64().unwrap() > 0, "{opts}: {fr}");
             let text = String::from_utf8(run(ufskit().arg("stats").arg(&mnt)).stdout).unwrap();
@@ -2264,10 +2281,30 @@ fn ring_threads_polling_for_requests_serve_them_right() {
         } else {
             assert_eq!(fr["spin_turns"].as_u64(), Some(0), "{opts}: {fr}");
             assert_eq!(fr["spin_hits"].as_u64(), Some(0), "{opts}: {fr}");
+            assert_eq!(warm["asks"].as_u64(), Some(0), "{opts}: {warm}");
         }
         m.umount();
         fsck_clean(&img);
+        // What the last round wrote is on the image.
+        let m = Mounted::new(&img, &mnt, &[]);
+        for i in 0..24u32 {
+            let p = mnt.join("b").join(format!("big{i}"));
+            assert!(
+                std::fs::read(&p).unwrap() == big_body(round - 1, i),
+                "{opts}: {p:?} after remount"
+            );
+        }
+        m.umount();
     }
+}
+
+/// The contents of a file of the polling test: up to 120 KiB, a pattern
+/// that differs by round, file and offset.
+fn big_body(round: u32, i: u32) -> Vec<u8> {
+    let len = 1_000 + (i as usize * 5_113 + round as usize * 977) % 120_000;
+    (0..len)
+        .map(|k| (k as u32).wrapping_mul(31).wrapping_add(round * 7 + i) as u8)
+        .collect()
 }
 
 /// The kernel's current CPU latency constraint in µs (what every holder of

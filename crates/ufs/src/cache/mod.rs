@@ -125,6 +125,8 @@ pub struct CacheStats {
     /// vmiodir off: bytes of directory blocks held, and their pool's size.
     pub dir_pool_bytes: Option<u64>,
     pub dir_pool_limit: Option<u64>,
+    /// New buffers from memory made ahead of need ([`warm`]), process-wide.
+    pub warm: warm::WarmStats,
 }
 
 /// `by_kind` as `{"superblock": {...}, "cg": {...}, ...}`.
@@ -163,9 +165,20 @@ struct Buf {
 /// Resizes a buffer's contents, zero-filling what is added, growing its
 /// memory by exactly what is needed: a buffer's capacity is what it counts
 /// against the cache's limit.
+/// Growth takes a warm buffer when one of the new size is in stock
+/// ([`warm`]): its pages are faulted in already.
 fn resize_exact(data: &mut Vec<u8>, len: usize) {
+    if warm::WARM.grow_into(data, len) {
+        return;
+    }
     data.reserve_exact(len.saturating_sub(data.len()));
     data.resize(len, 0);
+}
+
+/// A zeroed buffer of `len` bytes for the cache: a warm one ([`warm`])
+/// when one is in stock.
+fn new_buffer(len: usize) -> Vec<u8> {
+    warm::WARM.take(len).unwrap_or_else(|| vec![0u8; len])
 }
 
 /// Which byte budget a buffer counts against: the main cache, or (with
@@ -302,6 +315,7 @@ impl BufferCache {
         s.limit_bytes = self.limit;
         s.dir_pool_bytes = self.dir_pool.map(|_| self.bytes[Pool::Dir as usize]);
         s.dir_pool_limit = self.dir_pool;
+        s.warm = warm::WARM.stats();
         s
     }
     pub fn order_stats(&self) -> OrderStats {
@@ -503,7 +517,7 @@ impl BufferCache {
         st.misses += 1;
         let n = self.nfrags(len);
         self.clear_overlaps(addr, n, None)?;
-        let mut data = vec![0u8; len];
+        let mut data = new_buffer(len);
         let off = addr.checked_mul(1 << self.fshift).ok_or_else(|| {
             crate::error::Error::damaged(
                 crate::error::Damage::Block(addr),
@@ -818,7 +832,7 @@ impl BufferCache {
             let old = std::mem::take(&mut b.deps);
             self.ledger.moot(&old.ids());
         } else {
-            self.insert(addr, vec![0u8; len], kind, true)?;
+            self.insert(addr, new_buffer(len), kind, true)?;
         }
         self.join_epoch(addr);
         self.touch(addr);
@@ -1588,3 +1602,4 @@ fn by_entries(stack: &[Held]) -> bool {
 
 #[cfg(test)]
 mod tests;
+pub mod warm;
