@@ -1456,11 +1456,13 @@ impl Fs {
 
     /// Gives clean cached blocks back until the cache holds at most
     /// `target` bytes (an idle mount, or memory pressure); dirty blocks
-    /// stay. Returns the bytes given back.
+    /// stay, memory made ahead for new buffers goes. Returns the bytes of
+    /// blocks given back.
     pub fn trim_cache(&self, target: u64) -> u64 {
-        let stock = crate::cache::warm::WARM.stocked_bytes() as u64;
-        crate::cache::warm::WARM.drain();
-        stock + self.lock().cache.trim_clean(target)
+        let mut c = self.lock();
+        // Memory made ahead goes back too (not counted: it held no blocks).
+        c.cache.drain_warm();
+        c.cache.trim_clean(target)
     }
 
     /// The inode of `path` (components relative to the root).
@@ -1487,7 +1489,7 @@ impl Fs {
         let mut c = self.lock();
         c.sync()?;
         c.cache.drop_clean();
-        crate::cache::warm::WARM.drain();
+        c.cache.drain_warm();
         c.cache.device().drop_caches();
         c.dirhash.clear();
         c.dir_hints.clear();

@@ -2258,6 +2258,21 @@ fn ring_threads_polling_for_requests_serve_them_right() {
                 drop(f);
                 assert!(std::fs::read(&p).unwrap() == body, "{opts}: {p:?}");
             }
+            // A write past the end grows the file's last fragment run:
+            // the gap reads as zeros, whatever memory the run grew into.
+            let p = b.join("gap");
+            let f = std::fs::File::create(&p).unwrap();
+            std::os::unix::fs::FileExt::write_all_at(&f, &[9u8; 5_000], 0).unwrap();
+            std::os::unix::fs::FileExt::write_all_at(&f, &[8u8; 100], 20_000).unwrap();
+            drop(f);
+            let got = std::fs::read(&p).unwrap();
+            assert_eq!(got.len(), 20_100, "{opts}");
+            assert!(got[..5_000].iter().all(|&x| x == 9), "{opts}");
+            assert!(
+                got[5_000..20_000].iter().all(|&x| x == 0),
+                "{opts}: the gap"
+            );
+            assert!(got[20_000..].iter().all(|&x| x == 8), "{opts}");
             round += 1;
         }
         let fr = stats_json(&mnt)["fuse_requests"].clone();

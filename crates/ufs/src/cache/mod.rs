@@ -167,8 +167,8 @@ struct Buf {
 /// against the cache's limit.
 /// Growth takes a warm buffer when one of the new size is in stock
 /// ([`warm`]): its pages are faulted in already.
-fn resize_exact(data: &mut Vec<u8>, len: usize) {
-    if warm::WARM.grow_into(data, len) {
+fn resize_exact(stock: &warm::Warm, data: &mut Vec<u8>, len: usize) {
+    if stock.grow_into(data, len) {
         return;
     }
     data.reserve_exact(len.saturating_sub(data.len()));
@@ -177,8 +177,8 @@ fn resize_exact(data: &mut Vec<u8>, len: usize) {
 
 /// A zeroed buffer of `len` bytes for the cache: a warm one ([`warm`])
 /// when one is in stock.
-fn new_buffer(len: usize) -> Vec<u8> {
-    warm::WARM.take(len).unwrap_or_else(|| vec![0u8; len])
+fn new_buffer(stock: &warm::Warm, len: usize) -> Vec<u8> {
+    stock.take(len).unwrap_or_else(|| vec![0u8; len])
 }
 
 /// Which byte budget a buffer counts against: the main cache, or (with
@@ -190,6 +190,9 @@ enum Pool {
 }
 
 pub struct BufferCache {
+    /// Where new buffers come from when memory was made ahead for them
+    /// (the process's [`warm::WARM`]; tests give their own).
+    warm: &'static warm::Warm,
     /// Shared so that a flush can run without the engine lock
     /// ([`BufferCache::unlocked_flush_begin`]).
     dev: std::sync::Arc<dyn BlockDevice>,
@@ -222,6 +225,7 @@ pub struct BufferCache {
 impl BufferCache {
     pub fn new(dev: Box<dyn BlockDevice>, fsize: u64, limit_bytes: u64) -> Self {
         BufferCache {
+            warm: &warm::WARM,
             dev: std::sync::Arc::from(dev),
             formats: None,
             fshift: fsize.trailing_zeros(),
@@ -306,6 +310,14 @@ impl BufferCache {
     pub fn device(&self) -> &dyn BlockDevice {
         &*self.dev
     }
+    /// Gives back the memory made ahead for new buffers ([`warm`]).
+    pub fn drain_warm(&self) {
+        self.warm.drain();
+    }
+    /// Takes new buffers from `stock` instead of the process's.
+    pub fn set_warm_stock(&mut self, stock: &'static warm::Warm) {
+        self.warm = stock;
+    }
     pub fn set_limit(&mut self, limit: u64) {
         self.limit = limit.max(MIN_LIMIT);
     }
@@ -315,7 +327,7 @@ impl BufferCache {
         s.limit_bytes = self.limit;
         s.dir_pool_bytes = self.dir_pool.map(|_| self.bytes[Pool::Dir as usize]);
         s.dir_pool_limit = self.dir_pool;
-        s.warm = warm::WARM.stats();
+        s.warm = self.warm.stats();
         s
     }
     pub fn order_stats(&self) -> OrderStats {
@@ -517,7 +529,7 @@ impl BufferCache {
         st.misses += 1;
         let n = self.nfrags(len);
         self.clear_overlaps(addr, n, None)?;
-        let mut data = new_buffer(len);
+        let mut data = new_buffer(self.warm, len);
         let off = addr.checked_mul(1 << self.fshift).ok_or_else(|| {
             crate::error::Error::damaged(
                 crate::error::Damage::Block(addr),
@@ -832,7 +844,7 @@ impl BufferCache {
             let old = std::mem::take(&mut b.deps);
             self.ledger.moot(&old.ids());
         } else {
-            self.insert(addr, new_buffer(len), kind, true)?;
+            self.insert(addr, new_buffer(self.warm, len), kind, true)?;
         }
         self.join_epoch(addr);
         self.touch(addr);
@@ -870,7 +882,7 @@ impl BufferCache {
             .expect("buffer just read stays until discarded");
         self.ledger.moot(&moved.deps.ids());
         self.discard(from, self.nfrags(from_len));
-        resize_exact(&mut moved.data, to_len);
+        resize_exact(self.warm, &mut moved.data, to_len);
         self.clear_overlaps(to, self.nfrags(to_len), Some(to_len))?;
         // A buffer left at the new place by the block's former owner: its
         // contents and waiting changes are moot, as `create` treats it.
@@ -905,9 +917,10 @@ impl BufferCache {
             self.write_buf(addr)?;
         }
         let p = self.pool(kind) as usize;
+        let warm = self.warm;
         let b = self.bufs.get_mut(&addr).expect("buffer just ensured");
         let cap = b.data.capacity();
-        resize_exact(&mut b.data, new_len);
+        resize_exact(warm, &mut b.data, new_len);
         let new_cap = b.data.capacity();
         if !b.dirty {
             self.ndirty += 1;

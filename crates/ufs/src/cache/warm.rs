@@ -5,8 +5,8 @@
 //! memory for every new buffer, and the first touch of each 4 KiB page is a
 //! page fault, 2-3 µs on the development VM, paid inside the request that
 //! wanted the buffer while its client waits. A thread with time to spare (a
-//! ring thread polling for the next request, ufs-fuse's `uring` and
-//! `handoff.rs`) calls [`Maker::step`], which zeroes one page of a buffer being
+//! ring thread polling for the next request, ufs-fuse's `uring`, while
+//! hand-off polling is on) calls [`Maker::step`], which zeroes one page of a buffer being
 //! made; a finished buffer waits in the stock of its size, and
 //! [`BufferCache`](super::BufferCache) takes one ([`Warm::take`], [`WARM`]) instead of
 //! allocating.
@@ -14,14 +14,17 @@
 //! Invariants:
 //! - Every buffer in stock has `len() == capacity()`, a size that is a
 //!   multiple of 4 KiB up to [`MAX_LEN`], and holds zeros.
-//! - The stock holds at most [`STOCK_BYTES`] plus one buffer (a buffer is
-//!   its maker's until finished); what is made follows the sizes asked for in the last 256
+//! - The stock and the buffers being made hold at most [`STOCK_BYTES`]
+//!   plus one buffer: a maker counts its buffer as it starts it, so two
+//!   makers never make the same wanted buffer; what is made follows the sizes asked for in the last 256
 //!   asks, half of each size's share.
 //! - Nothing depends on the stock for correctness: an empty stock means a
 //!   fresh allocation, as without it. Until some thread has called
 //!   [`Maker::step`], [`Warm::take`] does not even record what was asked.
-//! - [`Warm::drain`] gives everything back (an idle or trimmed cache, dropped
-//!   caches).
+//! - [`Warm::drain`] gives the stock back (an idle or trimmed cache, dropped
+//!   caches) and forgets what was asked; a buffer half made then is dropped
+//!   by its maker when finished, not stocked (each drain starts a new
+//!   generation).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -43,6 +46,11 @@ struct Stock {
     next: usize,
     /// How many of `asks` are of each class.
     counts: [u16; CLASSES],
+    /// Buffers being made, per class, and their bytes.
+    making: [u16; CLASSES],
+    making_bytes: usize,
+    /// Counts the drains: a buffer begun before the last one is not stocked.
+    generation: u64,
 }
 
 impl Stock {
@@ -53,6 +61,9 @@ impl Stock {
             asks: [u8::MAX; ASKS],
             next: 0,
             counts: [0; CLASSES],
+            making: [0; CLASSES],
+            making_bytes: 0,
+            generation: 0,
         }
     }
 
@@ -66,15 +77,17 @@ impl Stock {
         self.next = (self.next + 1) % ASKS;
     }
 
-    /// The class most short of its target, if any is and there is room.
+    /// The class most short of its target, counting the buffers being
+    /// made, if any is and there is room.
     fn most_wanted(&self) -> Option<usize> {
-        if self.bytes >= STOCK_BYTES {
+        if self.bytes + self.making_bytes >= STOCK_BYTES {
             return None;
         }
         (0..CLASSES)
             .filter_map(|c| {
                 let target = (self.counts[c] as usize).div_ceil(2);
-                let short = target.saturating_sub(self.bufs[c].len());
+                let have = self.bufs[c].len() + self.making[c] as usize;
+                let short = target.saturating_sub(have);
                 (short > 0).then_some((short, c))
             })
             .max()
@@ -168,10 +181,12 @@ impl Warm {
     /// Gives the whole stock back and forgets what was asked.
     pub fn drain(&self) {
         let mut s = self.stock();
-        if s.bytes == 0 && s.counts.iter().all(|&c| c == 0) {
+        if s.bytes == 0 && s.making_bytes == 0 && s.counts.iter().all(|&c| c == 0) {
             return;
         }
+        let generation = s.generation + 1;
         *s = Stock::new();
+        s.generation = generation;
         self.wanted.store(false, Ordering::Relaxed);
     }
 
@@ -196,10 +211,11 @@ impl Default for Warm {
     }
 }
 
-/// A thread's making of warm buffers: the buffer it has begun.
+/// A thread's making of warm buffers: the buffer it has begun, its class
+/// and the stock's generation when it began.
 pub struct Maker<'a> {
     warm: &'a Warm,
-    making: Option<(usize, Vec<u8>)>,
+    making: Option<(usize, Vec<u8>, u64)>,
 }
 
 impl<'a> Maker<'a> {
@@ -219,21 +235,27 @@ impl<'a> Maker<'a> {
             if !w.wanted.load(Ordering::Relaxed) {
                 return false;
             }
-            let s = w.stock();
-            let c = s.most_wanted();
-            w.wanted.store(c.is_some(), Ordering::Relaxed);
-            let Some(class) = c else {
+            let mut s = w.stock();
+            let Some(class) = s.most_wanted() else {
+                w.wanted.store(false, Ordering::Relaxed);
                 return false;
             };
-            self.making = Some((class, Vec::with_capacity((class + 1) * PAGE)));
+            s.making[class] += 1;
+            s.making_bytes += (class + 1) * PAGE;
+            w.wanted.store(s.most_wanted().is_some(), Ordering::Relaxed);
+            let generation = s.generation;
+            drop(s);
+            self.making = Some((class, Vec::with_capacity((class + 1) * PAGE), generation));
         }
-        let (class, buf) = self.making.as_mut().expect("a buffer being made");
+        let (class, buf, _) = self.making.as_mut().expect("a buffer being made");
         buf.extend_from_slice(&ZERO_PAGE);
         w.pages.fetch_add(1, Ordering::Relaxed);
         if buf.len() == (*class + 1) * PAGE {
-            let (class, buf) = self.making.take().expect("a buffer being made");
+            let (class, buf, generation) = self.making.take().expect("a buffer being made");
             let mut s = w.stock();
-            if s.bytes < STOCK_BYTES {
+            if s.generation == generation {
+                s.making[class] -= 1;
+                s.making_bytes -= buf.len();
                 s.bytes += buf.len();
                 s.bufs[class].push(buf);
             }
@@ -317,5 +339,35 @@ mod tests {
         make_all(&mut m);
         // 128 wanted, 64 fit.
         assert_eq!(w.stocked_bytes(), STOCK_BYTES);
+    }
+
+    #[test]
+    fn two_makers_never_make_the_same_wanted_buffer() {
+        let w = Warm::new();
+        let (mut a, mut b) = (Maker::new(&w), Maker::new(&w));
+        a.step();
+        w.take(2 * PAGE);
+        w.take(2 * PAGE);
+        // One wanted: the first maker begins it, the second has nothing to do.
+        assert!(a.step());
+        assert!(!b.step());
+        assert!(a.step());
+        assert!(!a.step());
+        assert_eq!(w.stocked_bytes(), 2 * PAGE);
+    }
+
+    #[test]
+    fn a_buffer_begun_before_a_drain_is_not_stocked() {
+        let w = Warm::new();
+        let mut m = Maker::new(&w);
+        m.step();
+        for _ in 0..8 {
+            w.take(4 * PAGE);
+        }
+        assert!(m.step(), "begun");
+        w.drain();
+        make_all(&mut m);
+        assert_eq!(w.stocked_bytes(), 0);
+        assert_eq!(w.take(4 * PAGE), None);
     }
 }
