@@ -269,6 +269,16 @@ impl<'a> Maker<'a> {
 mod tests {
     use super::*;
 
+    /// `w` with a maker started and `n` asks of `len` bytes recorded.
+    fn asked(w: &Warm, n: usize, len: usize) -> Maker<'_> {
+        let mut m = Maker::new(w);
+        m.step();
+        for _ in 0..n {
+            w.take(len);
+        }
+        m
+    }
+
     fn make_all(m: &mut Maker) -> usize {
         let mut pages = 0;
         while m.step() {
@@ -312,12 +322,7 @@ mod tests {
     #[test]
     fn a_grown_buffer_keeps_its_bytes_and_is_zero_beyond() {
         let w = Warm::new();
-        let mut m = Maker::new(&w);
-        m.step();
-        for _ in 0..4 {
-            w.take(5 * PAGE);
-        }
-        make_all(&mut m);
+        make_all(&mut asked(&w, 4, 5 * PAGE));
         let mut data = vec![7u8; 3 * PAGE];
         assert!(w.grow_into(&mut data, 5 * PAGE));
         assert_eq!((data.len(), data.capacity()), (5 * PAGE, 5 * PAGE));
@@ -331,12 +336,7 @@ mod tests {
     #[test]
     fn the_stock_stays_within_its_bound() {
         let w = Warm::new();
-        let mut m = Maker::new(&w);
-        m.step();
-        for _ in 0..ASKS {
-            w.take(MAX_LEN);
-        }
-        make_all(&mut m);
+        make_all(&mut asked(&w, ASKS, MAX_LEN));
         // 128 wanted, 64 fit.
         assert_eq!(w.stocked_bytes(), STOCK_BYTES);
     }
@@ -344,10 +344,8 @@ mod tests {
     #[test]
     fn two_makers_never_make_the_same_wanted_buffer() {
         let w = Warm::new();
-        let (mut a, mut b) = (Maker::new(&w), Maker::new(&w));
-        a.step();
-        w.take(2 * PAGE);
-        w.take(2 * PAGE);
+        let mut a = asked(&w, 2, 2 * PAGE);
+        let mut b = Maker::new(&w);
         // One wanted: the first maker begins it, the second has nothing to do.
         assert!(a.step());
         assert!(!b.step());
@@ -359,11 +357,7 @@ mod tests {
     #[test]
     fn a_buffer_begun_before_a_drain_is_not_stocked() {
         let w = Warm::new();
-        let mut m = Maker::new(&w);
-        m.step();
-        for _ in 0..8 {
-            w.take(4 * PAGE);
-        }
+        let mut m = asked(&w, 8, 4 * PAGE);
         assert!(m.step(), "begun");
         w.drain();
         make_all(&mut m);
