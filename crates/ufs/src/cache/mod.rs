@@ -786,13 +786,14 @@ impl BufferCache {
     }
 
     /// How many undurable changes the ordering state may hold before the
-    /// file system writes everything out: one per 512 bytes of cache (128
-    /// Ki changes for 64 MiB: some 40 MiB of state with the regions held
-    /// changes keep), so that the cache size bounds this memory too
-    /// (FreeBSD bounds its soft-updates structures the same way,
-    /// `max_softdeps`, and speeds up the syncer past it).
+    /// file system writes everything out: one per 2 KiB of cache (32 Ki
+    /// changes for 64 MiB: some 10-20 MiB of state with the regions held
+    /// changes keep), so that the daemon stays within `cache=` plus the
+    /// dirhash budget plus a little (FreeBSD bounds its soft-updates
+    /// structures the same way, `max_softdeps`, and speeds up the syncer
+    /// past it). One per 512 bytes let the state reach 60% of `cache=`.
     pub fn max_pending(&self) -> u64 {
-        (self.limit >> 9).max(4096)
+        (self.limit >> 11).max(4096)
     }
 
     /// Whether the ordering state is past its bound: more undurable
