@@ -786,14 +786,16 @@ impl BufferCache {
     }
 
     /// How many undurable changes the ordering state may hold before the
-    /// file system writes everything out: one per 2 KiB of cache (32 Ki
-    /// changes for 64 MiB: some 10-20 MiB of state with the regions held
+    /// file system writes everything out: one per KiB of cache (64 Ki
+    /// changes for 64 MiB: some 20-30 MiB of state with the regions held
     /// changes keep), so that the daemon stays within `cache=` plus the
-    /// dirhash budget plus a little (FreeBSD bounds its soft-updates
+    /// dirhash budget plus 64 MiB (FreeBSD bounds its soft-updates
     /// structures the same way, `max_softdeps`, and speeds up the syncer
-    /// past it). One per 512 bytes let the state reach 60% of `cache=`.
+    /// past it). One per 512 bytes let the state reach 60% of `cache=`;
+    /// one per 2 KiB made 100,000 unlinks after 100,000 creates in one
+    /// directory write everything out in the middle.
     pub fn max_pending(&self) -> u64 {
-        (self.limit >> 11).max(4096)
+        (self.limit >> 10).max(4096)
     }
 
     /// Whether the ordering state is past its bound: more undurable
