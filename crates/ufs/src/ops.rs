@@ -1459,10 +1459,7 @@ impl Fs {
     /// stay, memory made ahead for new buffers goes. Returns the bytes of
     /// blocks given back.
     pub fn trim_cache(&self, target: u64) -> u64 {
-        let mut c = self.lock();
-        // Memory made ahead goes back too (not counted: it held no blocks).
-        c.cache.drain_warm();
-        c.cache.trim_clean(target)
+        self.lock().cache.trim_clean(target)
     }
 
     /// The inode of `path` (components relative to the root).
@@ -1489,7 +1486,6 @@ impl Fs {
         let mut c = self.lock();
         c.sync()?;
         c.cache.drop_clean();
-        c.cache.drain_warm();
         c.cache.device().drop_caches();
         c.dirhash.clear();
         c.dir_hints.clear();

@@ -677,6 +677,7 @@ impl Rings {
 /// the kernel flags in the submission ring (`IORING_SQ_TASKRUN`) and an
 /// enter runs. Returns whether a completion is ready; otherwise the
 /// caller sleeps in the kernel as usual.
+///
 /// Between looks at the ring, the poller makes warm buffers for the cache
 /// (`ufs::cache::warm`): a page at a time, so that an arriving request
 /// waits at most for one page's zeroing (a fault, 2-3 µs, where the page

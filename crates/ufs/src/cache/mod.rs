@@ -164,9 +164,8 @@ struct Buf {
 
 /// Resizes a buffer's contents, zero-filling what is added, growing its
 /// memory by exactly what is needed: a buffer's capacity is what it counts
-/// against the cache's limit.
-/// Growth takes a warm buffer when one of the new size is in stock
-/// ([`warm`]): its pages are faulted in already.
+/// against the cache's limit. Growth takes a warm buffer when one of the
+/// new size is in stock ([`warm`]): its pages are faulted in already.
 fn resize_exact(stock: &warm::Warm, data: &mut Vec<u8>, len: usize) {
     if stock.grow_into(data, len) {
         return;
@@ -1564,8 +1563,10 @@ impl BufferCache {
         Ok(())
     }
 
-    /// Drops every clean buffer (a cold cache for measurements).
+    /// Drops every clean buffer (a cold cache for measurements), and the
+    /// memory made ahead for new buffers.
     pub fn drop_clean(&mut self) {
+        self.drain_warm();
         let clean: Vec<u64> = self
             .bufs
             .iter()
@@ -1578,9 +1579,11 @@ impl BufferCache {
     }
 
     /// Drops clean buffers, least recently used first, until the cache
-    /// holds at most `target` bytes (or only dirty buffers are left).
-    /// Returns the bytes given back.
+    /// holds at most `target` bytes (or only dirty buffers are left), and
+    /// gives back the memory made ahead for new buffers. Returns the bytes
+    /// of blocks given back.
     pub fn trim_clean(&mut self, target: u64) -> u64 {
+        self.drain_warm();
         let mut freed = 0;
         for p in 0..2 {
             let order: Vec<u64> = self.lru[p].values().copied().collect();

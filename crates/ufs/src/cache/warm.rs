@@ -40,15 +40,13 @@ static ZERO_PAGE: [u8; PAGE] = [0; PAGE];
 
 struct Stock {
     bufs: [Vec<Vec<u8>>; CLASSES],
-    bytes: usize,
     /// The classes of the last `ASKS` asks (`u8::MAX`: none yet).
     asks: [u8; ASKS],
     next: usize,
     /// How many of `asks` are of each class.
     counts: [u16; CLASSES],
-    /// Buffers being made, per class, and their bytes.
+    /// Buffers being made, per class.
     making: [u16; CLASSES],
-    making_bytes: usize,
     /// Counts the drains: a buffer begun before the last one is not stocked.
     generation: u64,
 }
@@ -57,12 +55,10 @@ impl Stock {
     const fn new() -> Self {
         Stock {
             bufs: [const { Vec::new() }; CLASSES],
-            bytes: 0,
             asks: [u8::MAX; ASKS],
             next: 0,
             counts: [0; CLASSES],
             making: [0; CLASSES],
-            making_bytes: 0,
             generation: 0,
         }
     }
@@ -77,10 +73,24 @@ impl Stock {
         self.next = (self.next + 1) % ASKS;
     }
 
+    /// Bytes in stock.
+    fn bytes(&self) -> usize {
+        (0..CLASSES)
+            .map(|c| self.bufs[c].len() * (c + 1) * PAGE)
+            .sum()
+    }
+
+    /// Bytes being made.
+    fn making_bytes(&self) -> usize {
+        (0..CLASSES)
+            .map(|c| self.making[c] as usize * (c + 1) * PAGE)
+            .sum()
+    }
+
     /// The class most short of its target, counting the buffers being
     /// made, if any is and there is room.
     fn most_wanted(&self) -> Option<usize> {
-        if self.bytes + self.making_bytes >= STOCK_BYTES {
+        if self.bytes() + self.making_bytes() >= STOCK_BYTES {
             return None;
         }
         (0..CLASSES)
@@ -153,7 +163,6 @@ impl Warm {
         let buf = s.bufs[class].pop();
         self.asks.fetch_add(1, Ordering::Relaxed);
         if buf.is_some() {
-            s.bytes -= len;
             self.hits.fetch_add(1, Ordering::Relaxed);
         }
         self.wanted
@@ -181,7 +190,7 @@ impl Warm {
     /// Gives the whole stock back and forgets what was asked.
     pub fn drain(&self) {
         let mut s = self.stock();
-        if s.bytes == 0 && s.making_bytes == 0 && s.counts.iter().all(|&c| c == 0) {
+        if s.bytes() == 0 && s.making_bytes() == 0 && s.counts.iter().all(|&c| c == 0) {
             return;
         }
         let generation = s.generation + 1;
@@ -192,7 +201,7 @@ impl Warm {
 
     /// Bytes in stock.
     pub fn stocked_bytes(&self) -> usize {
-        self.stock().bytes
+        self.stock().bytes()
     }
 
     pub fn stats(&self) -> WarmStats {
@@ -241,7 +250,6 @@ impl<'a> Maker<'a> {
                 return false;
             };
             s.making[class] += 1;
-            s.making_bytes += (class + 1) * PAGE;
             w.wanted.store(s.most_wanted().is_some(), Ordering::Relaxed);
             let generation = s.generation;
             drop(s);
@@ -255,8 +263,6 @@ impl<'a> Maker<'a> {
             let mut s = w.stock();
             if s.generation == generation {
                 s.making[class] -= 1;
-                s.making_bytes -= buf.len();
-                s.bytes += buf.len();
                 s.bufs[class].push(buf);
             }
             w.wanted.store(s.most_wanted().is_some(), Ordering::Relaxed);
