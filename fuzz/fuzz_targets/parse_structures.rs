@@ -13,21 +13,29 @@ fuzz_target!(|data: &[u8]| {
         }
         let _ = sb.compute_ckhash();
     }
-    for chunk in data.chunks(DIRBLKSIZ) {
-        let _ = dir::parse_chunk(chunk, &|| String::new());
+    for e in [Endian::Little, Endian::Big] {
+        for chunk in data.chunks(DIRBLKSIZ) {
+            let _ = dir::parse_chunk(e, chunk, &|| String::new());
+        }
+        // An extended attribute area: whatever parses encodes back to itself.
+        if let Ok(attrs) = extattr::parse_area(e, data) {
+            assert_eq!(extattr::parse_area(e, &extattr::encode_area(e, &attrs)).ok(), Some(attrs));
+        }
+        // A stored POSIX.1e ACL: whatever decodes encodes back to itself.
+        if let Ok(entries) = acl::decode(e, data) {
+            let again = acl::encode(e, &entries).expect("at most 32 entries");
+            assert_eq!(acl::decode(e, &again).ok(), Some(entries.clone()));
+            let _ = acl::valid(&entries);
+        }
     }
-    // An extended attribute area: whatever parses encodes back to itself.
-    if let Ok(attrs) = extattr::parse_area(data) {
-        assert_eq!(extattr::parse_area(&extattr::encode_area(&attrs)).ok(), Some(attrs));
-    }
-    // A stored POSIX.1e ACL: whatever decodes encodes back to itself.
-    if let Ok(entries) = acl::decode(data) {
-        let again = acl::encode(&entries).expect("at most 32 entries");
-        assert_eq!(acl::decode(&again).ok(), Some(entries.clone()));
-        let _ = acl::valid(&entries);
-    }
-    if data.len() >= DINODE_SIZE {
-        let d = Dinode::from_bytes(data);
-        let _ = d.ckhash_ok();
+    // An inode of any variant: decoding, encoding and decoding again gives
+    // the same inode.
+    for v in [Variant::UFS1_LE, Variant::UFS1_BE, Variant::UFS2_LE, Variant::UFS2_BE] {
+        if data.len() >= v.dinode_size() {
+            let d = Dinode::decode(v, data);
+            let again = Dinode::decode(v, &d.encode(v, false));
+            assert_eq!(again, d);
+            let _ = Dinode::ckhash_mismatch(v, data);
+        }
     }
 });

@@ -473,15 +473,14 @@ pub fn patch_inode(
     f: impl FnOnce(&mut ufs_format::dinode::Dinode),
 ) {
     let (sb, g, _) = ufs::fs::read_superblock(dev).expect("superblock");
-    let off = g.ino_to_fsba(ino) * g.fsize + g.ino_to_fsbo(ino) * ufs_format::DINODE_SIZE as u64;
-    let mut b = vec![0u8; ufs_format::DINODE_SIZE];
+    let ds = g.dinode_size();
+    let off = g.ino_to_fsba(ino) * g.fsize + g.ino_to_fsbo(ino) * ds as u64;
+    let mut b = vec![0u8; ds];
     dev.read_at(off, &mut b).expect("read inode");
-    let mut di = ufs_format::dinode::Dinode::from_bytes(&b);
+    let mut di = ufs_format::dinode::Dinode::decode(g.v, &b);
     f(&mut di);
-    if sb.ckhash_enabled(ufs_format::CK_INODE) {
-        di.update_ckhash();
-    }
-    dev.write_at(off, di.as_bytes()).expect("write inode");
+    let out = di.encode(g.v, sb.ckhash_enabled(ufs_format::CK_INODE));
+    dev.write_at(off, &out).expect("write inode");
 }
 
 /// Changes cylinder group `cgx` on an unmounted device (check-hash made

@@ -5,12 +5,14 @@
 //!
 //! The value is always 388 bytes: `acl_cnt` (i32) and 32 entries of 12
 //! bytes, `ae_tag` (i32), `ae_id` (u32), `ae_perm` (u16) and two bytes of
-//! padding; unused entries are zero. FreeBSD refuses a value of any other
+//! padding; unused entries are zero. The integers are in the file
+//! system's byte order (the kernel stores the machine's structure). FreeBSD refuses a value of any other
 //! length (EPERM: "the object DAC protections are unsafe").
 //!
 //! Invariants: [`decode`] accepts only that length, a count from 0 to 32
 //! and known tags and permission bits, and never panics; `decode(encode(x))
 //! == x` for any list [`encode`] accepts.
+use crate::bytes::Endian;
 use crate::error::FormatError;
 
 pub const POSIX1E_ACL_ACCESS_EXTATTR_NAME: &[u8] = b"posix1e.acl_access";
@@ -48,21 +50,21 @@ fn known_tag(t: u32) -> bool {
 }
 
 /// The entries of a stored ACL.
-pub fn decode(v: &[u8]) -> Result<Vec<AclEntry>, FormatError> {
+pub fn decode(en: Endian, v: &[u8]) -> Result<Vec<AclEntry>, FormatError> {
     let bad = |d: String| FormatError::corrupt("POSIX.1e ACL", d);
     if v.len() != OLDACL_SIZE {
         return Err(bad(format!("{} bytes, not {OLDACL_SIZE}", v.len())));
     }
-    let cnt = i32::from_le_bytes([v[0], v[1], v[2], v[3]]);
+    let cnt = en.get_i32(v, 0);
     if !(0..=OLDACL_MAX_ENTRIES as i32).contains(&cnt) {
         return Err(bad(format!("{cnt} entries (at most {OLDACL_MAX_ENTRIES})")));
     }
     let mut out = Vec::with_capacity(cnt as usize);
     for i in 0..cnt as usize {
         let e = &v[4 + 12 * i..16 + 12 * i];
-        let tag = u32::from_le_bytes([e[0], e[1], e[2], e[3]]);
-        let id = u32::from_le_bytes([e[4], e[5], e[6], e[7]]);
-        let perm = u16::from_le_bytes([e[8], e[9]]);
+        let tag = en.get_u32(e, 0);
+        let id = en.get_u32(e, 4);
+        let perm = en.get_u16(e, 8);
         if !known_tag(tag) {
             return Err(bad(format!("entry {i}: unknown tag {tag:#x}")));
         }
@@ -75,17 +77,17 @@ pub fn decode(v: &[u8]) -> Result<Vec<AclEntry>, FormatError> {
 }
 
 /// The stored form of `entries` (None past 32 entries).
-pub fn encode(entries: &[AclEntry]) -> Option<Vec<u8>> {
+pub fn encode(en: Endian, entries: &[AclEntry]) -> Option<Vec<u8>> {
     if entries.len() > OLDACL_MAX_ENTRIES {
         return None;
     }
     let mut v = vec![0u8; OLDACL_SIZE];
-    v[0..4].copy_from_slice(&(entries.len() as i32).to_le_bytes());
+    en.set_i32(&mut v, 0, entries.len() as i32);
     for (i, e) in entries.iter().enumerate() {
         let at = 4 + 12 * i;
-        v[at..at + 4].copy_from_slice(&e.tag.to_le_bytes());
-        v[at + 4..at + 8].copy_from_slice(&e.id.to_le_bytes());
-        v[at + 8..at + 10].copy_from_slice(&e.perm.to_le_bytes());
+        en.set_u32(&mut v, at, e.tag);
+        en.set_u32(&mut v, at + 4, e.id);
+        en.set_u16(&mut v, at + 8, e.perm);
     }
     Some(v)
 }
@@ -195,7 +197,7 @@ mod tests {
 
     #[test]
     fn stored_form_is_struct_oldacl() {
-        let v = encode(&sample()).unwrap();
+        let v = encode(Endian::Little, &sample()).unwrap();
         assert_eq!(v.len(), 388);
         assert_eq!(&v[0..4], &6i32.to_le_bytes());
         // Second entry: ACL_USER 1001 rw-.
@@ -203,15 +205,24 @@ mod tests {
         assert_eq!(&v[20..24], &1001u32.to_le_bytes());
         assert_eq!(&v[24..26], &6u16.to_le_bytes());
         assert!(v[4 + 12 * 6..].iter().all(|&b| b == 0));
-        assert_eq!(decode(&v).unwrap(), sample());
-        assert!(decode(&v[..387]).is_err());
+        assert_eq!(decode(Endian::Little, &v).unwrap(), sample());
+        assert!(decode(Endian::Little, &v[..387]).is_err());
         let mut w = v.clone();
         w[0] = 33;
-        assert!(decode(&w).is_err());
+        assert!(decode(Endian::Little, &w).is_err());
         let mut w = v;
         w[4] = 0x40;
-        assert!(decode(&w).is_err());
-        assert!(encode(&vec![e(ACL_USER, 1, 1); 33]).is_none());
+        assert!(decode(Endian::Little, &w).is_err());
+        assert!(encode(Endian::Little, &vec![e(ACL_USER, 1, 1); 33]).is_none());
+    }
+
+    #[test]
+    fn big_endian_acls_hold_the_same_entries() {
+        let v = encode(Endian::Big, &sample()).unwrap();
+        assert_eq!(&v[0..4], &6i32.to_be_bytes());
+        assert_eq!(&v[20..24], &1001u32.to_be_bytes());
+        assert_eq!(decode(Endian::Big, &v).unwrap(), sample());
+        assert!(decode(Endian::Little, &v).is_err(), "a count of 0x06000000");
     }
 
     #[test]

@@ -1,90 +1,138 @@
-//! Little-endian field access on byte slices. Callers guarantee the slice is
-//! long enough (structures are sized before fields are read); these helpers
-//! are the only place raw offsets are dereferenced.
+//! Field access on byte slices in either byte order. Callers guarantee the
+//! slice is long enough (structures are sized before fields are read); these
+//! helpers are the only place raw offsets are dereferenced.
+//!
+//! A file system's byte order is its writer's: FreeBSD and NetBSD write
+//! every multi-byte field in the order of the machine that made the file
+//! system, so a disk from a big-endian machine (powerpc, sparc64, mips) is
+//! big-endian throughout. Bitmaps and names are byte arrays and have no
+//! order. [`Endian`] is that order, carried by every structure this crate
+//! decodes.
 
-#[inline]
-pub fn get_u8(b: &[u8], off: usize) -> u8 {
-    b[off]
+/// The byte order of a file system's multi-byte fields.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Endian {
+    /// Least significant byte first (amd64, arm64, i386, riscv).
+    #[default]
+    Little,
+    /// Most significant byte first (powerpc, powerpc64, sparc64, mips).
+    Big,
 }
-#[inline]
-pub fn get_u16(b: &[u8], off: usize) -> u16 {
-    u16::from_le_bytes([b[off], b[off + 1]])
+
+macro_rules! accessors {
+    ($( $get:ident / $set:ident : $ty:ty, $n:expr ;)*) => {
+        $(
+            #[inline]
+            pub fn $get(self, b: &[u8], off: usize) -> $ty {
+                let mut a = [0u8; $n];
+                a.copy_from_slice(&b[off..off + $n]);
+                match self {
+                    Endian::Little => <$ty>::from_le_bytes(a),
+                    Endian::Big => <$ty>::from_be_bytes(a),
+                }
+            }
+            #[inline]
+            pub fn $set(self, b: &mut [u8], off: usize, v: $ty) {
+                let a = match self {
+                    Endian::Little => v.to_le_bytes(),
+                    Endian::Big => v.to_be_bytes(),
+                };
+                b[off..off + $n].copy_from_slice(&a);
+            }
+        )*
+    };
 }
-#[inline]
-pub fn get_i16(b: &[u8], off: usize) -> i16 {
-    get_u16(b, off) as i16
-}
-#[inline]
-pub fn get_u32(b: &[u8], off: usize) -> u32 {
-    u32::from_le_bytes(b[off..off + 4].try_into().unwrap_or([0; 4]))
-}
-#[inline]
-pub fn get_i32(b: &[u8], off: usize) -> i32 {
-    get_u32(b, off) as i32
-}
-#[inline]
-pub fn get_u64(b: &[u8], off: usize) -> u64 {
-    u64::from_le_bytes(b[off..off + 8].try_into().unwrap_or([0; 8]))
-}
-#[inline]
-pub fn get_i64(b: &[u8], off: usize) -> i64 {
-    get_u64(b, off) as i64
-}
-#[inline]
-pub fn set_u8(b: &mut [u8], off: usize, v: u8) {
-    b[off] = v;
-}
-#[inline]
-pub fn set_u16(b: &mut [u8], off: usize, v: u16) {
-    b[off..off + 2].copy_from_slice(&v.to_le_bytes());
-}
-#[inline]
-pub fn set_i16(b: &mut [u8], off: usize, v: i16) {
-    set_u16(b, off, v as u16)
-}
-#[inline]
-pub fn set_u32(b: &mut [u8], off: usize, v: u32) {
-    b[off..off + 4].copy_from_slice(&v.to_le_bytes());
-}
-#[inline]
-pub fn set_i32(b: &mut [u8], off: usize, v: i32) {
-    set_u32(b, off, v as u32)
-}
-#[inline]
-pub fn set_u64(b: &mut [u8], off: usize, v: u64) {
-    b[off..off + 8].copy_from_slice(&v.to_le_bytes());
-}
-#[inline]
-pub fn set_i64(b: &mut [u8], off: usize, v: i64) {
-    set_u64(b, off, v as u64)
+
+impl Endian {
+    /// The order of the machine running this code.
+    pub const HOST: Endian = if cfg!(target_endian = "big") {
+        Endian::Big
+    } else {
+        Endian::Little
+    };
+
+    accessors! {
+        get_u16 / set_u16: u16, 2;
+        get_i16 / set_i16: i16, 2;
+        get_u32 / set_u32: u32, 4;
+        get_i32 / set_i32: i32, 4;
+        get_u64 / set_u64: u64, 8;
+        get_i64 / set_i64: i64, 8;
+    }
+
+    #[inline]
+    pub fn get_u8(self, b: &[u8], off: usize) -> u8 {
+        b[off]
+    }
+    #[inline]
+    pub fn set_u8(self, b: &mut [u8], off: usize, v: u8) {
+        b[off] = v;
+    }
+
+    /// A 32-bit value as it reads in this order, from one read in the other.
+    pub fn swapped(self) -> Endian {
+        match self {
+            Endian::Little => Endian::Big,
+            Endian::Big => Endian::Little,
+        }
+    }
+
+    /// "little-endian" or "big-endian".
+    pub fn name(self) -> &'static str {
+        match self {
+            Endian::Little => "little-endian",
+            Endian::Big => "big-endian",
+        }
+    }
 }
 
 /// Declares getter/setter pairs for fields at fixed offsets of a struct that
-/// wraps its raw bytes in a field named `raw`.
+/// wraps its raw bytes in a field named `raw` and tells its byte order with
+/// a method `endian()`.
 #[macro_export]
 macro_rules! fields {
     ($( $get:ident / $set:ident : $ty:ident @ $off:expr ;)*) => {
         $(
             #[inline]
-            pub fn $get(&self) -> $ty { $crate::fields!(@get $ty, &self.raw[..], $off) }
+            pub fn $get(&self) -> $ty { $crate::fields!(@get $ty, self.endian(), &self.raw[..], $off) }
             #[inline]
-            pub fn $set(&mut self, v: $ty) { $crate::fields!(@set $ty, &mut self.raw[..], $off, v) }
+            pub fn $set(&mut self, v: $ty) { let e = self.endian(); $crate::fields!(@set $ty, e, &mut self.raw[..], $off, v) }
         )*
     };
-    (@get u8, $b:expr, $o:expr) => { $crate::bytes::get_u8($b, $o) };
-    (@get i8, $b:expr, $o:expr) => { $crate::bytes::get_u8($b, $o) as i8 };
-    (@get u16, $b:expr, $o:expr) => { $crate::bytes::get_u16($b, $o) };
-    (@get i16, $b:expr, $o:expr) => { $crate::bytes::get_i16($b, $o) };
-    (@get u32, $b:expr, $o:expr) => { $crate::bytes::get_u32($b, $o) };
-    (@get i32, $b:expr, $o:expr) => { $crate::bytes::get_i32($b, $o) };
-    (@get u64, $b:expr, $o:expr) => { $crate::bytes::get_u64($b, $o) };
-    (@get i64, $b:expr, $o:expr) => { $crate::bytes::get_i64($b, $o) };
-    (@set u8, $b:expr, $o:expr, $v:expr) => { $crate::bytes::set_u8($b, $o, $v) };
-    (@set i8, $b:expr, $o:expr, $v:expr) => { $crate::bytes::set_u8($b, $o, $v as u8) };
-    (@set u16, $b:expr, $o:expr, $v:expr) => { $crate::bytes::set_u16($b, $o, $v) };
-    (@set i16, $b:expr, $o:expr, $v:expr) => { $crate::bytes::set_i16($b, $o, $v) };
-    (@set u32, $b:expr, $o:expr, $v:expr) => { $crate::bytes::set_u32($b, $o, $v) };
-    (@set i32, $b:expr, $o:expr, $v:expr) => { $crate::bytes::set_i32($b, $o, $v) };
-    (@set u64, $b:expr, $o:expr, $v:expr) => { $crate::bytes::set_u64($b, $o, $v) };
-    (@set i64, $b:expr, $o:expr, $v:expr) => { $crate::bytes::set_i64($b, $o, $v) };
+    (@get u8, $e:expr, $b:expr, $o:expr) => { $e.get_u8($b, $o) };
+    (@get i8, $e:expr, $b:expr, $o:expr) => { $e.get_u8($b, $o) as i8 };
+    (@get u16, $e:expr, $b:expr, $o:expr) => { $e.get_u16($b, $o) };
+    (@get i16, $e:expr, $b:expr, $o:expr) => { $e.get_i16($b, $o) };
+    (@get u32, $e:expr, $b:expr, $o:expr) => { $e.get_u32($b, $o) };
+    (@get i32, $e:expr, $b:expr, $o:expr) => { $e.get_i32($b, $o) };
+    (@get u64, $e:expr, $b:expr, $o:expr) => { $e.get_u64($b, $o) };
+    (@get i64, $e:expr, $b:expr, $o:expr) => { $e.get_i64($b, $o) };
+    (@set u8, $e:expr, $b:expr, $o:expr, $v:expr) => { $e.set_u8($b, $o, $v) };
+    (@set i8, $e:expr, $b:expr, $o:expr, $v:expr) => { $e.set_u8($b, $o, $v as u8) };
+    (@set u16, $e:expr, $b:expr, $o:expr, $v:expr) => { $e.set_u16($b, $o, $v) };
+    (@set i16, $e:expr, $b:expr, $o:expr, $v:expr) => { $e.set_i16($b, $o, $v) };
+    (@set u32, $e:expr, $b:expr, $o:expr, $v:expr) => { $e.set_u32($b, $o, $v) };
+    (@set i32, $e:expr, $b:expr, $o:expr, $v:expr) => { $e.set_i32($b, $o, $v) };
+    (@set u64, $e:expr, $b:expr, $o:expr, $v:expr) => { $e.set_u64($b, $o, $v) };
+    (@set i64, $e:expr, $b:expr, $o:expr, $v:expr) => { $e.set_i64($b, $o, $v) };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn both_orders_read_what_they_wrote_and_differ_in_bytes() {
+        let mut b = [0u8; 8];
+        Endian::Little.set_u32(&mut b, 0, 0x0102_0304);
+        Endian::Big.set_u32(&mut b, 4, 0x0102_0304);
+        assert_eq!(b, [4, 3, 2, 1, 1, 2, 3, 4]);
+        assert_eq!(Endian::Little.get_u32(&b, 0), 0x0102_0304);
+        assert_eq!(Endian::Big.get_u32(&b, 4), 0x0102_0304);
+        assert_eq!(Endian::Big.get_u32(&b, 0), 0x0403_0201);
+        Endian::Big.set_i64(&mut b, 0, -2);
+        assert_eq!(b, [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xfe]);
+        assert_eq!(Endian::Big.get_i64(&b, 0), -2);
+        assert_eq!(Endian::Little.swapped(), Endian::Big);
+    }
 }

@@ -7,10 +7,15 @@
 //! use; fragment map bit set = fragment *free*; cluster map bit set = block
 //! free; `cg_clustersum[i]` counts free clusters of length i (the last slot
 //! counts clusters of at least `fs_contigsumsize` blocks).
+//! Counters and offsets are in the file system's byte order (the
+//! [`Geometry`]'s variant); maps are bytes. UFS1 groups keep the old
+//! rotational tables (`cg_old_btotoff`, `cg_old_boff`) between the header
+//! and the inode map and count their inodes in `cg_old_niblk`; all their
+//! inodes are initialised by newfs, so `cg_initediblk` is UFS2's alone.
 //! A [`Cg`] knows which bytes past its header may have changed since it was
 //! parsed ([`Cg::changed`]); every setter of a map records what it touches,
 //! and [`Cg::raw_mut`] counts as touching everything.
-use crate::bytes::*;
+use crate::bytes::Endian;
 use crate::error::FormatError;
 use crate::sb::{Csum, Geometry};
 use crate::{CG_HEADER_SIZE, CG_MAGIC, MAXFRAG};
@@ -24,6 +29,7 @@ pub const CG_INITEDIBLK_OFF: usize = 120;
 #[derive(Clone)]
 pub struct Cg {
     raw: Vec<u8>,
+    endian: Endian,
     /// The bytes past the header that may differ from what was parsed:
     /// `[lo, hi)`, empty when `lo >= hi`. The header is small and always
     /// stored; of the maps only what changed (a few bytes per allocation)
@@ -70,6 +76,11 @@ impl std::fmt::Debug for Cg {
 }
 
 impl Cg {
+    #[inline]
+    fn endian(&self) -> Endian {
+        self.endian
+    }
+
     crate::fields! {
         cg_firstfield / set_cg_firstfield: i32 @ 0;
         cg_magic / set_cg_magic: u32 @ 4;
@@ -101,13 +112,26 @@ impl Cg {
     pub fn new_layout(g: &Geometry, cgx: u64) -> Cg {
         let mut cg = Cg {
             raw: vec![0; g.cgsize as usize],
+            endian: g.v.endian,
             touched: (0, g.cgsize as usize),
             tag: 0,
         };
         cg.set_cg_magic(CG_MAGIC);
         cg.set_cg_cgx(cgx as u32);
-        cg.set_cg_niblk(g.ipg as u32);
-        let iused = CG_HEADER_SIZE as u64;
+        let iused = if g.v.is_ufs1() {
+            // The old tables: a 32-bit block count per cylinder, then 16-bit
+            // counts per cylinder and rotational position.
+            let btot = CG_HEADER_SIZE as u64;
+            let boff = btot + 4 * g.old_cpg;
+            cg.set_cg_old_ncyl(g.old_cpg as i16);
+            cg.set_cg_old_niblk(g.ipg as i16);
+            cg.set_cg_old_btotoff(btot as i32);
+            cg.set_cg_old_boff(boff as i32);
+            boff + 2 * g.old_cpg * g.old_nrpos
+        } else {
+            cg.set_cg_niblk(g.ipg as u32);
+            CG_HEADER_SIZE as u64
+        };
         let free = iused + g.ipg.div_ceil(8);
         let mut next = free + g.fpg.div_ceil(8);
         cg.set_cg_iusedoff(iused as u32);
@@ -137,6 +161,7 @@ impl Cg {
         raw.extend_from_slice(&b[..g.cgsize as usize]);
         let cg = Cg {
             raw,
+            endian: g.v.endian,
             touched: UNTOUCHED,
             tag: 0,
         };
@@ -213,6 +238,24 @@ impl Cg {
         Ok(cg)
     }
 
+    /// The first `cgsize` bytes of `b` (all of `b` if shorter) as a group
+    /// in byte order `endian`, unchecked: for tools that examine a group
+    /// whatever it holds (fsck, dumpfs). Only header fields may be read
+    /// from it; its map accessors trust offsets nothing checked.
+    pub fn view(b: &[u8], endian: Endian, cgsize: usize) -> Cg {
+        let n = b.len().min(cgsize);
+        let mut raw = b[..n].to_vec();
+        if raw.len() < CG_HEADER_SIZE {
+            raw.resize(CG_HEADER_SIZE, 0);
+        }
+        Cg {
+            raw,
+            endian,
+            touched: UNTOUCHED,
+            tag: 0,
+        }
+    }
+
     pub fn as_bytes(&self) -> &[u8] {
         &self.raw
     }
@@ -253,17 +296,35 @@ impl Cg {
     }
 
     pub fn cg_cs(&self) -> Csum {
-        Csum::read(&self.raw, CG_CS_OFF)
+        Csum::read(self.endian, &self.raw, CG_CS_OFF)
     }
     pub fn set_cg_cs(&mut self, c: Csum) {
-        c.write(&mut self.raw, CG_CS_OFF)
+        c.write(self.endian, &mut self.raw, CG_CS_OFF)
     }
     pub fn cg_frsum(&self, i: usize) -> u32 {
-        get_u32(&self.raw, CG_FRSUM_OFF + 4 * i)
+        self.endian.get_u32(&self.raw, CG_FRSUM_OFF + 4 * i)
     }
     pub fn set_cg_frsum(&mut self, i: usize, v: u32) {
         debug_assert!(i < MAXFRAG);
-        set_u32(&mut self.raw, CG_FRSUM_OFF + 4 * i, v)
+        self.endian.set_u32(&mut self.raw, CG_FRSUM_OFF + 4 * i, v)
+    }
+    /// The group's time: `cg_time`, or for UFS1 `cg_old_time` (FreeBSD
+    /// keeps both; newfs leaves `cg_time` zero in UFS1 groups).
+    pub fn time(&self, ufs1: bool) -> i64 {
+        if ufs1 {
+            self.cg_old_time() as u32 as i64
+        } else {
+            self.cg_time()
+        }
+    }
+    /// Sets the group's time as FreeBSD's allocator does: both fields
+    /// (`cgp->cg_old_time = cgp->cg_time = time_second`, ffs_alloc.c) in
+    /// UFS1, `cg_time` alone in UFS2.
+    pub fn set_time(&mut self, ufs1: bool, t: i64) {
+        if ufs1 {
+            self.set_cg_old_time(t as i32);
+        }
+        self.set_cg_time(t);
     }
 
     // Inode map: bit set = in use.
@@ -308,12 +369,13 @@ impl Cg {
         setbit(&mut self.raw, o, b, free)
     }
     pub fn clustersum(&self, i: u64) -> i32 {
-        get_i32(&self.raw, self.cg_clustersumoff() as usize + 4 * i as usize)
+        self.endian
+            .get_i32(&self.raw, self.cg_clustersumoff() as usize + 4 * i as usize)
     }
     pub fn set_clustersum(&mut self, i: u64, v: i32) {
         let o = self.cg_clustersumoff() as usize + 4 * i as usize;
         self.touch(o, 4);
-        set_i32(&mut self.raw, o, v)
+        self.endian.set_i32(&mut self.raw, o, v)
     }
     /// Raw access for whole-map operations (fsck comparisons).
     pub fn raw_mut(&mut self) -> &mut [u8] {
@@ -328,6 +390,10 @@ impl Cg {
     pub fn inode_map(&self, ninodes: u64) -> &[u8] {
         let o = self.cg_iusedoff() as usize;
         &self.raw[o..o + ninodes.div_ceil(8) as usize]
+    }
+    /// The header's byte order.
+    pub fn byte_order(&self) -> Endian {
+        self.endian
     }
     /// Finalise before writing: store the check-hash if requested.
     pub fn update_ckhash(&mut self, enabled: bool) {

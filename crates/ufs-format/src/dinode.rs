@@ -1,11 +1,21 @@
-//! UFS2 inodes (`struct ufs2_dinode`, 256 bytes).
+//! Inodes: `struct ufs2_dinode` (256 bytes) and `struct ufs1_dinode` (128
+//! bytes), in either byte order.
 //!
-//! Invariants: a [`Dinode`] holds exactly 256 bytes. Block pointers are
+//! Invariants: a [`Dinode`] holds exactly 256 bytes in one canonical form,
+//! the UFS2 layout in little-endian order, whatever the file system's
+//! variant; [`Dinode::decode`] and [`Dinode::encode_into`] are the only
+//! conversions between it and the bytes of an inode block, so nothing above
+//! this crate sees UFS1's layout or a big-endian field. Block pointers are
 //! returned as read; whether they lie inside the file system is checked by
 //! the caller, which knows the geometry. A short symlink's target lives in
-//! the 120 bytes of `di_db`/`di_ib` (`fs_maxsymlinklen`).
-//! Source: FreeBSD `sys/ufs/ufs/dinode.h`.
-use crate::bytes::*;
+//! the pointer area (`di_db`/`di_ib`: 120 bytes in UFS2, 60 in UFS1,
+//! `fs_maxsymlinklen`) and is copied as bytes, never as pointers.
+//! Fields UFS1 lacks (birth time, extended attribute area, kernel flags,
+//! check-hash) read as zero and are dropped when a UFS1 inode is encoded.
+//! Source: FreeBSD `sys/ufs/ufs/dinode.h`; NetBSD `ffs_dinode1_swap`,
+//! `ffs_dinode2_swap` (sys/ufs/ffs/ffs_bswap.c) for the swapped forms.
+use crate::bytes::Endian;
+use crate::variant::{Ufs, Variant};
 use crate::{DINODE_SIZE, MAXSYMLINKLEN_UFS2, UFS_NDADDR, UFS_NIADDR};
 
 pub const IFMT: u16 = 0o170000;
@@ -21,6 +31,72 @@ pub const IFWHT: u16 = 0o160000;
 pub const DI_DB_OFF: usize = 112;
 pub const DI_IB_OFF: usize = 208;
 pub const DI_CKHASH_OFF: usize = 244;
+
+/// Offsets of `struct ufs1_dinode` (sys/ufs/ufs/dinode.h).
+mod ufs1 {
+    pub const MODE: usize = 0;
+    pub const NLINK: usize = 2;
+    pub const FREELINK: usize = 4;
+    pub const SIZE: usize = 8;
+    pub const ATIME: usize = 16;
+    pub const ATIMENSEC: usize = 20;
+    pub const MTIME: usize = 24;
+    pub const MTIMENSEC: usize = 28;
+    pub const CTIME: usize = 32;
+    pub const CTIMENSEC: usize = 36;
+    pub const DB: usize = 40;
+    pub const FLAGS: usize = 100;
+    pub const BLOCKS: usize = 104;
+    pub const GEN: usize = 108;
+    pub const UID: usize = 112;
+    pub const GID: usize = 116;
+    pub const MODREV: usize = 120;
+}
+
+/// The scalar fields of `struct ufs2_dinode` outside the pointer area, as
+/// (offset, width in bytes): what a byte swap turns around. The pointer
+/// area is handled apart (a short symlink's target is bytes).
+const UFS2_SCALARS: [(usize, usize); 26] = [
+    (0, 2),
+    (2, 2),
+    (4, 4),
+    (8, 4),
+    (12, 4),
+    (16, 8),
+    (24, 8),
+    (32, 8),
+    (40, 8),
+    (48, 8),
+    (56, 8),
+    (64, 4),
+    (68, 4),
+    (72, 4),
+    (76, 4),
+    (80, 4),
+    (84, 4),
+    (88, 4),
+    (92, 4),
+    (96, 8),
+    (104, 8),
+    (232, 8),
+    (240, 4),
+    (244, 4),
+    (248, 4),
+    (252, 4),
+];
+
+/// A UFS1 time in seconds as FreeBSD reads it: the 32-bit field is
+/// unsigned, so times run from 1970 to 2106 (FreeBSD 15's reading; older
+/// releases took it as signed, which agrees up to 2038).
+pub fn ufs1_time_from_disk(raw: u32) -> i64 {
+    raw as i64
+}
+
+/// The 32-bit field that stores `t` in a UFS1 inode: times before 1970
+/// are stored as 1970 and times after 2106 as 2106 (the field's range).
+pub fn ufs1_time_to_disk(t: i64) -> u32 {
+    t.clamp(0, u32::MAX as i64) as u32
+}
 
 #[derive(Clone, PartialEq, Eq)]
 pub struct Dinode {
@@ -55,8 +131,113 @@ impl Dinode {
         raw[..n].copy_from_slice(&b[..n]);
         Dinode { raw }
     }
+    /// The canonical bytes (UFS2 layout, little-endian): not what a UFS1
+    /// or big-endian file system stores; use [`Dinode::encode_into`].
     pub fn as_bytes(&self) -> &[u8; DINODE_SIZE] {
         &self.raw
+    }
+
+    /// Byte order of the canonical form.
+    #[inline]
+    fn endian(&self) -> Endian {
+        Endian::Little
+    }
+
+    /// Is this inode a symlink whose target is kept in its pointer area
+    /// (no blocks, a size that fits `maxsymlinklen` bytes)?
+    fn holds_short_link(&self, maxsymlinklen: usize) -> bool {
+        self.is_symlink() && self.di_blocks() == 0 && self.di_size() <= maxsymlinklen as u64
+    }
+
+    /// Decodes the on-disk inode at the start of `b` (at least
+    /// `v.dinode_size()` bytes). Never fails: every bit pattern is a
+    /// syntactically valid inode; semantic checks belong to the caller.
+    #[inline]
+    pub fn decode(v: Variant, b: &[u8]) -> Dinode {
+        match (v.ufs, v.endian) {
+            (Ufs::Ufs2, Endian::Little) => Dinode::from_bytes(b),
+            (Ufs::Ufs2, Endian::Big) => decode_ufs2_swapped(b),
+            (Ufs::Ufs1, e) => decode_ufs1(e, b),
+        }
+    }
+
+    /// Writes this inode in `v`'s form into the first `v.dinode_size()`
+    /// bytes of `out`. With `ckhash` (UFS2 file systems whose superblock
+    /// enables inode check-hashes) the hash is computed over the bytes as
+    /// stored, as FreeBSD's `ffs_update_dinode_ckhash` does.
+    #[inline]
+    pub fn encode_into(&self, v: Variant, out: &mut [u8], ckhash: bool) {
+        match (v.ufs, v.endian) {
+            (Ufs::Ufs2, Endian::Little) => out[..DINODE_SIZE].copy_from_slice(&self.raw),
+            (Ufs::Ufs2, Endian::Big) => self.encode_ufs2_swapped(out),
+            (Ufs::Ufs1, e) => self.encode_ufs1(e, out),
+        }
+        if ckhash && v.ufs == Ufs::Ufs2 {
+            let h = crate::ckhash::ckhash_with_zeroed_field(&out[..DINODE_SIZE], DI_CKHASH_OFF);
+            v.endian.set_u32(out, DI_CKHASH_OFF, h);
+        }
+    }
+
+    /// The inode in `v`'s on-disk form.
+    pub fn encode(&self, v: Variant, ckhash: bool) -> Vec<u8> {
+        let mut out = vec![0u8; v.dinode_size()];
+        self.encode_into(v, &mut out, ckhash);
+        out
+    }
+
+    /// Checks the check-hash of an on-disk UFS2 inode: None when it
+    /// matches, else (stored, computed). UFS1 inodes carry none.
+    pub fn ckhash_mismatch(v: Variant, disk: &[u8]) -> Option<(u32, u32)> {
+        if v.ufs != Ufs::Ufs2 {
+            return None;
+        }
+        let stored = v.endian.get_u32(disk, DI_CKHASH_OFF);
+        let computed = crate::ckhash::ckhash_with_zeroed_field(&disk[..DINODE_SIZE], DI_CKHASH_OFF);
+        (stored != computed).then_some((stored, computed))
+    }
+
+    fn encode_ufs2_swapped(&self, out: &mut [u8]) {
+        let be = Endian::Big;
+        for &(o, w) in &UFS2_SCALARS {
+            swap_field(&self.raw, Endian::Little, out, be, o, w);
+        }
+        if self.holds_short_link(MAXSYMLINKLEN_UFS2) {
+            out[DI_DB_OFF..DI_DB_OFF + MAXSYMLINKLEN_UFS2]
+                .copy_from_slice(&self.raw[DI_DB_OFF..DI_DB_OFF + MAXSYMLINKLEN_UFS2]);
+        } else {
+            for i in 0..UFS_NDADDR + UFS_NIADDR {
+                swap_field(&self.raw, Endian::Little, out, be, DI_DB_OFF + 8 * i, 8);
+            }
+        }
+    }
+
+    fn encode_ufs1(&self, e: Endian, out: &mut [u8]) {
+        let out = &mut out[..128];
+        e.set_u16(out, ufs1::MODE, self.di_mode());
+        e.set_i16(out, ufs1::NLINK, self.di_nlink());
+        e.set_u32(out, ufs1::FREELINK, self.di_freelink());
+        e.set_u64(out, ufs1::SIZE, self.di_size());
+        e.set_u32(out, ufs1::ATIME, ufs1_time_to_disk(self.di_atime()));
+        e.set_i32(out, ufs1::ATIMENSEC, self.di_atimensec());
+        e.set_u32(out, ufs1::MTIME, ufs1_time_to_disk(self.di_mtime()));
+        e.set_i32(out, ufs1::MTIMENSEC, self.di_mtimensec());
+        e.set_u32(out, ufs1::CTIME, ufs1_time_to_disk(self.di_ctime()));
+        e.set_i32(out, ufs1::CTIMENSEC, self.di_ctimensec());
+        let short = 4 * (UFS_NDADDR + UFS_NIADDR);
+        if self.holds_short_link(short) {
+            out[ufs1::DB..ufs1::DB + short].copy_from_slice(&self.raw[DI_DB_OFF..DI_DB_OFF + short]);
+        } else {
+            for i in 0..UFS_NDADDR + UFS_NIADDR {
+                let p = Endian::Little.get_u64(&self.raw, DI_DB_OFF + 8 * i);
+                e.set_u32(out, ufs1::DB + 4 * i, p as u32);
+            }
+        }
+        e.set_u32(out, ufs1::FLAGS, self.di_flags());
+        e.set_u32(out, ufs1::BLOCKS, self.di_blocks().min(u32::MAX as u64) as u32);
+        e.set_u32(out, ufs1::GEN, self.di_gen());
+        e.set_u32(out, ufs1::UID, self.di_uid());
+        e.set_u32(out, ufs1::GID, self.di_gid());
+        e.set_u64(out, ufs1::MODREV, self.di_modrev());
     }
 
     crate::fields! {
@@ -93,25 +274,25 @@ impl Dinode {
         self.set_di_nlink(n as u16 as i16)
     }
     pub fn di_db(&self, i: usize) -> u64 {
-        get_u64(&self.raw, DI_DB_OFF + 8 * i)
+        Endian::Little.get_u64(&self.raw, DI_DB_OFF + 8 * i)
     }
     pub fn set_di_db(&mut self, i: usize, v: u64) {
         debug_assert!(i < UFS_NDADDR);
-        set_u64(&mut self.raw, DI_DB_OFF + 8 * i, v)
+        Endian::Little.set_u64(&mut self.raw, DI_DB_OFF + 8 * i, v)
     }
     pub fn di_ib(&self, i: usize) -> u64 {
-        get_u64(&self.raw, DI_IB_OFF + 8 * i)
+        Endian::Little.get_u64(&self.raw, DI_IB_OFF + 8 * i)
     }
     pub fn set_di_ib(&mut self, i: usize, v: u64) {
         debug_assert!(i < UFS_NIADDR);
-        set_u64(&mut self.raw, DI_IB_OFF + 8 * i, v)
+        Endian::Little.set_u64(&mut self.raw, DI_IB_OFF + 8 * i, v)
     }
     pub fn di_extb(&self, i: usize) -> u64 {
-        get_u64(&self.raw, 96 + 8 * i)
+        Endian::Little.get_u64(&self.raw, 96 + 8 * i)
     }
     pub fn set_di_extb(&mut self, i: usize, v: u64) {
         debug_assert!(i < crate::UFS_NXADDR);
-        set_u64(&mut self.raw, 96 + 8 * i, v)
+        Endian::Little.set_u64(&mut self.raw, 96 + 8 * i, v)
     }
     pub fn file_type(&self) -> u16 {
         self.di_mode() & IFMT
@@ -127,10 +308,10 @@ impl Dinode {
     }
     /// A device node keeps its `dev_t` in `di_db[0]` (low 32 bits, `di_rdev`).
     pub fn di_rdev(&self) -> u32 {
-        get_u32(&self.raw, DI_DB_OFF)
+        Endian::Little.get_u32(&self.raw, DI_DB_OFF)
     }
     pub fn set_di_rdev(&mut self, dev: u32) {
-        set_u32(&mut self.raw, DI_DB_OFF, dev)
+        Endian::Little.set_u32(&mut self.raw, DI_DB_OFF, dev)
     }
     /// The in-inode symlink area (`di_shortlink`).
     pub fn shortlink(&self) -> &[u8] {
@@ -146,20 +327,69 @@ impl Dinode {
     pub fn clear_pointers(&mut self) {
         self.raw[DI_DB_OFF..DI_IB_OFF + 8 * UFS_NIADDR].fill(0);
     }
-    pub fn compute_ckhash(&self) -> u32 {
-        crate::ckhash::ckhash_with_zeroed_field(&self.raw, DI_CKHASH_OFF)
-    }
-    pub fn update_ckhash(&mut self) {
-        let h = self.compute_ckhash();
-        self.set_di_ckhash(h);
-    }
-    pub fn ckhash_ok(&self) -> bool {
-        self.compute_ckhash() == self.di_ckhash()
-    }
     /// True when every byte is zero (a never-used inode).
     pub fn is_zero(&self) -> bool {
         self.raw.iter().all(|&b| b == 0)
     }
+}
+
+/// Copies the `w`-byte field at `o` from `src` (order `se`) to `dst`
+/// (order `de`).
+#[inline]
+fn swap_field(src: &[u8], se: Endian, dst: &mut [u8], de: Endian, o: usize, w: usize) {
+    match w {
+        2 => de.set_u16(dst, o, se.get_u16(src, o)),
+        4 => de.set_u32(dst, o, se.get_u32(src, o)),
+        8 => de.set_u64(dst, o, se.get_u64(src, o)),
+        _ => {}
+    }
+}
+
+fn decode_ufs2_swapped(b: &[u8]) -> Dinode {
+    let mut d = Dinode::default();
+    let be = Endian::Big;
+    for &(o, w) in &UFS2_SCALARS {
+        swap_field(b, be, &mut d.raw, Endian::Little, o, w);
+    }
+    if d.holds_short_link(MAXSYMLINKLEN_UFS2) {
+        d.raw[DI_DB_OFF..DI_DB_OFF + MAXSYMLINKLEN_UFS2]
+            .copy_from_slice(&b[DI_DB_OFF..DI_DB_OFF + MAXSYMLINKLEN_UFS2]);
+    } else {
+        for i in 0..UFS_NDADDR + UFS_NIADDR {
+            swap_field(b, be, &mut d.raw, Endian::Little, DI_DB_OFF + 8 * i, 8);
+        }
+    }
+    d
+}
+
+fn decode_ufs1(e: Endian, b: &[u8]) -> Dinode {
+    let mut d = Dinode::default();
+    d.set_di_mode(e.get_u16(b, ufs1::MODE));
+    d.set_di_nlink(e.get_i16(b, ufs1::NLINK));
+    d.set_di_freelink(e.get_u32(b, ufs1::FREELINK));
+    d.set_di_size(e.get_u64(b, ufs1::SIZE));
+    d.set_di_atime(ufs1_time_from_disk(e.get_u32(b, ufs1::ATIME)));
+    d.set_di_atimensec(e.get_i32(b, ufs1::ATIMENSEC));
+    d.set_di_mtime(ufs1_time_from_disk(e.get_u32(b, ufs1::MTIME)));
+    d.set_di_mtimensec(e.get_i32(b, ufs1::MTIMENSEC));
+    d.set_di_ctime(ufs1_time_from_disk(e.get_u32(b, ufs1::CTIME)));
+    d.set_di_ctimensec(e.get_i32(b, ufs1::CTIMENSEC));
+    d.set_di_flags(e.get_u32(b, ufs1::FLAGS));
+    d.set_di_blocks(e.get_u32(b, ufs1::BLOCKS) as u64);
+    d.set_di_gen(e.get_u32(b, ufs1::GEN));
+    d.set_di_uid(e.get_u32(b, ufs1::UID));
+    d.set_di_gid(e.get_u32(b, ufs1::GID));
+    d.set_di_modrev(e.get_u64(b, ufs1::MODREV));
+    let short = 4 * (UFS_NDADDR + UFS_NIADDR);
+    if d.holds_short_link(short) {
+        d.raw[DI_DB_OFF..DI_DB_OFF + short].copy_from_slice(&b[ufs1::DB..ufs1::DB + short]);
+    } else {
+        for i in 0..UFS_NDADDR + UFS_NIADDR {
+            let p = e.get_u32(b, ufs1::DB + 4 * i) as u64;
+            Endian::Little.set_u64(&mut d.raw, DI_DB_OFF + 8 * i, p);
+        }
+    }
+    d
 }
 
 /// `DT_*` directory entry types (sys/sys/dirent.h).

@@ -4,8 +4,13 @@
 //! and fsck's pass 2): every `d_reclen` is a nonzero multiple of 4, at least
 //! the entry's own size, and the entries of a chunk tile it exactly without
 //! crossing its end; `d_namlen` is at most 255, the name holds no NUL or '/',
-//! and is followed by a NUL. Source: `sys/ufs/ufs/dir.h`, `ufs_lookup.c`.
-use crate::bytes::*;
+//! and is followed by a NUL. `d_ino` and `d_reclen` are in the file
+//! system's byte order, passed to every function here; `d_type` and
+//! `d_namlen` are bytes. This is the 4.4BSD format (`FS_44INODEFMT`),
+//! UFS2's and that of every UFS1 file system made since 4.4BSD; the older
+//! one (16-bit `d_namlen`, no `d_type`) is refused when the superblock is
+//! read. Source: `sys/ufs/ufs/dir.h`, `ufs_lookup.c`.
+use crate::bytes::Endian;
 use crate::error::FormatError;
 use crate::{DIRBLKSIZ, MAXNAMLEN};
 
@@ -68,7 +73,7 @@ impl EntryRef<'_> {
 
 /// Iterates the records of one 512-byte chunk without allocating. An
 /// invalid record yields `Err((offset, reason))` and ends the iteration.
-pub fn iter_chunk(chunk: &[u8]) -> impl Iterator<Item = Result<EntryRef<'_>, (usize, String)>> {
+pub fn iter_chunk(e: Endian, chunk: &[u8]) -> impl Iterator<Item = Result<EntryRef<'_>, (usize, String)>> {
     let mut off = 0usize;
     let mut done = chunk.len() != DIRBLKSIZ;
     let mut first = true;
@@ -81,7 +86,7 @@ pub fn iter_chunk(chunk: &[u8]) -> impl Iterator<Item = Result<EntryRef<'_>, (us
         if done || off >= DIRBLKSIZ {
             return None;
         }
-        match parse_entry(chunk, off) {
+        match parse_entry(e, chunk, off) {
             Ok(e) => {
                 off += e.reclen as usize;
                 Some(Ok(e))
@@ -97,12 +102,13 @@ pub fn iter_chunk(chunk: &[u8]) -> impl Iterator<Item = Result<EntryRef<'_>, (us
 /// Parses one 512-byte directory chunk, returning every record, including
 /// a leading empty record (`d_ino == 0`). `where_` names the chunk in errors.
 pub fn parse_chunk(
+    e: Endian,
     chunk: &[u8],
     where_: &dyn Fn() -> String,
 ) -> Result<Vec<DirEntry>, FormatError> {
     let mut out = Vec::new();
-    for e in iter_chunk(chunk) {
-        match e {
+    for r in iter_chunk(e, chunk) {
+        match r {
             Ok(e) => out.push(e.to_owned()),
             Err((off, d)) => {
                 return Err(FormatError::corrupt(
@@ -115,12 +121,11 @@ pub fn parse_chunk(
     Ok(out)
 }
 
-fn parse_entry(chunk: &[u8], off: usize) -> Result<EntryRef<'_>, String> {
+fn parse_entry(e: Endian, chunk: &[u8], off: usize) -> Result<EntryRef<'_>, String> {
     if off + 8 > DIRBLKSIZ {
         return Err("header crosses the chunk end".into());
     }
-    let ino = get_u32(chunk, off);
-    let reclen = get_u16(chunk, off + 4);
+    let (ino, reclen) = header(e, chunk, off);
     let dtype = chunk[off + 6];
     let namlen = chunk[off + 7] as usize;
     let r = reclen as usize;
@@ -165,9 +170,17 @@ fn parse_entry(chunk: &[u8], off: usize) -> Result<EntryRef<'_>, String> {
 /// Writes an entry at `off` of `chunk`, padding its name with zeros to the
 /// 4-byte boundary. The caller guarantees `off + reclen <= chunk.len()` and
 /// `reclen >= dirsiz(name.len())`.
-pub fn write_entry(chunk: &mut [u8], off: usize, ino: u32, reclen: u16, dtype: u8, name: &[u8]) {
-    set_u32(chunk, off, ino);
-    set_u16(chunk, off + 4, reclen);
+pub fn write_entry(
+    e: Endian,
+    chunk: &mut [u8],
+    off: usize,
+    ino: u32,
+    reclen: u16,
+    dtype: u8,
+    name: &[u8],
+) {
+    e.set_u32(chunk, off, ino);
+    e.set_u16(chunk, off + 4, reclen);
     chunk[off + 6] = dtype;
     chunk[off + 7] = name.len() as u8;
     let end = off + dirsiz(name.len());
@@ -175,13 +188,24 @@ pub fn write_entry(chunk: &mut [u8], off: usize, ino: u32, reclen: u16, dtype: u
     chunk[off + 8 + name.len()..end].fill(0);
 }
 
+/// `d_ino` and `d_reclen` of the record at `off` (the caller checked that
+/// its 8-byte header lies inside `chunk`), unchecked.
+#[inline]
+pub fn header(e: Endian, chunk: &[u8], off: usize) -> (u32, u16) {
+    (e.get_u32(chunk, off), e.get_u16(chunk, off + 4))
+}
+/// `d_type` and `d_namlen` of the record at `off`, unchecked.
+#[inline]
+pub fn type_and_namlen(chunk: &[u8], off: usize) -> (u8, usize) {
+    (chunk[off + 6], chunk[off + 7] as usize)
+}
 /// Sets only `d_reclen` of the entry at `off`.
-pub fn set_reclen(chunk: &mut [u8], off: usize, reclen: u16) {
-    set_u16(chunk, off + 4, reclen)
+pub fn set_reclen(e: Endian, chunk: &mut [u8], off: usize, reclen: u16) {
+    e.set_u16(chunk, off + 4, reclen)
 }
 /// Sets only `d_ino` of the entry at `off`.
-pub fn set_ino(chunk: &mut [u8], off: usize, ino: u32) {
-    set_u32(chunk, off, ino)
+pub fn set_ino(e: Endian, chunk: &mut [u8], off: usize, ino: u32) {
+    e.set_u32(chunk, off, ino)
 }
 /// Sets only `d_type` of the entry at `off`.
 pub fn set_type(chunk: &mut [u8], off: usize, t: u8) {
@@ -191,7 +215,7 @@ pub fn set_type(chunk: &mut [u8], off: usize, t: u8) {
 /// A chunk holding exactly `entries` (inode, type, name) in that order,
 /// each record as short as its name allows and the last one spanning the
 /// rest; None if they do not fit in 512 bytes. No entries: an empty chunk.
-pub fn build_chunk(entries: &[(u32, u8, &[u8])]) -> Option<[u8; DIRBLKSIZ]> {
+pub fn build_chunk(e: Endian, entries: &[(u32, u8, &[u8])]) -> Option<[u8; DIRBLKSIZ]> {
     let total: usize = entries.iter().map(|e| dirsiz(e.2.len())).sum();
     if total > DIRBLKSIZ
         || entries
@@ -200,7 +224,7 @@ pub fn build_chunk(entries: &[(u32, u8, &[u8])]) -> Option<[u8; DIRBLKSIZ]> {
     {
         return None;
     }
-    let mut c = empty_chunk();
+    let mut c = empty_chunk(e);
     let mut off = 0;
     for (i, &(ino, dtype, name)) in entries.iter().enumerate() {
         let reclen = if i + 1 == entries.len() {
@@ -208,27 +232,28 @@ pub fn build_chunk(entries: &[(u32, u8, &[u8])]) -> Option<[u8; DIRBLKSIZ]> {
         } else {
             dirsiz(name.len())
         };
-        write_entry(&mut c, off, ino, reclen as u16, dtype, name);
+        write_entry(e, &mut c, off, ino, reclen as u16, dtype, name);
         off += reclen;
     }
     Some(c)
 }
 
 /// A fresh empty chunk: one unused record spanning all 512 bytes.
-pub fn empty_chunk() -> [u8; DIRBLKSIZ] {
+pub fn empty_chunk(e: Endian) -> [u8; DIRBLKSIZ] {
     let mut c = [0u8; DIRBLKSIZ];
-    set_u16(&mut c, 4, DIRBLKSIZ as u16);
+    e.set_u16(&mut c, 4, DIRBLKSIZ as u16);
     c
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    const L: Endian = Endian::Little;
 
     #[test]
     fn built_chunks_parse_back() {
-        let c = build_chunk(&[(2, 4, b"."), (2, 4, b".."), (7, 8, b"file")]).unwrap();
-        let got: Vec<(u32, Vec<u8>)> = iter_chunk(&c)
+        let c = build_chunk(L, &[(2, 4, b"."), (2, 4, b".."), (7, 8, b"file")]).unwrap();
+        let got: Vec<(u32, Vec<u8>)> = iter_chunk(L, &c)
             .map(|e| e.unwrap())
             .map(|e| (e.ino, e.name.to_vec()))
             .collect();
@@ -240,16 +265,16 @@ mod tests {
                 (7, b"file".to_vec())
             ]
         );
-        let empty = build_chunk(&[]).unwrap();
+        let empty = build_chunk(L, &[]).unwrap();
         assert_eq!(
-            iter_chunk(&empty)
+            iter_chunk(L, &empty)
                 .map(|e| e.unwrap().ino)
                 .collect::<Vec<_>>(),
             vec![0]
         );
         let long = vec![b'x'; 255];
         assert!(
-            build_chunk(&[(3, 8, &long), (4, 8, &long)]).is_none(),
+            build_chunk(L, &[(3, 8, &long), (4, 8, &long)]).is_none(),
             "two 264-byte records do not fit"
         );
     }
@@ -263,15 +288,33 @@ mod tests {
     }
     #[test]
     fn roundtrip_and_reject() {
-        let mut c = empty_chunk();
-        write_entry(&mut c, 0, 2, 12, 4, b".");
-        write_entry(&mut c, 12, 2, 500, 4, b"..");
-        let e = parse_chunk(&c, &|| "t".into()).unwrap();
+        let mut c = empty_chunk(L);
+        write_entry(L, &mut c, 0, 2, 12, 4, b".");
+        write_entry(L, &mut c, 12, 2, 500, 4, b"..");
+        let e = parse_chunk(L, &c, &|| "t".into()).unwrap();
         assert_eq!(e.len(), 2);
         assert_eq!(e[1].name, b"..");
-        set_reclen(&mut c, 12, 504);
-        assert!(parse_chunk(&c, &|| "t".into()).is_err());
-        set_reclen(&mut c, 12, 0);
-        assert!(parse_chunk(&c, &|| "t".into()).is_err());
+        set_reclen(L, &mut c, 12, 504);
+        assert!(parse_chunk(L, &c, &|| "t".into()).is_err());
+        set_reclen(L, &mut c, 12, 0);
+        assert!(parse_chunk(L, &c, &|| "t".into()).is_err());
+    }
+
+    #[test]
+    fn big_endian_chunks_hold_the_same_entries_in_the_other_order() {
+        let entries: [(u32, u8, &[u8]); 3] = [(2, 4, b"."), (2, 4, b".."), (0x0102_0304, 8, b"file")];
+        let le = build_chunk(L, &entries).unwrap();
+        let be = build_chunk(Endian::Big, &entries).unwrap();
+        assert_eq!(&be[24..28], &[1, 2, 3, 4], "d_ino most significant byte first");
+        assert_eq!(&be[28..30], &[(488u16 >> 8) as u8, (488 % 256) as u8]);
+        assert_eq!(&le[24..28], &[4, 3, 2, 1]);
+        let names = |e, c: &[u8]| {
+            iter_chunk(e, c)
+                .map(|r| r.map(|x| (x.ino, x.name.to_vec())))
+                .collect::<Result<Vec<_>, _>>()
+        };
+        assert_eq!(names(Endian::Big, &be), names(L, &le));
+        // Read in the wrong order the record lengths make no sense.
+        assert!(names(L, &be).is_err());
     }
 }

@@ -12,10 +12,15 @@
 //! - `ea_namelength` (u8) and the name, not NUL-terminated;
 //! - zero padding to a multiple of 8 from the record's start, then the value.
 //!
+//! `ea_length` is in the file system's byte order (FreeBSD writes the
+//! record as the machine's `struct extattr`); the other header fields are
+//! bytes.
+//!
 //! Invariants: [`parse_area`] accepts only records that lie inside the area
 //! and whose lengths agree with each other, and never panics; [`encode_area`]
 //! writes what FreeBSD writes (records back to back, padding zeroed), so
 //! `parse_area(encode_area(x)) == x`.
+use crate::bytes::Endian;
 use crate::error::FormatError;
 
 /// `EXTATTR_NAMESPACE_USER`: readable and writable by whoever may read and
@@ -59,7 +64,7 @@ impl ExtAttr {
 
 /// The records of an extended attribute area of `area.len()` bytes
 /// (`di_extsize`).
-pub fn parse_area(area: &[u8]) -> Result<Vec<ExtAttr>, FormatError> {
+pub fn parse_area(e: Endian, area: &[u8]) -> Result<Vec<ExtAttr>, FormatError> {
     let mut out = Vec::new();
     let mut at = 0usize;
     let bad = |at: usize, why: String| {
@@ -73,7 +78,7 @@ pub fn parse_area(area: &[u8]) -> Result<Vec<ExtAttr>, FormatError> {
                 format!("{} bytes left, a record needs {HEADER}", rest.len()),
             ));
         }
-        let len = u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
+        let len = e.get_u32(rest, 0) as usize;
         let namespace = rest[4];
         let padlen = rest[5] as usize;
         let namelen = rest[6] as usize;
@@ -107,12 +112,13 @@ pub fn parse_area(area: &[u8]) -> Result<Vec<ExtAttr>, FormatError> {
 }
 
 /// The area holding `attrs`, in order (its length is the new `di_extsize`).
-pub fn encode_area(attrs: &[ExtAttr]) -> Vec<u8> {
+pub fn encode_area(e: Endian, attrs: &[ExtAttr]) -> Vec<u8> {
     let mut out = Vec::with_capacity(attrs.iter().map(ExtAttr::record_len).sum());
     for a in attrs {
         let len = a.record_len();
         let start = out.len();
-        out.extend_from_slice(&(len as u32).to_le_bytes());
+        out.extend_from_slice(&[0; 4]);
+        e.set_u32(&mut out, start, len as u32);
         out.push(a.namespace);
         out.push((roundup8(a.value.len()) - a.value.len()) as u8);
         out.push(a.name.len() as u8);
@@ -127,6 +133,7 @@ pub fn encode_area(attrs: &[ExtAttr]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    const L: Endian = Endian::Little;
 
     fn attr(ns: u8, name: &str, value: &[u8]) -> ExtAttr {
         ExtAttr {
@@ -139,7 +146,7 @@ mod tests {
     #[test]
     fn records_are_laid_out_as_freebsd_writes_them() {
         let a = attr(EXTATTR_NAMESPACE_USER, "comment", b"hello");
-        let area = encode_area(std::slice::from_ref(&a));
+        let area = encode_area(L, std::slice::from_ref(&a));
         // 7 + 7 name bytes round to 16; the 5-byte value to 8.
         assert_eq!(area.len(), 24);
         assert_eq!(&area[0..4], &24u32.to_le_bytes());
@@ -150,7 +157,7 @@ mod tests {
         assert_eq!(&area[14..16], &[0, 0]);
         assert_eq!(&area[16..21], b"hello");
         assert_eq!(&area[21..24], &[0, 0, 0]);
-        assert_eq!(parse_area(&area).unwrap(), vec![a]);
+        assert_eq!(parse_area(L, &area).unwrap(), vec![a]);
     }
 
     #[test]
@@ -160,17 +167,17 @@ mod tests {
             attr(EXTATTR_NAMESPACE_USER, "x", b""),
             attr(EXTATTR_NAMESPACE_USER, &"n".repeat(255), &[7; 8]),
         ];
-        let area = encode_area(&v);
+        let area = encode_area(L, &v);
         assert_eq!(area.len(), v.iter().map(ExtAttr::record_len).sum::<usize>());
-        assert_eq!(parse_area(&area).unwrap(), v);
-        assert_eq!(parse_area(&[]).unwrap(), vec![]);
+        assert_eq!(parse_area(L, &area).unwrap(), v);
+        assert_eq!(parse_area(L, &[]).unwrap(), vec![]);
     }
 
     proptest::proptest! {
         #[test]
         fn any_bytes_parse_or_are_refused(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..300)) {
-            if let Ok(v) = parse_area(&bytes) {
-                proptest::prop_assert_eq!(parse_area(&encode_area(&v)).unwrap(), v);
+            if let Ok(v) = parse_area(L, &bytes) {
+                proptest::prop_assert_eq!(parse_area(L, &encode_area(L, &v)).unwrap(), v);
             }
         }
 
@@ -180,38 +187,49 @@ mod tests {
             0..6,
         )) {
             let v: Vec<ExtAttr> = v.into_iter().map(|(namespace, name, value)| ExtAttr { namespace, name, value }).collect();
-            let area = encode_area(&v);
+            let area = encode_area(L, &v);
             proptest::prop_assert_eq!(area.len() % 8, 0);
-            proptest::prop_assert_eq!(parse_area(&area).unwrap(), v);
+            proptest::prop_assert_eq!(parse_area(L, &area).unwrap(), v);
         }
     }
 
     #[test]
+    fn big_endian_records_differ_only_in_the_length() {
+        let a = attr(EXTATTR_NAMESPACE_USER, "comment", b"hello");
+        let le = encode_area(L, std::slice::from_ref(&a));
+        let be = encode_area(Endian::Big, std::slice::from_ref(&a));
+        assert_eq!(&be[0..4], &24u32.to_be_bytes());
+        assert_eq!(&be[4..], &le[4..]);
+        assert_eq!(parse_area(Endian::Big, &be).unwrap(), vec![a]);
+        assert!(parse_area(L, &be).is_err());
+    }
+
+    #[test]
     fn broken_records_are_refused() {
-        let area = encode_area(&[attr(EXTATTR_NAMESPACE_USER, "a", b"bc")]);
+        let area = encode_area(L, &[attr(EXTATTR_NAMESPACE_USER, "a", b"bc")]);
         // Length past the area.
         let mut b = area.clone();
         b[0] = 64;
-        assert!(parse_area(&b).is_err());
+        assert!(parse_area(L, &b).is_err());
         // Length not a multiple of 8.
         let mut b = area.clone();
         b[0] = 12;
-        assert!(parse_area(&b).is_err());
+        assert!(parse_area(L, &b).is_err());
         // Length shorter than the name.
         let mut b = area.clone();
         b[6] = 40;
-        assert!(parse_area(&b).is_err());
+        assert!(parse_area(L, &b).is_err());
         // Padding of 8 or more.
         let mut b = area.clone();
         b[5] = 9;
-        assert!(parse_area(&b).is_err());
+        assert!(parse_area(L, &b).is_err());
         // A zero length (would loop forever).
         let mut b = area.clone();
         b[0] = 0;
-        assert!(parse_area(&b).is_err());
+        assert!(parse_area(L, &b).is_err());
         // A tail too short for a header.
         let mut b = area.clone();
         b.extend_from_slice(&[8, 0, 0]);
-        assert!(parse_area(&b).is_err());
+        assert!(parse_area(L, &b).is_err());
     }
 }

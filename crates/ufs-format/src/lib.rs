@@ -1,4 +1,5 @@
-//! On-disk structures of FreeBSD's UFS2, and nothing else.
+//! On-disk structures of the BSD Fast File System (FreeBSD's UFS1 and
+//! UFS2, in either byte order), and nothing else.
 //!
 //! Invariants of this crate:
 //! - It performs no I/O and makes no policy decision; it parses, validates
@@ -8,11 +9,17 @@
 //! - Structures keep FreeBSD's field names (`fs_bsize`, `di_size`, ...) and are
 //!   stored as their exact on-disk bytes, so a read-modify-write round trip
 //!   preserves every field this crate does not interpret.
-//! - All multi-byte integers are little-endian (UFS2 as written on amd64);
-//!   big-endian and UFS1 images are recognised and refused as unsupported.
+//! - Multi-byte integers are in the file system's byte order, a property of
+//!   the file system ([`variant::Variant`], from the superblock's magic):
+//!   the superblock and cylinder groups are held as their disk bytes and
+//!   decode each field in that order; inodes are converted to one
+//!   canonical form ([`Dinode`]) and back; directory entries, indirect
+//!   blocks, extended attribute records and ACLs are read and written by
+//!   functions given the order. No crate above this one reads a raw offset.
 //!
 //! Sources for layouts and constants: FreeBSD `sys/ufs/ffs/fs.h`,
-//! `sys/ufs/ufs/dinode.h`, `sys/ufs/ufs/dir.h` (see docs/FORMAT.md).
+//! `sys/ufs/ufs/dinode.h`, `sys/ufs/ufs/dir.h`; NetBSD
+//! `sys/ufs/ffs/ffs_bswap.c` for byte order (see docs/FORMAT.md).
 #![forbid(unsafe_code)]
 
 pub mod acl;
@@ -24,11 +31,14 @@ pub mod dir;
 pub mod error;
 pub mod extattr;
 pub mod sb;
+pub mod variant;
 
 pub use cg::Cg;
 pub use dinode::Dinode;
 pub use error::FormatError;
+pub use bytes::Endian;
 pub use sb::{Csum, CsumTotal, Geometry, Superblock};
+pub use variant::{Ufs, Variant};
 
 /// Byte offset of the standard UFS2 superblock.
 pub const SBLOCK_UFS2: u64 = 65536;
@@ -100,6 +110,10 @@ pub const MINBSIZE: u32 = 4096;
 pub const MAXBSIZE: u32 = 65536;
 /// Maximum length of a symlink kept inside the inode (UFS2).
 pub const MAXSYMLINKLEN_UFS2: usize = 120;
+/// Maximum length of a symlink kept inside the inode (UFS1).
+pub const MAXSYMLINKLEN_UFS1: usize = 60;
+/// `sizeof(struct ufs1_dinode)`.
+pub const DINODE1_SIZE: usize = 128;
 pub const UFS_NDADDR: usize = 12;
 pub const UFS_NIADDR: usize = 3;
 pub const UFS_NXADDR: usize = 2;

@@ -6,10 +6,20 @@
 //! so its arithmetic (addresses of cylinder groups, inodes, maps) cannot
 //! overflow or point outside the file system.
 //!
+//! The structure is the same for UFS1 and UFS2 (UFS1 keeps its sizes,
+//! times and totals in the `fs_old_*` fields) and is held in the file
+//! system's byte order, as read: every accessor decodes with the
+//! superblock's [`Endian`], so a check-hash computed over `raw` is the one
+//! stored on disk. A UFS1 superblock is brought up to date when read
+//! ([`Superblock::compat_read`], FreeBSD's `ffs_oldfscompat_read`) and its
+//! old fields are refreshed when written ([`Superblock::to_disk_bytes`],
+//! `ffs_oldfscompat_write`).
+//!
 //! Field offsets: FreeBSD `sys/ufs/ffs/fs.h` (amd64 layout; `fs_ocsp` is 15
 //! pointers). Validity rules: `validate_sblock`, sys/ufs/ffs/ffs_subr.c.
-use crate::bytes::*;
+use crate::bytes::Endian;
 use crate::error::FormatError;
+use crate::variant::{Ufs, Variant};
 use crate::*;
 
 /// `struct csum`: per-cylinder-group counters (also the summary array entry).
@@ -33,33 +43,40 @@ pub struct CsumTotal {
 
 impl Csum {
     pub const SIZE: usize = 16;
-    pub fn read(b: &[u8], off: usize) -> Csum {
+    pub fn read(e: Endian, b: &[u8], off: usize) -> Csum {
         Csum {
-            cs_ndir: get_i32(b, off),
-            cs_nbfree: get_i32(b, off + 4),
-            cs_nifree: get_i32(b, off + 8),
-            cs_nffree: get_i32(b, off + 12),
+            cs_ndir: e.get_i32(b, off),
+            cs_nbfree: e.get_i32(b, off + 4),
+            cs_nifree: e.get_i32(b, off + 8),
+            cs_nffree: e.get_i32(b, off + 12),
         }
     }
-    pub fn write(&self, b: &mut [u8], off: usize) {
-        set_i32(b, off, self.cs_ndir);
-        set_i32(b, off + 4, self.cs_nbfree);
-        set_i32(b, off + 8, self.cs_nifree);
-        set_i32(b, off + 12, self.cs_nffree);
+    pub fn write(&self, e: Endian, b: &mut [u8], off: usize) {
+        e.set_i32(b, off, self.cs_ndir);
+        e.set_i32(b, off + 4, self.cs_nbfree);
+        e.set_i32(b, off + 8, self.cs_nifree);
+        e.set_i32(b, off + 12, self.cs_nffree);
     }
 }
 
 pub const FS_CSTOTAL_OFF: usize = 1008;
+/// `sizeof(struct csum_total)`: five counters and three spares.
+pub const FS_CSTOTAL_SIZE: usize = 64;
 pub const FS_OLD_CSTOTAL_OFF: usize = 192;
 pub const FS_CKHASH_OFF: usize = 1304;
 pub const FS_FSMNT_OFF: usize = 212;
 pub const FS_VOLNAME_OFF: usize = 680;
 pub const FS_SNAPINUM_OFF: usize = 1116;
+pub const FS_MAGIC_OFF: usize = 1372;
 
 /// The superblock as its raw bytes with typed accessors.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Superblock {
+    /// `fs_sbsize` bytes as read (at least `SBSIZE_STRUCT`): a UFS1
+    /// superblock of FreeBSD 4 keeps rotational tables past the structure,
+    /// which are written back as they were.
     raw: Vec<u8>,
+    endian: Endian,
 }
 
 impl std::fmt::Debug for Superblock {
@@ -75,69 +92,176 @@ impl std::fmt::Debug for Superblock {
 }
 
 impl Superblock {
-    /// An all-zero superblock, to be filled in by newfs.
+    /// An all-zero little-endian superblock, to be filled in by newfs.
     pub fn zeroed() -> Self {
+        Self::zeroed_in(Endian::Little)
+    }
+
+    /// An all-zero superblock in byte order `endian`.
+    pub fn zeroed_in(endian: Endian) -> Self {
         Superblock {
             raw: vec![0; SBSIZE_STRUCT],
+            endian,
         }
     }
 
-    /// Takes the first `SBSIZE_STRUCT` bytes of `b` without validating them.
-    /// Refuses UFS1 and byte-swapped images with `Unsupported`.
+    #[inline]
+    fn endian(&self) -> Endian {
+        self.endian
+    }
+
+    /// The superblock's byte order.
+    pub fn byte_order(&self) -> Endian {
+        self.endian
+    }
+
+    /// The file system's format and byte order (from the magic number).
+    pub fn variant(&self) -> Variant {
+        Variant {
+            ufs: if self.fs_magic() == FS_UFS1_MAGIC {
+                Ufs::Ufs1
+            } else {
+                Ufs::Ufs2
+            },
+            endian: self.endian,
+        }
+    }
+
+    /// The byte order a superblock's magic number at offset 1372 of `b`
+    /// says, if it is a UFS1, UFS2 or "newfs did not finish" magic in
+    /// either order.
+    pub fn sniff(b: &[u8]) -> Option<(Endian, u32)> {
+        if b.len() < SBSIZE_STRUCT {
+            return None;
+        }
+        let le = Endian::Little.get_u32(b, FS_MAGIC_OFF);
+        for m in [FS_UFS2_MAGIC, FS_UFS1_MAGIC, FS_BAD_MAGIC] {
+            if le == m {
+                return Some((Endian::Little, m));
+            }
+            if le == m.swap_bytes() {
+                return Some((Endian::Big, m));
+            }
+        }
+        None
+    }
+
+    /// Takes the superblock at the start of `b` (up to `fs_sbsize` bytes)
+    /// without validating it, in the byte order its magic number says.
     pub fn from_bytes(b: &[u8]) -> Result<Self, FormatError> {
         if b.len() < SBSIZE_STRUCT {
             return Err(FormatError::corrupt("superblock", "short read"));
         }
-        let sb = Superblock {
-            raw: b[..SBSIZE_STRUCT].to_vec(),
+        let Some((endian, magic)) = Self::sniff(b) else {
+            let m = Endian::Little.get_u32(b, FS_MAGIC_OFF);
+            return Err(FormatError::corrupt(
+                "superblock",
+                format!("bad magic {m:#x} (not a UFS1 or UFS2 file system in either byte order)"),
+            ));
         };
-        let m = sb.fs_magic();
-        if m == FS_UFS2_MAGIC {
-            return Ok(sb);
-        }
-        if m == FS_UFS1_MAGIC {
-            return Err(FormatError::Unsupported(
-                "UFS1 file system (only UFS2 is supported)".into(),
-            ));
-        }
-        if m == FS_UFS2_MAGIC.swap_bytes() || m == FS_UFS1_MAGIC.swap_bytes() {
-            return Err(FormatError::Unsupported(
-                "big-endian UFS image (only little-endian UFS2 is supported)".into(),
-            ));
-        }
-        if m == FS_BAD_MAGIC {
+        if magic == FS_BAD_MAGIC {
             return Err(FormatError::corrupt(
                 "superblock",
                 "newfs did not complete (FS_BAD_MAGIC)",
             ));
         }
-        Err(FormatError::corrupt(
-            "superblock",
-            format!("bad magic {m:#x}"),
-        ))
+        let sbsize = endian.get_i32(b, 104);
+        let keep = (sbsize.max(SBSIZE_STRUCT as i32) as usize)
+            .min(SBLOCKSIZE)
+            .min(b.len());
+        Ok(Superblock {
+            raw: b[..keep].to_vec(),
+            endian,
+        })
     }
 
     pub fn as_bytes(&self) -> &[u8] {
         &self.raw
     }
 
-    /// Bytes to write at the superblock location: the structure padded with
-    /// zeros to `fs_sbsize`, with the check-hash updated when enabled.
+    /// Bytes to write at the superblock location: `fs_sbsize` bytes (the
+    /// structure, and what followed it when read, or zeros), the old UFS1
+    /// fields refreshed, the check-hash updated when enabled.
     pub fn to_disk_bytes(&self) -> Vec<u8> {
         let mut s = self.clone();
+        s.compat_write();
         s.update_ckhash();
-        let mut out = s.raw.clone();
-        let sbsize = (self.fs_sbsize().max(SBSIZE_STRUCT as i32) as usize).min(SBLOCKSIZE);
-        out.resize(sbsize, 0);
+        let mut out = s.raw;
+        out.resize(self.disk_len(), 0);
         out
+    }
+
+    /// Bytes the superblock takes on disk (`fs_sbsize`, within reason).
+    fn disk_len(&self) -> usize {
+        (self.fs_sbsize().max(SBSIZE_STRUCT as i32) as usize).min(SBLOCKSIZE)
     }
 
     /// Computes the superblock check-hash over `fs_sbsize` bytes.
     pub fn compute_ckhash(&self) -> u32 {
-        let sbsize = (self.fs_sbsize().max(SBSIZE_STRUCT as i32) as usize).min(SBLOCKSIZE);
         let mut buf = self.raw.clone();
-        buf.resize(sbsize, 0);
+        buf.resize(self.disk_len(), 0);
         crate::ckhash::ckhash_with_zeroed_field(&buf, FS_CKHASH_OFF)
+    }
+
+    /// What FreeBSD does to a superblock it reads (`ffs_oldfscompat_read`,
+    /// sys/ufs/ffs/ffs_vfsops.c): one not yet updated by a FreeBSD 5 or
+    /// later kernel (no `FS_FLAGS_UPDATED` in `fs_old_flags`) gets its
+    /// flags and location in the new fields; a UFS1 one gets the wide
+    /// copies of its size, data size, summary address, time and totals
+    /// when `fs_maxbsize` does not yet say so; zero tuning fields get their
+    /// defaults. (FreeBSD also caps a UFS1 `fs_maxfilesize` in memory and
+    /// restores it when writing; here the cap is the [`Geometry`]'s, and
+    /// the field keeps what newfs wrote.) `loc` is where the superblock
+    /// was read.
+    pub fn compat_read(&mut self, loc: u64) {
+        if self.fs_old_flags() as i32 & FS_FLAGS_UPDATED == 0 {
+            self.set_fs_flags(self.fs_old_flags() as i32);
+            self.set_fs_old_flags(self.fs_old_flags() | FS_FLAGS_UPDATED as u8);
+            self.set_fs_sblockloc(loc as i64);
+        }
+        if self.fs_magic() == FS_UFS1_MAGIC {
+            if self.fs_maxbsize() != self.fs_bsize() {
+                self.set_fs_maxbsize(self.fs_bsize());
+                self.set_fs_time(self.fs_old_time() as u32 as i64);
+                self.set_fs_size(self.fs_old_size() as i64);
+                self.set_fs_dsize(self.fs_old_dsize() as i64);
+                self.set_fs_csaddr(self.fs_old_csaddr() as i64);
+                let o = self.fs_old_cstotal();
+                let mut t = self.fs_cstotal();
+                t.cs_ndir = o.cs_ndir as i64;
+                t.cs_nbfree = o.cs_nbfree as i64;
+                t.cs_nifree = o.cs_nifree as i64;
+                t.cs_nffree = o.cs_nffree as i64;
+                self.set_fs_cstotal(t);
+            }
+        }
+        if self.fs_avgfilesize() as i32 <= 0 {
+            self.set_fs_avgfilesize(AVFILESIZ);
+        }
+        if self.fs_avgfpdir() as i32 <= 0 {
+            self.set_fs_avgfpdir(AFPDIR);
+        }
+        if self.fs_save_cgsize() > 0 {
+            self.set_fs_cgsize(self.fs_save_cgsize());
+            self.set_fs_save_cgsize(0);
+        }
+    }
+
+    /// What FreeBSD does before writing a UFS1 superblock
+    /// (`ffs_oldfscompat_write`): the old time and totals follow the new
+    /// ones, so an older system reading the file system sees them.
+    pub fn compat_write(&mut self) {
+        if self.fs_magic() != FS_UFS1_MAGIC {
+            return;
+        }
+        self.set_fs_old_time(self.fs_time() as i32);
+        let t = self.fs_cstotal();
+        self.set_fs_old_cstotal(Csum {
+            cs_ndir: t.cs_ndir as i32,
+            cs_nbfree: t.cs_nbfree as i32,
+            cs_nifree: t.cs_nifree as i32,
+            cs_nffree: t.cs_nffree as i32,
+        });
     }
 
     pub fn ckhash_enabled(&self, which: u32) -> bool {
@@ -238,30 +362,41 @@ impl Superblock {
     }
 
     pub fn fs_cstotal(&self) -> CsumTotal {
-        let b = &self.raw;
+        let (e, b) = (self.endian, &self.raw);
         let o = FS_CSTOTAL_OFF;
         CsumTotal {
-            cs_ndir: get_i64(b, o),
-            cs_nbfree: get_i64(b, o + 8),
-            cs_nifree: get_i64(b, o + 16),
-            cs_nffree: get_i64(b, o + 24),
-            cs_numclusters: get_i64(b, o + 32),
+            cs_ndir: e.get_i64(b, o),
+            cs_nbfree: e.get_i64(b, o + 8),
+            cs_nifree: e.get_i64(b, o + 16),
+            cs_nffree: e.get_i64(b, o + 24),
+            cs_numclusters: e.get_i64(b, o + 32),
         }
     }
     pub fn set_fs_cstotal(&mut self, t: CsumTotal) {
         let o = FS_CSTOTAL_OFF;
-        let b = &mut self.raw;
-        set_i64(b, o, t.cs_ndir);
-        set_i64(b, o + 8, t.cs_nbfree);
-        set_i64(b, o + 16, t.cs_nifree);
-        set_i64(b, o + 24, t.cs_nffree);
-        set_i64(b, o + 32, t.cs_numclusters);
+        let (e, b) = (self.endian, &mut self.raw);
+        e.set_i64(b, o, t.cs_ndir);
+        e.set_i64(b, o + 8, t.cs_nbfree);
+        e.set_i64(b, o + 16, t.cs_nifree);
+        e.set_i64(b, o + 24, t.cs_nffree);
+        e.set_i64(b, o + 32, t.cs_numclusters);
+    }
+    /// Sets `fs_cstotal` to `t` with its spare fields zero, as fsck's pass 5
+    /// writes it.
+    pub fn set_fs_cstotal_exact(&mut self, t: CsumTotal) {
+        self.raw[FS_CSTOTAL_OFF..FS_CSTOTAL_OFF + FS_CSTOTAL_SIZE].fill(0);
+        self.set_fs_cstotal(t);
+    }
+    /// The bytes of `fs_cstotal`, spares included (fsck compares them
+    /// whole).
+    pub fn cstotal_bytes(&self) -> &[u8] {
+        &self.raw[FS_CSTOTAL_OFF..FS_CSTOTAL_OFF + FS_CSTOTAL_SIZE]
     }
     pub fn fs_old_cstotal(&self) -> Csum {
-        Csum::read(&self.raw, FS_OLD_CSTOTAL_OFF)
+        Csum::read(self.endian, &self.raw, FS_OLD_CSTOTAL_OFF)
     }
     pub fn set_fs_old_cstotal(&mut self, c: Csum) {
-        c.write(&mut self.raw, FS_OLD_CSTOTAL_OFF)
+        c.write(self.endian, &mut self.raw, FS_OLD_CSTOTAL_OFF)
     }
     pub fn fs_volname(&self) -> String {
         cstr(&self.raw[FS_VOLNAME_OFF..FS_VOLNAME_OFF + MAXVOLLEN])
@@ -282,11 +417,11 @@ impl Superblock {
         f[..n].copy_from_slice(&name.as_bytes()[..n]);
     }
     pub fn fs_snapinum(&self, i: usize) -> u32 {
-        get_u32(&self.raw, FS_SNAPINUM_OFF + 4 * i)
+        self.endian.get_u32(&self.raw, FS_SNAPINUM_OFF + 4 * i)
     }
     pub fn set_fs_snapinum(&mut self, i: usize, ino: u32) {
-        let o = FS_SNAPINUM_OFF + 4 * i;
-        self.raw[o..o + 4].copy_from_slice(&ino.to_le_bytes());
+        self.endian
+            .set_u32(&mut self.raw, FS_SNAPINUM_OFF + 4 * i, ino)
     }
 
     /// Checks the rules FreeBSD's `validate_sblock` enforces (plus the ones
@@ -296,11 +431,24 @@ impl Superblock {
         let bad = |field: &str, detail: String| {
             Err(FormatError::corrupt(format!("superblock {field}"), detail))
         };
-        if self.fs_magic() != FS_UFS2_MAGIC {
+        let magic = self.fs_magic();
+        if magic != FS_UFS2_MAGIC && magic != FS_UFS1_MAGIC {
             return bad(
                 "fs_magic",
-                format!("{:#x} is not the UFS2 magic", self.fs_magic()),
+                format!("{magic:#x} is neither the UFS1 nor the UFS2 magic"),
             );
+        }
+        let v = self.variant();
+        let ufs1 = v.is_ufs1();
+        if ufs1 && self.fs_old_inodefmt() < FS_44INODEFMT {
+            return Err(FormatError::Unsupported(format!(
+                "UFS1 file system in the pre-4.4BSD format (fs_old_inodefmt {}, {} expected): \
+                 its inodes keep 16-bit owners and its directories 16-bit name lengths \
+                 without file types, which ufskit does not read; FreeBSD's fsck_ffs -c 2 \
+                 on a 4.4BSD-derived system converts it",
+                self.fs_old_inodefmt(),
+                FS_44INODEFMT
+            )));
         }
         let sblockloc = self.fs_sblockloc();
         if loc == SBLOCK_UFS2 || loc == SBLOCK_UFS1 {
@@ -351,11 +499,15 @@ impl Superblock {
             ("fs_fmask", self.fs_fmask() as i64, !(fsize - 1) as i64),
             ("fs_qbmask", self.fs_qbmask(), bsize as i64 - 1),
             ("fs_qfmask", self.fs_qfmask(), fsize as i64 - 1),
-            ("fs_nindir", self.fs_nindir() as i64, (bsize / 8) as i64),
+            (
+                "fs_nindir",
+                self.fs_nindir() as i64,
+                (bsize / v.ptr_size() as i32) as i64,
+            ),
             (
                 "fs_inopb",
                 self.fs_inopb() as i64,
-                (bsize / DINODE_SIZE as i32) as i64,
+                (bsize / v.dinode_size() as i32) as i64,
             ),
             (
                 "fs_fsbtodb",
@@ -365,7 +517,7 @@ impl Superblock {
             (
                 "fs_maxsymlinklen",
                 self.fs_maxsymlinklen() as i64,
-                MAXSYMLINKLEN_UFS2 as i64,
+                v.maxsymlinklen() as i64,
             ),
         ];
         for (name, have, want) in checks {
@@ -379,7 +531,7 @@ impl Superblock {
         if !(1..=(1 << 31)).contains(&ncg) {
             return bad("fs_ncg", format!("{ncg}"));
         }
-        let inopb = (bsize / DINODE_SIZE as i32) as u64;
+        let inopb = (bsize / v.dinode_size() as i32) as u64;
         if ipg < inopb || !ipg.is_multiple_of(inopb) || ipg > (1 << 31) {
             return bad(
                 "fs_ipg",
@@ -444,10 +596,25 @@ impl Superblock {
         if dblkno != want_dblkno {
             return bad("fs_dblkno", format!("{dblkno}, expected {want_dblkno}"));
         }
-        if (dblkno as u64) >= fpg {
+        // UFS1 groups made for old disks start their metadata further in,
+        // cylinder by cylinder (`cgstart`: fs_old_cgoffset fragments per
+        // step of the group number outside fs_old_cgmask); UFS2 has no
+        // stagger.
+        let (cgoffset, cgmask) = if ufs1 {
+            (self.fs_old_cgoffset(), self.fs_old_cgmask() as u32)
+        } else {
+            (0, u32::MAX)
+        };
+        if !(0..=(1 << 20)).contains(&cgoffset) {
+            return bad("fs_old_cgoffset", format!("{cgoffset}"));
+        }
+        let max_stagger = (cgoffset as u64) * max_masked(ncg, !cgmask);
+        if (dblkno as u64).saturating_add(max_stagger) >= fpg {
             return bad(
                 "fs_dblkno",
-                format!("{dblkno} leaves no data in a group of {fpg} fragments"),
+                format!(
+                    "{dblkno} (staggered by up to {max_stagger}) leaves no data in a group of {fpg} fragments"
+                ),
             );
         }
         let size = self.fs_size();
@@ -476,7 +643,14 @@ impl Superblock {
         }
         // The summary area lies in one group's data area.
         let cgc = csaddr as u64 / fpg;
-        if (csaddr as u64) < cgc * fpg + dblkno as u64 || (csaddr as u64 + csfrags) / fpg > cgc {
+        let stagger = if ufs1 {
+            cgoffset as u64 * (cgc & !(cgmask as u64))
+        } else {
+            0
+        };
+        if (csaddr as u64) < cgc * fpg + stagger + dblkno as u64
+            || (csaddr as u64 + csfrags) / fpg > cgc
+        {
             return bad(
                 "fs_csaddr",
                 format!("{csaddr} is not in one group's data area"),
@@ -487,7 +661,11 @@ impl Superblock {
             return bad("fs_maxcontig", format!("{maxcontig}"));
         }
         let contigsumsize = self.fs_contigsumsize();
-        if contigsumsize != maxcontig.min(16) && !(contigsumsize == 0 && maxcontig == 1) {
+        // UFS1 file systems older than FreeBSD's clustering (4.4BSD-Lite)
+        // have no cluster maps whatever their maxcontig.
+        if contigsumsize != maxcontig.min(16)
+            && !(contigsumsize == 0 && (maxcontig == 1 || ufs1))
+        {
             return bad(
                 "fs_contigsumsize",
                 format!("{contigsumsize} with maxcontig {maxcontig}"),
@@ -503,7 +681,23 @@ impl Superblock {
         if metaspace < 0 || metaspace as u64 >= fpg {
             return bad("fs_metaspace", format!("{metaspace}"));
         }
+        let (old_cpg, old_nrpos) = if ufs1 {
+            (self.fs_old_cpg(), self.fs_old_nrpos())
+        } else {
+            (0, 0)
+        };
+        if ufs1 && (!(1..=(1 << 16)).contains(&old_cpg) || !(0..=64).contains(&old_nrpos)) {
+            return bad(
+                "fs_old_cpg",
+                format!("{old_cpg} cylinders per group, {old_nrpos} rotational positions"),
+            );
+        }
         let g = Geometry {
+            v,
+            old_cgoffset: cgoffset as u64,
+            old_cgmask: cgmask,
+            old_cpg: old_cpg as u64,
+            old_nrpos: old_nrpos as u64,
             bsize: bsize as u64,
             fsize: fsize as u64,
             frag: frag_u,
@@ -514,7 +708,7 @@ impl Superblock {
             ipg,
             fpg,
             inopb,
-            nindir: (bsize / 8) as u64,
+            nindir: (bsize / v.ptr_size() as i32) as u64,
             sblkno: sblkno as u64,
             cblkno: cblkno as u64,
             iblkno: iblkno as u64,
@@ -530,7 +724,18 @@ impl Superblock {
             minfree: self.fs_minfree() as u64,
             sblockloc: sblockloc as u64,
             metaspace: metaspace as u64,
-            maxfilesize: self.fs_maxfilesize(),
+            maxfilesize: if ufs1 {
+                // 32-bit block addresses: FreeBSD's kernel caps UFS1 files
+                // at 2^31 blocks less a byte (ffs_oldfscompat_read), its
+                // fsck at 2^30 (chkfilesize); the lower one holds for both.
+                let cap = (1u64 << 30) * bsize as u64 - 1;
+                match self.fs_maxfilesize() {
+                    0 => cap,
+                    m => m.min(cap),
+                }
+            } else {
+                self.fs_maxfilesize()
+            },
         };
         // The cg block must hold the header and the maps it describes.
         let need = g.cg_map_bytes();
@@ -540,8 +745,75 @@ impl Superblock {
                 format!("{cgsize} is smaller than the {need} bytes its maps need"),
             );
         }
+        // The last group must hold its own metadata.
+        if g.cgdmin(ncg - 1) > g.size {
+            return bad(
+                "fs_size",
+                format!(
+                    "{} leaves the last group no room for its inodes (they end at {})",
+                    g.size,
+                    g.cgdmin(ncg - 1)
+                ),
+            );
+        }
         Ok(g)
     }
+}
+
+/// The recovery record FreeBSD's newfs leaves in the 20 bytes before the
+/// UFS2 superblock (`struct fsrecovery`, sys/ufs/ffs/fs.h): enough geometry
+/// to find the backup superblocks when every standard copy is lost. Its
+/// fields are in the file system's byte order, which its magic tells.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FsRecovery {
+    pub fsbtodb: i32,
+    pub sblkno: i32,
+    pub fpg: i32,
+    pub ncg: u32,
+}
+
+impl FsRecovery {
+    /// Bytes of the record; it ends where the UFS2 superblock begins.
+    pub const SIZE: usize = 20;
+
+    /// The record in `b` (20 bytes), if it carries the UFS2 magic in
+    /// either byte order.
+    pub fn parse(b: &[u8]) -> Option<FsRecovery> {
+        if b.len() < Self::SIZE {
+            return None;
+        }
+        let e = [Endian::Little, Endian::Big]
+            .into_iter()
+            .find(|e| e.get_u32(b, 0) == FS_UFS2_MAGIC)?;
+        Some(FsRecovery {
+            fsbtodb: e.get_i32(b, 4),
+            sblkno: e.get_i32(b, 8),
+            fpg: e.get_i32(b, 12),
+            ncg: e.get_u32(b, 16),
+        })
+    }
+
+    /// The record's bytes in byte order `e`.
+    pub fn encode(&self, e: Endian) -> [u8; Self::SIZE] {
+        let mut r = [0u8; Self::SIZE];
+        e.set_u32(&mut r, 0, FS_UFS2_MAGIC);
+        e.set_i32(&mut r, 4, self.fsbtodb);
+        e.set_i32(&mut r, 8, self.sblkno);
+        e.set_i32(&mut r, 12, self.fpg);
+        e.set_u32(&mut r, 16, self.ncg);
+        r
+    }
+}
+
+/// The largest `c & m` for `c` in `0..n` (the furthest a group's metadata
+/// is staggered).
+fn max_masked(n: u64, m: u32) -> u64 {
+    let m = m as u64;
+    if n > m {
+        // Some c below n has every bit of m (m itself).
+        return m;
+    }
+    (0..n).map(|c| c & m).max().unwrap_or(0)
 }
 
 fn cstr(b: &[u8]) -> String {
@@ -549,10 +821,20 @@ fn cstr(b: &[u8]) -> String {
     String::from_utf8_lossy(&b[..n]).into_owned()
 }
 
-/// Validated geometry of a UFS2 file system. All addresses are in
+/// Validated geometry of a UFS1 or UFS2 file system. All addresses are in
 /// fragments from the start of the file system unless named otherwise.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Geometry {
+    /// Format and byte order.
+    pub v: Variant,
+    /// UFS1's stagger of group metadata (`fs_old_cgoffset`, `fs_old_cgmask`);
+    /// 0 and all ones (no stagger) for UFS2.
+    pub old_cgoffset: u64,
+    pub old_cgmask: u32,
+    /// UFS1's cylinders per group and rotational positions, which size the
+    /// old tables of its groups (0 for UFS2).
+    pub old_cpg: u64,
+    pub old_nrpos: u64,
     pub bsize: u64,
     pub fsize: u64,
     pub frag: u64,
@@ -583,25 +865,62 @@ pub struct Geometry {
 }
 
 impl Geometry {
-    /// First fragment of cylinder group `c` (`cgbase`; UFS2 has no stagger).
+    /// First fragment of cylinder group `c` (`cgbase`).
+    #[inline]
     pub fn cgbase(&self, c: u64) -> u64 {
         self.fpg * c
     }
+    /// Where group `c`'s metadata area begins (`cgstart`): its base, moved
+    /// in UFS1 by the stagger of old disks (`fs_old_cgoffset` per step of
+    /// `c & ~fs_old_cgmask`). Fragments of a group before its backup
+    /// superblock are data (group 0's hold the boot area).
+    #[inline]
+    pub fn cgstart(&self, c: u64) -> u64 {
+        self.cgbase(c) + self.old_cgoffset * (c & !(self.old_cgmask as u64))
+    }
     /// Backup superblock of group `c` (`cgsblock`).
+    #[inline]
     pub fn cgsblock(&self, c: u64) -> u64 {
-        self.cgbase(c) + self.sblkno
+        self.cgstart(c) + self.sblkno
     }
     /// Cylinder group block of group `c` (`cgtod`).
+    #[inline]
     pub fn cgtod(&self, c: u64) -> u64 {
-        self.cgbase(c) + self.cblkno
+        self.cgstart(c) + self.cblkno
     }
     /// First inode block of group `c` (`cgimin`).
+    #[inline]
     pub fn cgimin(&self, c: u64) -> u64 {
-        self.cgbase(c) + self.iblkno
+        self.cgstart(c) + self.iblkno
     }
-    /// First data fragment of group `c` (`cgdmin`).
+    /// First data fragment after group `c`'s metadata (`cgdmin`).
+    #[inline]
     pub fn cgdmin(&self, c: u64) -> u64 {
-        self.cgbase(c) + self.dblkno
+        self.cgstart(c) + self.dblkno
+    }
+    /// The fragments of group `c` that are never data, relative to the
+    /// file system: the boot area, superblock copy, group block and inode
+    /// blocks (`[cgbase, cgdmin)` in group 0, `[cgsblock, cgdmin)` in the
+    /// others; fsck's pass 1 reserves the same).
+    pub fn cg_meta_range(&self, c: u64) -> std::ops::Range<u64> {
+        let start = if c == 0 { self.cgbase(0) } else { self.cgsblock(c) };
+        start..self.cgdmin(c)
+    }
+    /// Bytes of an on-disk inode.
+    #[inline]
+    pub fn dinode_size(&self) -> usize {
+        self.v.dinode_size()
+    }
+    /// Longest symlink kept in the inode.
+    #[inline]
+    pub fn maxsymlinklen(&self) -> usize {
+        self.v.maxsymlinklen()
+    }
+    /// Are inode blocks initialised lazily (`cg_initediblk`, UFS2), or all
+    /// by newfs (UFS1)?
+    #[inline]
+    pub fn lazy_inodes(&self) -> bool {
+        !self.v.is_ufs1()
     }
     /// Number of fragments in group `c` (the last may be short).
     pub fn cg_nfrags(&self, c: u64) -> u64 {
@@ -674,13 +993,20 @@ impl Geometry {
     }
     /// Bytes the cg header and maps take; must fit in `cgsize`.
     pub fn cg_map_bytes(&self) -> u64 {
-        let mut n = CG_HEADER_SIZE as u64 + self.ipg.div_ceil(8) + self.fpg.div_ceil(8);
+        let old_tables = if self.v.is_ufs1() {
+            4 * self.old_cpg + 2 * self.old_cpg * self.old_nrpos
+        } else {
+            0
+        };
+        let mut n =
+            CG_HEADER_SIZE as u64 + old_tables + self.ipg.div_ceil(8) + self.fpg.div_ceil(8);
         if self.contigsumsize > 0 {
             n = n.div_ceil(4) * 4 + self.contigsumsize * 4 + (self.fpg / self.frag).div_ceil(8);
         }
         n
     }
-    /// Largest file size representable with this block size (UFS2).
+    /// Largest file size the file system allows (`fs_maxfilesize`, capped
+    /// for UFS1 as FreeBSD caps it when it reads the superblock).
     pub fn max_file_size(&self) -> u64 {
         self.maxfilesize
     }

@@ -58,10 +58,12 @@ pub fn dumpfs(dev: &dyn BlockDevice, with_cgs: bool) -> Result<String> {
     let (sb, g, loc) = read_superblock(dev)?;
     let mut o = String::new();
     let t = sb.fs_cstotal();
+    let v = g.v;
     let _ = writeln!(
         o,
-        "magic\t{:x} (UFS2)\tlocation {loc}\ttime\t{}",
+        "magic\t{:x} ({})\tlocation {loc}\ttime\t{}",
         sb.fs_magic(),
+        v,
         sb.fs_time()
     );
     let _ = writeln!(
@@ -159,6 +161,27 @@ pub fn dumpfs(dev: &dyn BlockDevice, with_cgs: bool) -> Result<String> {
         sb.fs_avgfpdir(),
         sb.fs_avgfilesize()
     );
+    if v.is_ufs1() {
+        // The fields only UFS1 keeps (FreeBSD's dumpfs prints them too).
+        let _ = writeln!(
+            o,
+            "cpg\t{}\tnrpos\t{}\tcgoffset\t{}\tcgmask\t{:#010x}\tinodefmt\t{}",
+            sb.fs_old_cpg(),
+            sb.fs_old_nrpos(),
+            sb.fs_old_cgoffset(),
+            sb.fs_old_cgmask() as u32,
+            sb.fs_old_inodefmt()
+        );
+        let _ = writeln!(
+            o,
+            "nsect\t{}\tnpsect\t{}\tspc\t{}\tncyl\t{}\tpostblformat\t{}",
+            sb.fs_old_nsect(),
+            sb.fs_old_npsect(),
+            sb.fs_old_spc(),
+            sb.fs_old_ncyl(),
+            sb.fs_old_postblformat()
+        );
+    }
     let _ = writeln!(o, "flags\t{}", flags_str(sb.fs_flags()));
     let _ = writeln!(
         o,
@@ -184,7 +207,7 @@ pub fn dumpfs(dev: &dyn BlockDevice, with_cgs: bool) -> Result<String> {
     let mut raw = vec![0u8; g.cssize as usize];
     dev.read_at(g.csaddr * g.fsize, &mut raw)?;
     for i in 0..g.ncg as usize {
-        let c = ufs_format::sb::Csum::read(&raw, i * 16);
+        let c = ufs_format::sb::Csum::read(v.endian, &raw, i * 16);
         let _ = write!(
             o,
             "\t({},{},{},{})",
@@ -208,14 +231,18 @@ pub fn dumpfs(dev: &dyn BlockDevice, with_cgs: bool) -> Result<String> {
                     "cg {c}:\tmagic\t{:x}\ttell\t{:x}\ttime\t{}",
                     cg.cg_magic(),
                     g.cgtod(c) * g.fsize,
-                    cg.cg_time()
+                    cg.time(v.is_ufs1())
                 );
                 let _ = writeln!(
                     o,
                     "cgx\t{}\tndblk\t{}\tniblk\t{}\tinitiblk {}\tunrefs\t{}",
                     cg.cg_cgx(),
                     cg.cg_ndblk(),
-                    cg.cg_niblk(),
+                    if v.is_ufs1() {
+                        cg.cg_old_niblk() as u32
+                    } else {
+                        cg.cg_niblk()
+                    },
                     cg.cg_initediblk(),
                     cg.cg_unrefs()
                 );
@@ -269,6 +296,12 @@ pub fn newfs_command(dev: &dyn BlockDevice, target: &str) -> Result<String> {
         g.maxbpg,
         g.metaspace,
     );
+    if g.v.is_ufs1() {
+        cmd.push_str(" -O 1");
+    }
+    if g.v.endian == Endian::Big {
+        cmd.push_str(" -B be");
+    }
     // ufskit's newfs turns soft updates on unless told otherwise (as
     // FreeBSD's does for UFS2).
     if sb.fs_flags() & FS_DOSOFTDEP != 0 {

@@ -222,6 +222,7 @@ impl std::ops::DerefMut for Op<'_> {
 struct UfsBlocks {
     cgsize: usize,
     cg_ckhash: bool,
+    endian: Endian,
 }
 
 impl crate::cache::Formats for UfsBlocks {
@@ -231,7 +232,7 @@ impl crate::cache::Formats for UfsBlocks {
             return Ok(());
         }
         let f = ufs_format::cg::CG_CKHASH_OFF;
-        let stored = u32::from_le_bytes(data[f..f + 4].try_into().unwrap_or([0; 4]));
+        let stored = self.endian.get_u32(data, f);
         let computed = ufs_format::ckhash::ckhash_with_zeroed_field(&data[..n], f);
         if stored != computed {
             return Err(Error::damaged(
@@ -251,7 +252,7 @@ impl crate::cache::Formats for UfsBlocks {
         }
         let f = ufs_format::cg::CG_CKHASH_OFF;
         let h = ufs_format::ckhash::ckhash_with_zeroed_field(&data[..n], f);
-        data[f..f + 4].copy_from_slice(&h.to_le_bytes());
+        self.endian.set_u32(data, f, h);
     }
 
     fn untorn(&self, kind: BlockKind) -> bool {
@@ -267,7 +268,8 @@ impl crate::cache::Formats for UfsBlocks {
     ) -> Option<(Vec<u8>, Vec<ChangeId>)> {
         // Directory chunks: each name as it was before its oldest change
         // still waiting, the other entries as they are.
-        (kind == BlockKind::Dir).then(|| crate::order::entry_image(current, stack, ledger))?
+        (kind == BlockKind::Dir)
+            .then(|| crate::order::entry_image(self.endian, current, stack, ledger))?
     }
 }
 
@@ -280,18 +282,10 @@ pub fn read_superblock(dev: &dyn BlockDevice) -> Result<(Superblock, Geometry, u
         }
         let mut buf = vec![0u8; SBLOCKSIZE];
         dev.read_at(loc, &mut buf)?;
-        let magic = u32::from_le_bytes(buf[1372..1376].try_into().unwrap_or([0; 4]));
-        let known = [
-            FS_UFS2_MAGIC,
-            FS_UFS1_MAGIC,
-            FS_UFS2_MAGIC.swap_bytes(),
-            FS_UFS1_MAGIC.swap_bytes(),
-            FS_BAD_MAGIC,
-        ];
-        if !known.contains(&magic) {
+        if Superblock::sniff(&buf).is_none() {
             continue;
         }
-        let sb = match Superblock::from_bytes(&buf) {
+        let mut sb = match Superblock::from_bytes(&buf) {
             Ok(sb) => sb,
             Err(e) => {
                 if first_err.is_none() {
@@ -300,24 +294,31 @@ pub fn read_superblock(dev: &dyn BlockDevice) -> Result<(Superblock, Geometry, u
                 continue;
             }
         };
-        // A UFS2 superblock found somewhere it does not claim to live is a
-        // stale copy (e.g. a UFS1 leftover); keep looking.
+        // The check-hash covers the bytes as stored, before FreeBSD's
+        // compatibility conversions.
+        if sb.ckhash_enabled(CK_SUPERBLOCK) && sb.compute_ckhash() != sb.fs_ckhash() {
+            let e = Error::damaged(
+                crate::error::Damage::Superblock,
+                format!(
+                    "superblock check-hash mismatch at byte {loc}: stored {:#x}, computed {:#x}",
+                    sb.fs_ckhash(),
+                    sb.compute_ckhash()
+                ),
+            );
+            if first_err.is_none() {
+                first_err = Some(e);
+            }
+            continue;
+        }
+        sb.compat_read(loc);
+        // A superblock found somewhere it does not claim to live is a stale
+        // copy (e.g. a UFS1 leftover under a UFS2 file system); keep
+        // looking.
         if (loc == SBLOCK_UFS2 || loc == SBLOCK_UFS1) && sb.fs_sblockloc() as u64 != loc {
             continue;
         }
         match sb.validate(loc) {
             Ok(g) => {
-                if sb.ckhash_enabled(CK_SUPERBLOCK) && sb.compute_ckhash() != sb.fs_ckhash() {
-                    let e = Error::damaged(crate::error::Damage::Superblock, format!(
-                        "superblock check-hash mismatch at byte {loc}: stored {:#x}, computed {:#x}",
-                        sb.fs_ckhash(),
-                        sb.compute_ckhash()
-                    ));
-                    if first_err.is_none() {
-                        first_err = Some(e);
-                    }
-                    continue;
-                }
                 if g.size.checked_mul(g.fsize).is_none_or(|b| b > dev.size()) {
                     return Err(Error::corrupt(format!(
                         "file system of {} bytes is larger than its device ({} bytes)",
@@ -337,7 +338,8 @@ pub fn read_superblock(dev: &dyn BlockDevice) -> Result<(Superblock, Geometry, u
     Err(first_err.unwrap_or_else(|| {
         Error::new(
             ErrorKind::Invalid,
-            "no UFS2 superblock found (not a UFS file system?)",
+            "no UFS1 or UFS2 superblock found at bytes 65536, 8192, 0 or 262144 \
+             in either byte order (not a UFS file system, or a whole disk: see `ufskit probe`)",
         )
     }))
 }
@@ -411,12 +413,13 @@ impl FsCore {
         cache.set_formats(Some(Box::new(UfsBlocks {
             cgsize: g.cgsize as usize,
             cg_ckhash: sb.ckhash_enabled(CK_CYLGRP),
+            endian: g.v.endian,
         })));
         // The summary area: ncg entries of struct csum at fs_csaddr.
         let mut raw = vec![0u8; g.cssize as usize];
         cache.read_raw(g.csaddr * g.fsize, &mut raw, BlockKind::Summary)?;
         let cs: Vec<Csum> = (0..g.ncg as usize)
-            .map(|i| Csum::read(&raw, i * Csum::SIZE))
+            .map(|i| Csum::read(g.v.endian, &raw, i * Csum::SIZE))
             .collect();
         let rng = match opts.seed {
             Some(s) => rand::rngs::StdRng::seed_from_u64(s),
@@ -502,23 +505,31 @@ impl FsCore {
         Ok(())
     }
 
+    /// Byte offset of inode `ino` in its inode block.
+    #[inline]
+    pub fn inode_offset(&self, ino: u64) -> usize {
+        self.g.ino_to_fsbo(ino) as usize * self.g.dinode_size()
+    }
+
     pub fn read_inode(&mut self, ino: u64) -> Result<Dinode> {
         self.check_ino(ino)?;
         let addr = self.g.ino_to_fsba(ino);
-        let off = self.g.ino_to_fsbo(ino) as usize * DINODE_SIZE;
+        let off = self.inode_offset(ino);
         let bsize = self.g.bsize as usize;
         let verify = self.sb.ckhash_enabled(CK_INODE);
+        let v = self.g.v;
         let b = self.cache.read(addr, bsize, BlockKind::Inode)?;
-        let di = Dinode::from_bytes(&b[off..off + DINODE_SIZE]);
-        if verify && di.di_mode() != 0 && !di.ckhash_ok() {
-            return Err(Error::damaged(
-                crate::error::Damage::Inode(ino),
-                format!(
-                    "inode {ino} check-hash mismatch (stored {:#x}, computed {:#x})",
-                    di.di_ckhash(),
-                    di.compute_ckhash()
-                ),
-            ));
+        let disk = &b[off..off + v.dinode_size()];
+        let di = Dinode::decode(v, disk);
+        if verify && di.di_mode() != 0 {
+            if let Some((stored, computed)) = Dinode::ckhash_mismatch(v, disk) {
+                return Err(Error::damaged(
+                    crate::error::Damage::Inode(ino),
+                    format!(
+                        "inode {ino} check-hash mismatch (stored {stored:#x}, computed {computed:#x})"
+                    ),
+                ));
+            }
         }
         Ok(di)
     }
@@ -530,12 +541,11 @@ impl FsCore {
     pub fn write_inode(&mut self, ino: u64, di: &Dinode) -> Result<ChangeId> {
         self.check_writable()?;
         self.check_ino(ino)?;
-        let mut di = di.clone();
-        if self.sb.ckhash_enabled(CK_INODE) {
-            di.update_ckhash();
-        }
+        let ckhash = self.sb.ckhash_enabled(CK_INODE);
+        let v = self.g.v;
+        let dsize = v.dinode_size();
         let addr = self.g.ino_to_fsba(ino);
-        let off = self.g.ino_to_fsbo(ino) as usize * DINODE_SIZE;
+        let off = self.inode_offset(ino);
         let bsize = self.g.bsize as usize;
         let deps = self.order.inode_deps.remove(&ino).unwrap_or_default();
         let mut needs = deps.needs.clone();
@@ -550,7 +560,7 @@ impl FsCore {
             bsize,
             BlockKind::Inode,
             off,
-            DINODE_SIZE,
+            dsize,
             &needs,
             Vec::new(),
         );
@@ -562,8 +572,8 @@ impl FsCore {
                 return Err(e);
             }
         };
-        let old = Dinode::from_bytes(&b[off..off + DINODE_SIZE]);
-        b[off..off + DINODE_SIZE].copy_from_slice(di.as_bytes());
+        let old = Dinode::decode(v, &b[off..off + dsize]);
+        di.encode_into(v, &mut b[off..off + dsize], ckhash);
         if id != 0 && !(di.is_symlink() && di.di_blocks() == 0) {
             let new_ptrs = (0..UFS_NDADDR)
                 .map(|i| (old.di_db(i), di.di_db(i)))
@@ -604,7 +614,7 @@ impl FsCore {
     /// grows (see `claim_inode`).
     pub fn inode_pointer_needs(&self, ino: u64) -> [ChangeId; 3] {
         let addr = self.g.ino_to_fsba(ino);
-        let off = self.g.ino_to_fsbo(ino) as usize * DINODE_SIZE;
+        let off = self.inode_offset(ino);
         let inode = self.cache.region_latest(addr, off);
         if !self.cache.mode().orders_maps() {
             return [inode, 0, 0];
@@ -763,7 +773,7 @@ impl FsCore {
     pub fn write_cg(&mut self, c: u64, cg: &mut Cg) -> Result<()> {
         self.check_writable()?;
         let (t, _) = now();
-        cg.set_cg_time(t);
+        cg.set_time(self.g.v.is_ufs1(), t);
         let addr = self.g.cgtod(c);
         let len = self.g.fragroundup(self.g.cgsize) as usize;
         let b = self.cache.modify(addr, len, BlockKind::Cg)?;
@@ -802,7 +812,7 @@ impl FsCore {
         self.check_writable()?;
         let mut raw = vec![0u8; self.g.cssize as usize];
         for (i, c) in self.cs.iter().enumerate() {
-            c.write(&mut raw, i * Csum::SIZE);
+            c.write(self.g.v.endian, &mut raw, i * Csum::SIZE);
         }
         self.cache
             .write_raw(self.g.csaddr * self.g.fsize, &raw, BlockKind::Summary)?;

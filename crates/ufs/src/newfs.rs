@@ -1,5 +1,7 @@
-//! newfs as library code: lays down an empty UFS2 file system the way
-//! FreeBSD 14's `newfs(8)`/`mkfs` does.
+//! newfs as library code: lays down an empty UFS2 or UFS1 file system, in
+//! either byte order, the way FreeBSD 14's `newfs(8)`/`mkfs` does (`-O 1`
+//! for UFS1; the byte order of a big-endian machine as NetBSD's newfs and
+//! makefs offer it with `-B be`).
 //!
 //! What is produced (facts from FreeBSD's newfs/mkfs, re-implemented here):
 //! - the geometry FreeBSD computes: fixed offsets of the backup superblock,
@@ -9,11 +11,19 @@
 //!   grows groups until fewer than four would remain, and shrinks them until
 //!   the last group can hold its own metadata;
 //! - one backup superblock per group (written once, before the root
-//!   directory exists, exactly as FreeBSD leaves them), the primary at byte
-//!   65536 written first with `FS_BAD_MAGIC` and last with the real magic;
+//!   directory exists, exactly as FreeBSD leaves them), the primary (byte
+//!   65536 for UFS2, 8192 for UFS1) written first with `FS_BAD_MAGIC` and
+//!   last with the real magic;
 //! - every cylinder group initialised as `initcg` does: counters, fragment,
-//!   cluster and inode maps, free-run and cluster summaries, the first
-//!   `min(ipg, 2 * INOPB)` inodes written with random non-zero `di_gen`;
+//!   cluster and inode maps, free-run and cluster summaries; in UFS2 the
+//!   first `min(ipg, 2 * INOPB)` inodes written with random non-zero
+//!   `di_gen`, in UFS1 every inode (UFS1 has no lazy initialisation);
+//! - for UFS1, the values FreeBSD's `mkfs` gives the old fields (one
+//!   cylinder per group, one rotational position, no stagger, `fs_old_*`
+//!   copies of the size, data size, summary address, time and totals), no
+//!   check-hashes (UFS2 only), groups whose old tables sit before the
+//!   inode map and at most 32767 inodes per group (`cg_old_niblk` is
+//!   16-bit); see docs/research/ufs1.md;
 //! - `/` (inode 2) and, unless disabled, `/.snap` (inode 3, group operator,
 //!   mode 0775, depth 1), each with one fragment holding one 512-byte chunk;
 //! - the summary area at `fs_csaddr` and the recovery record in the 20 bytes
@@ -28,9 +38,9 @@
 //!   is derived from the maps it summarises (the same rebuild fsck's pass 5
 //!   does), so the result checks clean.
 //! - Only metadata is written: for each group its superblock copy, its cg
-//!   block and its first inode blocks; plus the two directory fragments, the
-//!   summary area and the primary superblock. Data areas are never touched,
-//!   so huge sparse images stay sparse.
+//!   block and its first inode blocks (all of them in UFS1); plus the two
+//!   directory fragments, the summary area and the primary superblock. Data
+//!   areas are never touched, so huge sparse images stay sparse.
 //!
 //! Deliberate differences from FreeBSD (all invisible to fsck and kernels):
 //! - FreeBSD fixes some impossible size requests silently (raising the block
@@ -78,7 +88,7 @@ pub const OPERATOR_GID: u32 = 5;
 /// The device sector size newfs works in (`DEV_BSIZE`; image files).
 const SECTOR: i64 = 512;
 /// Size of `struct fsrecovery`, stored just before the primary superblock.
-const FSRECOVERY_SIZE: usize = 20;
+const FSRECOVERY_SIZE: usize = ufs_format::sb::FsRecovery::SIZE;
 
 /// Parameters of [`newfs`], named after the newfs(8) options. `Default` gives
 /// FreeBSD 14's defaults.
@@ -130,6 +140,11 @@ pub struct NewfsParams {
     pub time: Option<i64>,
     /// Seed for `fs_id[1]` and the inode generation numbers; `None` = entropy.
     pub seed: Option<u64>,
+    /// UFS1 (`-O 1`) or UFS2 (`-O 2`, the default).
+    pub format: Ufs,
+    /// Byte order of every multi-byte field (`-B le|be`); little-endian by
+    /// default, as on amd64.
+    pub endian: Endian,
 }
 
 impl Default for NewfsParams {
@@ -152,7 +167,16 @@ impl Default for NewfsParams {
             ckhash: true,
             time: None,
             seed: None,
+            format: Ufs::Ufs2,
+            endian: Endian::Little,
         }
+    }
+}
+
+impl NewfsParams {
+    /// The format and byte order asked for.
+    pub fn variant(&self) -> Variant {
+        Variant::new(self.format, self.endian)
     }
 }
 
@@ -195,10 +219,12 @@ fn ilog2(v: i64) -> u32 {
 }
 
 /// `CGSIZE`: an upper bound of the bytes a cg block needs for its header
-/// (168 bytes, plus the 4 bytes that keep the cluster summary aligned) and
-/// maps, for a group of `fpg` fragments and `ipg` inodes.
-fn cgsize_bound(fpg: i64, ipg: i64, fragshift: u32, contigsumsize: i64) -> i64 {
-    let mut n = CG_HEADER_SIZE as i64 + 4 + howmany(ipg, 8) + howmany(fpg, 8);
+/// (168 bytes, plus the 4 bytes that keep the cluster summary aligned),
+/// UFS1's old tables (a 32-bit and a 16-bit count for its one cylinder)
+/// and maps, for a group of `fpg` fragments and `ipg` inodes.
+fn cgsize_bound(ufs1: bool, fpg: i64, ipg: i64, fragshift: u32, contigsumsize: i64) -> i64 {
+    let old_tables = if ufs1 { 4 + 2 } else { 0 };
+    let mut n = CG_HEADER_SIZE as i64 + old_tables + 4 + howmany(ipg, 8) + howmany(fpg, 8);
     if contigsumsize > 0 {
         n += contigsumsize * 4 + howmany(fpg >> fragshift, 8);
     }
@@ -208,6 +234,7 @@ fn cgsize_bound(fpg: i64, ipg: i64, fragshift: u32, contigsumsize: i64) -> i64 {
 /// The result of FreeBSD's geometry computation.
 #[derive(Debug, Clone)]
 struct Layout {
+    v: Variant,
     bsize: i64,
     fsize: i64,
     frag: i64,
@@ -335,6 +362,10 @@ fn check_params(p: &NewfsParams) -> Result<(i64, i64)> {
 /// FreeBSD's mkfs geometry for a file system of `fs_bytes` bytes.
 fn compute_layout(p: &NewfsParams, fs_bytes: u64) -> Result<Layout> {
     let (mut bsize, mut fsize) = check_params(p)?;
+    let v = p.variant();
+    let ufs1 = v.is_ufs1();
+    // UFS1 counts a group's inodes in a 16-bit field (cg_old_niblk).
+    let max_ipg: i64 = if ufs1 { 0x7fff } else { i64::MAX };
     let mut notes = Vec::new();
     let mut optim = p.optim;
     if (p.minfree as i64) < MINFREE as i64 && optim != FS_OPTSPACE {
@@ -380,21 +411,23 @@ fn compute_layout(p: &NewfsParams, fs_bytes: u64) -> Result<Layout> {
         let fragshift = ilog2(frag);
         let fsbtodb = ilog2(fsize / SECTOR);
         let size = sectors >> fsbtodb;
-        let sblockloc = SBLOCK_UFS2 as i64;
+        let sblockloc = if ufs1 { SBLOCK_UFS1 } else { SBLOCK_UFS2 } as i64;
         let sblkno = roundup(howmany(sblockloc + SBLOCKSIZE as i64, fsize), frag);
         let cblkno = sblkno + roundup(howmany(SBLOCKSIZE as i64, fsize), frag);
         let iblkno = cblkno + frag;
-        let nindir = (bsize / 8) as u64;
+        let nindir = (bsize / v.ptr_size() as i64) as u64;
         let mut maxfilesize = (bsize as u64) * UFS_NDADDR as u64 - 1;
         let mut sizepb = bsize as u64;
         for _ in 0..UFS_NIADDR {
             sizepb = sizepb.saturating_mul(nindir);
             maxfilesize = maxfilesize.saturating_add(sizepb);
         }
-        let inopb = bsize / DINODE_SIZE as i64;
+        let inopb = bsize / v.dinode_size() as i64;
         let inopf = inopb >> fragshift;
-        let cgsize_of = |fpg: i64, ipg: i64| cgsize_bound(fpg, ipg, fragshift, contigsumsize);
-        let fits = |fpg: i64, ipg: i64| cgsize_of(fpg, ipg) < bsize - CGSIZEFUDGE;
+        let cgsize_of =
+            |fpg: i64, ipg: i64| cgsize_bound(ufs1, fpg, ipg, fragshift, contigsumsize);
+        let fits =
+            |fpg: i64, ipg: i64| cgsize_of(fpg, ipg) < bsize - CGSIZEFUDGE && ipg <= max_ipg;
         let inodes_for = |fpg: i64, fpi: i64| roundup(howmany(fpg, fpi), inopb);
 
         'retry: loop {
@@ -451,11 +484,11 @@ fn compute_layout(p: &NewfsParams, fs_bytes: u64) -> Result<Layout> {
                     break;
                 }
                 let need = cgsize_of(fpg, ipg);
-                if need < bsize - CGSIZEFUDGE {
+                if need < bsize - CGSIZEFUDGE && ipg <= max_ipg {
                     fpg += frag;
                     continue;
                 }
-                if need == bsize - CGSIZEFUDGE {
+                if need == bsize - CGSIZEFUDGE && ipg <= max_ipg {
                     break;
                 }
                 fpg -= frag;
@@ -515,6 +548,14 @@ fn compute_layout(p: &NewfsParams, fs_bytes: u64) -> Result<Layout> {
             let cgsize = roundup(cgsize_of(fpg, ipg), fsize);
             let dblkno = iblkno + ipg / inopf;
             let cssize = roundup(ncg * Csum::SIZE as i64, fsize);
+            if ufs1 && size > i32::MAX as i64 {
+                return Err(invalid(format!(
+                    "a UFS1 file system addresses at most {} fragments with its 32-bit block \
+                     pointers; {size} fragments of {fsize} bytes do not fit (use UFS2, or a \
+                     larger fragment size)",
+                    i32::MAX
+                )));
+            }
             let sbsize = roundup(SBSIZE_STRUCT as i64, fsize)
                 .min(SBLOCKSIZE as i64)
                 .max(SECTOR);
@@ -532,6 +573,7 @@ fn compute_layout(p: &NewfsParams, fs_bytes: u64) -> Result<Layout> {
                 );
             }
             return Ok(Layout {
+                v,
                 bsize,
                 fsize,
                 frag,
@@ -573,7 +615,7 @@ fn check_layout(l: &Layout) -> Result<()> {
             l.ncg, l.fpg
         )));
     }
-    let inopb = l.bsize / DINODE_SIZE as i64;
+    let inopb = l.bsize / l.v.dinode_size() as i64;
     if l.ipg
         .checked_mul(l.ncg)
         .is_none_or(|n| n > (1i64 << 32) - inopb)
@@ -612,7 +654,7 @@ fn check_layout(l: &Layout) -> Result<()> {
     Ok(())
 }
 
-/// The superblock for a layout, with `fs_magic` already UFS2 and the counter
+/// The superblock for a layout, with `fs_magic` already set and the counter
 /// totals still zero (filled in once the groups are built).
 fn build_superblock(
     l: &Layout,
@@ -621,7 +663,9 @@ fn build_superblock(
     media_bytes: u64,
     id1: u32,
 ) -> Superblock {
-    let mut sb = Superblock::zeroed();
+    let v = l.v;
+    let ufs1 = v.is_ufs1();
+    let mut sb = Superblock::zeroed_in(v.endian);
     sb.set_fs_old_flags(FS_FLAGS_UPDATED as u8);
     let mut flags = 0;
     if p.softupdates {
@@ -647,11 +691,12 @@ fn build_superblock(
     sb.set_fs_fsbtodb(l.fsbtodb as i32);
     sb.set_fs_size(l.size);
     sb.set_fs_providersize((media_bytes / l.fsize as u64) as i64);
-    sb.set_fs_sblockloc(SBLOCK_UFS2 as i64);
-    sb.set_fs_sblockactualloc(SBLOCK_UFS2 as i64);
-    sb.set_fs_nindir((l.bsize / 8) as i32);
-    sb.set_fs_inopb((l.bsize / DINODE_SIZE as i64) as u32);
-    sb.set_fs_maxsymlinklen(MAXSYMLINKLEN_UFS2 as i32);
+    let sblockloc = if ufs1 { SBLOCK_UFS1 } else { SBLOCK_UFS2 } as i64;
+    sb.set_fs_sblockloc(sblockloc);
+    sb.set_fs_sblockactualloc(sblockloc);
+    sb.set_fs_nindir((l.bsize / v.ptr_size() as i64) as i32);
+    sb.set_fs_inopb((l.bsize / v.dinode_size() as i64) as u32);
+    sb.set_fs_maxsymlinklen(v.maxsymlinklen() as i32);
     sb.set_fs_sblkno(l.sblkno as i32);
     sb.set_fs_cblkno(l.cblkno as i32);
     sb.set_fs_iblkno(l.iblkno as i32);
@@ -676,14 +721,44 @@ fn build_superblock(
     sb.set_fs_id0(utime as i32);
     sb.set_fs_id1(id1 as i32);
     let csfrags = howmany(l.cssize, l.fsize);
-    sb.set_fs_dsize(l.size - l.sblkno - l.ncg * (l.dblkno - l.sblkno) - csfrags);
+    let dsize = l.size - l.sblkno - l.ncg * (l.dblkno - l.sblkno) - csfrags;
+    sb.set_fs_dsize(dsize);
     sb.set_fs_time(utime);
-    if p.ckhash {
+    // Check-hashes are UFS2's ("not supported in the UFS version 1
+    // filesystem", mkfs.c).
+    if p.ckhash && !ufs1 {
         flags |= FS_METACKHASH;
         sb.set_fs_metackhash(CK_SUPERBLOCK | CK_CYLGRP | CK_INODE);
     }
     sb.set_fs_flags(flags);
-    sb.set_fs_magic(FS_UFS2_MAGIC);
+    if ufs1 {
+        // What FreeBSD's mkfs writes in the old fields (ufs1.md §5.2): one
+        // cylinder per group, one rotational position, no stagger, and
+        // 32-bit copies of the wide fields (the time and totals are kept
+        // up to date by every superblock write, `compat_write`).
+        let nspf = (l.fsize / SECTOR) as i32;
+        let spc = l.fpg as i32 * nspf;
+        sb.set_fs_old_inodefmt(FS_44INODEFMT);
+        sb.set_fs_old_cgoffset(0);
+        sb.set_fs_old_cgmask(-1);
+        sb.set_fs_old_size(l.size as i32);
+        sb.set_fs_old_dsize(dsize as i32);
+        sb.set_fs_old_csaddr(l.dblkno as i32);
+        sb.set_fs_old_rotdelay(0);
+        sb.set_fs_old_rps(60);
+        sb.set_fs_old_nspf(nspf);
+        sb.set_fs_old_cpg(1);
+        sb.set_fs_old_interleave(1);
+        sb.set_fs_old_trackskew(0);
+        sb.set_fs_old_cpc(0);
+        sb.set_fs_old_postblformat(1);
+        sb.set_fs_old_nrpos(1);
+        sb.set_fs_old_spc(spc);
+        sb.set_fs_old_nsect(spc);
+        sb.set_fs_old_npsect(spc);
+        sb.set_fs_old_ncyl(l.ncg as i32);
+    }
+    sb.set_fs_magic(v.magic());
     sb
 }
 
@@ -806,9 +881,14 @@ fn recount_space(cg: &mut Cg, g: &Geometry) {
 fn build_cg(g: &Geometry, c: u64, utime: i64) -> Cg {
     let mut cg = Cg::new_layout(g, c);
     let ndblk = g.cg_nfrags(c);
-    cg.set_cg_time(utime);
+    if g.v.is_ufs1() {
+        // mkfs moves the time to the old field and leaves cg_time zero.
+        cg.set_cg_old_time(utime as i32);
+    } else {
+        cg.set_cg_time(utime);
+        cg.set_cg_initediblk(g.ipg.min(2 * g.inopb) as u32);
+    }
     cg.set_cg_ndblk(ndblk as u32);
-    cg.set_cg_initediblk(g.ipg.min(2 * g.inopb) as u32);
     let mut cs = Csum {
         cs_nifree: g.ipg as i32,
         ..Csum::default()
@@ -872,7 +952,7 @@ struct DirSpec {
 }
 
 /// A directory inode as newfs makes them.
-fn dir_inode(g: &Geometry, utime: i64, d: &DirSpec, ckhash: bool) -> Dinode {
+fn dir_inode(g: &Geometry, utime: i64, d: &DirSpec) -> Dinode {
     let mut di = Dinode::default();
     di.set_di_mode(d.mode);
     di.set_nlink(d.nlink);
@@ -885,17 +965,14 @@ fn dir_inode(g: &Geometry, utime: i64, d: &DirSpec, ckhash: bool) -> Dinode {
     di.set_di_mtime(utime);
     di.set_di_ctime(utime);
     di.set_di_birthtime(utime);
-    // di_dirdepth shares offset 240 with di_freelink (directories only).
+    // di_dirdepth shares its place with di_freelink (directories only).
     di.set_di_freelink(d.depth);
-    if ckhash {
-        di.update_ckhash();
-    }
     di
 }
 
 /// One fragment holding a 512-byte directory chunk with `entries`
 /// (inode, name); the last entry takes the rest of the chunk.
-fn dir_block(fsize: u64, entries: &[(u32, &[u8])]) -> Vec<u8> {
+fn dir_block(e: Endian, fsize: u64, entries: &[(u32, &[u8])]) -> Vec<u8> {
     let mut b = vec![0u8; fsize as usize];
     let mut off = 0usize;
     for (i, (ino, name)) in entries.iter().enumerate() {
@@ -905,7 +982,7 @@ fn dir_block(fsize: u64, entries: &[(u32, &[u8])]) -> Vec<u8> {
         } else {
             sz
         };
-        ufs_format::dir::write_entry(&mut b, off, *ino, reclen as u16, dt::DT_DIR, name);
+        ufs_format::dir::write_entry(e, &mut b, off, *ino, reclen as u16, dt::DT_DIR, name);
         off += reclen;
     }
     b
@@ -993,7 +1070,7 @@ fn report(l: &Layout, softupdates: bool) -> NewfsReport {
 
 /// Runs the superblock validator every reader uses on the new superblock.
 fn validate_new(sb: &Superblock, l: &Layout) -> Result<Geometry> {
-    sb.validate(SBLOCK_UFS2).map_err(|e| {
+    sb.validate(sb.fs_sblockloc() as u64).map_err(|e| {
         let mut msg = format!("computed superblock is not valid: {e}");
         if l.fpg % l.frag != 0 {
             // FreeBSD makes one group of exactly fs_size fragments when the
@@ -1109,11 +1186,12 @@ pub fn newfs_with_progress(
         frag: root_frag,
         depth: 0,
     };
-    let root_di = dir_inode(&g, utime, &root_spec, ckhash_ino);
+    let en = g.v.endian;
+    let root_di = dir_inode(&g, utime, &root_spec);
     let root_blk = if p.no_snap {
-        dir_block(fsize, &[(2, b"."), (2, b"..")])
+        dir_block(en, fsize, &[(2, b"."), (2, b"..")])
     } else {
-        dir_block(fsize, &[(2, b"."), (2, b".."), (3, b".snap")])
+        dir_block(en, fsize, &[(2, b"."), (2, b".."), (3, b".snap")])
     };
     let snap = snap_frag.map(|f| {
         let spec = DirSpec {
@@ -1123,8 +1201,8 @@ pub fn newfs_with_progress(
             frag: f,
             depth: 1,
         };
-        let di = dir_inode(&g, utime, &spec, ckhash_ino);
-        (f, di, dir_block(fsize, &[(3, b"."), (2, b"..")]))
+        let di = dir_inode(&g, utime, &spec);
+        (f, di, dir_block(en, fsize, &[(3, b"."), (2, b"..")]))
     });
     let mut final_totals = totals;
     add_csum(&mut final_totals, cs0, 1);
@@ -1133,13 +1211,21 @@ pub fn newfs_with_progress(
     // Nothing has been written so far. From here on: a stale UFS1 magic at
     // 8192 is cleared, the primary goes out marked incomplete, then the
     // groups, the directories, the summary and the final primary.
-    wipe_old_ufs1(dev)?;
+    if !g.v.is_ufs1() {
+        wipe_old_ufs1(dev)?;
+    }
     let mut incomplete = sb.clone();
     incomplete.set_fs_magic(FS_BAD_MAGIC);
-    dev.write_at(SBLOCK_UFS2, &incomplete.to_disk_bytes())?;
+    dev.write_at(g.sblockloc, &incomplete.to_disk_bytes())?;
 
-    let initediblk = cg0.cg_initediblk() as usize;
-    let mut inodes = vec![0u8; initediblk * DINODE_SIZE];
+    // The inodes written in every group: UFS2's first blocks, all of UFS1's.
+    let initediblk = if g.lazy_inodes() {
+        cg0.cg_initediblk() as usize
+    } else {
+        g.ipg as usize
+    };
+    let ds = g.dinode_size();
+    let mut inodes = vec![0u8; initediblk * ds];
     let mut cgbuf: Cg;
     for c in 0..ncg {
         let sbloc = g.cgsblock(c) * fsize;
@@ -1159,21 +1245,23 @@ pub fn newfs_with_progress(
         cg.update_ckhash(ckhash_cg);
         dev.write_at(g.cgtod(c) * fsize, cg.as_bytes())?;
 
-        for (i, di) in inodes.chunks_exact_mut(DINODE_SIZE).enumerate() {
-            di.fill(0);
-            let gen = nonzero_u32(&mut rng);
-            di[80..84].copy_from_slice(&gen.to_le_bytes());
-            if c == 0 && i as u64 == UFS_ROOTINO {
-                di.copy_from_slice(root_di.as_bytes());
-            }
-            if let (0, 3, Some((_, sdi, _))) = (c, i, &snap) {
-                di.copy_from_slice(sdi.as_bytes());
-            }
+        for (i, out) in inodes.chunks_exact_mut(ds).enumerate() {
+            let di = match (c, i, &snap) {
+                (0, 2, _) => root_di.clone(),
+                (0, 3, Some((_, sdi, _))) => sdi.clone(),
+                _ => {
+                    let mut fresh = Dinode::default();
+                    fresh.set_di_gen(nonzero_u32(&mut rng));
+                    fresh
+                }
+            };
+            // Inodes in use carry their check-hash (UFS2 with CK_INODE).
+            di.encode_into(g.v, out, ckhash_ino && di.di_mode() != 0);
         }
         dev.write_at(g.cgimin(c) * fsize, &inodes)?;
         progress(c + 1, ncg);
     }
-    sb.set_fs_sblockactualloc(SBLOCK_UFS2 as i64);
+    sb.set_fs_sblockactualloc(g.sblockloc as i64);
 
     dev.write_at(root_frag * fsize, &root_blk)?;
     if let Some((f, _, blk)) = &snap {
@@ -1190,15 +1278,17 @@ pub fn newfs_with_progress(
         } else {
             middle.as_ref().map(|x| x.cg_cs()).unwrap_or_default()
         };
-        cs.write(&mut summary, c as usize * Csum::SIZE);
+        cs.write(en, &mut summary, c as usize * Csum::SIZE);
     }
     dev.write_at(g.csaddr * fsize, &summary)?;
 
     sb.set_fs_cstotal(final_totals);
     sb.set_fs_time(utime);
     sb.set_fs_fmod(0);
-    dev.write_at(SBLOCK_UFS2, &sb.to_disk_bytes())?;
-    write_recovery_record(dev, &g)?;
+    dev.write_at(g.sblockloc, &sb.to_disk_bytes())?;
+    if !g.v.is_ufs1() {
+        write_recovery_record(dev, &g)?;
+    }
     dev.flush()?;
     Ok(report(&l, p.softupdates))
 }
@@ -1213,9 +1303,9 @@ fn wipe_old_ufs1(dev: &dyn BlockDevice) -> Result<()> {
     }
     let mut buf = vec![0u8; SBLOCKSIZE];
     dev.read_at(loc, &mut buf)?;
-    let magic = u32::from_le_bytes([buf[1372], buf[1373], buf[1374], buf[1375]]);
-    if magic == FS_UFS1_MAGIC {
-        buf[1372..1376].fill(0);
+    if let Some((_, FS_UFS1_MAGIC)) = Superblock::sniff(&buf) {
+        let m = ufs_format::sb::FS_MAGIC_OFF;
+        buf[m..m + 4].fill(0);
         dev.write_at(loc, &buf)?;
     }
     Ok(())
@@ -1228,12 +1318,13 @@ fn write_recovery_record(dev: &dyn BlockDevice, g: &Geometry) -> Result<()> {
     let start = SBLOCK_UFS2 - SECTOR as u64;
     let mut sector = vec![0u8; SECTOR as usize];
     dev.read_at(start, &mut sector)?;
-    let r = &mut sector[SECTOR as usize - FSRECOVERY_SIZE..];
-    r[0..4].copy_from_slice(&FS_UFS2_MAGIC.to_le_bytes());
-    r[4..8].copy_from_slice(&(g.fshift - 9).to_le_bytes());
-    r[8..12].copy_from_slice(&(g.sblkno as u32).to_le_bytes());
-    r[12..16].copy_from_slice(&(g.fpg as u32).to_le_bytes());
-    r[16..20].copy_from_slice(&(g.ncg as u32).to_le_bytes());
+    let rec = ufs_format::sb::FsRecovery {
+        fsbtodb: g.fshift as i32 - 9,
+        sblkno: g.sblkno as i32,
+        fpg: g.fpg as i32,
+        ncg: g.ncg as u32,
+    };
+    sector[SECTOR as usize - FSRECOVERY_SIZE..].copy_from_slice(&rec.encode(g.v.endian));
     dev.write_at(start, &sector)
 }
 
@@ -1274,9 +1365,9 @@ mod tests {
             assert_eq!(g.cssize, 4096);
         }
         // CGSIZE of the three vectors.
-        assert_eq!(cgsize_bound(2056, 1152, 3, 16), 670);
-        assert_eq!(cgsize_bound(65544, 32896, 3, 16), 13566);
-        assert_eq!(cgsize_bound(160056, 80128, 3, 16), 32760);
+        assert_eq!(cgsize_bound(false, 2056, 1152, 3, 16), 670);
+        assert_eq!(cgsize_bound(false, 65544, 32896, 3, 16), 13566);
+        assert_eq!(cgsize_bound(false, 160056, 80128, 3, 16), 32760);
     }
 
     #[test]

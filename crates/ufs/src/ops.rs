@@ -481,7 +481,7 @@ impl Fs {
                 if acls.is_empty() {
                     return Ok(());
                 }
-                let area = ufs_format::extattr::encode_area(&acls);
+                let area = ufs_format::extattr::encode_area(c.g.v.endian, &acls);
                 c.replace_ext_area(ino, &mut di, &area, cred.reserve())
             });
         c.write_inode(ino, &di)?;
@@ -579,7 +579,7 @@ impl Fs {
         let r = if acls.is_empty() {
             Ok(())
         } else {
-            let area = ufs_format::extattr::encode_area(&acls);
+            let area = ufs_format::extattr::encode_area(c.g.v.endian, &acls);
             c.replace_ext_area(ino, &mut di, &area, cred.reserve())
         }
         .and_then(|()| init(c, ino, &mut di));
@@ -801,8 +801,9 @@ impl Fs {
                 return Err(Error::new(ErrorKind::Invalid, "not a symbolic link"));
             }
             let size = di.di_size() as usize;
-            if di.di_blocks() == 0 && size < MAXSYMLINKLEN_UFS2 + 1 {
-                return Ok(di.shortlink()[..size.min(MAXSYMLINKLEN_UFS2)].to_vec());
+            let short = c.g.maxsymlinklen();
+            if di.di_blocks() == 0 && size <= short {
+                return Ok(di.shortlink()[..size].to_vec());
             }
             c.read_data(ino, &di, 0, size.min(65536))
         })();

@@ -153,7 +153,7 @@ fn attributes_follow_freebsd_rules_and_survive_remount() {
     let di = disk_inode(&dev, f);
     assert_eq!(di.di_extsize() as usize, area.len());
     assert_eq!(
-        parse_area(&area).unwrap(),
+        parse_area(ufs_format::Endian::Little, &area).unwrap(),
         vec![
             ExtAttr {
                 namespace: EXTATTR_NAMESPACE_SYSTEM,
@@ -444,7 +444,7 @@ fn a_write_drops_the_capability_attribute_only() {
     );
     assert_eq!(fs.read(f, 0, 4).unwrap(), b"data");
     unmount(fs);
-    let names: Vec<_> = parse_area(&disk_area(&dev, f))
+    let names: Vec<_> = parse_area(ufs_format::Endian::Little, &disk_area(&dev, f))
         .unwrap()
         .into_iter()
         .map(|a: ExtAttr| (a.namespace, a.name))

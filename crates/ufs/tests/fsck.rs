@@ -6,7 +6,23 @@ use std::process::Command;
 use ufs::dev::{BlockDevice, MemDevice};
 use ufs::fsck::{fsck, FsckMode, FsckReport, Severity};
 use ufs::ErrorKind;
-use ufs_format::bytes::{get_u16, get_u32, set_u16, set_u32};
+use ufs_format::Endian;
+
+// The images these tests damage are little-endian UFS2: fields at the
+// offsets FreeBSD's headers give, read and written in that order.
+const L: Endian = Endian::Little;
+fn get_u16(b: &[u8], o: usize) -> u16 {
+    L.get_u16(b, o)
+}
+fn get_u32(b: &[u8], o: usize) -> u32 {
+    L.get_u32(b, o)
+}
+fn set_u16(b: &mut [u8], o: usize, v: u16) {
+    L.set_u16(b, o, v)
+}
+fn set_u32(b: &mut [u8], o: usize, v: u32) {
+    L.set_u32(b, o, v)
+}
 use ufs_format::dinode::Dinode;
 use ufs_format::sb::{Geometry, Superblock};
 use ufs_format::*;
@@ -139,6 +155,11 @@ impl Img {
         let o = self.ino_off(ino);
         self.data[o..o + 256].copy_from_slice(di.as_bytes());
     }
+    /// Stores an inode with its check-hash computed.
+    fn set_inode_hashed(&mut self, ino: u64, di: &Dinode) {
+        let o = self.ino_off(ino);
+        di.encode_into(ufs_format::Variant::UFS2_LE, &mut self.data[o..o + 256], true);
+    }
     fn frag_off(&self, f: u64) -> usize {
         (f * self.g.fsize) as usize
     }
@@ -154,7 +175,7 @@ impl Img {
             let blk = di.di_db(lbn);
             let base = self.frag_off(blk) + self.g.blkoff(off) as usize;
             let chunk = &self.data[base..base + DIRBLKSIZ];
-            for e in dir::parse_chunk(chunk, &|| "t".into()).unwrap() {
+            for e in dir::parse_chunk(L, chunk, &|| "t".into()).unwrap() {
                 out.push((base + e.off, e.ino, e.name.clone()));
             }
             off += DIRBLKSIZ as u64;
@@ -594,7 +615,7 @@ fn orphaned_directory_loop() {
     assert!(r >= 24);
     set_u16(&mut img.data, dd + 4, 12);
     dir::write_entry(
-        &mut img.data[dd + 12..dd + r as usize],
+        L, &mut img.data[dd + 12..dd + r as usize],
         0,
         a as u32,
         r - 12,
@@ -906,10 +927,9 @@ fn add_ckhashes(img: &mut Img) {
         let inited = get_u32(&img.data, co + 120) as u64;
         for i in 0..inited {
             let ino = c * g.ipg + i;
-            let mut di = img.inode(ino);
+            let di = img.inode(ino);
             if di.di_mode() != 0 {
-                di.update_ckhash();
-                img.set_inode(ino, &di);
+                img.set_inode_hashed(ino, &di);
             }
         }
         let cgb = &img.data[co..co + g.cgsize as usize];
@@ -954,8 +974,7 @@ fn check_hashes() {
     let mut img = Img::new(good);
     let mut di = img.inode(g);
     di.set_nlink(5);
-    di.update_ckhash();
-    img.set_inode(g, &di);
+    img.set_inode_hashed(g, &di);
     detect_and_repair(&img.data, "LINK COUNT", "nlink with hashes");
 }
 
@@ -1236,9 +1255,9 @@ fn make_huge(path: &Path) -> Geometry {
     f.set_len(g.size * g.fsize).unwrap();
     // Root directory in the first free fragment after the summary area.
     let rootblk = g.csaddr + g.cssize / g.fsize;
-    let mut chunk = dir::empty_chunk();
-    dir::write_entry(&mut chunk, 0, 2, 12, 4, b".");
-    dir::write_entry(&mut chunk, 12, 2, 500, 4, b"..");
+    let mut chunk = dir::empty_chunk(L);
+    dir::write_entry(L, &mut chunk, 0, 2, 12, 4, b".");
+    dir::write_entry(L, &mut chunk, 12, 2, 500, 4, b"..");
     f.write_all_at(&chunk, rootblk * g.fsize).unwrap();
     let mut root = Dinode::default();
     root.set_di_mode(0o40755);
@@ -1442,8 +1461,7 @@ fn big_directory_size_past_end_is_preen_adjusted() {
         "directory should reach its indirect block"
     );
     di.set_di_size(di.di_size() + 512);
-    di.update_ckhash();
-    img.set_inode(big, &di);
+    img.set_inode_hashed(big, &di);
     detect_and_repair(
         &img.data,
         "BEYOND END OF ALLOCATED FILE",
@@ -1452,8 +1470,7 @@ fn big_directory_size_past_end_is_preen_adjusted() {
     preen_fixes(&img.data, "big dir size past end");
     let mut di = img.inode(small);
     di.set_di_size(di.di_size() + 4096);
-    di.update_ckhash();
-    img.set_inode(small, &di);
+    img.set_inode_hashed(small, &di);
     preen_refuses(&img.data, "small dir size past end");
 }
 

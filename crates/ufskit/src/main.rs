@@ -183,9 +183,18 @@ struct NewfsArgs {
     /// File system size, with optional unit: 512M, 40G, 2T (default: the whole target).
     #[arg(short = 's')]
     size: Option<String>,
-    /// Do not enable metadata check-hashes.
+    /// Do not enable metadata check-hashes (UFS2; UFS1 has none).
     #[arg(long)]
     no_ckhash: bool,
+    /// Format: 1 for UFS1 (FreeBSD before 5.0, NetBSD's FFSv1, OpenBSD's
+    /// FFS), 2 for UFS2 (the default).
+    #[arg(short = 'O', value_parser = ["1", "2"])]
+    format: Option<String>,
+    /// Byte order: le (little-endian, the default, as amd64 and arm64
+    /// write) or be (big-endian, as powerpc, sparc64 and mips write); also
+    /// little, big, 1234, 4321, as NetBSD's makefs takes them.
+    #[arg(short = 'B')]
+    byte_order: Option<String>,
     /// Seed for random values (reproducible images).
     #[arg(long)]
     seed: Option<u64>,
@@ -348,6 +357,17 @@ fn open_dev(path: &Path, writable: bool) -> Result<Box<dyn BlockDevice>, String>
     Ok(dev)
 }
 
+/// A byte order as newfs -B and makefs -B take it.
+fn parse_byte_order(s: &str) -> Result<ufs_format::Endian, String> {
+    match s.to_ascii_lowercase().as_str() {
+        "le" | "little" | "1234" => Ok(ufs_format::Endian::Little),
+        "be" | "big" | "4321" => Ok(ufs_format::Endian::Big),
+        _ => Err(format!(
+            "unknown byte order {s:?}: use le (little-endian) or be (big-endian)"
+        )),
+    }
+}
+
 fn cmd_newfs(a: NewfsArgs) -> Result<(), String> {
     let mut p = ufs::newfs::NewfsParams::default();
     if let Some(b) = &a.bsize {
@@ -381,6 +401,12 @@ fn cmd_newfs(a: NewfsArgs) -> Result<(), String> {
     }
     p.no_snap = a.no_snap;
     p.ckhash = !a.no_ckhash;
+    if a.format.as_deref() == Some("1") {
+        p.format = ufs_format::Ufs::Ufs1;
+    }
+    if let Some(b) = &a.byte_order {
+        p.endian = parse_byte_order(b)?;
+    }
     p.seed = a.seed;
     p.time = a.time;
     let size = a.size.as_deref().map(parse_size).transpose()?;

@@ -696,18 +696,24 @@ impl FsCore {
                 format!("cylinder group {c}: reserved inode {ino} is marked free"),
             ));
         }
-        // Lazy initialisation: make sure the inode's block has been written.
+        // Lazy initialisation: make sure the inode's block has been written
+        // (UFS2; newfs initialised every UFS1 inode).
         let mut made = Vec::new();
-        while rel + g.inopb > cg.cg_initediblk() as u64 && (cg.cg_initediblk() as u64) < g.ipg {
+        while g.lazy_inodes()
+            && rel + g.inopb > cg.cg_initediblk() as u64
+            && (cg.cg_initediblk() as u64) < g.ipg
+        {
             let first = c * g.ipg + cg.cg_initediblk() as u64;
             let addr = g.ino_to_fsba(first);
             let gens: Vec<u32> = (0..g.inopb).map(|_| self.random_gen()).collect();
             let b = self
                 .cache
                 .create(addr, g.bsize as usize, BlockKind::Inode)?;
+            let ds = g.dinode_size();
             for (i, gen) in gens.into_iter().enumerate() {
-                let off = i * DINODE_SIZE + 80;
-                b[off..off + 4].copy_from_slice(&gen.to_le_bytes());
+                let mut fresh = Dinode::default();
+                fresh.set_di_gen(gen);
+                fresh.encode_into(g.v, &mut b[i * ds..(i + 1) * ds], false);
             }
             cg.set_cg_initediblk(cg.cg_initediblk() + g.inopb as u32);
             made.push(self.cache.latest(addr));

@@ -5,10 +5,11 @@
 //! Invariants: an edit leaves the chunk valid (records tile the chunk,
 //! each at least as long as its entry) or fails without writing; live
 //! entries only move within their chunk; the free space of a chunk is 512
-//! minus the `DIRSIZ` of its live entries, whatever the edit.
+//! minus the `DIRSIZ` of its live entries, whatever the edit. Every
+//! function takes the file system's byte order (`d_ino`, `d_reclen`).
 use crate::error::{Error, Result};
 use ufs_format::dir::{dirsiz, iter_chunk, parse_chunk, write_entry, DirEntry};
-use ufs_format::DIRBLKSIZ;
+use ufs_format::{Endian, DIRBLKSIZ};
 
 /// A live entry an edit moved, offsets within the chunk.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -19,10 +20,10 @@ pub struct Moved {
 }
 
 /// Free bytes of a chunk: what a new entry could use after compaction.
-pub fn free_bytes(c: &[u8]) -> Result<usize> {
+pub fn free_bytes(e: Endian, c: &[u8]) -> Result<usize> {
     let mut used = 0;
-    for e in iter_chunk(c) {
-        let e = e.map_err(|(o, why)| Error::corrupt(format!("chunk offset {o}: {why}")))?;
+    for r in iter_chunk(e, c) {
+        let e = r.map_err(|(o, why)| Error::corrupt(format!("chunk offset {o}: {why}")))?;
         used += e.size();
     }
     Ok(DIRBLKSIZ - used)
@@ -32,11 +33,11 @@ pub fn free_bytes(c: &[u8]) -> Result<usize> {
 /// much free space, the way `ufsdirhash_findfree` chooses: from the first
 /// record with slack (or unused), as many records as it takes for their
 /// slack to add up. Returns `(start, len)` of the span.
-pub fn find_span(c: &[u8], needed: usize) -> Result<Option<(usize, usize)>> {
+pub fn find_span(e: Endian, c: &[u8], needed: usize) -> Result<Option<(usize, usize)>> {
     let mut start = None;
     let mut acc = 0usize;
-    for e in iter_chunk(c) {
-        let e = e.map_err(|(o, why)| Error::corrupt(format!("chunk offset {o}: {why}")))?;
+    for r in iter_chunk(e, c) {
+        let e = r.map_err(|(o, why)| Error::corrupt(format!("chunk offset {o}: {why}")))?;
         let slack = e.reclen as usize - e.size();
         if start.is_none() {
             if slack == 0 {
@@ -56,10 +57,10 @@ pub fn find_span(c: &[u8], needed: usize) -> Result<Option<(usize, usize)>> {
 /// The inode numbers of a chunk's live entries other than `.` and `..`,
 /// sorted: what the inode placement of large directories needs to know of
 /// the chunk a new entry will go to.
-pub fn live_inodes(c: &[u8]) -> Result<Vec<u32>> {
+pub fn live_inodes(e: Endian, c: &[u8]) -> Result<Vec<u32>> {
     let mut v = Vec::new();
-    for e in iter_chunk(c) {
-        let e = e.map_err(|(o, why)| Error::corrupt(format!("chunk offset {o}: {why}")))?;
+    for r in iter_chunk(e, c) {
+        let e = r.map_err(|(o, why)| Error::corrupt(format!("chunk offset {o}: {why}")))?;
         if e.ino != 0 && e.name != b"." && e.name != b".." {
             v.push(e.ino);
         }
@@ -75,12 +76,13 @@ pub fn live_inodes(c: &[u8]) -> Result<Vec<u32>> {
 /// order. Valid UFS either way (the format puts no order on a chunk's
 /// entries). Returns the new entry's offset and the entries moved.
 pub fn insert_sorted(
+    en: Endian,
     c: &mut [u8],
     ino: u32,
     dtype: u8,
     name: &[u8],
 ) -> Result<(usize, Vec<Moved>)> {
-    let entries = parse_chunk(c, &|| "directory chunk".to_string())?;
+    let entries = parse_chunk(en, c, &|| "directory chunk".to_string())?;
     let mut live: Vec<(bool, DirEntry)> = entries
         .into_iter()
         .filter(|e| e.ino != 0)
@@ -119,7 +121,7 @@ pub fn insert_sorted(
     let n = live.len();
     for (i, (new, e)) in live.iter().enumerate() {
         let sz = if i + 1 == n { DIRBLKSIZ - w } else { e.size() };
-        write_entry(c, w, e.ino, sz as u16, e.dtype, &e.name);
+        write_entry(en, c, w, e.ino, sz as u16, e.dtype, &e.name);
         if *new {
             at = w;
         } else if w != e.off {
@@ -138,6 +140,7 @@ pub fn insert_sorted(
 /// `[start, start+len)` to its front and writes the new entry in the room
 /// left at its end. Returns the new entry's offset and the entries moved.
 pub fn insert(
+    en: Endian,
     c: &mut [u8],
     start: usize,
     len: usize,
@@ -145,7 +148,7 @@ pub fn insert(
     dtype: u8,
     name: &[u8],
 ) -> Result<(usize, Vec<Moved>)> {
-    let entries = parse_chunk(c, &|| "directory chunk".to_string())?;
+    let entries = parse_chunk(en, c, &|| "directory chunk".to_string())?;
     let live: Vec<DirEntry> = entries
         .into_iter()
         .filter(|e| e.off >= start && e.off < start + len && e.ino != 0)
@@ -159,7 +162,7 @@ pub fn insert(
     let mut w = start;
     for e in &live {
         let sz = e.size();
-        write_entry(c, w, e.ino, sz as u16, e.dtype, &e.name);
+        write_entry(en, c, w, e.ino, sz as u16, e.dtype, &e.name);
         if w != e.off {
             moved.push(Moved {
                 name: e.name.clone(),
@@ -169,7 +172,7 @@ pub fn insert(
         }
         w += sz;
     }
-    write_entry(c, w, ino, (start + len - w) as u16, dtype, name);
+    write_entry(en, c, w, ino, (start + len - w) as u16, dtype, name);
     Ok((w, moved))
 }
 
@@ -189,12 +192,12 @@ pub struct Removed {
 /// unused record (valid either way; readers that stop at the first unused
 /// record, like the `rufs` crate, need it). Readdir through the mount works
 /// on a snapshot taken at opendir, so the move cannot make it skip a name.
-pub fn remove(c: &mut [u8], off: usize) -> Result<Removed> {
+pub fn remove(en: Endian, c: &mut [u8], off: usize) -> Result<Removed> {
     let mut prev: Option<(usize, u16)> = None;
     let mut hit = None;
     let mut next = None;
-    for e in iter_chunk(c) {
-        let e = e.map_err(|(o, why)| Error::corrupt(format!("chunk offset {o}: {why}")))?;
+    for r in iter_chunk(en, c) {
+        let e = r.map_err(|(o, why)| Error::corrupt(format!("chunk offset {o}: {why}")))?;
         if hit.is_some() {
             next = Some((e.off, e.ino, e.reclen, e.dtype, e.name.to_vec()));
             break;
@@ -214,17 +217,17 @@ pub fn remove(c: &mut [u8], off: usize) -> Result<Removed> {
     };
     let mut moved = None;
     match prev {
-        Some((poff, preclen)) => ufs_format::dir::set_reclen(c, poff, preclen + reclen),
+        Some((poff, preclen)) => ufs_format::dir::set_reclen(en, c, poff, preclen + reclen),
         None => match next {
             Some((noff, nino, nrec, ndtype, nname)) if nino != 0 => {
-                write_entry(c, 0, nino, reclen + nrec, ndtype, &nname);
+                write_entry(en, c, 0, nino, reclen + nrec, ndtype, &nname);
                 moved = Some(Moved {
                     name: nname,
                     from: noff,
                     to: 0,
                 });
             }
-            _ => ufs_format::dir::set_ino(c, 0, 0),
+            _ => ufs_format::dir::set_ino(en, c, 0, 0),
         },
     }
     Ok(Removed { ino, dtype, moved })
@@ -234,9 +237,10 @@ pub fn remove(c: &mut [u8], off: usize) -> Result<Removed> {
 mod tests {
     use super::*;
     use ufs_format::dir::empty_chunk;
+    const L: Endian = Endian::Little;
 
     fn chunk_with(names: &[&str]) -> [u8; DIRBLKSIZ] {
-        let mut c = empty_chunk();
+        let mut c = empty_chunk(L);
         let mut off = 0;
         for (i, n) in names.iter().enumerate() {
             let sz = dirsiz(n.len());
@@ -245,7 +249,7 @@ mod tests {
             } else {
                 sz
             };
-            write_entry(&mut c, off, 10 + i as u32, rec as u16, 8, n.as_bytes());
+            write_entry(L, &mut c, off, 10 + i as u32, rec as u16, 8, n.as_bytes());
             off += sz;
         }
         c
@@ -254,9 +258,9 @@ mod tests {
     #[test]
     fn remove_then_insert_reports_moves() {
         let mut c = chunk_with(&["aaaa", "bbbb", "cccc", "dddd"]);
-        assert_eq!(free_bytes(&c).unwrap(), 512 - 4 * 16);
-        remove(&mut c, 16).unwrap(); // bbbb: merged into aaaa
-        let r = remove(&mut c, 0).unwrap(); // aaaa: cccc moves to front
+        assert_eq!(free_bytes(L, &c).unwrap(), 512 - 4 * 16);
+        remove(L, &mut c, 16).unwrap(); // bbbb: merged into aaaa
+        let r = remove(L, &mut c, 0).unwrap(); // aaaa: cccc moves to front
         assert_eq!(
             r.moved,
             Some(Moved {
@@ -265,29 +269,29 @@ mod tests {
                 to: 0
             })
         );
-        assert_eq!(free_bytes(&c).unwrap(), 512 - 2 * 16);
+        assert_eq!(free_bytes(L, &c).unwrap(), 512 - 2 * 16);
         // A name that needs the slack of cccc (now at 0, record 48) fits
         // there without compaction.
-        let (start, len) = find_span(&c, dirsiz(20)).unwrap().unwrap();
+        let (start, len) = find_span(L, &c, dirsiz(20)).unwrap().unwrap();
         assert_eq!((start, len), (0, 48));
-        let (at, moved) = insert(&mut c, start, len, 99, 8, &[b'x'; 20]).unwrap();
+        let (at, moved) = insert(L, &mut c, start, len, 99, 8, &[b'x'; 20]).unwrap();
         assert_eq!(at, 16);
         assert!(moved.is_empty());
-        assert_eq!(free_bytes(&c).unwrap(), 512 - 2 * 16 - dirsiz(20));
+        assert_eq!(free_bytes(L, &c).unwrap(), 512 - 2 * 16 - dirsiz(20));
     }
 
     #[test]
     fn compaction_moves_entries_down() {
         let mut c = chunk_with(&["a1", "b2", "c3", "d4"]);
-        remove(&mut c, 12).unwrap(); // b2
+        remove(L, &mut c, 12).unwrap(); // b2
                                      // Ask for more than any single record's slack so the span covers
                                      // several records and c3 must move.
         let need = 400;
-        let (start, len) = find_span(&c, need).unwrap().unwrap();
+        let (start, len) = find_span(L, &c, need).unwrap().unwrap();
         let (_, moved) =
-            insert(&mut c, start, len, 5, 8, &[b'z'; 200]).unwrap_or_else(|e| panic!("{e}"));
+            insert(L, &mut c, start, len, 5, 8, &[b'z'; 200]).unwrap_or_else(|e| panic!("{e}"));
         assert!(moved.iter().any(|m| m.name == b"c3" && m.to < m.from));
-        assert!(parse_chunk(&c, &|| String::new()).is_ok());
+        assert!(parse_chunk(L, &c, &|| String::new()).is_ok());
     }
 
     #[test]
@@ -295,16 +299,16 @@ mod tests {
         // ".", "..", then inodes 12 and 13 after deleting 11: room for one.
         let mut c = chunk_with(&[".", "..", "aaaa", "bbbb", "cccc"]);
         let dot_ino = |c: &[u8]| {
-            iter_chunk(c)
+            iter_chunk(L, c)
                 .map(|e| e.unwrap())
                 .map(|e| (e.name.to_vec(), e.ino))
                 .collect::<Vec<_>>()
         };
-        remove(&mut c, 24).unwrap(); // aaaa (inode 12)
-        let free = free_bytes(&c).unwrap();
-        assert_eq!(live_inodes(&c).unwrap(), vec![13, 14]);
+        remove(L, &mut c, 24).unwrap(); // aaaa (inode 12)
+        let free = free_bytes(L, &c).unwrap();
+        assert_eq!(live_inodes(L, &c).unwrap(), vec![13, 14]);
         // Inode 5 is smaller than "." and ".." (10, 11) but goes after them.
-        let (at, moved) = insert_sorted(&mut c, 5, 8, b"new").unwrap();
+        let (at, moved) = insert_sorted(L, &mut c, 5, 8, b"new").unwrap();
         let got = dot_ino(&c);
         assert_eq!(got[0], (b".".to_vec(), 10));
         assert_eq!(got[1], (b"..".to_vec(), 11));
@@ -315,19 +319,19 @@ mod tests {
             2,
             "bbbb and cccc move down one slot: {moved:?}"
         );
-        assert_eq!(free_bytes(&c).unwrap(), free - dirsiz(3));
-        assert_eq!(live_inodes(&c).unwrap(), vec![5, 13, 14]);
+        assert_eq!(free_bytes(L, &c).unwrap(), free - dirsiz(3));
+        assert_eq!(live_inodes(L, &c).unwrap(), vec![5, 13, 14]);
         // A larger inode lands between the others; the last record keeps
         // the chunk's remaining room.
-        insert_sorted(&mut c, 12, 8, b"mid").unwrap();
+        insert_sorted(L, &mut c, 12, 8, b"mid").unwrap();
         let order: Vec<u32> = dot_ino(&c).into_iter().map(|e| e.1).collect();
         assert_eq!(order, vec![10, 11, 5, 12, 13, 14]);
-        let total: usize = iter_chunk(&c).map(|e| e.unwrap().reclen as usize).sum();
+        let total: usize = iter_chunk(L, &c).map(|e| e.unwrap().reclen as usize).sum();
         assert_eq!(total, DIRBLKSIZ);
         // No room: an error, the chunk unchanged.
-        insert_sorted(&mut c, 98, 8, &[b'y'; 255]).unwrap();
+        insert_sorted(L, &mut c, 98, 8, &[b'y'; 255]).unwrap();
         let before = c;
-        assert!(insert_sorted(&mut c, 99, 8, &[b'z'; 255]).is_err());
+        assert!(insert_sorted(L, &mut c, 99, 8, &[b'z'; 255]).is_err());
         assert_eq!(c, before);
     }
 }

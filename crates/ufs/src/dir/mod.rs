@@ -296,7 +296,7 @@ impl FsCore {
             let mut o = (off - block_start) as usize;
             while o + DIRBLKSIZ <= b.len() && block_start + (o as u64) < size {
                 let coff = block_start + o as u64;
-                for e in iter_chunk(&b[o..o + DIRBLKSIZ]) {
+                for e in iter_chunk(g.v.endian, &b[o..o + DIRBLKSIZ]) {
                     seen += 1;
                     match e {
                         Ok(e) => {
@@ -341,10 +341,10 @@ impl FsCore {
             ));
         }
         let o = (off - chunk_of(off)) as usize;
+        let en = self.g.v.endian;
         self.dir_chunk(ino, di, chunk_of(off), |c| {
-            let dino = u32::from_le_bytes(c[o..o + 4].try_into().unwrap_or_default());
-            let reclen = u16::from_le_bytes([c[o + 4], c[o + 5]]);
-            let namlen = c[o + 7] as usize;
+            let (dino, reclen) = ufs_format::dir::header(en, c, o);
+            let (dtype, namlen) = ufs_format::dir::type_and_namlen(c, o);
             if dino == 0
                 || reclen < 8
                 || o + reclen as usize > DIRBLKSIZ
@@ -357,7 +357,7 @@ impl FsCore {
             }
             Ok(AtOffset {
                 ino: dino,
-                dtype: c[o + 6],
+                dtype,
                 reclen,
                 matches: &c[o + 8..o + 8 + namlen] == name,
             })
@@ -597,17 +597,18 @@ impl FsCore {
         let Some(coff) = coff else {
             return Ok((ddi.di_size(), None));
         };
-        let live = self.dir_chunk(dino, ddi, coff, chunk::live_inodes)??;
+        let en = self.g.v.endian;
+        let live = self.dir_chunk(dino, ddi, coff, |c| chunk::live_inodes(en, c))??;
         let step = DIRBLKSIZ as u64;
         let prev_max = if coff >= step {
-            self.dir_chunk(dino, ddi, coff - step, chunk::live_inodes)??
+            self.dir_chunk(dino, ddi, coff - step, |c| chunk::live_inodes(en, c))??
                 .last()
                 .copied()
         } else {
             None
         };
         let next_min = if coff + step < ddi.di_size() {
-            self.dir_chunk(dino, ddi, coff + step, chunk::live_inodes)??
+            self.dir_chunk(dino, ddi, coff + step, |c| chunk::live_inodes(en, c))??
                 .first()
                 .copied()
         } else {
@@ -657,6 +658,7 @@ impl FsCore {
         self.dirhash.stats.findfree_hash += 1;
         let believed = ix.chunk_free(coff);
         let sorted = self.sorted_insert(ddi);
+        let en = self.g.v.endian;
         let (r, seen) = self.dir_chunk_mut(
             dino,
             ddi,
@@ -664,21 +666,21 @@ impl FsCore {
             e.needs,
             vec![e.op()],
             |c| -> Result<std::result::Result<(usize, Vec<chunk::Moved>), String>> {
-                let actual = chunk::free_bytes(c)?;
+                let actual = chunk::free_bytes(en, c)?;
                 if actual != believed {
                     return Ok(Err(format!(
                         "chunk at {coff} has {actual} free bytes, index says {believed}"
                     )));
                 }
                 if sorted {
-                    return Ok(Ok(chunk::insert_sorted(c, child as u32, dtype, name)?));
+                    return Ok(Ok(chunk::insert_sorted(en, c, child as u32, dtype, name)?));
                 }
-                let Some((start, len)) = chunk::find_span(c, needed)? else {
+                let Some((start, len)) = chunk::find_span(en, c, needed)? else {
                     return Ok(Err(format!(
                         "chunk at {coff} has no span of {needed} bytes"
                     )));
                 };
-                Ok(Ok(chunk::insert(c, start, len, child as u32, dtype, name)?))
+                Ok(Ok(chunk::insert(en, c, start, len, child as u32, dtype, name)?))
             },
         )?;
         let (at, moved) = match r? {
@@ -702,7 +704,7 @@ impl FsCore {
             }
         }
         if self.dirhash.cfg.check {
-            let actual = self.dir_chunk(dino, ddi, coff, chunk::free_bytes)??;
+            let actual = self.dir_chunk(dino, ddi, coff, |c| chunk::free_bytes(en, c))??;
             if actual != ix.chunk_free(coff) {
                 let why = format!(
                     "after insert: chunk at {coff} has {actual} free bytes, index says {}",
@@ -727,12 +729,13 @@ impl FsCore {
         match slot.span {
             Some((coff, start, len)) => {
                 let sorted = self.sorted_insert(ddi);
+                let en = self.g.v.endian;
                 let (r, seen) =
                     self.dir_chunk_mut(dino, ddi, coff, e.needs, vec![e.op()], |c| {
                         if sorted {
-                            chunk::insert_sorted(c, child as u32, dtype, name)
+                            chunk::insert_sorted(en, c, child as u32, dtype, name)
                         } else {
-                            chunk::insert(c, start, len, child as u32, dtype, name)
+                            chunk::insert(en, c, start, len, child as u32, dtype, name)
                         }
                     })?;
                 r?;
@@ -759,7 +762,8 @@ impl FsCore {
             ..
         } = *e;
         let size = ddi.di_size();
-        let c = ufs_format::dir::empty_chunk();
+        let en = self.g.v.endian;
+        let c = ufs_format::dir::empty_chunk(en);
         let n = self.write_data(dino, ddi, size, &c, who)?;
         if n != c.len() {
             // Could not grow the directory by a whole chunk: undo.
@@ -774,7 +778,7 @@ impl FsCore {
             self.order.inode_deps(dino).needs.push(formatted);
         }
         let ((), seen) = self.dir_chunk_mut(dino, ddi, size, e.needs, vec![e.op()], |c| {
-            ufs_format::dir::write_entry(c, 0, child as u32, DIRBLKSIZ as u16, dtype, name)
+            ufs_format::dir::write_entry(en, c, 0, child as u32, DIRBLKSIZ as u16, dtype, name)
         })?;
         Ok(seen)
     }
@@ -841,9 +845,10 @@ impl FsCore {
         }
         let f = self.linear_find(dino, ddi, name)?.ok_or_else(not_found)?;
         let coff = chunk_of(f.off);
+        let en = self.g.v.endian;
         let (r, seen) =
             self.dir_chunk_mut(dino, ddi, coff, needs, vec![removal(name, &f)], |c| {
-                chunk::remove(c, (f.off - coff) as usize)
+                chunk::remove(en, c, (f.off - coff) as usize)
             })?;
         r?;
         if coff + DIRBLKSIZ as u64 == ddi.di_size() {
@@ -870,9 +875,10 @@ impl FsCore {
     ) -> Result<(Seen, Option<Stale>)> {
         let size = ddi.di_size();
         let coff = chunk_of(f.off);
+        let en = self.g.v.endian;
         let (removed, seen) =
             self.dir_chunk_mut(dino, ddi, coff, needs, vec![removal(name, f)], |c| {
-                chunk::remove(c, (f.off - coff) as usize)
+                chunk::remove(en, c, (f.off - coff) as usize)
             })?;
         let removed = removed?;
         // The index follows, or says why it must be dropped.
@@ -895,7 +901,7 @@ impl FsCore {
                 }
             }
             if self.dirhash.cfg.check && ddi.di_size() > coff {
-                let actual = self.dir_chunk(dino, ddi, coff, chunk::free_bytes)??;
+                let actual = self.dir_chunk(dino, ddi, coff, |c| chunk::free_bytes(en, c))??;
                 if actual != ix.chunk_free(coff) {
                     break 'index Some(Stale::Inconsistent(format!(
                         "after remove: chunk at {coff} has {actual} free bytes, index says {}",
@@ -941,8 +947,9 @@ impl FsCore {
             before: Some((f.ino as u32, f.dtype)),
             after: Some((ino as u32, dtype)),
         };
+        let en = self.g.v.endian;
         let ((), seen) = self.dir_chunk_mut(dino, ddi, coff, &needs, vec![op], |c| {
-            ufs_format::dir::set_ino(c, eoff, ino as u32);
+            ufs_format::dir::set_ino(en, c, eoff, ino as u32);
             ufs_format::dir::set_type(c, eoff, dtype);
         })?;
         self.after_dir_change(f.ino, &seen);
@@ -997,8 +1004,9 @@ impl FsCore {
                 after: Some((f.ino as u32, f.dtype)),
             },
         ];
+        let en = self.g.v.endian;
         let r = self.dir_chunk_mut(dino, ddi, coff, &reuse, ops, |c| {
-            ufs_format::dir::write_entry(c, eoff, f.ino as u32, at.reclen, f.dtype, new)
+            ufs_format::dir::write_entry(en, c, eoff, f.ino as u32, at.reclen, f.dtype, new)
         });
         if let Some(mut ix) = ix {
             if r.is_err() {
@@ -1098,8 +1106,10 @@ impl FsCore {
     /// Writes the first chunk of a new directory (`.` and `..`).
     pub fn dir_init(&mut self, ino: u64, di: &mut Dinode, parent: u64, who: Reserve) -> Result<()> {
         self.dirhash.forget_dir(ino);
-        let mut chunk = ufs_format::dir::empty_chunk();
+        let en = self.g.v.endian;
+        let mut chunk = ufs_format::dir::empty_chunk(en);
         ufs_format::dir::write_entry(
+            en,
             &mut chunk,
             0,
             ino as u32,
@@ -1108,6 +1118,7 @@ impl FsCore {
             b".",
         );
         ufs_format::dir::write_entry(
+            en,
             &mut chunk,
             12,
             parent as u32,

@@ -6,7 +6,6 @@
 //! already made well-formed; they still parse defensively.
 use super::walk::{self, BlockRef, Kind, Release, Step, Visitor};
 use super::*;
-use ufs_format::bytes::{get_u16, get_u32, set_u16, set_u32};
 use ufs_format::dinode::{dt, IFDIR};
 use ufs_format::dir::{dirsiz, write_entry};
 
@@ -24,11 +23,11 @@ pub(crate) struct EntryLoc {
 
 /// Entries of one 512-byte chunk: (offset in chunk, ino, reclen, type,
 /// name). Stops at the first malformed record.
-pub(crate) fn chunk_entries(chunk: &[u8]) -> Vec<(usize, u32, usize, u8, Vec<u8>)> {
+pub(crate) fn chunk_entries(en: Endian, chunk: &[u8]) -> Vec<(usize, u32, usize, u8, Vec<u8>)> {
     let mut out = Vec::new();
     let mut off = 0usize;
     while off + 8 <= chunk.len().min(DIRBLKSIZ) {
-        let reclen = get_u16(chunk, off + 4) as usize;
+        let reclen = (ufs_format::dir::header(en, chunk, off).1) as usize;
         if reclen == 0 || reclen % 4 != 0 || off + reclen > DIRBLKSIZ.min(chunk.len()) {
             break;
         }
@@ -38,7 +37,7 @@ pub(crate) fn chunk_entries(chunk: &[u8]) -> Vec<(usize, u32, usize, u8, Vec<u8>
         } else {
             Vec::new()
         };
-        out.push((off, get_u32(chunk, off), reclen, chunk[off + 6], name));
+        out.push((off, ufs_format::dir::header(en, chunk, off).0, reclen, chunk[off + 6], name));
         off += reclen;
     }
     out
@@ -51,6 +50,7 @@ pub(crate) fn find_entry(
     dir: u64,
     pred: &dyn Fn(u64, u32, &[u8]) -> bool,
 ) -> R<Option<EntryLoc>> {
+    let en = ctx.g.v.endian;
     let di = ctx.read_inode(dir)?;
     if !di.is_dir() {
         return Ok(None);
@@ -66,7 +66,7 @@ pub(crate) fn find_entry(
         let len = (buf.len() as u64).min(size.saturating_sub(lbn * g.bsize)) as usize;
         let mut c = 0;
         while c + DIRBLKSIZ <= len {
-            for (off, ino, _, _, name) in chunk_entries(&buf[c..c + DIRBLKSIZ]) {
+            for (off, ino, _, _, name) in chunk_entries(en, &buf[c..c + DIRBLKSIZ]) {
                 if pred(index, ino, &name) {
                     return Ok(Some(EntryLoc {
                         blk,
@@ -90,11 +90,12 @@ pub(crate) fn lookup(ctx: &mut Ctx, dir: u64, name: &[u8]) -> R<Option<u64>> {
 /// Points entry `name` of `dir` at `newino` (`changeino`); returns the
 /// inode it named before.
 pub(crate) fn changeino(ctx: &mut Ctx, dir: u64, name: &[u8], newino: u64) -> R<Option<u64>> {
+    let en = ctx.g.v.endian;
     let Some(e) = find_entry(ctx, dir, &|_, ino, n| ino != 0 && n == name)? else {
         return Ok(None);
     };
     let mut buf = ctx.read_frags(e.blk, (e.len as u64) / ctx.g.fsize)?;
-    set_u32(&mut buf, e.off, newino as u32);
+    ufs_format::dir::set_ino(en, &mut buf, e.off, newino as u32);
     buf[e.off + 6] = ctx.info(newino).dtype;
     ctx.write_frags(e.blk, &buf)?;
     Ok(Some(e.ino as u64))
@@ -103,6 +104,7 @@ pub(crate) fn changeino(ctx: &mut Ctx, dir: u64, name: &[u8], newino: u64) -> R<
 /// Clears (sets `d_ino = 0`) the first entry after `.` and `..` of `dir`
 /// that names `target`; returns its name.
 pub(crate) fn clear_entry(ctx: &mut Ctx, dir: u64, target: u64) -> R<Option<Vec<u8>>> {
+    let en = ctx.g.v.endian;
     let Some(e) = find_entry(ctx, dir, &|i, ino, _| i >= 2 && ino as u64 == target)? else {
         return Ok(None);
     };
@@ -112,7 +114,7 @@ pub(crate) fn clear_entry(ctx: &mut Ctx, dir: u64, target: u64) -> R<Option<Vec<
         .get(e.off + 8..e.off + 8 + namlen)
         .map(|s| s.to_vec())
         .unwrap_or_default();
-    set_u32(&mut buf, e.off, 0);
+    ufs_format::dir::set_ino(en, &mut buf, e.off, 0);
     ctx.write_frags(e.blk, &buf)?;
     Ok(Some(name))
 }
@@ -150,6 +152,7 @@ pub(crate) fn makeentry(ctx: &mut Ctx, parent: u64, ino: u64, name: &[u8]) -> R<
 }
 
 fn try_insert(ctx: &mut Ctx, parent: u64, ino: u64, name: &[u8]) -> R<bool> {
+    let en = ctx.g.v.endian;
     let di = ctx.read_inode(parent)?;
     let size = di.di_size().min(0x7FFF_FFFF);
     let g = ctx.g;
@@ -171,16 +174,16 @@ fn try_insert(ctx: &mut Ctx, parent: u64, ino: u64, name: &[u8]) -> R<bool> {
         let len = (buf.len() as u64).min(size.saturating_sub(lbn * g.bsize)) as usize;
         let mut c = 0;
         while c + DIRBLKSIZ <= len {
-            for (off, eino, reclen, _, ename) in chunk_entries(&buf[c..c + DIRBLKSIZ]) {
+            for (off, eino, reclen, _, ename) in chunk_entries(en, &buf[c..c + DIRBLKSIZ]) {
                 let used = if eino != 0 { dirsiz(ename.len()) } else { 0 };
                 if reclen >= used + need {
                     let at = c + off;
                     if used > 0 {
-                        set_u16(&mut buf, at + 4, used as u16);
+                        ufs_format::dir::set_reclen(en, &mut buf, at, used as u16);
                     }
                     let nrec = reclen - used;
                     let chunk = &mut buf[c..c + DIRBLKSIZ];
-                    write_entry(chunk, off + used, ino as u32, nrec as u16, dtype, name);
+                    write_entry(en, chunk, off + used, ino as u32, nrec as u16, dtype, name);
                     ctx.write_frags(blk, &buf)?;
                     ctx.insert_hint.insert(parent, lbn);
                     return Ok(true);
@@ -193,11 +196,11 @@ fn try_insert(ctx: &mut Ctx, parent: u64, ino: u64, name: &[u8]) -> R<bool> {
 }
 
 /// Fills `buf[from..]` with empty directory chunks.
-fn empty_chunks(buf: &mut [u8], from: usize) {
+fn empty_chunks(en: Endian, buf: &mut [u8], from: usize) {
     buf[from..].fill(0);
     let mut c = from;
     while c + DIRBLKSIZ <= buf.len() {
-        set_u16(buf, c + 4, DIRBLKSIZ as u16);
+        ufs_format::dir::set_reclen(en, buf, c, DIRBLKSIZ as u16);
         c += DIRBLKSIZ;
     }
 }
@@ -205,6 +208,7 @@ fn empty_chunks(buf: &mut [u8], from: usize) {
 /// Grows a directory by at least one chunk (`expanddir`). Only the direct
 /// blocks are used.
 fn expanddir(ctx: &mut Ctx, dir: u64) -> R<bool> {
+    let en = ctx.g.v.endian;
     let g = ctx.g;
     let mut di = ctx.read_inode(dir)?;
     let size = di.di_size();
@@ -229,7 +233,7 @@ fn expanddir(ctx: &mut Ctx, dir: u64) -> R<bool> {
         let data = ctx.read_frags(old, oldlen / g.fsize)?;
         if oldlen == g.bsize {
             let mut buf = data;
-            empty_chunks(&mut buf, off);
+            empty_chunks(en, &mut buf, off);
             ctx.write_frags(old, &buf)?;
         } else {
             let Some(newblk) = alloc_frags(ctx, g.frag) else {
@@ -237,7 +241,7 @@ fn expanddir(ctx: &mut Ctx, dir: u64) -> R<bool> {
             };
             let mut buf = vec![0u8; bsize];
             buf[..off].copy_from_slice(&data[..off]);
-            empty_chunks(&mut buf, off);
+            empty_chunks(en, &mut buf, off);
             ctx.write_frags(newblk, &buf)?;
             free_frags(ctx, old, oldlen / g.fsize);
             di.set_di_db(lbn, newblk);
@@ -255,7 +259,7 @@ fn expanddir(ctx: &mut Ctx, dir: u64) -> R<bool> {
         return Ok(false);
     };
     let mut buf = vec![0u8; bsize];
-    empty_chunks(&mut buf, 0);
+    empty_chunks(en, &mut buf, 0);
     ctx.write_frags(newblk, &buf)?;
     di.set_di_db(lbn as usize, newblk);
     di.set_di_size(size.saturating_add(g.bsize));
@@ -326,7 +330,7 @@ pub(crate) fn alloc_ino(ctx: &mut Ctx, request: u64) -> R<Option<u64>> {
         let n = ctx.cgs[c as usize].initediblk as u64;
         if n + g.inopb <= g.ipg {
             let first = c * g.ipg + n;
-            let zero = vec![0u8; (g.inopb * DINODE_SIZE as u64) as usize];
+            let zero = vec![0u8; g.inopb as usize * g.dinode_size()];
             let off = ctx.ino_offset(first);
             ctx.write_bytes(off, &zero)?;
             ctx.cgs[c as usize].initediblk = (n + g.inopb) as u32;
@@ -346,6 +350,7 @@ pub(crate) fn alloc_ino(ctx: &mut Ctx, request: u64) -> R<Option<u64>> {
 /// (`request == parent == ROOTINO`) the entries are counted by pass 2; any
 /// other directory is entered as reachable with its references counted.
 pub(crate) fn allocdir(ctx: &mut Ctx, parent: u64, request: u64, perm: u16) -> R<u64> {
+    let en = ctx.g.v.endian;
     let g = ctx.g;
     let Some(ino) = alloc_ino(ctx, request)? else {
         return Ok(0);
@@ -360,9 +365,9 @@ pub(crate) fn allocdir(ctx: &mut Ctx, parent: u64, request: u64, perm: u16) -> R
         return Ok(0);
     };
     let mut buf = vec![0u8; g.fsize as usize];
-    empty_chunks(&mut buf, 0);
-    write_entry(&mut buf[..DIRBLKSIZ], 0, ino as u32, 12, dt::DT_DIR, b".");
-    write_entry(
+    empty_chunks(en, &mut buf, 0);
+    write_entry(en, &mut buf[..DIRBLKSIZ], 0, ino as u32, 12, dt::DT_DIR, b".");
+    write_entry(en, 
         &mut buf[..DIRBLKSIZ],
         12,
         parent as u32,
@@ -611,13 +616,13 @@ fn zero_from(ctx: &mut Ctx, blk: u64, level: u32, base: u64, keep: u64) -> R<()>
     }
     let mut changed = false;
     for i in 0..g.nindir as usize {
-        let p = bytes::get_u64(&buf, i * 8);
+        let p = g.v.get_ptr(&buf, i);
         if p == 0 {
             continue;
         }
         let cb = base.saturating_add((i as u64).saturating_mul(cspan));
         if cb >= keep {
-            bytes::set_u64(&mut buf, i * 8, 0);
+            g.v.set_ptr(&mut buf, i, 0);
             changed = true;
         } else if level > 1 && keep < cb.saturating_add(cspan) && !ctx.chkrange(p, g.frag) {
             zero_from(ctx, p, level - 1, cb, keep)?;

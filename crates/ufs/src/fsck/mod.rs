@@ -323,9 +323,9 @@ pub(crate) struct Ctx<'a> {
     /// blocks into them first (fsck_ffs's `copyonwrite`, `snapblkfree`).
     pub snapshots_check_only: Vec<u32>,
     pub mode: FsckMode,
+    /// The superblock as read (its `fs_sbsize` bytes), masked and brought
+    /// up to date as FreeBSD's fsck does.
     pub sb: Superblock,
-    /// Bytes `1376..fs_sbsize` of the superblock as read (hashed with it).
-    pub sb_tail: Vec<u8>,
     pub g: Geometry,
     /// Byte offset the superblock was read from.
     pub sb_loc: u64,
@@ -338,7 +338,6 @@ pub(crate) struct Ctx<'a> {
     pub cs_dirty: bool,
     pub ck_inode: bool,
     pub ck_cg: bool,
-    pub ck_sb: bool,
     /// `fs_maxfilesize` as the formula gives it.
     pub maxfilesize: u64,
     pub findings: Vec<Finding>,
@@ -570,22 +569,20 @@ impl<'a> Ctx<'a> {
     }
 
     pub(crate) fn ino_offset(&self, ino: u64) -> u64 {
-        self.g.ino_to_fsba(ino) * self.g.fsize + self.g.ino_to_fsbo(ino) * DINODE_SIZE as u64
+        self.g.ino_to_fsba(ino) * self.g.fsize
+            + self.g.ino_to_fsbo(ino) * self.g.dinode_size() as u64
     }
 
     pub(crate) fn read_inode(&self, ino: u64) -> R<Dinode> {
-        let b = self.read_bytes(self.ino_offset(ino), DINODE_SIZE)?;
-        Ok(Dinode::from_bytes(&b))
+        let b = self.read_bytes(self.ino_offset(ino), self.g.dinode_size())?;
+        Ok(Dinode::decode(self.g.v, &b))
     }
 
     /// Writes an inode, refreshing its check-hash when the file system
     /// keeps them.
     pub(crate) fn write_inode(&mut self, ino: u64, di: &mut Dinode) -> R<()> {
-        if self.ck_inode {
-            di.update_ckhash();
-        }
         let off = self.ino_offset(ino);
-        let bytes = *di.as_bytes();
+        let bytes = di.encode(self.g.v, self.ck_inode);
         self.write_bytes(off, &bytes)
     }
 
@@ -707,7 +704,7 @@ impl<'a> Ctx<'a> {
     pub(crate) fn csum(&self, c: u64) -> Csum {
         let o = c as usize * Csum::SIZE;
         if o + Csum::SIZE <= self.cs_raw.len() {
-            Csum::read(&self.cs_raw, o)
+            Csum::read(self.g.v.endian, &self.cs_raw, o)
         } else {
             Csum::default()
         }
@@ -715,7 +712,7 @@ impl<'a> Ctx<'a> {
     pub(crate) fn set_csum(&mut self, c: u64, v: Csum) {
         let o = c as usize * Csum::SIZE;
         if o + Csum::SIZE <= self.cs_raw.len() {
-            v.write(&mut self.cs_raw, o);
+            v.write(self.g.v.endian, &mut self.cs_raw, o);
             self.cs_dirty = true;
         }
     }
@@ -737,10 +734,9 @@ impl<'a> Ctx<'a> {
                     self.write_bytes(off, &raw)?;
                 }
                 if let Some(off) = self.fix_alt_sb {
-                    let mut alt = self.sb_bytes();
-                    bytes::set_i64(&mut alt, 992, 0);
-                    self.finalize_sb_hash(&mut alt);
-                    self.write_bytes(off, &alt)?;
+                    let mut alt = self.sb.clone();
+                    alt.set_fs_sblockactualloc(0);
+                    self.write_bytes(off, &alt.to_disk_bytes())?;
                 }
             }
             let want_clean: i8 = if clean { 1 } else { 0 };
@@ -798,26 +794,10 @@ impl<'a> Ctx<'a> {
         })
     }
 
-    /// The superblock bytes to write: the structure and its tail, with the
-    /// check-hash refreshed.
-    fn sb_bytes(&self) -> Vec<u8> {
-        let mut b = self.sb.as_bytes().to_vec();
-        b.extend_from_slice(&self.sb_tail);
-        b
-    }
-
-    fn finalize_sb_hash(&self, b: &mut [u8]) {
-        if self.ck_sb && b.len() >= SBSIZE_STRUCT {
-            let h = ckhash::ckhash_with_zeroed_field(b, sb::FS_CKHASH_OFF);
-            bytes::set_u32(b, sb::FS_CKHASH_OFF, h);
-        }
-    }
-
     fn write_superblock(&mut self, counts: bool) -> R<()> {
         self.sb.set_fs_fmod(0);
         self.sb.set_fs_sblockactualloc(self.g.sblockloc as i64);
-        let mut b = self.sb_bytes();
-        self.finalize_sb_hash(&mut b);
+        let b = self.sb.to_disk_bytes();
         let off = self.g.sblockloc;
         if counts {
             self.write_bytes(off, &b)

@@ -2,7 +2,6 @@
 //! pass 1b: every owner of a block claimed twice.
 use super::walk::{self, BlockRef, Kind, Step, Visitor};
 use super::*;
-use ufs_format::bytes::get_u32;
 use ufs_format::dinode::*;
 
 const P1: &str = "pass1";
@@ -14,58 +13,112 @@ const MAXDIRSIZE: u64 = 0x7FFF_FFFF;
 const INOBUF: u64 = 1 << 20;
 
 /// Integrity check of a cylinder-group header (`check_cgmagic`): `None` if
-/// fine, else what is wrong.
+/// fine, else what is wrong. `b` holds the group's `cgsize` bytes.
 pub(super) fn cg_header_problem(ctx: &Ctx, c: u64, b: &[u8], proto: &Cg) -> Option<String> {
     let g = &ctx.g;
+    let cg = Cg::view(b, g.v.endian, g.cgsize as usize);
     if ctx.ck_cg {
-        let h = ckhash::ckhash_with_zeroed_field(b, cg::CG_CKHASH_OFF);
-        let stored = get_u32(b, cg::CG_CKHASH_OFF);
+        let h = cg.compute_ckhash();
+        let stored = cg.cg_ckhash();
         if h != stored {
             return Some(format!("check-hash {stored:#x} should be {h:#x}"));
         }
     }
-    let f = |o: usize| get_u32(b, o);
-    let p = |o: usize| get_u32(proto.as_bytes(), o);
-    if f(4) != CG_MAGIC {
-        return Some(format!("cg_magic {:#x} should be {CG_MAGIC:#x}", f(4)));
-    }
-    if f(12) as u64 != c {
-        return Some(format!("cg_cgx {} should be {c}", f(12)));
-    }
-    let ndblk = g.fpg.min(g.size - g.cgbase(c));
-    if f(20) as u64 != ndblk {
-        return Some(format!("cg_ndblk {} should be {ndblk}", f(20)));
-    }
-    if f(116) as u64 != g.ipg {
-        return Some(format!("cg_niblk {} should be {}", f(116), g.ipg));
-    }
-    if f(120) as u64 > g.ipg {
-        return Some(format!("cg_initediblk {} exceeds fs_ipg {}", f(120), g.ipg));
-    }
-    if !(f(120) as u64).is_multiple_of(g.inopb) {
+    if cg.cg_magic() != CG_MAGIC {
         return Some(format!(
-            "cg_initediblk {} is not a multiple of {} inodes per block",
-            f(120),
-            g.inopb
+            "cg_magic {:#x} should be {CG_MAGIC:#x}",
+            cg.cg_magic()
         ));
     }
-    for (name, o) in [
-        ("cg_iusedoff", 92),
-        ("cg_freeoff", 96),
-        ("cg_nextfreeoff", 100),
+    if cg.cg_cgx() as u64 != c {
+        return Some(format!("cg_cgx {} should be {c}", cg.cg_cgx()));
+    }
+    let ndblk = g.fpg.min(g.size - g.cgbase(c));
+    if cg.cg_ndblk() as u64 != ndblk {
+        return Some(format!("cg_ndblk {} should be {ndblk}", cg.cg_ndblk()));
+    }
+    if g.v.is_ufs1() {
+        // UFS1 counts its inodes in the old 16-bit field and keeps the
+        // old tables before the inode map (check_cgmagic's UFS1 rules).
+        if cg.cg_old_niblk() as u16 as u64 != g.ipg {
+            return Some(format!(
+                "cg_old_niblk {} should be {}",
+                cg.cg_old_niblk(),
+                g.ipg
+            ));
+        }
+        if cg.cg_old_ncyl() < 0 || cg.cg_old_ncyl() as u64 > g.old_cpg {
+            return Some(format!(
+                "cg_old_ncyl {} exceeds fs_old_cpg {}",
+                cg.cg_old_ncyl(),
+                g.old_cpg
+            ));
+        }
+        if cg.cg_niblk() != 0 || cg.cg_initediblk() != 0 {
+            return Some(format!(
+                "cg_niblk {} and cg_initediblk {} should be 0 in a UFS1 group",
+                cg.cg_niblk(),
+                cg.cg_initediblk()
+            ));
+        }
+        for (name, have, want) in [
+            (
+                "cg_old_btotoff",
+                cg.cg_old_btotoff() as i64,
+                proto.cg_old_btotoff() as i64,
+            ),
+            (
+                "cg_old_boff",
+                cg.cg_old_boff() as i64,
+                proto.cg_old_boff() as i64,
+            ),
+        ] {
+            if have != want {
+                return Some(format!("{name} {have} should be {want}"));
+            }
+        }
+    } else {
+        if cg.cg_niblk() as u64 != g.ipg {
+            return Some(format!("cg_niblk {} should be {}", cg.cg_niblk(), g.ipg));
+        }
+        let inited = cg.cg_initediblk() as u64;
+        if inited > g.ipg {
+            return Some(format!("cg_initediblk {inited} exceeds fs_ipg {}", g.ipg));
+        }
+        if !inited.is_multiple_of(g.inopb) {
+            return Some(format!(
+                "cg_initediblk {inited} is not a multiple of {} inodes per block",
+                g.inopb
+            ));
+        }
+    }
+    for (name, have, want) in [
+        ("cg_iusedoff", cg.cg_iusedoff(), proto.cg_iusedoff()),
+        ("cg_freeoff", cg.cg_freeoff(), proto.cg_freeoff()),
+        ("cg_nextfreeoff", cg.cg_nextfreeoff(), proto.cg_nextfreeoff()),
     ] {
-        if f(o) != p(o) {
-            return Some(format!("{name} {} should be {}", f(o), p(o)));
+        if have != want {
+            return Some(format!("{name} {have} should be {want}"));
         }
     }
     if g.contigsumsize > 0 {
         let ncl = ndblk / g.frag;
-        if f(112) as u64 != ncl {
-            return Some(format!("cg_nclusterblks {} should be {ncl}", f(112)));
+        if cg.cg_nclusterblks() as u64 != ncl {
+            return Some(format!(
+                "cg_nclusterblks {} should be {ncl}",
+                cg.cg_nclusterblks()
+            ));
         }
-        for (name, o) in [("cg_clustersumoff", 104), ("cg_clusteroff", 108)] {
-            if f(o) != p(o) {
-                return Some(format!("{name} {} should be {}", f(o), p(o)));
+        for (name, have, want) in [
+            (
+                "cg_clustersumoff",
+                cg.cg_clustersumoff(),
+                proto.cg_clustersumoff(),
+            ),
+            ("cg_clusteroff", cg.cg_clusteroff(), proto.cg_clusteroff()),
+        ] {
+            if have != want {
+                return Some(format!("{name} {have} should be {want}"));
             }
         }
     }
@@ -89,9 +142,15 @@ pub(super) fn pass1(ctx: &mut Ctx) -> R<()> {
         let b = ctx.read_frags(g.cgtod(c), g.cgsize.div_ceil(g.fsize))?;
         let b = &b[..g.cgsize as usize];
         let problem = cg_header_problem(ctx, c, b, &proto);
-        let disk_inited = get_u32(b, 120) as u64;
-        let trusted = get_u32(b, 4) == CG_MAGIC
-            && get_u32(b, 12) as u64 == c
+        let view = Cg::view(b, g.v.endian, g.cgsize as usize);
+        // UFS1 groups have every inode initialised (newfs wrote them all).
+        let disk_inited = if g.lazy_inodes() {
+            view.cg_initediblk() as u64
+        } else {
+            g.ipg
+        };
+        let trusted = view.cg_magic() == CG_MAGIC
+            && view.cg_cgx() as u64 == c
             && disk_inited <= g.ipg
             && disk_inited.is_multiple_of(g.inopb);
         let sound = problem.is_none();
@@ -117,7 +176,7 @@ pub(super) fn pass1(ctx: &mut Ctx) -> R<()> {
             && trusted
             && sound
         {
-            last_used_inode(b, inosused).unwrap_or(inosused)
+            last_used_inode(&view, b, inosused).unwrap_or(inosused)
         } else {
             inosused
         };
@@ -137,7 +196,7 @@ pub(super) fn pass1(ctx: &mut Ctx) -> R<()> {
             .map_or(0, |i| i + 1);
         ci.inos.truncate(last);
         ci.inos.shrink_to_fit();
-        if !trusted {
+        if !trusted && g.lazy_inodes() {
             // A rebuilt group keeps the initialised inodes it was found to use.
             let want = (last as u64).max(2 * g.inopb).div_ceil(g.inopb) * g.inopb;
             ci.initediblk = want.min(g.ipg) as u32;
@@ -148,8 +207,8 @@ pub(super) fn pass1(ctx: &mut Ctx) -> R<()> {
 
 /// One past the last inode below `n` that the group's inode map (in the
 /// group's bytes `cg`) marks used; None when the map lies outside `cg`.
-fn last_used_inode(cg: &[u8], n: u64) -> Option<u64> {
-    let off = get_u32(cg, 92) as usize;
+fn last_used_inode(view: &Cg, cg: &[u8], n: u64) -> Option<u64> {
+    let off = view.cg_iusedoff() as usize;
     let map = cg.get(off..off.checked_add(n.div_ceil(8) as usize)?)?;
     Some(
         (0..n)
@@ -162,18 +221,24 @@ fn last_used_inode(cg: &[u8], n: u64) -> Option<u64> {
 /// Reads and checks inodes `0..n` of group `c`.
 fn scan_group(ctx: &mut Ctx, c: u64, n: u64) -> R<()> {
     let g = ctx.g;
-    let per_read = (INOBUF / DINODE_SIZE as u64).max(g.inopb) / g.inopb * g.inopb;
+    let ds = g.dinode_size();
+    let per_read = (INOBUF / ds as u64).max(g.inopb) / g.inopb * g.inopb;
     let mut idx = 0;
     while idx < n {
         let cnt = per_read.min(n - idx);
         let first = c * g.ipg + idx;
         let off = ctx.ino_offset(first);
-        let buf = ctx.read_bytes(off, (cnt * DINODE_SIZE as u64) as usize)?;
+        let buf = ctx.read_bytes(off, cnt as usize * ds)?;
         for k in 0..cnt {
             let ino = first + k;
-            let o = (k as usize) * DINODE_SIZE;
-            let di = Dinode::from_bytes(&buf[o..o + DINODE_SIZE]);
-            check_inode(ctx, ino, di)?;
+            let disk = &buf[k as usize * ds..(k as usize + 1) * ds];
+            let di = Dinode::decode(g.v, disk);
+            let hash = if ctx.ck_inode {
+                Dinode::ckhash_mismatch(g.v, disk)
+            } else {
+                None
+            };
+            check_inode(ctx, ino, di, hash)?;
         }
         idx += cnt;
     }
@@ -185,24 +250,19 @@ fn ftype_ok(t: u16) -> bool {
 }
 
 /// Checks one inode (`checkinode`).
-fn check_inode(ctx: &mut Ctx, ino: u64, mut di: Dinode) -> R<()> {
+/// `hash`: the inode's check-hash as (stored, computed) when they differ.
+fn check_inode(ctx: &mut Ctx, ino: u64, mut di: Dinode, hash: Option<(u32, u32)>) -> R<()> {
     let g = ctx.g;
     let mut dirty = false;
-    if ctx.ck_inode
-        && di.di_mode() != 0
-        && !di.ckhash_ok()
-        && ctx.ask(
+    if let Some((stored, computed)) = hash.filter(|_| di.di_mode() != 0) {
+        if ctx.ask(
             P1,
             Severity::Preen,
             Some(ino),
-            format!(
-                "INODE {ino}: CHECK-HASH FAILED (stored {:#x}, computed {:#x}); FIX",
-                di.di_ckhash(),
-                di.compute_ckhash()
-            ),
-        )?
-    {
-        dirty = true;
+            format!("INODE {ino}: CHECK-HASH FAILED (stored {stored:#x}, computed {computed:#x}); FIX"),
+        )? {
+            dirty = true;
+        }
     }
     if ino < UFS_ROOTINO {
         if dirty {
@@ -251,7 +311,8 @@ fn check_inode(ctx: &mut Ctx, ino: u64, mut di: Dinode) -> R<()> {
     if matches!(mode, IFBLK | IFCHR) {
         ndb += 1;
     }
-    if mode == IFLNK && size < MAXSYMLINKLEN_UFS2 as u64 {
+    if mode == IFLNK && size < g.maxsymlinklen() as u64 {
+        // Slots of the canonical inode are 8 bytes, whatever the format.
         ndb = size.div_ceil(8) as i128;
         if ndb > UFS_NDADDR as i128 {
             let mut j = ndb - UFS_NDADDR as i128;
@@ -385,7 +446,7 @@ fn check_inode(ctx: &mut Ctx, ino: u64, mut di: Dinode) -> R<()> {
             di.set_di_blocks(want);
             dirty = true;
         }
-        let short_link = mode == IFLNK && size < MAXSYMLINKLEN_UFS2 as u64;
+        let short_link = mode == IFLNK && size < g.maxsymlinklen() as u64;
         // A directory is checked here only past its direct blocks (as in
         // FreeBSD): a hole at its end in the direct area is pass 2's
         // "CONTAINS EMPTY BLOCKS" below.
@@ -496,7 +557,7 @@ fn ext_area_problem(ctx: &Ctx, di: &Dinode) -> R<Option<String>> {
         let n = (size - j * g.bsize).min(g.bsize) as usize;
         area.extend_from_slice(&b[..n.min(b.len())]);
     }
-    Ok(ufs_format::extattr::parse_area(&area)
+    Ok(ufs_format::extattr::parse_area(g.v.endian, &area)
         .err()
         .map(|e| e.to_string()))
 }

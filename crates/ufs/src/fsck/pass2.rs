@@ -6,7 +6,6 @@
 use super::dirops;
 use super::walk;
 use super::*;
-use ufs_format::bytes::{get_u16, get_u32, set_u16, set_u32};
 use ufs_format::dinode::{dt, IFDIR};
 use ufs_format::dir::{dirsiz, write_entry};
 
@@ -217,13 +216,13 @@ fn set_size(ctx: &mut Ctx, ino: u64, size: u64) -> R<()> {
 }
 
 /// `dircheck`: is the record at `off` well formed?
-fn dircheck(buf: &[u8], off: usize, filesize: i64) -> bool {
+fn dircheck(en: Endian, buf: &[u8], off: usize, filesize: i64) -> bool {
     if off + 8 > buf.len() {
         return false;
     }
     let spaceleft = DIRBLKSIZ - off % DIRBLKSIZ;
-    let ino = get_u32(buf, off);
-    let reclen = get_u16(buf, off + 4) as usize;
+    let ino = ufs_format::dir::header(en, buf, off).0;
+    let reclen = (ufs_format::dir::header(en, buf, off).1) as usize;
     let dtype = buf[off + 6];
     let namlen = buf[off + 7] as usize;
     let size = dirsiz(namlen);
@@ -254,20 +253,21 @@ fn dircheck(buf: &[u8], off: usize, filesize: i64) -> bool {
 /// `fsck_readdir`: the next entry, salvaging a malformed record by turning
 /// it (or it and the rest of its chunk) into free space.
 fn next_entry(ctx: &mut Ctx, buf: &mut [u8], st: &mut Scan) -> R<Option<usize>> {
+    let en = ctx.g.v.endian;
     let blksiz = buf.len();
     if st.filesize <= 0 || st.loc >= blksiz {
         return Ok(None);
     }
     let off = st.loc;
     let mut subsume = false;
-    if off % DIRBLKSIZ != 0 || dircheck(buf, off, st.filesize) {
-        let reclen = get_u16(buf, off + 4) as usize;
+    if off % DIRBLKSIZ != 0 || dircheck(en, buf, off, st.filesize) {
+        let reclen = (ufs_format::dir::header(en, buf, off).1) as usize;
         st.loc += reclen;
         st.filesize -= reclen as i64;
         if st.filesize <= 0 || st.loc >= blksiz || st.loc % DIRBLKSIZ == 0 {
             return Ok(Some(off));
         }
-        if dircheck(buf, st.loc, st.filesize) {
+        if dircheck(en, buf, st.loc, st.filesize) {
             return Ok(Some(off));
         }
         subsume = true;
@@ -278,11 +278,11 @@ fn next_entry(ctx: &mut Ctx, buf: &mut [u8], st: &mut Scan) -> R<Option<usize>> 
     st.filesize -= size as i64;
     if subsume {
         buf[at..at + size].fill(0);
-        let r = get_u16(buf, off + 4) as usize + size;
-        set_u16(buf, off + 4, r as u16);
+        let r = (ufs_format::dir::header(en, buf, off).1) as usize + size;
+        ufs_format::dir::set_reclen(en, buf, off, r as u16);
     } else {
         buf[off..off + size].fill(0);
-        set_u16(buf, off + 4, size as u16);
+        ufs_format::dir::set_reclen(en, buf, off, size as u16);
     }
     if ctx.ask(
         P2,
@@ -298,11 +298,11 @@ fn next_entry(ctx: &mut Ctx, buf: &mut [u8], st: &mut Scan) -> R<Option<usize>> 
     Ok(Some(off))
 }
 
-fn e_ino(b: &[u8], o: usize) -> u64 {
-    get_u32(b, o) as u64
+fn e_ino(en: Endian, b: &[u8], o: usize) -> u64 {
+    ufs_format::dir::header(en, b, o).0 as u64
 }
-fn e_reclen(b: &[u8], o: usize) -> usize {
-    get_u16(b, o + 4) as usize
+fn e_reclen(en: Endian, b: &[u8], o: usize) -> usize {
+    (ufs_format::dir::header(en, b, o).1) as usize
 }
 fn e_name(b: &[u8], o: usize) -> &[u8] {
     let n = b[o + 7] as usize;
@@ -316,14 +316,15 @@ fn e_size(b: &[u8], o: usize) -> usize {
 /// `pass2check`: one entry. Returns whether the block was changed by an
 /// accepted repair.
 fn check_entry(ctx: &mut Ctx, buf: &mut [u8], off: usize, st: &mut Scan) -> R<bool> {
+    let en = ctx.g.v.endian;
     let dir = st.dir;
     let mut altered = false;
     let mut dp = off;
-    let end = off + e_reclen(buf, off);
+    let end = off + e_reclen(en, buf, off);
     // Entry 0 must be ".".
     if st.entryno == 0 {
-        if e_ino(buf, dp) != 0 && e_name(buf, dp) == b"." {
-            if e_ino(buf, dp) != dir
+        if e_ino(en, buf, dp) != 0 && e_name(buf, dp) == b"." {
+            if e_ino(en, buf, dp) != dir
                 && ctx.ask(
                     P2,
                     Severity::Inconsistency,
@@ -331,7 +332,7 @@ fn check_entry(ctx: &mut Ctx, buf: &mut [u8], off: usize, st: &mut Scan) -> R<bo
                     format!("BAD INODE NUMBER FOR '.' IN DIR I={dir}; FIX"),
                 )?
             {
-                set_u32(buf, dp, dir as u32);
+                ufs_format::dir::set_ino(en, buf, dp, dir as u32);
                 altered = true;
             }
             if buf[dp + 6] != dt::DT_DIR
@@ -346,9 +347,9 @@ fn check_entry(ctx: &mut Ctx, buf: &mut [u8], off: usize, st: &mut Scan) -> R<bo
                 altered = true;
             }
         } else {
-            let reclen = e_reclen(buf, dp);
+            let reclen = e_reclen(en, buf, dp);
             if reclen < 12 + e_size(buf, dp) {
-                let what = if e_ino(buf, dp) != 0 {
+                let what = if e_ino(en, buf, dp) != 0 {
                     format!(
                         "FIRST ENTRY CONTAINS {}; REPLACE WITH '.'",
                         String::from_utf8_lossy(e_name(buf, dp))
@@ -362,7 +363,7 @@ fn check_entry(ctx: &mut Ctx, buf: &mut [u8], off: usize, st: &mut Scan) -> R<bo
                     Some(dir),
                     format!("MISSING '.' IN DIR I={dir}; {what}"),
                 )? {
-                    write_entry(
+                    write_entry(en, 
                         &mut buf[dp..end],
                         0,
                         dir as u32,
@@ -379,9 +380,9 @@ fn check_entry(ctx: &mut Ctx, buf: &mut [u8], off: usize, st: &mut Scan) -> R<bo
                 format!("MISSING '.' IN DIR I={dir}; ADD '.' ENTRY"),
             )? {
                 let r = reclen - 12;
-                set_u16(buf, dp + 4, r as u16);
+                ufs_format::dir::set_reclen(en, buf, dp, r as u16);
                 buf.copy_within(dp..dp + r, dp + 12);
-                write_entry(&mut buf[dp..end], 0, dir as u32, 12, dt::DT_DIR, b".");
+                write_entry(en, &mut buf[dp..end], 0, dir as u32, 12, dt::DT_DIR, b".");
                 st.entryno += 1;
                 ctx.dec_link(dir);
                 dp += 12;
@@ -397,35 +398,35 @@ fn check_entry(ctx: &mut Ctx, buf: &mut [u8], off: usize, st: &mut Scan) -> R<bo
         let parent = ctx.dir(dir).map_or(0, |d| d.parent);
         if st.entryno == 0 {
             let n = e_size(buf, dp);
-            let reclen = e_reclen(buf, dp);
+            let reclen = e_reclen(en, buf, dp);
             if reclen < n + 12 {
                 break 'chk1;
             }
             let rest = reclen - n;
-            set_u16(buf, dp + 4, n as u16);
+            ufs_format::dir::set_reclen(en, buf, dp, n as u16);
             st.entryno += 1;
-            let t = e_ino(buf, dp);
+            let t = e_ino(en, buf, dp);
             ctx.dec_link(t);
             dp += n;
             buf[dp..dp + rest].fill(0);
-            set_u16(buf, dp + 4, rest as u16);
+            ufs_format::dir::set_reclen(en, buf, dp, rest as u16);
         }
-        if e_ino(buf, dp) != 0 && e_name(buf, dp) == b".." {
-            if e_ino(buf, dp) >= ctx.maxino() {
+        if e_ino(en, buf, dp) != 0 && e_name(buf, dp) == b".." {
+            if e_ino(en, buf, dp) >= ctx.maxino() {
                 let fix = ctx.ask(
                     P2,
                     Severity::Inconsistency,
                     Some(dir),
                     format!("BAD INODE NUMBER FOR '..' IN DIR I={dir}; FIX"),
                 )?;
-                set_u32(
+                ufs_format::dir::set_ino(en, 
                     buf,
                     dp,
                     if parent != 0 { parent } else { UFS_ROOTINO } as u32,
                 );
                 altered |= fix;
             }
-            let dd = e_ino(buf, dp);
+            let dd = e_ino(en, buf, dp);
             if let Some(x) = ctx.dir_mut(dir) {
                 x.dotdot = dd;
             }
@@ -441,8 +442,8 @@ fn check_entry(ctx: &mut Ctx, buf: &mut [u8], off: usize, st: &mut Scan) -> R<bo
             }
             break 'chk1;
         }
-        let reclen = e_reclen(buf, dp);
-        let occupied = e_ino(buf, dp) != 0;
+        let reclen = e_reclen(en, buf, dp);
+        let occupied = e_ino(en, buf, dp) != 0;
         let replace = reclen < 12 + e_size(buf, dp);
         let what = if replace && occupied {
             format!(
@@ -471,7 +472,7 @@ fn check_entry(ctx: &mut Ctx, buf: &mut [u8], off: usize, st: &mut Scan) -> R<bo
             x.dotdot = parent;
         }
         if replace || !occupied {
-            write_entry(
+            write_entry(en, 
                 &mut buf[dp..end],
                 0,
                 parent as u32,
@@ -481,9 +482,9 @@ fn check_entry(ctx: &mut Ctx, buf: &mut [u8], off: usize, st: &mut Scan) -> R<bo
             );
         } else {
             let r = reclen - 12;
-            set_u16(buf, dp + 4, r as u16);
+            ufs_format::dir::set_reclen(en, buf, dp, r as u16);
             buf.copy_within(dp..dp + r, dp + 12);
-            write_entry(&mut buf[dp..end], 0, parent as u32, 12, dt::DT_DIR, b"..");
+            write_entry(en, &mut buf[dp..end], 0, parent as u32, 12, dt::DT_DIR, b"..");
             if parent != 0 {
                 st.entryno += 1;
                 ctx.dec_link(parent);
@@ -496,7 +497,7 @@ fn check_entry(ctx: &mut Ctx, buf: &mut [u8], off: usize, st: &mut Scan) -> R<bo
         altered = true;
     }
     // Any entry.
-    let target = e_ino(buf, dp);
+    let target = e_ino(en, buf, dp);
     if target == 0 {
         return Ok(altered);
     }
@@ -511,7 +512,7 @@ fn check_entry(ctx: &mut Ctx, buf: &mut [u8], off: usize, st: &mut Scan) -> R<bo
                 String::from_utf8_lossy(&name)
             ),
         )?;
-        set_u32(buf, dp, 0);
+        ufs_format::dir::set_ino(en, buf, dp, 0);
         return Ok(altered | fix);
     }
     st.entryno += 1;
@@ -533,7 +534,7 @@ fn check_entry(ctx: &mut Ctx, buf: &mut [u8], off: usize, st: &mut Scan) -> R<bo
             Some(dir),
             format!("BAD WHITEOUT ENTRY I={target} NAME={shown} IN DIR I={dir}; FIX"),
         )?;
-        set_u32(buf, dp, UFS_WINO as u32);
+        ufs_format::dir::set_ino(en, buf, dp, UFS_WINO as u32);
         buf[dp + 6] = dt::DT_WHT;
         altered |= fix;
     } else if target != UFS_WINO {
@@ -615,7 +616,7 @@ fn check_entry(ctx: &mut Ctx, buf: &mut [u8], off: usize, st: &mut Scan) -> R<bo
         }
     }
     if remove {
-        set_u32(buf, dp, 0);
+        ufs_format::dir::set_ino(en, buf, dp, 0);
         altered = true;
     }
     Ok(altered)

@@ -229,6 +229,7 @@ fn clear_now(ctx: &mut Ctx, ino: u64) -> R<()> {
 
 /// The entries of a directory about to be cleared stop being references.
 fn release_dir_refs(ctx: &mut Ctx, dir: u64) -> R<()> {
+    let en = ctx.g.v.endian;
     let Some(d) = ctx.dir(dir).cloned() else {
         return Ok(());
     };
@@ -251,7 +252,7 @@ fn release_dir_refs(ctx: &mut Ctx, dir: u64) -> R<()> {
         let len = (buf.len() as u64).min(d.size.saturating_sub(lbn * g.bsize)) as usize;
         let mut c = 0;
         while c + DIRBLKSIZ <= len {
-            for (_, ino, _, _, _) in dirops::chunk_entries(&buf[c..c + DIRBLKSIZ]) {
+            for (_, ino, _, _, _) in dirops::chunk_entries(en, &buf[c..c + DIRBLKSIZ]) {
                 if index >= 2 && ino != 0 && (ino as u64) != dir {
                     targets.push(ino as u64);
                 }

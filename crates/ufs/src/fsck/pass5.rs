@@ -10,8 +10,6 @@
 //! of the disk: the comparison uses the state before them, and the group
 //! is rewritten with them.
 use super::*;
-use ufs_format::bytes::{get_u32, set_i32, set_u32};
-use ufs_format::cg::{CG_CKHASH_OFF, CG_CS_OFF, CG_FRSUM_OFF};
 use ufs_format::CsumTotal;
 
 const P5: &str = "pass5";
@@ -22,7 +20,6 @@ struct Layout {
     iusedoff: usize,
     freeoff: usize,
     nextfreeoff: usize,
-    clustersumoff: usize,
     clusteroff: usize,
 }
 
@@ -42,7 +39,6 @@ pub(super) fn pass5(ctx: &mut Ctx) -> R<()> {
         iusedoff: proto.cg_iusedoff() as usize,
         freeoff: proto.cg_freeoff() as usize,
         nextfreeoff: proto.cg_nextfreeoff() as usize,
-        clustersumoff: proto.cg_clustersumoff() as usize,
         clusteroff: proto.cg_clusteroff() as usize,
     };
     let mapsize = lay.nextfreeoff - lay.iusedoff;
@@ -86,8 +82,9 @@ pub(super) fn pass5(ctx: &mut Ctx) -> R<()> {
         } else {
             new.clone()
         };
-        let new_cs = Csum::read(&new, CG_CS_OFF);
-        let base_cs = Csum::read(&base, CG_CS_OFF);
+        let cgsize = g.cgsize as usize;
+        let new_cs = Cg::view(&new, g.v.endian, cgsize).cg_cs();
+        let base_cs = Cg::view(&base, g.v.endian, cgsize).cg_cs();
         let (corrupt, rebuild) = (ctx.cgs[c as usize].corrupt, ctx.cgs[c as usize].rebuild);
         // 1. The group's entry in the summary area.
         if ctx.csum(c) != base_cs {
@@ -177,8 +174,13 @@ pub(super) fn pass5(ctx: &mut Ctx) -> R<()> {
     }
     finish_kinds(ctx);
     // 4. The totals in the superblock.
-    let disk = ctx.sb.as_bytes()[sb::FS_CSTOTAL_OFF..sb::FS_CSTOTAL_OFF + 64].to_vec();
-    if disk != cstotal_bytes(&base_total) {
+    let with = |t: &CsumTotal| {
+        let mut sb = ctx.sb.clone();
+        sb.set_fs_cstotal_exact(*t);
+        sb.cstotal_bytes().to_vec()
+    };
+    let disk = ctx.sb.cstotal_bytes().to_vec();
+    if disk != with(&base_total) {
         if ctx.ask(
             P5,
             Severity::Preen,
@@ -187,7 +189,7 @@ pub(super) fn pass5(ctx: &mut Ctx) -> R<()> {
         )? {
             set_cstotal(ctx, &total)?;
         }
-    } else if any_overlay && ctx.can_write() && disk != cstotal_bytes(&total) {
+    } else if any_overlay && ctx.can_write() && disk != with(&total) {
         set_cstotal(ctx, &total)?;
     }
     ctx.totals = Some(total);
@@ -201,19 +203,8 @@ fn add(t: &mut CsumTotal, c: Csum) {
     t.cs_nffree += c.cs_nffree as i64;
 }
 
-fn cstotal_bytes(t: &CsumTotal) -> Vec<u8> {
-    let mut b = vec![0u8; 64];
-    bytes::set_i64(&mut b, 0, t.cs_ndir);
-    bytes::set_i64(&mut b, 8, t.cs_nbfree);
-    bytes::set_i64(&mut b, 16, t.cs_nifree);
-    bytes::set_i64(&mut b, 24, t.cs_nffree);
-    b
-}
-
 fn set_cstotal(ctx: &mut Ctx, t: &CsumTotal) -> R<()> {
-    let mut raw = ctx.sb.as_bytes().to_vec();
-    raw[sb::FS_CSTOTAL_OFF..sb::FS_CSTOTAL_OFF + 64].copy_from_slice(&cstotal_bytes(t));
-    ctx.sb = Superblock::from_bytes(&raw).map_err(Error::from)?;
+    ctx.sb.set_fs_cstotal_exact(*t);
     ctx.sb.set_fs_ronly(0);
     ctx.sb.set_fs_fmod(0);
     ctx.sb_dirty = true;
@@ -265,13 +256,12 @@ fn finish_kinds(ctx: &mut Ctx) {
     }
 }
 
-fn write_cg(ctx: &mut Ctx, c: u64, mut b: Vec<u8>) -> R<()> {
-    if ctx.ck_cg {
-        let h = ckhash::ckhash_with_zeroed_field(&b, CG_CKHASH_OFF);
-        set_u32(&mut b, CG_CKHASH_OFF, h);
-    }
-    let off = ctx.g.cgtod(c) * ctx.g.fsize;
-    ctx.write_bytes(off, &b)
+fn write_cg(ctx: &mut Ctx, c: u64, b: Vec<u8>) -> R<()> {
+    let g = ctx.g;
+    let mut cg = Cg::view(&b, g.v.endian, g.cgsize as usize);
+    cg.update_ckhash(ctx.ck_cg);
+    let off = g.cgtod(c) * g.fsize;
+    ctx.write_bytes(off, cg.as_bytes())
 }
 
 /// Builds group `c` from scratch. With an overlay, the fragments and
@@ -280,29 +270,40 @@ fn build(ctx: &Ctx, c: u64, old: &[u8], lay: &Layout, overlay: Option<&Overlay>)
     let g = &ctx.g;
     let ci = &ctx.cgs[c as usize];
     let mut cg = Cg::new_layout(g, c);
-    let b = cg.raw_mut();
     let ndblk = g.fpg.min(g.size - g.cgbase(c));
-    set_u32(b, 20, ndblk as u32);
+    cg.set_cg_ndblk(ndblk as u32);
+    if g.v.is_ufs1() && g.old_cpg > 0 {
+        // The last group of a UFS1 file system counts the cylinders it has
+        // (pass5.c: howmany(ndblk, fpg / cpg)).
+        let per_cyl = (g.fpg / g.old_cpg).max(1);
+        cg.set_cg_old_ncyl(ndblk.div_ceil(per_cyl).min(g.old_cpg) as i16);
+    }
+    let old = Cg::view(old, g.v.endian, g.cgsize as usize);
     if !ci.corrupt {
         // Fields fsck keeps from the disk.
-        b[8..12].copy_from_slice(&old[8..12]);
-        b[124..128].copy_from_slice(&old[124..128]);
-        b[132..136].copy_from_slice(&old[132..136]);
-        b[136..144].copy_from_slice(&old[136..144]);
-        let rotor = get_u32(old, 40) as u64;
-        let frotor = get_u32(old, 44) as u64;
-        let irotor = get_u32(old, 48) as u64;
-        set_u32(b, 40, if rotor < ndblk { rotor as u32 } else { 0 });
-        set_u32(b, 44, if frotor < ndblk { frotor as u32 } else { 0 });
-        set_u32(b, 48, if irotor < g.ipg { irotor as u32 } else { 0 });
+        cg.set_cg_old_time(old.cg_old_time());
+        cg.set_cg_unrefs(old.cg_unrefs());
+        cg.set_cg_ckhash(old.cg_ckhash());
+        cg.set_cg_time(old.cg_time());
+        let (rotor, frotor, irotor) = (
+            old.cg_rotor() as u64,
+            old.cg_frotor() as u64,
+            old.cg_irotor() as u64,
+        );
+        cg.set_cg_rotor(if rotor < ndblk { rotor as u32 } else { 0 });
+        cg.set_cg_frotor(if frotor < ndblk { frotor as u32 } else { 0 });
+        cg.set_cg_irotor(if irotor < g.ipg { irotor as u32 } else { 0 });
     } else {
-        bytes::set_i64(b, 136, crate::fs::now().0);
+        cg.set_time(g.v.is_ufs1(), crate::fs::now().0);
     }
-    let inited = match overlay {
-        Some(_) => ci.initediblk_disk,
-        None => ci.initediblk,
-    };
-    set_u32(b, 120, inited.min(g.ipg as u32));
+    if g.lazy_inodes() {
+        let inited = match overlay {
+            Some(_) => ci.initediblk_disk,
+            None => ci.initediblk,
+        };
+        cg.set_cg_initediblk(inited.min(g.ipg as u32));
+    }
+    let b = cg.raw_mut();
     // Inode map.
     let mut nused = 0u64;
     let mut ndir = 0i32;
@@ -424,18 +425,17 @@ fn build(ctx: &Ctx, c: u64, old: &[u8], lay: &Layout, overlay: Option<&Overlay>)
     if css > 0 {
         close(&mut run, &mut clsum);
         for (k, v) in clsum.iter().enumerate().skip(1) {
-            set_i32(b, lay.clustersumoff + 4 * k, *v);
+            cg.set_clustersum(k as u64, *v);
         }
     }
     for (i, v) in frsum.iter().enumerate().take(frag as usize).skip(1) {
-        set_u32(b, CG_FRSUM_OFF + 4 * i, *v);
+        cg.set_cg_frsum(i, *v);
     }
-    Csum {
+    cg.set_cg_cs(Csum {
         cs_ndir: ndir,
         cs_nbfree: nbfree,
         cs_nifree: nifree,
         cs_nffree: nffree,
-    }
-    .write(b, CG_CS_OFF);
+    });
     cg.as_bytes().to_vec()
 }

@@ -2,36 +2,35 @@
 //! `sbsearch`, `validate_sblock`).
 //!
 //! Search order: the standard locations (65536, 8192, 0, 262144); the first
-//! UFS2 superblock that validates is used, a bad check-hash being reported
-//! and repaired. If none validates, alternates are tried: every group's
-//! backup (`cgsblock`) of a prototype taken from a damaged standard copy or
-//! from the fsrecovery record below byte 65536, and finally the first
-//! group's backup for every plausible block/fragment size. UFS1 and
-//! byte-swapped images are refused as `Incompatible`.
+//! UFS1 or UFS2 superblock, in either byte order, that validates is used, a
+//! bad check-hash being reported and repaired. A UFS1 superblock read at
+//! 65536 is the backup of a group with 64 KiB blocks and is skipped, as
+//! FreeBSD's `readsuper` skips it. If none validates, alternates are tried:
+//! every group's backup (`cgsblock`) of a prototype taken from a damaged
+//! standard copy or from the fsrecovery record below byte 65536, and
+//! finally the first group's backup for every plausible block/fragment
+//! size. A UFS1 file system in the pre-4.4BSD format is refused as
+//! `Incompatible`, as FreeBSD's fsck refuses it.
 use super::*;
-use ufs_format::bytes::{get_i32, get_u32};
 
 const SB_MASK_FLAGS: i32 = 0x00FF_FFFF;
 
 struct Candidate {
     sb: Superblock,
-    tail: Vec<u8>,
     g: Geometry,
     loc: u64,
     hash_ok: bool,
 }
 
 /// Applies the in-memory masks FreeBSD applies before hashing.
-fn masked(raw: &[u8]) -> Vec<u8> {
-    let mut b = raw.to_vec();
-    let flags = get_i32(&b, 1312);
-    let mut ck = get_u32(&b, 1308);
+fn mask(sb: &mut Superblock) {
+    let flags = sb.fs_flags();
+    let mut ck = sb.fs_metackhash();
     if flags & FS_METACKHASH == 0 {
         ck = 0;
     }
-    bytes::set_u32(&mut b, 1308, ck & CK_SUPPORTED);
-    bytes::set_i32(&mut b, 1312, flags & SB_MASK_FLAGS);
-    b
+    sb.set_fs_metackhash(ck & CK_SUPPORTED);
+    sb.set_fs_flags(flags & SB_MASK_FLAGS);
 }
 
 fn pow2_in(v: i64, lo: i64, hi: i64) -> bool {
@@ -85,10 +84,13 @@ fn extra_checks(sb: &Superblock, g: &Geometry, devsize: u64) -> std::result::Res
     Ok(())
 }
 
+/// What reading the superblock at `loc` gives: None when there is none
+/// (no magic, or a copy that is not a primary), Err with what is wrong.
 fn try_candidate(
     dev: &dyn BlockDevice,
     loc: u64,
-) -> std::result::Result<Option<Candidate>, String> {
+) -> std::result::Result<Option<Candidate>, FormatError> {
+    let at = |e: String| FormatError::corrupt(format!("superblock at byte {loc}"), e);
     if loc
         .checked_add(SBLOCKSIZE as u64)
         .is_none_or(|e| e > dev.size())
@@ -96,28 +98,28 @@ fn try_candidate(
         return Ok(None);
     }
     let mut buf = vec![0u8; SBLOCKSIZE];
-    dev.read_at(loc, &mut buf).map_err(|e| e.to_string())?;
-    if get_u32(&buf, 1372) != FS_UFS2_MAGIC {
+    dev.read_at(loc, &mut buf).map_err(|e| at(e.to_string()))?;
+    match Superblock::sniff(&buf) {
+        Some((_, FS_UFS2_MAGIC | FS_UFS1_MAGIC)) => {}
+        _ => return Ok(None),
+    }
+    let mut sb = Superblock::from_bytes(&buf)?;
+    if sb.variant().is_ufs1() && loc == SBLOCK_UFS2 {
         return Ok(None);
     }
-    let sb = Superblock::from_bytes(&buf).map_err(|e| e.to_string())?;
-    let g = sb
-        .validate(loc)
-        .map_err(|e| format!("superblock at byte {loc}: {e}"))?;
-    extra_checks(&sb, &g, dev.size()).map_err(|e| format!("superblock at byte {loc}: {e}"))?;
-    let sbsize = (sb.fs_sbsize() as usize).clamp(SBSIZE_STRUCT, SBLOCKSIZE);
-    let m = masked(&buf[..sbsize]);
-    let hash_ok = if (get_i32(&m, 1312) & FS_METACKHASH) != 0
-        && (get_u32(&m, 1308) & CK_SUPERBLOCK) != 0
-    {
-        ckhash::ckhash_with_zeroed_field(&m, sb::FS_CKHASH_OFF) == get_u32(&m, sb::FS_CKHASH_OFF)
-    } else {
-        true
+    mask(&mut sb);
+    let hash_ok = !sb.ckhash_enabled(CK_SUPERBLOCK) || sb.compute_ckhash() == sb.fs_ckhash();
+    sb.compat_read(loc);
+    let g = match sb.validate(loc) {
+        Ok(g) => g,
+        Err(FormatError::Corrupt { what, detail }) => {
+            return Err(at(format!("{what}: {detail}")));
+        }
+        Err(e) => return Err(e),
     };
-    let sb = Superblock::from_bytes(&m).map_err(|e| e.to_string())?;
+    extra_checks(&sb, &g, dev.size()).map_err(at)?;
     Ok(Some(Candidate {
         sb,
-        tail: m[SBSIZE_STRUCT..sbsize].to_vec(),
         g,
         loc,
         hash_ok,
@@ -125,7 +127,7 @@ fn try_candidate(
 }
 
 /// Offsets of backup superblocks worth trying when no standard copy works.
-fn alternate_locations(dev: &dyn BlockDevice, protos: &[Vec<u8>]) -> Vec<u64> {
+fn alternate_locations(dev: &dyn BlockDevice, protos: &[Superblock]) -> Vec<u64> {
     let mut out: Vec<u64> = Vec::new();
     let push = |v: u64, out: &mut Vec<u64>| {
         if !out.contains(&v)
@@ -160,10 +162,12 @@ fn alternate_locations(dev: &dyn BlockDevice, protos: &[Vec<u8>]) -> Vec<u64> {
     };
     // Prototypes from damaged standard copies (fsck_ffs' UFS_FSRONLY read).
     for p in protos {
-        let fsize = get_i32(p, 52) as i64;
-        let sblkno = get_i32(p, 8) as i64;
-        let fpg = get_i32(p, 188) as i64;
-        let ncg = get_u32(p, 44) as u64;
+        let (fsize, sblkno, fpg, ncg) = (
+            p.fs_fsize() as i64,
+            p.fs_sblkno() as i64,
+            p.fs_fpg() as i64,
+            p.fs_ncg() as u64,
+        );
         if fsize > 0 && sblkno > 0 && fpg > 0 {
             add_proto(fsize as u64, sblkno as u64, fpg as u64, ncg, &mut out);
         }
@@ -171,13 +175,17 @@ fn alternate_locations(dev: &dyn BlockDevice, protos: &[Vec<u8>]) -> Vec<u64> {
     // The fsrecovery record in the last 20 bytes before 65536.
     if dev.size() >= 65536 {
         let mut r = [0u8; 20];
-        if dev.read_at(65536 - 20, &mut r).is_ok() && get_u32(&r, 0) == FS_UFS2_MAGIC {
-            let fsbtodb = get_i32(&r, 4);
-            let sblkno = get_i32(&r, 8);
-            let fpg = get_i32(&r, 12);
-            let ncg = get_u32(&r, 16) as u64;
-            if (0..8).contains(&fsbtodb) && sblkno > 0 && fpg > 0 {
-                add_proto(512u64 << fsbtodb, sblkno as u64, fpg as u64, ncg, &mut out);
+        if dev.read_at(65536 - 20, &mut r).is_ok() {
+            if let Some(rec) = ufs_format::sb::FsRecovery::parse(&r) {
+                if (0..8).contains(&rec.fsbtodb) && rec.sblkno > 0 && rec.fpg > 0 {
+                    add_proto(
+                        512u64 << rec.fsbtodb,
+                        rec.sblkno as u64,
+                        rec.fpg as u64,
+                        rec.ncg as u64,
+                        &mut out,
+                    );
+                }
             }
         }
     }
@@ -204,13 +212,12 @@ fn alternate_locations(dev: &dyn BlockDevice, protos: &[Vec<u8>]) -> Vec<u64> {
 pub(super) fn setup<'a>(dev: &'a dyn BlockDevice, mode: FsckMode) -> Result<Ctx<'a>> {
     if dev.size() < SBLOCK_UFS1 + SBLOCKSIZE as u64 {
         return Err(Error::corrupt(format!(
-            "device of {} bytes is too small to hold a UFS2 file system",
+            "device of {} bytes is too small to hold a UFS file system",
             dev.size()
         )));
     }
     let mut first_err: Option<String> = None;
-    let mut incompatible: Option<String> = None;
-    let mut protos: Vec<Vec<u8>> = Vec::new();
+    let mut protos: Vec<Superblock> = Vec::new();
     let mut chosen: Option<Candidate> = None;
     for loc in SBLOCKSEARCH {
         if loc + SBLOCKSIZE as u64 > dev.size() {
@@ -218,26 +225,12 @@ pub(super) fn setup<'a>(dev: &'a dyn BlockDevice, mode: FsckMode) -> Result<Ctx<
         }
         let mut buf = vec![0u8; SBLOCKSIZE];
         dev.read_at(loc, &mut buf)?;
-        let magic = get_u32(&buf, 1372);
-        if magic == FS_UFS1_MAGIC {
-            incompatible.get_or_insert_with(|| {
-                format!("UFS1 file system at byte {loc}: only UFS2 is supported")
-            });
-            continue;
-        }
-        if magic == FS_UFS2_MAGIC.swap_bytes() || magic == FS_UFS1_MAGIC.swap_bytes() {
-            incompatible.get_or_insert_with(|| format!("big-endian UFS file system at byte {loc}: only little-endian UFS2 is supported"));
-            continue;
-        }
-        if magic == FS_BAD_MAGIC {
+        if let Some((_, FS_BAD_MAGIC)) = Superblock::sniff(&buf) {
             // FreeBSD stops the search here: a newfs was interrupted, and
             // backups found further on may belong to an older file system.
             return Err(Error::corrupt(format!(
                 "superblock at byte {loc} has FS_BAD_MAGIC: a previous newfs did not complete"
             )));
-        }
-        if magic != FS_UFS2_MAGIC {
-            continue;
         }
         match try_candidate(dev, loc) {
             Ok(Some(c)) => {
@@ -245,17 +238,19 @@ pub(super) fn setup<'a>(dev: &'a dyn BlockDevice, mode: FsckMode) -> Result<Ctx<
                 break;
             }
             Ok(None) => {}
+            Err(FormatError::Unsupported(why)) => {
+                return Err(Error::new(ErrorKind::Incompatible, why));
+            }
             Err(e) => {
-                protos.push(buf.clone());
-                first_err.get_or_insert(e);
+                if let Ok(p) = Superblock::from_bytes(&buf) {
+                    protos.push(p);
+                }
+                first_err.get_or_insert(e.to_string());
             }
         }
     }
     let mut from_alternate = false;
     if chosen.is_none() {
-        if let Some(msg) = incompatible {
-            return Err(Error::new(ErrorKind::Incompatible, msg));
-        }
         for loc in alternate_locations(dev, &protos) {
             if let Ok(Some(c)) = try_candidate(dev, loc) {
                 if c.hash_ok {
@@ -267,16 +262,18 @@ pub(super) fn setup<'a>(dev: &'a dyn BlockDevice, mode: FsckMode) -> Result<Ctx<
         }
     }
     let Some(cand) = chosen else {
-        let why =
-            first_err.unwrap_or_else(|| "no UFS2 superblock magic at any standard location".into());
+        let why = first_err.unwrap_or_else(|| {
+            "no UFS1 or UFS2 superblock magic, in either byte order, at any standard location"
+                .into()
+        });
         return Err(Error::corrupt(format!(
-            "no usable UFS2 superblock ({why}); search for an alternate superblock failed"
+            "no usable superblock ({why}); search for an alternate superblock failed"
         )));
     };
     let g = cand.g;
     let sb = cand.sb;
     let ck = |w: u32| (sb.fs_flags() & FS_METACKHASH) != 0 && (sb.fs_metackhash() & w) != 0;
-    let (ck_sb, ck_cg, ck_inode) = (ck(CK_SUPERBLOCK), ck(CK_CYLGRP), ck(CK_INODE));
+    let (ck_cg, ck_inode) = (ck(CK_CYLGRP), ck(CK_INODE));
     let nbits = g.size.div_ceil(g.frag) * g.frag;
     let mut cs_raw = vec![0u8; g.cssize as usize];
     dev.read_at(g.csaddr * g.fsize, &mut cs_raw)?;
@@ -293,7 +290,6 @@ pub(super) fn setup<'a>(dev: &'a dyn BlockDevice, mode: FsckMode) -> Result<Ctx<
         dev,
         mode,
         sb,
-        sb_tail: cand.tail,
         g,
         sb_loc: cand.loc,
         sb_dirty: false,
@@ -302,7 +298,6 @@ pub(super) fn setup<'a>(dev: &'a dyn BlockDevice, mode: FsckMode) -> Result<Ctx<
         cs_dirty: false,
         ck_inode,
         ck_cg,
-        ck_sb,
         maxfilesize,
         findings: Vec::new(),
         modified: false,
@@ -486,12 +481,10 @@ impl Ctx<'_> {
                 format!("REMOVING NON-SNAPSHOT INODES {bad:?} FROM SNAPSHOT LIST"),
             )?
         {
-            let mut raw = self.sb.as_bytes().to_vec();
             for i in 0..FSMAXSNAP {
                 let v = keep.get(i).copied().unwrap_or(0);
-                bytes::set_u32(&mut raw, sb::FS_SNAPINUM_OFF + 4 * i, v);
+                self.sb.set_fs_snapinum(i, v);
             }
-            self.sb = Superblock::from_bytes(&raw).map_err(Error::from)?;
             self.sb_dirty = true;
         }
         Ok(())
@@ -505,37 +498,42 @@ impl Ctx<'_> {
         if off == self.sb_loc || off + SBLOCKSIZE as u64 > self.dev.size() {
             return Ok(());
         }
-        let alt = self.read_bytes(off, SBSIZE_STRUCT)?;
-        let me = self.sb.as_bytes();
-        // (name, offset) of the 32-bit fields compared.
-        const FIELDS: [(&str, usize); 21] = [
-            ("fs_sblkno", 8),
-            ("fs_cblkno", 12),
-            ("fs_iblkno", 16),
-            ("fs_dblkno", 20),
-            ("fs_ncg", 44),
-            ("fs_bsize", 48),
-            ("fs_fsize", 52),
-            ("fs_frag", 56),
-            ("fs_bmask", 72),
-            ("fs_fmask", 76),
-            ("fs_bshift", 80),
-            ("fs_fshift", 84),
-            ("fs_fragshift", 96),
-            ("fs_fsbtodb", 100),
-            ("fs_sbsize", 104),
-            ("fs_nindir", 116),
-            ("fs_inopb", 120),
-            ("fs_cssize", 156),
-            ("fs_ipg", 184),
-            ("fs_fpg", 188),
-            ("fs_magic", 1372),
-        ];
-        let diff: Vec<&str> = FIELDS
-            .iter()
-            .filter(|(_, o)| get_u32(&alt, *o) != get_u32(me, *o))
-            .map(|(n, _)| *n)
-            .collect();
+        let raw = self.read_bytes(off, SBLOCKSIZE)?;
+        let me = &self.sb;
+        let diff: Vec<&str> = match Superblock::from_bytes(&raw) {
+            Ok(alt) if alt.byte_order() == me.byte_order() => {
+                // The fields fsck_ffs 13 compares, all 32-bit.
+                let fields: [(&str, fn(&Superblock) -> i64); 21] = [
+                    ("fs_sblkno", |s| s.fs_sblkno() as i64),
+                    ("fs_cblkno", |s| s.fs_cblkno() as i64),
+                    ("fs_iblkno", |s| s.fs_iblkno() as i64),
+                    ("fs_dblkno", |s| s.fs_dblkno() as i64),
+                    ("fs_ncg", |s| s.fs_ncg() as i64),
+                    ("fs_bsize", |s| s.fs_bsize() as i64),
+                    ("fs_fsize", |s| s.fs_fsize() as i64),
+                    ("fs_frag", |s| s.fs_frag() as i64),
+                    ("fs_bmask", |s| s.fs_bmask() as i64),
+                    ("fs_fmask", |s| s.fs_fmask() as i64),
+                    ("fs_bshift", |s| s.fs_bshift() as i64),
+                    ("fs_fshift", |s| s.fs_fshift() as i64),
+                    ("fs_fragshift", |s| s.fs_fragshift() as i64),
+                    ("fs_fsbtodb", |s| s.fs_fsbtodb() as i64),
+                    ("fs_sbsize", |s| s.fs_sbsize() as i64),
+                    ("fs_nindir", |s| s.fs_nindir() as i64),
+                    ("fs_inopb", |s| s.fs_inopb() as i64),
+                    ("fs_cssize", |s| s.fs_cssize() as i64),
+                    ("fs_ipg", |s| s.fs_ipg() as i64),
+                    ("fs_fpg", |s| s.fs_fpg() as i64),
+                    ("fs_magic", |s| s.fs_magic() as i64),
+                ];
+                fields
+                    .iter()
+                    .filter(|(_, f)| f(&alt) != f(me))
+                    .map(|(n, _)| *n)
+                    .collect()
+            }
+            _ => vec!["fs_magic"],
+        };
         if !diff.is_empty()
             && self.ask(
                 "superblock",

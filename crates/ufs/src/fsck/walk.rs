@@ -45,11 +45,11 @@ pub(crate) trait Visitor {
 
 /// Does this inode keep block pointers (as opposed to a device number or
 /// an inline symlink)?
-pub(crate) fn has_blocks(di: &Dinode) -> bool {
+pub(crate) fn has_blocks(g: &Geometry, di: &Dinode) -> bool {
     use ufs_format::dinode::*;
     match di.file_type() {
         IFBLK | IFCHR => false,
-        IFLNK => di.di_size() >= MAXSYMLINKLEN_UFS2 as u64,
+        IFLNK => di.di_size() >= g.maxsymlinklen() as u64,
         _ => true,
     }
 }
@@ -103,7 +103,7 @@ pub(crate) fn walk(ctx: &mut Ctx, di: &Dinode, size: u64, v: &mut dyn Visitor) -
             }
         }
     }
-    if !has_blocks(di) {
+    if !has_blocks(&g, di) {
         return Ok(Step::Continue);
     }
     let mut ndb = size.div_ceil(g.bsize) as i128;
@@ -185,12 +185,12 @@ fn iblock(
     } else {
         ((isize + sizepb - 1) / sizepb).min(nindir as i128) as usize
     };
-    let entry = |b: &[u8], i: usize| bytes::get_u64(b, i * 8);
+    let entry = |b: &[u8], i: usize| g.v.get_ptr(b, i);
     if nif < nindir {
         let count = (nif..nindir).filter(|&i| entry(&buf, i) != 0).count();
         if count > 0 && v.trailing(ctx, blk, count)? {
             for i in nif..nindir {
-                bytes::set_u64(&mut buf, i * 8, 0);
+                g.v.set_ptr(&mut buf, i, 0);
             }
             ctx.write_frags(blk, &buf)?;
         }

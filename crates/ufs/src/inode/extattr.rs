@@ -13,6 +13,9 @@
 //! - `di_blocks` counts the area's fragments, as FreeBSD's does.
 //! - The area is at most `UFS_NXADDR * fs_bsize` bytes (`ffs_setextattr`
 //!   answers ENOSPC past it).
+//! - UFS1 inodes have no area (FreeBSD keeps UFS1 attributes in backing
+//!   files of `ufs_extattr.c`, which only a mount configured for them
+//!   uses): they list none, and a change is refused (EOPNOTSUPP).
 use crate::alloc::{BlockPref, Reserve};
 use crate::cache::BlockKind;
 use crate::error::{Damage, Error, ErrorKind, Result};
@@ -24,6 +27,19 @@ impl FsCore {
     /// Largest area an inode may have.
     pub fn max_ext_area(&self) -> u64 {
         UFS_NXADDR as u64 * self.g.bsize
+    }
+
+    /// Refuses a change of extended attributes where inodes have no area
+    /// for them (UFS1).
+    pub fn check_ext_area(&self) -> Result<()> {
+        if self.g.v.is_ufs1() {
+            return Err(Error::new(
+                ErrorKind::NotSupported,
+                "UFS1 inodes have no extended attribute area (FreeBSD keeps UFS1 \
+                 attributes in backing files, which ufskit does not write)",
+            ));
+        }
+        Ok(())
     }
 
     /// The raw extended attribute area of `di`.
@@ -67,7 +83,7 @@ impl FsCore {
             return Ok(Vec::new());
         }
         let area = self.read_ext_area(ino, di)?;
-        extattr::parse_area(&area).map_err(|e| {
+        extattr::parse_area(self.g.v.endian, &area).map_err(|e| {
             Error::damaged(
                 Damage::Inode(ino),
                 format!("inode {ino}: extended attribute area: {e}"),
@@ -86,6 +102,7 @@ impl FsCore {
         area: &[u8],
         who: Reserve,
     ) -> Result<()> {
+        self.check_ext_area()?;
         let g = self.g;
         let size = area.len() as u64;
         if size > self.max_ext_area() {

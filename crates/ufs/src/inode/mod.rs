@@ -109,20 +109,22 @@ impl FsCore {
     fn indir_get(&mut self, ino: u64, addr: u64, idx: u64) -> Result<u64> {
         self.check_ptr(ino, addr, self.g.frag)?;
         let bs = self.g.bsize as usize;
+        let v = self.g.v;
         let b = self.cache.read(addr, bs, BlockKind::Indir)?;
-        let i = idx as usize * 8;
-        Ok(u64::from_le_bytes(b[i..i + 8].try_into().unwrap_or([0; 8])))
+        Ok(v.get_ptr(b, idx as usize))
     }
 
     /// Sets pointer `idx` of the indirect block at `addr` (in inode `ino`'s
-    /// tree) to `v`. A pointer to a new block waits for the block's
+    /// tree) to `val`. A pointer to a new block waits for the block's
     /// contents and bitmap bits (and for `also`, if not 0); a cleared pointer is what the releases of
     /// the blocks below it wait for.
-    fn indir_set(&mut self, ino: u64, addr: u64, idx: u64, v: u64, also: ChangeId) -> Result<()> {
+    fn indir_set(&mut self, ino: u64, addr: u64, idx: u64, val: u64, also: ChangeId) -> Result<()> {
         let bs = self.g.bsize as usize;
-        let i = idx as usize * 8;
-        let mut needs: Vec<u64> = if v != 0 {
-            self.block_pointer_needs(v).to_vec()
+        let v = self.g.v;
+        let w = v.ptr_size();
+        let i = idx as usize * w;
+        let mut needs: Vec<u64> = if val != 0 {
+            self.block_pointer_needs(val).to_vec()
         } else {
             Vec::new()
         };
@@ -131,12 +133,12 @@ impl FsCore {
         }
         let (id, b) =
             self.cache
-                .modify_tracked(addr, bs, BlockKind::Indir, i, 8, &needs, Vec::new())?;
-        b[i..i + 8].copy_from_slice(&v.to_le_bytes());
-        if v != 0 && id != 0 {
-            self.note_reach(v, id);
+                .modify_tracked(addr, bs, BlockKind::Indir, i, w, &needs, Vec::new())?;
+        v.set_ptr(b, idx as usize, val);
+        if val != 0 && id != 0 {
+            self.note_reach(val, id);
         }
-        if v == 0 && id != 0 {
+        if val == 0 && id != 0 {
             self.order.inode_deps(ino).cleared.push(id);
         }
         Ok(())
@@ -678,9 +680,7 @@ impl FsCore {
         self.check_ptr(ino, addr, g.frag)?;
         let ptrs: Vec<u64> = {
             let b = self.cache.read(addr, g.bsize as usize, BlockKind::Indir)?;
-            b.chunks_exact(8)
-                .map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
-                .collect()
+            g.v.ptrs(b).collect()
         };
         let mut any_left = false;
         let mut cleared = Vec::new();

@@ -20,7 +20,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::fs::FsCore;
 use ufs_format::acl::{self, AclEntry};
 use ufs_format::extattr::{ExtAttr, EXTATTR_NAMESPACE_SYSTEM};
-use ufs_format::{dinode, Dinode, APPEND, IMMUTABLE};
+use ufs_format::{dinode, Dinode, Endian, APPEND, IMMUTABLE};
 
 /// Which of an inode's two ACLs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,8 +48,8 @@ pub(crate) fn is_acl_attr(namespace: u8, name: &[u8]) -> bool {
 }
 
 /// The stored form of an ACL attribute's value, checked.
-pub(crate) fn check_acl_value(value: &[u8]) -> Result<Vec<AclEntry>> {
-    let entries = acl::decode(value)
+pub(crate) fn check_acl_value(en: Endian, value: &[u8]) -> Result<Vec<AclEntry>> {
+    let entries = acl::decode(en, value)
         .map_err(|e| Error::new(ErrorKind::Invalid, format!("not a POSIX.1e ACL: {e}")))?;
     if !acl::valid(&entries) {
         return Err(Error::new(
@@ -60,14 +60,14 @@ pub(crate) fn check_acl_value(value: &[u8]) -> Result<Vec<AclEntry>> {
     Ok(entries)
 }
 
-fn stored(attrs: &[ExtAttr], kind: AclKind, ino: u64) -> Result<Option<Vec<AclEntry>>> {
+fn stored(en: Endian, attrs: &[ExtAttr], kind: AclKind, ino: u64) -> Result<Option<Vec<AclEntry>>> {
     let Some(a) = attrs
         .iter()
         .find(|a| a.namespace == EXTATTR_NAMESPACE_SYSTEM && a.name == kind.attr_name())
     else {
         return Ok(None);
     };
-    acl::decode(&a.value).map(Some).map_err(|e| {
+    acl::decode(en, &a.value).map(Some).map_err(|e| {
         Error::damaged(
             crate::error::Damage::Inode(ino),
             format!("inode {ino}: ACL: {e}"),
@@ -75,10 +75,10 @@ fn stored(attrs: &[ExtAttr], kind: AclKind, ino: u64) -> Result<Option<Vec<AclEn
     })
 }
 
-fn put(attrs: &mut Vec<ExtAttr>, kind: AclKind, acl: Option<&[AclEntry]>) -> Result<()> {
+fn put(en: Endian, attrs: &mut Vec<ExtAttr>, kind: AclKind, acl: Option<&[AclEntry]>) -> Result<()> {
     attrs.retain(|a| !(a.namespace == EXTATTR_NAMESPACE_SYSTEM && a.name == kind.attr_name()));
     if let Some(entries) = acl {
-        let value = acl::encode(entries).ok_or_else(|| {
+        let value = acl::encode(en, entries).ok_or_else(|| {
             Error::new(
                 ErrorKind::NoSpace,
                 format!("an ACL holds at most {} entries", acl::OLDACL_MAX_ENTRIES),
@@ -114,7 +114,7 @@ pub(crate) fn inherit(
         None
     } else {
         let attrs = c.ext_attrs(parent, pdi)?;
-        stored(&attrs, AclKind::Default, parent)?
+        stored(c.g.v.endian, &attrs, AclKind::Default, parent)?
     };
     let Some(default) = default else {
         let masked = match umask {
@@ -125,9 +125,10 @@ pub(crate) fn inherit(
     };
     let (bits, access) = acl::inherit(&default, mode & 0o777);
     let mut attrs = Vec::new();
-    put(&mut attrs, AclKind::Access, access.as_deref())?;
+    let en = c.g.v.endian;
+    put(en, &mut attrs, AclKind::Access, access.as_deref())?;
     if fmt == dinode::IFDIR {
-        put(&mut attrs, AclKind::Default, Some(&default))?;
+        put(en, &mut attrs, AclKind::Default, Some(&default))?;
     }
     Ok(((mode & !0o777) | bits, attrs))
 }
@@ -143,7 +144,7 @@ impl Fs {
                 return Ok(None);
             }
             let attrs = c.ext_attrs(ino, &di)?;
-            let mut got = stored(&attrs, kind, ino)?;
+            let mut got = stored(c.g.v.endian, &attrs, kind, ino)?;
             if kind == AclKind::Access {
                 if let Some(a) = got.as_mut() {
                     acl::sync_from_mode(a, di.di_mode());
@@ -200,7 +201,7 @@ impl Fs {
                 }
                 (_, e) => e.filter(|e| !e.is_empty()),
             };
-            put(&mut attrs, kind, keep)?;
+            put(c.g.v.endian, &mut attrs, kind, keep)?;
             if attrs == before {
                 // Only the mode changed (or nothing): the area stays.
                 touch(&mut di, false, true, false);

@@ -135,7 +135,7 @@ impl Fs {
             // An ACL written whole must be one FreeBSD can read: it
             // refuses a malformed one with EPERM on every access.
             if super::acl::is_acl_attr(ns.code(), name) {
-                super::acl::check_acl_value(value)?;
+                super::acl::check_acl_value(c.g.v.endian, value)?;
             }
             Self::change_xattrs(c, ino, ns, name, cred, |attrs, found| {
                 match (found, how) {
@@ -190,6 +190,7 @@ impl Fs {
         check_cred(ns, cred)?;
         check_attr_name(name)?;
         c.check_writable()?;
+        c.check_ext_area()?;
         let di = live_inode(c, ino)?;
         if di.di_flags() & (IMMUTABLE | APPEND) != 0 {
             return Err(flag_refusal(
@@ -232,7 +233,7 @@ pub(super) fn drop_capability(
         return Ok(());
     };
     attrs.remove(i);
-    let area = extattr::encode_area(&attrs);
+    let area = extattr::encode_area(c.g.v.endian, &attrs);
     c.replace_ext_area(ino, di, &area, cred.reserve())
 }
 
@@ -253,7 +254,7 @@ pub(super) fn store_xattrs(
             "extended attributes go on regular files and directories only",
         ));
     }
-    let area = extattr::encode_area(attrs);
+    let area = extattr::encode_area(c.g.v.endian, attrs);
     c.replace_ext_area(ino, &mut di, &area, cred.reserve())?;
     touch(&mut di, false, true, false);
     c.write_inode(ino, &di)?;

@@ -576,6 +576,7 @@ impl OrderState {
 /// (then the whole chunk is rolled back instead). A change that needs an
 /// earlier change of the same chunk may go with it in the same write.
 pub(crate) fn entry_image(
+    en: ufs_format::Endian,
     current: &[u8],
     stack: &[Held],
     ledger: &Ledger,
@@ -610,7 +611,7 @@ pub(crate) fn entry_image(
     }
     let mut entries: Vec<(u32, u8, &[u8])> = Vec::new();
     let mut seen = vec![false; held_names.len()];
-    for e in ufs_format::dir::iter_chunk(current) {
+    for e in ufs_format::dir::iter_chunk(en, current) {
         let e = e.ok()?;
         if e.ino == 0 {
             continue;
@@ -630,7 +631,7 @@ pub(crate) fn entry_image(
             entries.push((*ino, *t, name));
         }
     }
-    let image = ufs_format::dir::build_chunk(&entries)?;
+    let image = ufs_format::dir::build_chunk(en, &entries)?;
     Some((image.to_vec(), done))
 }
 
