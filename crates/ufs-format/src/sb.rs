@@ -381,6 +381,18 @@ impl Superblock {
         e.set_i64(b, o + 24, t.cs_nffree);
         e.set_i64(b, o + 32, t.cs_numclusters);
     }
+    /// Is this a NetBSD file system with an active WAPBL log? NetBSD sets
+    /// `FS_DOWAPBL` (0x100 in `fs_flags`) while a logging mount is live or
+    /// after it crashed, with the log's version (1) at byte 864 and its
+    /// location (1 end of partition, 2 in the file system) at 865
+    /// (NetBSD `sys/ufs/ffs/fs.h`, `ffs_wapbl.c`). FreeBSD's
+    /// `FS_NFS4ACLS` is the same bit, hence the log fields too.
+    pub fn netbsd_log_active(&self) -> bool {
+        const FS_DOWAPBL: i32 = 0x100;
+        let (version, location) = (self.raw[864], self.raw[865]);
+        self.fs_flags() & FS_DOWAPBL != 0 && version == 1 && matches!(location, 1 | 2)
+    }
+
     /// Sets `fs_cstotal` to `t` with its spare fields zero, as fsck's pass 5
     /// writes it.
     pub fn set_fs_cstotal_exact(&mut self, t: CsumTotal) {
@@ -758,6 +770,19 @@ impl Superblock {
         }
         Ok(g)
     }
+}
+
+/// Where Mac OS X's UFS keeps its volume label (`APPLEUFS_LABEL_OFFSET`,
+/// NetBSD `sys/ufs/ufs/ufs_bswap.h`/`dir.h`), 1024 bytes before the UFS1
+/// superblock, and the label's magic "LABL" (big-endian).
+pub const APPLEUFS_LABEL_OFFSET: u64 = 7168;
+pub const APPLEUFS_LABEL_MAGIC: u32 = 0x4c41_424c;
+
+/// Does `b` (the bytes at [`APPLEUFS_LABEL_OFFSET`]) hold an Apple UFS
+/// volume label? Such a file system keeps its directories in 1024-byte
+/// blocks (`APPLEUFS_DIRBLKSIZ`), not the 512 of every BSD.
+pub fn is_apple_ufs_label(b: &[u8]) -> bool {
+    b.len() >= 4 && Endian::Big.get_u32(b, 0) == APPLEUFS_LABEL_MAGIC
 }
 
 /// The recovery record FreeBSD's newfs leaves in the 20 bytes before the

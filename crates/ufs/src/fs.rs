@@ -318,6 +318,9 @@ pub fn read_superblock(dev: &dyn BlockDevice) -> Result<(Superblock, Geometry, u
             continue;
         }
         match sb.validate(loc) {
+            Ok(g) if g.v.is_ufs1() && is_apple_ufs(dev) => {
+                return Err(Error::new(ErrorKind::NotSupported, APPLE_UFS));
+            }
             Ok(g) => {
                 if g.size.checked_mul(g.fsize).is_none_or(|b| b > dev.size()) {
                     return Err(Error::corrupt(format!(
@@ -342,6 +345,21 @@ pub fn read_superblock(dev: &dyn BlockDevice) -> Result<(Superblock, Geometry, u
              in either byte order (not a UFS file system, or a whole disk: see `ufskit probe`)",
         )
     }))
+}
+
+/// Why Mac OS X's UFS is refused.
+pub const APPLE_UFS: &str = "Apple UFS (Mac OS X's UFS1, with a volume label at byte 7168): \
+    its directories are kept in 1024-byte blocks where every BSD uses 512, which \
+    ufskit does not read";
+
+/// Does the device carry Mac OS X's UFS volume label before its UFS1
+/// superblock?
+pub fn is_apple_ufs(dev: &dyn BlockDevice) -> bool {
+    let off = ufs_format::sb::APPLEUFS_LABEL_OFFSET;
+    let mut b = [0u8; 4];
+    off + 4 <= dev.size()
+        && dev.read_at(off, &mut b).is_ok()
+        && ufs_format::sb::is_apple_ufs_label(&b)
 }
 
 pub fn now() -> (i64, i32) {
@@ -374,6 +392,9 @@ pub fn refuses_writing(sb: &Superblock, was_clean: bool) -> Option<String> {
                 .to_string(),
         );
     }
+    if let Some(why) = netbsd_log(sb) {
+        return Some(why);
+    }
     if sb.fs_flags() & FS_SUJ != 0 && !was_clean {
         return Some(
             "the file system uses journaled soft updates and was not unmounted \
@@ -384,6 +405,18 @@ pub fn refuses_writing(sb: &Superblock, was_clean: bool) -> Option<String> {
         );
     }
     None
+}
+
+/// A NetBSD file system whose WAPBL log is active
+/// ([`Superblock::netbsd_log_active`]): its metadata may wait in the log.
+fn netbsd_log(sb: &Superblock) -> Option<String> {
+    sb.netbsd_log_active().then(|| {
+        "the file system has an active NetBSD WAPBL log (FS_DOWAPBL): changes may still \
+         wait in the log, which ufskit does not replay. Mount it on NetBSD (or run its \
+         fsck_ffs) to replay the log, or mount it read-only here (-o ro) to see it as it \
+         was before the logged changes"
+            .to_string()
+    })
 }
 
 impl FsCore {
@@ -425,7 +458,9 @@ impl FsCore {
             Some(s) => rand::rngs::StdRng::seed_from_u64(s),
             None => rand::rngs::StdRng::from_entropy(),
         };
-        let was_clean = sb.fs_clean() != 0 && (sb.fs_flags() & (FS_UNCLEAN | FS_NEEDSFSCK)) == 0;
+        // Clean is 1: NetBSD marks a file system it has mounted with 2
+        // (FS_WASCLEAN) until it unmounts it.
+        let was_clean = sb.fs_clean() == 1 && (sb.fs_flags() & (FS_UNCLEAN | FS_NEEDSFSCK)) == 0;
         let mut read_only = opts.read_only;
         if !was_clean && !opts.force {
             read_only = true;

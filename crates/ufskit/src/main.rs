@@ -36,7 +36,7 @@ mod stats;
 #[command(
     name = "ufskit",
     version,
-    about = "Read, write, check and mount FreeBSD UFS2 file systems from Linux"
+    about = "Read, write, check and mount BSD UFS1 and UFS2 file systems (either byte order) from Linux"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -52,7 +52,7 @@ enum Cmd {
     /// Print a completion script for SHELL (bash, zsh, fish, elvish,
     /// powershell).
     Completions { shell: clap_complete::Shell },
-    /// Create a UFS2 file system (creates a sparse image if TARGET does not exist).
+    /// Create a UFS2 or UFS1 file system, either byte order (creates a sparse image if TARGET does not exist).
     Newfs(NewfsArgs),
     /// Mount an image through FUSE (returns once the mount is live).
     Mount(MountArgs),
@@ -76,7 +76,7 @@ enum Cmd {
     /// Change tunable parameters of an unmounted file system.
     Tunefs(TunefsArgs),
     /// List the partitions of a disk or disk image (GPT, MBR, BSD
-    /// disklabels) and which hold a UFS2 file system: the names IMAGE:NAME
+    /// disklabels) and which hold a UFS file system: the names IMAGE:NAME
     /// takes in every other command.
     Probe {
         /// Print JSON.
@@ -656,9 +656,14 @@ fn cmd_probe(image: &std::path::Path, json: bool) -> Result<(), String> {
     let dev = ufs::dev::FileDevice::open(image, false).map_err(|e| e.to_string())?;
     let parts =
         ufs::dev::partition::probe(&dev).map_err(|e| format!("{}: {e}", image.display()))?;
-    let whole = ufs::fs::read_superblock(&dev).is_ok();
+    let whole_fs = ufs::fs::read_superblock(&dev).ok().map(|(_, g, _)| g.v);
+    let whole = whole_fs.is_some();
     if json {
-        let v = serde_json::json!({ "whole_disk_ufs": whole, "partitions": parts });
+        let v = serde_json::json!({
+            "whole_disk_ufs": whole,
+            "whole_disk_format": whole_fs.map(|v| v.describe()),
+            "partitions": parts,
+        });
         println!(
             "{}",
             serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?
@@ -669,16 +674,15 @@ fn cmd_probe(image: &std::path::Path, json: bool) -> Result<(), String> {
         println!(
             "{}: no partition table; {}",
             image.display(),
-            if whole {
-                "the whole image is a UFS2 file system"
-            } else {
-                "no UFS2 file system at its start either"
+            match whole_fs {
+                Some(v) => format!("the whole image is a UFS file system ({v})"),
+                None => "no UFS file system at its start either".to_string(),
             }
         );
         return Ok(());
     }
     println!(
-        "{:<6} {:<16} {:>14} {:>14}  UFS2",
+        "{:<6} {:<16} {:>14} {:>14}  file system",
         "name", "type", "start (bytes)", "size (bytes)"
     );
     for p in &parts {
@@ -688,7 +692,7 @@ fn cmd_probe(image: &std::path::Path, json: bool) -> Result<(), String> {
             p.kind,
             p.start,
             p.size,
-            if p.ufs { "yes" } else { "-" }
+            p.format.as_deref().unwrap_or("-")
         );
     }
     let ufs: Vec<&str> = parts
@@ -697,14 +701,14 @@ fn cmd_probe(image: &std::path::Path, json: bool) -> Result<(), String> {
         .map(|p| p.name.as_str())
         .collect();
     match ufs.as_slice() {
-        [] => println!("no partition holds a UFS2 file system"),
+        [] => println!("no partition holds a UFS file system"),
         [one] => println!(
             "commands given {} use {one} (or name it: {}:{one})",
             image.display(),
             image.display()
         ),
         many => println!(
-            "several hold UFS2: name one, e.g. {}:{}",
+            "several hold UFS file systems: name one, e.g. {}:{}",
             image.display(),
             many[0]
         ),

@@ -14,6 +14,7 @@
 //! table gives an error or fewer partitions, never a panic (the crates'
 //! parsers run under `catch_unwind` as a second line of defence).
 use super::BlockDevice;
+use ufs_format::Endian;
 use crate::error::{Error, ErrorKind, Result};
 use std::io::{Read, Seek, SeekFrom, Write};
 
@@ -27,8 +28,10 @@ pub struct Partition {
     pub size: u64,
     /// `freebsd-ufs`, `efi`, `freebsd-swap`, ... or the type code.
     pub kind: String,
-    /// A UFS2 superblock was found in it.
+    /// A UFS1 or UFS2 superblock (either byte order) was found in it.
     pub ufs: bool,
+    /// Which: "UFS2, little-endian", "UFS1, big-endian", ...
+    pub format: Option<String>,
 }
 
 /// The bytes `[start, start + size)` of a device, as a device.
@@ -153,7 +156,7 @@ impl Write for Reader<'_> {
 const SECTOR: u64 = 512;
 
 /// The partitions of `dev` (empty when it has no table ufskit reads),
-/// each checked for a UFS2 superblock.
+/// each checked for a UFS1 or UFS2 superblock.
 pub fn probe(dev: &dyn BlockDevice) -> Result<Vec<Partition>> {
     let mut parts = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| tables(dev)))
         .map_err(|_| {
@@ -165,7 +168,9 @@ pub fn probe(dev: &dyn BlockDevice) -> Result<Vec<Partition>> {
     parts.retain(|p| p.size > 0 && p.start.checked_add(p.size).is_some_and(|e| e <= dev.size()));
     for p in &mut parts {
         if let Ok(w) = Window::new(DevRef(dev), p.start, p.size) {
-            p.ufs = crate::fs::read_superblock(&w).is_ok();
+            let found = crate::fs::read_superblock(&w).ok();
+            p.ufs = found.is_some();
+            p.format = found.map(|(_, g, _)| g.v.describe());
         }
     }
     Ok(parts)
@@ -256,6 +261,7 @@ fn gpt(dev: &dyn BlockDevice) -> Result<Vec<Partition>> {
             size: end - start,
             kind,
             ufs: false,
+            format: None,
         });
     }
     Ok(out)
@@ -299,6 +305,7 @@ fn mbr(dev: &dyn BlockDevice) -> Result<Vec<Partition>> {
             size,
             kind,
             ufs: false,
+            format: None,
         });
     }
     Ok(out)
@@ -331,17 +338,21 @@ fn disklabel(
     }
     let mut l = vec![0u8; SECTOR as usize];
     dev.read_at(start + SECTOR, &mut l)?;
-    let u32_at = |o: usize| u32::from_le_bytes(l[o..o + 4].try_into().unwrap_or([0; 4]));
-    if u32_at(D_MAGIC) != DISKMAGIC || u32_at(D_MAGIC2) != DISKMAGIC {
+    // A label is in the byte order of the machine that wrote it, as the
+    // file systems are: its magic says which.
+    let Some(e) = [Endian::Little, Endian::Big]
+        .into_iter()
+        .find(|e| e.get_u32(&l, D_MAGIC) == DISKMAGIC && e.get_u32(&l, D_MAGIC2) == DISKMAGIC)
+    else {
         return Ok(None);
-    }
-    let n = (u16::from_le_bytes([l[D_NPARTITIONS], l[D_NPARTITIONS + 1]]) as usize)
+    };
+    let n = (e.get_u16(&l, D_NPARTITIONS) as usize)
         .min((l.len() - D_PARTITIONS) / PART_SIZE)
         .min(8);
     let part = |i: usize| {
         let o = D_PARTITIONS + i * PART_SIZE;
-        let size = u32::from_le_bytes(l[o..o + 4].try_into().unwrap_or([0; 4])) as u64;
-        let off = u32::from_le_bytes(l[o + 4..o + 8].try_into().unwrap_or([0; 4])) as u64;
+        let size = e.get_u32(&l, o) as u64;
+        let off = e.get_u32(&l, o + 4) as u64;
         (size, off, l[o + 12])
     };
     let raw = if n > RAW_PART { part(RAW_PART).1 } else { 0 };
@@ -362,6 +373,7 @@ fn disklabel(
                 t => format!("bsd-fstype-{t}"),
             },
             ufs: false,
+            format: None,
         });
     }
     Ok(Some(out))
@@ -377,12 +389,23 @@ pub fn write_disklabel(
     size: u64,
     parts: &[(usize, u64, u64, u8)],
 ) -> Result<()> {
+    write_disklabel_in(Endian::Little, dev, start, size, parts)
+}
+
+/// [`write_disklabel`] in byte order `e` (a big-endian machine's label).
+pub fn write_disklabel_in(
+    e: Endian,
+    dev: &dyn BlockDevice,
+    start: u64,
+    size: u64,
+    parts: &[(usize, u64, u64, u8)],
+) -> Result<()> {
     let mut l = vec![0u8; SECTOR as usize];
-    let put32 = |l: &mut [u8], o: usize, v: u32| l[o..o + 4].copy_from_slice(&v.to_le_bytes());
+    let put32 = |l: &mut [u8], o: usize, v: u32| e.set_u32(l, o, v);
     put32(&mut l, D_MAGIC, DISKMAGIC);
     put32(&mut l, D_MAGIC2, DISKMAGIC);
     put32(&mut l, 40, SECTOR as u32); // d_secsize
-    l[D_NPARTITIONS..D_NPARTITIONS + 2].copy_from_slice(&8u16.to_le_bytes());
+    e.set_u16(&mut l, D_NPARTITIONS, 8);
     let base = (start / SECTOR) as u32;
     let mut entries = vec![(RAW_PART, 0u64, size / SECTOR, 0u8)];
     entries.extend_from_slice(parts);
@@ -403,15 +426,15 @@ pub fn write_disklabel(
     let end = D_PARTITIONS + 8 * PART_SIZE;
     let mut sum = 0u16;
     for w in l[..end].chunks(2) {
-        sum ^= u16::from_le_bytes([w[0], w[1]]);
+        sum ^= e.get_u16(w, 0);
     }
-    l[136..138].copy_from_slice(&sum.to_le_bytes());
+    e.set_u16(&mut l, 136, sum);
     dev.write_at(start + SECTOR, &l)
 }
 
 /// Opens what a user names: an image or device (`disk.img`), or one
 /// partition of it (`disk.img:p2`, `disk.img:s1a`). Without a partition, a
-/// disk whose first bytes hold no UFS2 file system but whose partition
+/// disk whose first bytes hold no UFS file system but whose partition
 /// table lists exactly one is opened at that one (`chosen` says which);
 /// several give an error naming them. The file is locked as
 /// [`super::FileDevice::open`] locks it.
@@ -487,7 +510,7 @@ pub fn split_spec(spec: &std::path::Path) -> (std::path::PathBuf, Option<String>
     (spec.to_path_buf(), None)
 }
 
-/// `p1 (freebsd-boot), p2 (freebsd-ufs, UFS2)...`
+/// `p1 (freebsd-boot), p2 (freebsd-ufs, UFS2, little-endian)...`
 pub fn describe(parts: &[Partition]) -> String {
     if parts.is_empty() {
         return "no partition table ufskit reads".to_string();
@@ -499,7 +522,10 @@ pub fn describe(parts: &[Partition]) -> String {
                 "{} ({}{})",
                 p.name,
                 p.kind,
-                if p.ufs { ", UFS2" } else { "" }
+                p.format
+                    .as_deref()
+                    .map(|f| format!(", {f}"))
+                    .unwrap_or_default()
             )
         })
         .collect::<Vec<_>>()

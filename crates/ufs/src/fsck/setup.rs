@@ -107,6 +107,9 @@ fn try_candidate(
     if sb.variant().is_ufs1() && loc == SBLOCK_UFS2 {
         return Ok(None);
     }
+    if sb.variant().is_ufs1() && crate::fs::is_apple_ufs(dev) {
+        return Err(FormatError::Unsupported(crate::fs::APPLE_UFS.into()));
+    }
     mask(&mut sb);
     let hash_ok = !sb.ckhash_enabled(CK_SUPERBLOCK) || sb.compute_ckhash() == sb.fs_ckhash();
     sb.compat_read(loc);
