@@ -217,6 +217,14 @@ pub struct Config {
     /// it (before any repair): `MODE-WORKLOAD-stateN.img`.
     #[serde(skip)]
     pub keep: Option<std::path::PathBuf>,
+    /// The file system the workloads run on (UFS1 or UFS2, either byte
+    /// order), as its short name in the report.
+    #[serde(serialize_with = "variant_name")]
+    pub variant: ufs_format::Variant,
+}
+
+fn variant_name<S: serde::Serializer>(v: &ufs_format::Variant, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(v.short_name())
 }
 
 impl Default for Config {
@@ -235,6 +243,7 @@ impl Default for Config {
             threads: 0,
             max_examples: 3,
             keep: None,
+            variant: ufs_format::Variant::UFS2_LE,
         }
     }
 }
@@ -386,10 +395,13 @@ impl Report {
 /// states expected, what runs now).
 pub fn run(cfg: &Config, progress: Progress) -> ufs::Result<Report> {
     let t0 = Instant::now();
+    // UFS1 inodes keep no extended attributes: that workload has nothing
+    // to do there.
     let combos: Vec<(WriteMode, Workload)> = cfg
         .modes
         .iter()
         .flat_map(|&m| cfg.workloads.iter().map(move |&w| (m, w)))
+        .filter(|&(_, w)| !(cfg.variant.is_ufs1() && w == Workload::Xattr))
         .collect();
     let estimate = cfg.max_prefix.saturating_add(1).min(1 << 20) + cfg.reorders;
     let mut done = 0u64;
@@ -412,8 +424,10 @@ pub fn run(cfg: &Config, progress: Progress) -> ufs::Result<Report> {
     })
 }
 
-fn newfs_params() -> NewfsParams {
+fn newfs_params(v: ufs_format::Variant) -> NewfsParams {
     NewfsParams {
+        format: v.ufs,
+        endian: v.endian,
         seed: Some(1),
         time: Some(1_700_000_000),
         bsize: BSIZE,
@@ -446,7 +460,7 @@ pub fn run_one(
 ) -> ufs::Result<RunResult> {
     let t0 = Instant::now();
     let dev = Arc::new(MemDevice::new(IMAGE_BYTES));
-    newfs(&*dev, &newfs_params())?;
+    newfs(&*dev, &newfs_params(cfg.variant))?;
     let seed = cfg.seed;
     let ctx = |e: Error, what: &str| {
         Error::new(e.kind, format!("{}/{}: {what}: {e}", mode.name(), w.name()))
@@ -623,7 +637,7 @@ pub fn fault_run(mode: WriteMode, w: Workload, fault: ufs_sim::fault::Fault) -> 
     };
     let dev = Arc::new(MemDevice::new(IMAGE_BYTES));
     let prepared = catch_unwind(AssertUnwindSafe(|| -> ufs::Result<Session> {
-        newfs(&*dev, &newfs_params())?;
+        newfs(&*dev, &newfs_params(ufs_format::Variant::UFS2_LE))?;
         let mut s = Session::new(
             Arc::new(Fs::open(Box::new(dev.clone()), mount_opts(mode, 1, w))?),
             None,

@@ -59,6 +59,9 @@ pub struct Config {
     pub barrier: Option<ufs::order::Barrier>,
     /// Images made with soft updates on (`newfs -U`), off, or both.
     pub newfs_softupdates: Vec<bool>,
+    /// The variant `newfs` makes (UFS1 or UFS2, either byte order).
+    #[serde(serialize_with = "variant_name")]
+    pub variant: ufs_format::Variant,
     /// Kills per mode and image kind.
     pub iterations: usize,
     /// Size of each image in bytes.
@@ -77,6 +80,10 @@ pub struct Config {
     /// Where failing images are saved, as the kill left them.
     #[serde(skip)]
     pub keep: Option<PathBuf>,
+}
+
+fn variant_name<S: serde::Serializer>(v: &ufs_format::Variant, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(v.short_name())
 }
 
 /// One kill and what the image showed.
@@ -603,6 +610,7 @@ fn one(
     let mut newfs = Command::new(&cfg.ufskit);
     newfs.arg("newfs");
     newfs.arg(if su { "-U" } else { "--no-soft-updates" });
+    newfs.args(cfg.variant.newfs_args());
     newfs.args(["-s", &cfg.image_bytes.to_string()]).arg(&img);
     run_cmd(newfs.stdout(Stdio::null()), "ufskit newfs")?;
     let mut daemon = start_daemon(cfg, &mount_opts(cfg, mode, index), &img, &mnt, &log)?;

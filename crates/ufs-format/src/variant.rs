@@ -142,6 +142,40 @@ impl Variant {
         (0..block.len() / self.ptr_size()).map(move |i| self.get_ptr(block, i))
     }
 
+    /// The short name commands take and print: `ufs2`, `ufs1`, `ufs2-be`,
+    /// `ufs1-be` (little-endian is the default and goes unsaid).
+    pub fn short_name(self) -> &'static str {
+        match (self.ufs, self.endian) {
+            (Ufs::Ufs2, Endian::Little) => "ufs2",
+            (Ufs::Ufs1, Endian::Little) => "ufs1",
+            (Ufs::Ufs2, Endian::Big) => "ufs2-be",
+            (Ufs::Ufs1, Endian::Big) => "ufs1-be",
+        }
+    }
+
+    /// The variant a short name names (also `ufs2-le`, `ufs1-le`).
+    pub fn parse(s: &str) -> Option<Variant> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "ufs2" | "ufs2-le" => Some(Self::UFS2_LE),
+            "ufs1" | "ufs1-le" => Some(Self::UFS1_LE),
+            "ufs2-be" => Some(Self::UFS2_BE),
+            "ufs1-be" => Some(Self::UFS1_BE),
+            _ => None,
+        }
+    }
+
+    /// The options of `ufskit newfs` that make this variant.
+    pub fn newfs_args(self) -> Vec<&'static str> {
+        let mut v = Vec::new();
+        if self.is_ufs1() {
+            v.extend(["-O", "1"]);
+        }
+        if self.endian == Endian::Big {
+            v.extend(["-B", "be"]);
+        }
+        v
+    }
+
     /// "UFS2, little-endian" and the like, for messages.
     pub fn describe(self) -> String {
         format!(
@@ -178,6 +212,16 @@ mod tests {
             Some(Variant::UFS1_BE)
         );
         assert_eq!(Variant::from_magic_le(0x1234), None);
+    }
+
+    #[test]
+    fn short_names_round_trip() {
+        for v in [Variant::UFS1_LE, Variant::UFS1_BE, Variant::UFS2_LE, Variant::UFS2_BE] {
+            assert_eq!(Variant::parse(v.short_name()), Some(v));
+        }
+        assert_eq!(Variant::parse("UFS1-LE"), Some(Variant::UFS1_LE));
+        assert_eq!(Variant::parse("ufs3"), None);
+        assert_eq!(Variant::UFS1_BE.newfs_args(), vec!["-O", "1", "-B", "be"]);
     }
 
     #[test]

@@ -47,6 +47,10 @@ pub struct CrashtestArgs {
     /// Seed for the workloads' data and the reorderings.
     #[arg(long, default_value_t = Config::default().seed)]
     seed: u64,
+    /// The file system the workloads run on: ufs2 (the default), ufs1,
+    /// ufs2-be, ufs1-be (UFS1 or UFS2, little- or big-endian).
+    #[arg(long, default_value = "ufs2", value_parser = ["ufs2", "ufs1", "ufs2-be", "ufs1-be"])]
+    format: String,
     /// Threads checking crash states (0: one per CPU).
     #[arg(long, default_value_t = 0)]
     threads: usize,
@@ -157,10 +161,16 @@ fn config(a: &CrashtestArgs) -> Result<Config, String> {
         threads: a.threads,
         max_examples: a.examples,
         keep: a.keep.clone(),
+        variant: variant(a)?,
     })
 }
 
+fn variant(a: &CrashtestArgs) -> Result<ufs_format::Variant, String> {
+    ufs_format::Variant::parse(&a.format).ok_or_else(|| format!("unknown --format {}", a.format))
+}
+
 fn print_table(rep: &Report) {
+    println!("file system: {}", rep.config.variant);
     println!(
         "{:<8} {:<7} {:<9} {:>7} {:>6} {:>10} {:>12} {:>5} {:>13} {:>7} {:>8}",
         "mode",
@@ -343,6 +353,7 @@ fn mount_config(a: &CrashtestArgs) -> Result<mountcrash::Config, String> {
             "off" => vec![false],
             _ => vec![false, true],
         },
+        variant: variant(a)?,
         iterations: a.iterations,
         image_bytes: crate::parse_size(&a.size)?,
         tarball,
@@ -390,6 +401,7 @@ fn cmd_mount_crashtest(a: &CrashtestArgs) -> Result<ExitCode, String> {
         }
     })?;
     bar.finish_and_clear();
+    println!("file system: {}", rep.config.variant);
     println!(
         "{:<8} {:<9} {:>6} {:>6} {:>10} {:>12} {:>13} {:>5} {:>14} {:>8}",
         "mode",
