@@ -13,7 +13,9 @@ profile, factors, disk, cpu_model), DIR/paper_stats.json
 with the figures and tables of analysis/paper_stats.py (computed here with
 paper_stats' own functions when it is missing or does not match the CSV)
 and, when present, the dirhash per-operation figures of
-analysis/plot_dirhash.py (fig2_create.png .. fig6_stat_missing.png).
+analysis/plot_dirhash.py (fig2_create.png .. fig6_stat_missing.png) and
+the runs on other on-disk formats in DIR/format-NAME/paper.csv
+(`ufskit bench paper --format ufs2,ufs1`), set beside DIR's own.
 
 Writes
   DIR/report.html  one page, every figure embedded as a data: URI, CSS
@@ -909,6 +911,75 @@ def load_runs(outdir):
     return raw, df, factors
 
 
+def other_formats(outdir):
+    """[(format name, (raw, df, factors))] of DIR/format-NAME/paper.csv,
+    sorted by name; a directory that cannot be read is left out."""
+    out = []
+    try:
+        names = sorted(os.listdir(outdir))
+    except OSError:
+        return out
+    for n in names:
+        sub = os.path.join(outdir, n)
+        if n.startswith("format-") and os.path.isfile(os.path.join(sub, "paper.csv")):
+            try:
+                out.append((n[len("format-"):], load_runs(sub)))
+            except BadInput:
+                continue
+    return out
+
+
+def cell_mean(df, factors, test, on):
+    """Mean seconds of `test` with the factors in `on` (all factors: True)
+    on and the others off; None when absent."""
+    sel = df[df["test"] == test]
+    for f in factors:
+        want = 1 if (on is True or f in on) else 0
+        sel = sel[sel[f] == want]
+    return float(sel["seconds"].mean()) if len(sel) else None
+
+
+def formats_html(cfg, df, factors, rows, others, clk):
+    """The section setting the runs on other formats beside these: per test
+    the mean time with no optimisation and with all of them under each
+    format and its ratio to this one, and each claim's verdict under each."""
+    if not others:
+        return ""
+    unit = ps.time_unit(clk)
+    main = (cfg.get("profile") or {}).get("format", "ufs2")
+    names = [main] + [n for n, _ in others]
+    heads = ["test"]
+    for n in names:
+        heads += ["%s: none (%s)" % (n, unit), "%s: all (%s)" % (n, unit)]
+        if n != main:
+            heads += ["%s / %s, none" % (n, main), "%s / %s, all" % (n, main)]
+    body = []
+    for t in ps.tests_of(df):
+        base = (cell_mean(df, factors, t, ()), cell_mean(df, factors, t, True))
+        line = [t]
+        for n, data in [(main, (None, df, factors))] + others:
+            _, odf, ofac = data
+            v = (cell_mean(odf, ofac, t, ()), cell_mean(odf, ofac, t, True))
+            line += [ps._num(x) if x is not None else "-" for x in v]
+            if n != main:
+                line += [("%.2f" % (x / b)) if (x is not None and b) else "-" for x, b in zip(v, base)]
+        body.append(line)
+    verdicts = []
+    other_rows = [(n, {r["id"]: r["verdict"] for r in findings(Data(d[1], d[2]))}) for n, d in others]
+    for r in rows:
+        verdicts.append([r["id"], r["claim"], r["verdict"]] + [o.get(r["id"], "-") for _, o in other_rows])
+    return "\n".join([
+        "<h2>On-disk formats side by side</h2>",
+        "<p>The same workloads on each format (the paper's FreeBSD 4.5 machine ran UFS1, whose "
+        "128-byte inodes fit twice as many in a block and whose 32-bit block pointers fit twice as "
+        "many in an indirect block). Mean modeled times with no optimisation and with all of them; "
+        "each further format's report is in its format-NAME directory.</p>",
+        '<div class="wide">%s</div>' % table(heads, body, [""] + ["n"] * (len(heads) - 1)),
+        "<h3>Each claim's verdict under each format</h3>",
+        table(["id", "claim", main] + [n for n, _ in others], verdicts),
+    ])
+
+
 def stats_doc(df, factors, outdir, written, clk=None):
     """DIR/paper_stats.json, written with paper_stats when missing or not
     matching the CSV's tests or factors or the clock of paper.json (`clk`,
@@ -1151,7 +1222,7 @@ def runs_html(raw, clk):
                                                        ["" if c == "test" else "n" for c in cols])
 
 
-def report_html(title, outdir, raw, doc, rows, cfg, embedded):
+def report_html(title, outdir, raw, doc, rows, cfg, embedded, formats=""):
     clk = ps.clock(cfg)
     unit = doc.get("time_unit") or ps.time_unit(clk)
     out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
@@ -1190,6 +1261,8 @@ def report_html(title, outdir, raw, doc, rows, cfg, embedded):
                 "</div></div>",
                 img(outdir, e["files"]["fig8"], "Figure 8: improvement by optimisation, %s" % t, embedded),
                 img(outdir, e["files"]["fig9"], "Figure 9: improvement lattice, %s" % t, embedded)]
+    if formats:
+        out.append(formats)
     present = [(f, c) for f, c in DIRHASH_FIGURES if os.path.isfile(os.path.join(outdir, f))]
     out.append("<h2>Dirhash per operation (Figures 2\u20136)</h2>")
     if present:
@@ -1227,7 +1300,8 @@ def main(argv):
         f.write(findings_markdown(rows, os.path.join(outdir, "paper.csv"), d.incomplete))
     written.append(md)
     embedded = []
-    page = report_html(args.title, outdir, raw, doc, rows, cfg, embedded)
+    formats = formats_html(cfg, df, factors, rows, other_formats(outdir), ps.clock(cfg))
+    page = report_html(args.title, outdir, raw, doc, rows, cfg, embedded, formats)
     rep = os.path.join(outdir, "report.html")
     with open(rep, "w", encoding="utf-8") as f:
         f.write(page)

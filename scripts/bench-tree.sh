@@ -9,7 +9,13 @@
 # env:   UFSKIT_MODES="default normal ..."  ufskit configurations, each on
 #          its own fresh image: "default" is `ufskit newfs` + `ufskit mount`
 #          with no option (soft updates), anything else a mount option list
-#          (normal, sync, async, softdep, writeback, threads=2, ...)
+#          (normal, sync, async, softdep, writeback, threads=2, ...); a
+#          configuration may name the file system first, VARIANT@OPTIONS
+#          with VARIANT ufs2 (the default), ufs1, ufs2-be or ufs1-be:
+#          "default ufs2-be@default ufs1@default" compares byte orders and
+#          formats on the same tree
+#        UFSKIT_BASELINE=PATH  also run another ufskit binary (an earlier
+#          build) with its defaults, as configuration "baseline"
 #        UFSKIT_BUSY=1  a busy machine: a CPU hog on every CPU for the whole
 #          run (results differ between a quiet and a busy machine)
 # Results: results/bench-tree.txt (every run, then the medians and ratios)
@@ -41,6 +47,25 @@ tar -C "$(dirname "$tree")" -cf "$work/tree.tar" "$(basename "$tree")"
 entries=$(tar -tf "$work/tree.tar" | wc -l)
 bytes=$(du -sb "$tree" | cut -f1)
 modes=(${UFSKIT_MODES:-default normal})
+baseline=${UFSKIT_BASELINE:-}
+if [ -n "$baseline" ]; then
+  [ -x "$baseline" ] || { echo "bench-tree.sh: UFSKIT_BASELINE $baseline is not an executable" >&2; exit 2; }
+  modes+=(baseline)
+fi
+# The binary, newfs options and mount options of configuration $1.
+bin_of() { if [ "$1" = baseline ]; then echo "$baseline"; else echo "$U"; fi; }
+newfs_args_of() {
+  case "$1" in
+    ufs1@*) echo "-O 1" ;;
+    ufs2-be@*) echo "-B be" ;;
+    ufs1-be@*) echo "-O 1 -B be" ;;
+    *) echo "" ;;
+  esac
+}
+mount_opts_of() {
+  local m=${1#*@}
+  case "$m" in default|baseline) echo "" ;; *) echo "$m" ;; esac
+}
 busy=${UFSKIT_BUSY:-0}
 machine=quiet
 if [ "$busy" = 1 ]; then
@@ -62,11 +87,14 @@ daemon_pid() { pgrep -f "ufskit mount.*$1" | head -1; }
 for i in $(seq 0 $((${#modes[@]} - 1))); do
   m=${modes[$i]}
   mkdir -p "$work/ufs-$i"
-  $U newfs -s 4G "$work/ufs-$i.img" >/dev/null
-  if [ "$m" = default ]; then
-    $U mount "$work/ufs-$i.img" "$work/ufs-$i"
+  b=$(bin_of "$m")
+  # shellcheck disable=SC2046
+  $b newfs $(newfs_args_of "$m") -s 4G "$work/ufs-$i.img" >/dev/null
+  o=$(mount_opts_of "$m")
+  if [ -z "$o" ]; then
+    $b mount "$work/ufs-$i.img" "$work/ufs-$i"
   else
-    $U mount -o "$m" "$work/ufs-$i.img" "$work/ufs-$i"
+    $b mount -o "$o" "$work/ufs-$i.img" "$work/ufs-$i"
   fi
 done
 for r in $(seq "$runs"); do
@@ -78,7 +106,7 @@ for r in $(seq "$runs"); do
     # ufskit keeps its own buffer cache in the daemon: `stats
     # --drop-caches` empties it and returns when done, so "cold" means
     # cold for both.
-    drop="$U stats --drop-caches $work/ufs-$i"
+    drop="$(bin_of "$m") stats --drop-caches $work/ufs-$i"
     $drop >/dev/null
     u=$(UFSKIT_DROP="$drop" bash "$peer" "$work/ufs-$i" "$work/tree.tar")
     echo "run $r ufskit $m: $u" | tee -a "$out"
@@ -90,7 +118,7 @@ for i in $(seq 0 $((${#modes[@]} - 1))); do
   pid=$(daemon_pid "ufs-$i.img")
   hwm=$(awk '/VmHWM/ {print $2}' /proc/"$pid"/status 2>/dev/null || echo 0)
   echo "ufskit:$m hwm_kib=$hwm" >> "$work/raw"
-  $U umount "$work/ufs-$i"
+  $(bin_of "$m") umount "$work/ufs-$i"
   echo "fsck after $m: $($U fsck -n "$work/ufs-$i.img" | tail -1)" | tee -a "$out"
 done
 python3 - "$work/raw" "$out" "$machine" "$tree" "$entries" <<'EOF' | tee -a "$out"

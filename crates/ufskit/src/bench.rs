@@ -104,6 +104,12 @@ enum Which {
         /// low-memory events).
         #[arg(long, default_value = "su,dp,vm,dh")]
         factors: String,
+        /// On-disk formats, comma-separated: ufs2 (the default), ufs1 (the
+        /// paper's FreeBSD 4.5 machine ran UFS1), ufs2-be, ufs1-be. The
+        /// first goes to OUT, each further one to OUT/format-NAME, and the
+        /// report in OUT sets them side by side.
+        #[arg(long, value_delimiter = ',', default_value = "ufs2")]
+        format: Vec<String>,
     },
 }
 
@@ -377,6 +383,7 @@ pub fn cmd_bench(a: BenchArgs) -> Result<(), String> {
             workloads,
             jobs,
             factors,
+            format,
         } => {
             let factors =
                 paper::Factor::parse_list(&factors).map_err(|e| format!("bench paper: {e}"))?;
@@ -386,6 +393,14 @@ pub fn cmd_bench(a: BenchArgs) -> Result<(), String> {
                 paper::Profile::full()
             };
             p.jobs = jobs.max(1);
+            let formats = format
+                .iter()
+                .map(|f| {
+                    ufs_format::Variant::parse(f).ok_or_else(|| {
+                        format!("bench paper: unknown format {f:?} (ufs2, ufs1, ufs2-be, ufs1-be)")
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()?;
             let ws: Vec<paper::Workload> = if workloads.is_empty() {
                 paper::Workload::ALL.to_vec()
             } else {
@@ -416,28 +431,48 @@ pub fn cmd_bench(a: BenchArgs) -> Result<(), String> {
                 p.jobs
             );
             let b = bar(1);
-            let r = paper::run_all(&p, &ws, &factors, &mut |done, total, msg| {
-                b.set_length(total.max(1));
-                b.set_position(done);
-                b.set_message(msg.to_string());
-            })
-            .map_err(|e| format!("bench paper: {e}"))?;
-            b.finish_and_clear();
-            print_paper_table(&r, &ws, &factors);
-            let json = a.out.join("paper.json");
-            write_json(&json, &r)?;
-            let csv = a.out.join("paper.csv");
-            std::fs::write(&csv, paper::to_csv(&r))
-                .map_err(|e| format!("{}: {e}", csv.display()))?;
-            println!(
-                "results: {} {} ({:.0} s)",
-                json.display(),
-                csv.display(),
-                r.wall_s
-            );
-            if !r.fsck_clean() {
-                return Err("an image was not fsck clean after the benchmark".into());
+            // Each further format first, in OUT/format-NAME, so the
+            // report of OUT (made last) sets them beside the first.
+            for (i, &v) in formats.iter().enumerate().rev() {
+                let out = if i == 0 {
+                    a.out.clone()
+                } else {
+                    a.out.join(format!("format-{}", v.short_name()))
+                };
+                std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
+                let p = paper::Profile {
+                    format: v,
+                    ..p.clone()
+                };
+                println!("file system: {v}");
+                let r = paper::run_all(&p, &ws, &factors, &mut |done, total, msg| {
+                    b.set_length(total.max(1));
+                    b.set_position(done);
+                    b.set_message(format!("{} {msg}", v.short_name()));
+                })
+                .map_err(|e| format!("bench paper: {e}"))?;
+                b.finish_and_clear();
+                print_paper_table(&r, &ws, &factors);
+                let json = out.join("paper.json");
+                write_json(&json, &r)?;
+                let csv = out.join("paper.csv");
+                std::fs::write(&csv, paper::to_csv(&r))
+                    .map_err(|e| format!("{}: {e}", csv.display()))?;
+                println!(
+                    "results: {} {} ({:.0} s)",
+                    json.display(),
+                    csv.display(),
+                    r.wall_s
+                );
+                if !r.fsck_clean() {
+                    return Err("an image was not fsck clean after the benchmark".into());
+                }
+                if i > 0 && !a.no_plots {
+                    paper_stats(&csv, &out, &factors);
+                    paper_report(&out);
+                }
             }
+            let csv = a.out.join("paper.csv");
             // The per-operation figures of section 3 (Figures 2-6).
             let cfg = if quick {
                 dirhash_ops::OpsConfig::quick()

@@ -102,6 +102,14 @@ pub struct Profile {
     /// depend on it).
     pub jobs: usize,
     pub seed: u64,
+    /// The on-disk format: UFS2 by default; UFS1 as the paper's FreeBSD
+    /// 4.5 machine had it (`--format ufs1`).
+    #[serde(serialize_with = "variant_name")]
+    pub format: ufs_format::Variant,
+}
+
+fn variant_name<S: serde::Serializer>(v: &ufs_format::Variant, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(v.short_name())
 }
 
 impl Profile {
@@ -128,6 +136,7 @@ impl Profile {
             dirty_high: meter::DIRTY_HIGH,
             jobs: 2,
             seed: 1,
+            format: ufs_format::Variant::UFS2_LE,
         }
     }
 
@@ -384,7 +393,7 @@ impl Combo {
     /// The configuration this combination runs, as recorded with its rows.
     pub fn config(&self, p: &Profile) -> RunConfig {
         let o = self.mount_options(p);
-        let n = newfs_params();
+        let n = newfs_params(p);
         RunConfig {
             write_mode: if self.su { "softdep" } else { "normal" }.into(),
             dirpref: if self.dp { "orlov" } else { "traditional" }.into(),
@@ -624,9 +633,11 @@ pub(crate) fn invalid(msg: String) -> ufs::Error {
 }
 
 /// The paper's era of FFS: 8 KB blocks, 1 KB fragments, an inode per
-/// 4 KB, 8 MiB groups; fixed seed and time.
-fn newfs_params() -> NewfsParams {
+/// 4 KB, 8 MiB groups; fixed seed and time; the profile's format.
+fn newfs_params(p: &Profile) -> NewfsParams {
     NewfsParams {
+        format: p.format.ufs,
+        endian: p.format.endian,
         bsize: 8192,
         fsize: 1024,
         density: Some(4096),
@@ -639,7 +650,7 @@ fn newfs_params() -> NewfsParams {
 
 /// A fresh file system for `combo` on the modeled disk.
 fn make_fs(p: &Profile, combo: Combo) -> ufs::Result<(Arc<ModeledDisk<SparseDevice>>, Fs)> {
-    crate::modeled_fs(&p.disk, p.fs_bytes, &newfs_params(), combo.mount_options(p))
+    crate::modeled_fs(&p.disk, p.fs_bytes, &newfs_params(p), combo.mount_options(p))
 }
 
 /// One workload under one combination, on a fresh file system; `progress`
