@@ -43,6 +43,9 @@ paper`) on a synthetic paper.csv whose effects are planted:
   order saving on the large-directory listings and the growing dirhash
   budget on maildir give claims m and n "agrees"; no inode-order effect
   gives m "disagrees";
+- runs on another on-disk format (DIR/format-ufs1/paper.csv) set beside
+  DIR's, a planted 10% slowdown read back as 1.10, with each claim's
+  verdict under each format; no such section without them;
 - a missing or malformed paper.csv and a bad explanations.json rejected
   with exit 1 and a message.
 Plain python; exits non-zero on failure.
@@ -624,6 +627,44 @@ def check_mount_variant(tmp):
                   "mount report as rendered: %s" % render_report.problems(p, n))
 
 
+def check_formats(tmp):
+    """`bench paper --format ufs2,ufs1`: the runs of DIR/format-ufs1 set
+    beside DIR's: each test's mean with nothing on and with everything on
+    under each format, the ratio, and each claim's verdict under each; a
+    report without other formats has no such section."""
+    d = os.path.join(tmp, "formats")
+    tests = ["folder-create", "tar-find"]
+    write_dir(d, synthetic(tests))
+    # UFS1: everything 10% slower.
+    slow = synthetic(tests)
+    slow["seconds"] = slow["seconds"] * 1.1
+    write_dir(os.path.join(d, "format-ufs1"), slow)
+    r = run(d)
+    check(r.returncode == 0, "formats report exits 0 (%s)" % r.stderr.strip())
+    try:
+        with open(os.path.join(d, "report.html"), encoding="utf-8") as f:
+            page = f.read()
+    except OSError as e:
+        check(False, "formats report: %s" % e)
+        return
+    check("On-disk formats side by side" in page, "formats section present")
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", page))
+    check("ufs1 / ufs2, none" in text and "ufs1 / ufs2, all" in text, "ratio columns named")
+    m = re.search(r"folder-create ([0-9.]+) ([0-9.]+) ([0-9.]+) ([0-9.]+) ([0-9.]+) ([0-9.]+)", text)
+    check(m is not None, "folder-create row of the formats table")
+    if m:
+        none2, all2, none1, all1, rn, ra = map(float, m.groups())
+        check(abs(none1 / none2 - 1.1) < 0.02 and abs(rn - 1.1) < 0.015 and abs(ra - 1.1) < 0.015,
+              "UFS1 planted 10%% slower shows as 1.10 (%s)" % (m.groups(),))
+    check("Each claim&#x27;s verdict under each format" in page or "verdict under each format" in page,
+          "verdicts under each format")
+    plain = os.path.join(tmp, "no-formats")
+    write_dir(plain, synthetic(tests))
+    r = run(plain)
+    with open(os.path.join(plain, "report.html"), encoding="utf-8") as f:
+        check("On-disk formats side by side" not in f.read(), "no formats section without other formats")
+
+
 def check_bad_inputs(tmp):
     good = synthetic(["tar-find"])
     cases = {
@@ -663,6 +704,7 @@ def main():
         rendered = check_end_to_end(tmp)
         check_computes_stats(tmp)
         check_mount_variant(tmp)
+        check_formats(tmp)
         bad = check_bad_inputs(tmp)
     if plottest.failures:
         print("%d check(s) failed" % len(plottest.failures))

@@ -409,3 +409,108 @@ pub mod dt {
 pub fn iftodt(mode: u16) -> u8 {
     ((mode & IFMT) >> 12) as u8
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Dinode {
+        let mut d = Dinode::default();
+        d.set_di_mode(IFREG | 0o644);
+        d.set_nlink(2);
+        d.set_di_uid(1001);
+        d.set_di_gid(20);
+        d.set_di_size(123_456_789);
+        d.set_di_blocks(4242);
+        d.set_di_atime(1_700_000_001);
+        d.set_di_mtime(4_102_444_800);
+        d.set_di_ctime(1_700_000_003);
+        d.set_di_atimensec(11);
+        d.set_di_mtimensec(22);
+        d.set_di_ctimensec(33);
+        d.set_di_gen(0xdead_beef);
+        d.set_di_flags(UF_NODUMP);
+        d.set_di_modrev(99);
+        d.set_di_freelink(7);
+        for i in 0..UFS_NDADDR {
+            d.set_di_db(i, 1000 + i as u64);
+        }
+        for i in 0..UFS_NIADDR {
+            d.set_di_ib(i, 2000 + i as u64);
+        }
+        d
+    }
+
+    #[test]
+    fn every_variant_stores_and_gives_back_the_same_inode() {
+        let d = sample();
+        for v in [Variant::UFS1_LE, Variant::UFS1_BE, Variant::UFS2_LE, Variant::UFS2_BE] {
+            let disk = d.encode(v, false);
+            assert_eq!(disk.len(), v.dinode_size());
+            assert_eq!(Dinode::decode(v, &disk), d, "{v}");
+        }
+        // UFS2 little-endian is the canonical form itself.
+        assert_eq!(&d.encode(Variant::UFS2_LE, false)[..], &d.as_bytes()[..]);
+    }
+
+    #[test]
+    fn ufs1_fields_sit_where_freebsds_struct_puts_them() {
+        let d = sample();
+        let le = d.encode(Variant::UFS1_LE, false);
+        let be = d.encode(Variant::UFS1_BE, false);
+        let e = Endian::Little;
+        assert_eq!(e.get_u16(&le, 0), IFREG | 0o644);
+        assert_eq!(e.get_u64(&le, 8), 123_456_789);
+        assert_eq!(e.get_u32(&le, 24), 4_102_444_800u64 as u32, "mtime past 2038, unsigned");
+        assert_eq!(e.get_u32(&le, 40), 1000, "di_db[0]");
+        assert_eq!(e.get_u32(&le, 88), 2000, "di_ib[0]");
+        assert_eq!(e.get_u32(&le, 104), 4242, "di_blocks");
+        assert_eq!(e.get_u32(&le, 108), 0xdead_beef, "di_gen");
+        assert_eq!((e.get_u32(&le, 112), e.get_u32(&le, 116)), (1001, 20));
+        assert_eq!(Endian::Big.get_u32(&be, 112), 1001);
+        assert_eq!(&be[40..44], &1000u32.to_be_bytes());
+        // Fields UFS1 lacks are gone.
+        let mut x = d.clone();
+        x.set_di_birthtime(5);
+        x.set_di_extsize(100);
+        assert_eq!(Dinode::decode(Variant::UFS1_LE, &x.encode(Variant::UFS1_LE, false)), d);
+    }
+
+    #[test]
+    fn short_symlinks_are_bytes_in_every_order() {
+        for (v, n) in [(Variant::UFS1_BE, 59), (Variant::UFS2_BE, 119), (Variant::UFS1_LE, 59)] {
+            let mut d = Dinode::default();
+            d.set_di_mode(IFLNK | 0o777);
+            let target: Vec<u8> = (0..n).map(|i| b'a' + (i % 26) as u8).collect();
+            d.set_shortlink(&target);
+            d.set_di_size(n as u64);
+            let disk = d.encode(v, false);
+            let at = if v.is_ufs1() { 40 } else { DI_DB_OFF };
+            assert_eq!(&disk[at..at + n], &target[..], "{v}: the text as written");
+            let back = Dinode::decode(v, &disk);
+            assert_eq!(&back.shortlink()[..n], &target[..], "{v}");
+        }
+    }
+
+    #[test]
+    fn ufs1_times_outside_the_field_take_its_nearest_value() {
+        assert_eq!(ufs1_time_to_disk(-5), 0);
+        assert_eq!(ufs1_time_to_disk(1 << 40), u32::MAX);
+        assert_eq!(ufs1_time_from_disk(0xffff_ffff), 4_294_967_295);
+        assert_eq!(ufs1_time_from_disk(0x8000_0000), 2_147_483_648, "after 2038, not 1901");
+    }
+
+    #[test]
+    fn big_endian_ufs2_hashes_are_over_the_bytes_as_stored() {
+        let d = sample();
+        let disk = d.encode(Variant::UFS2_BE, true);
+        assert_eq!(Dinode::ckhash_mismatch(Variant::UFS2_BE, &disk), None);
+        let mut bad = disk.clone();
+        bad[20] ^= 1;
+        assert!(Dinode::ckhash_mismatch(Variant::UFS2_BE, &bad).is_some());
+        let stored = Endian::Big.get_u32(&disk, DI_CKHASH_OFF);
+        let computed = crate::ckhash::ckhash_with_zeroed_field(&disk, DI_CKHASH_OFF);
+        assert_eq!(stored, computed);
+        assert_eq!(Dinode::ckhash_mismatch(Variant::UFS1_LE, &[0u8; 128]), None);
+    }
+}

@@ -1036,3 +1036,138 @@ impl Geometry {
         self.maxfilesize
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A UFS1 superblock as FreeBSD 4 wrote it: the wide fields unset
+    /// (`fs_maxbsize` holding old rotational data), flags in byte 211.
+    fn freebsd4_ufs1(e: Endian) -> Superblock {
+        let mut sb = Superblock::zeroed_in(e);
+        sb.set_fs_magic(FS_UFS1_MAGIC);
+        sb.set_fs_bsize(16384);
+        sb.set_fs_old_flags(FS_DOSOFTDEP as u8);
+        sb.set_fs_maxbsize(-1);
+        sb.set_fs_old_time(1_000_000_000);
+        sb.set_fs_old_size(4096);
+        sb.set_fs_old_dsize(4000);
+        sb.set_fs_old_csaddr(40);
+        sb.set_fs_old_cstotal(Csum {
+            cs_ndir: 3,
+            cs_nbfree: 400,
+            cs_nifree: 500,
+            cs_nffree: 7,
+        });
+        sb
+    }
+
+    #[test]
+    fn a_freebsd4_ufs1_superblock_gets_its_wide_fields_as_freebsd_gives_them() {
+        for e in [Endian::Little, Endian::Big] {
+            let mut sb = freebsd4_ufs1(e);
+            sb.compat_read(SBLOCK_UFS1);
+            assert_eq!(sb.fs_flags(), FS_DOSOFTDEP, "{e:?}: flags moved out of byte 211");
+            assert_ne!(sb.fs_old_flags() as i32 & FS_FLAGS_UPDATED, 0);
+            assert_eq!(sb.fs_sblockloc(), SBLOCK_UFS1 as i64);
+            assert_eq!(sb.fs_maxbsize(), 16384);
+            assert_eq!(
+                (sb.fs_time(), sb.fs_size(), sb.fs_dsize(), sb.fs_csaddr()),
+                (1_000_000_000, 4096, 4000, 40)
+            );
+            let t = sb.fs_cstotal();
+            assert_eq!(
+                (t.cs_ndir, t.cs_nbfree, t.cs_nifree, t.cs_nffree),
+                (3, 400, 500, 7)
+            );
+            assert_eq!((sb.fs_avgfilesize(), sb.fs_avgfpdir()), (AVFILESIZ, AFPDIR));
+            // Written back, the old fields follow the wide ones.
+            sb.set_fs_time(1_700_000_000);
+            let mut t = sb.fs_cstotal();
+            t.cs_nbfree = 399;
+            sb.set_fs_cstotal(t);
+            let back = Superblock::from_bytes(&sb.to_disk_bytes()).unwrap();
+            assert_eq!(back.byte_order(), e);
+            assert_eq!(back.fs_old_time(), 1_700_000_000);
+            assert_eq!(back.fs_old_cstotal().cs_nbfree, 399);
+            // Read again, nothing is converted a second time.
+            let mut again = back.clone();
+            again.compat_read(SBLOCK_UFS1);
+            assert_eq!(again.fs_time(), 1_700_000_000);
+        }
+    }
+
+    #[test]
+    fn superblocks_in_either_order_are_recognised_and_bad_ones_named() {
+        for (m, want) in [
+            (FS_UFS2_MAGIC, Some((Endian::Little, FS_UFS2_MAGIC))),
+            (FS_UFS1_MAGIC.swap_bytes(), Some((Endian::Big, FS_UFS1_MAGIC))),
+            (FS_BAD_MAGIC.swap_bytes(), Some((Endian::Big, FS_BAD_MAGIC))),
+            (0x1234_5678, None),
+        ] {
+            let mut b = vec![0u8; SBLOCKSIZE];
+            Endian::Little.set_u32(&mut b, FS_MAGIC_OFF, m);
+            assert_eq!(Superblock::sniff(&b), want, "{m:#x}");
+        }
+        let mut b = vec![0u8; SBLOCKSIZE];
+        Endian::Big.set_u32(&mut b, FS_MAGIC_OFF, FS_BAD_MAGIC);
+        let e = Superblock::from_bytes(&b).unwrap_err().to_string();
+        assert!(e.contains("newfs did not complete"), "{e}");
+        assert!(Superblock::from_bytes(&[0u8; 100]).is_err());
+    }
+
+    #[test]
+    fn staggered_ufs1_groups_place_their_metadata_as_cgstart_says() {
+        let g = Geometry {
+            v: Variant::UFS1_LE,
+            old_cgoffset: 32,
+            old_cgmask: 0xffff_fff0,
+            old_cpg: 16,
+            old_nrpos: 8,
+            bsize: 8192,
+            fsize: 1024,
+            frag: 8,
+            bshift: 13,
+            fshift: 10,
+            fragshift: 3,
+            ncg: 20,
+            ipg: 1024,
+            fpg: 16384,
+            inopb: 64,
+            nindir: 2048,
+            sblkno: 16,
+            cblkno: 24,
+            iblkno: 32,
+            dblkno: 160,
+            size: 20 * 16384,
+            dsize: 0,
+            cssize: 1024,
+            csaddr: 160,
+            cgsize: 4096,
+            contigsumsize: 0,
+            maxcontig: 1,
+            maxbpg: 2048,
+            minfree: 8,
+            sblockloc: 8192,
+            metaspace: 0,
+            maxfilesize: 1 << 40,
+        };
+        // Group 0 starts at its base; group 3 is three steps in, group 17
+        // one (17 & 15), group 16 none.
+        assert_eq!(g.cgstart(0), 0);
+        assert_eq!(g.cgstart(3), 3 * 16384 + 3 * 32);
+        assert_eq!(g.cgstart(16), 16 * 16384);
+        assert_eq!(g.cgstart(17), 17 * 16384 + 32);
+        assert_eq!(g.cgsblock(3), g.cgstart(3) + 16);
+        assert_eq!(g.cgdmin(3), g.cgstart(3) + 160);
+        assert_eq!(g.ino_to_fsba(3 * 1024), g.cgstart(3) + 32);
+        // Before a group's backup superblock lies data, except in group 0.
+        assert_eq!(g.cg_meta_range(0), 0..160);
+        assert_eq!(g.cg_meta_range(3), g.cgsblock(3)..g.cgdmin(3));
+        // The old tables: 4 bytes per cylinder and 2 per cylinder and
+        // rotational position, before the inode map.
+        assert_eq!(g.cg_map_bytes(), 168 + 16 * 4 + 16 * 8 * 2 + 128 + 2048);
+        assert!(!g.lazy_inodes());
+        assert_eq!(g.maxsymlinklen(), 60);
+    }
+}

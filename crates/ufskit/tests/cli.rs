@@ -1567,7 +1567,7 @@ fn gpt_disk_mounts_with_one_command() {
         .arg(&disk));
     let p4 = PathBuf::from(format!("{}:p4", disk.display()));
     run(ufskit().arg("newfs").arg(&p4));
-    // probe lists the partitions and which holds UFS2.
+    // probe lists the partitions and which holds UFS, with its variant.
     let out = run(ufskit().arg("probe").arg(&disk));
     let listing = String::from_utf8_lossy(&out.stdout);
     let p4_line = listing
@@ -1575,7 +1575,7 @@ fn gpt_disk_mounts_with_one_command() {
         .find(|l| l.starts_with("p4"))
         .unwrap_or_default();
     assert!(
-        p4_line.contains("freebsd-ufs") && p4_line.ends_with("yes"),
+        p4_line.contains("freebsd-ufs") && p4_line.ends_with("UFS2, little-endian"),
         "{listing}"
     );
     assert!(
