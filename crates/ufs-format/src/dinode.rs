@@ -53,37 +53,43 @@ mod ufs1 {
     pub const MODREV: usize = 120;
 }
 
-/// The scalar fields of `struct ufs2_dinode` outside the pointer area, as
-/// (offset, width in bytes): what a byte swap turns around. The pointer
-/// area is handled apart (a short symlink's target is bytes).
-const UFS2_SCALARS: [(usize, usize); 26] = [
-    (0, 2),
-    (2, 2),
-    (4, 4),
-    (8, 4),
-    (12, 4),
-    (16, 8),
-    (24, 8),
-    (32, 8),
-    (40, 8),
-    (48, 8),
-    (56, 8),
-    (64, 4),
-    (68, 4),
-    (72, 4),
-    (76, 4),
-    (80, 4),
-    (84, 4),
-    (88, 4),
-    (92, 4),
-    (96, 8),
-    (104, 8),
-    (232, 8),
-    (240, 4),
-    (244, 4),
-    (248, 4),
-    (252, 4),
-];
+/// Copies the scalar fields of a `struct ufs2_dinode` (everything outside
+/// the pointer area) from `src` to `dst` with each field's bytes turned
+/// around: from one byte order to the other, whichever way. Straight-line
+/// code, so a big-endian inode costs a few byte swaps, not a loop.
+#[inline]
+fn swap_ufs2_scalars(src: &[u8], dst: &mut [u8]) {
+    macro_rules! swap {
+        ($t:ty, $n:expr; $($o:expr),*) => {
+            $(
+                let mut a = [0u8; $n];
+                a.copy_from_slice(&src[$o..$o + $n]);
+                dst[$o..$o + $n].copy_from_slice(&<$t>::from_ne_bytes(a).swap_bytes().to_ne_bytes());
+            )*
+        };
+    }
+    // mode, nlink; uid, gid, blksize; size, blocks, the four times;
+    // the four nanoseconds, gen, kernflags, flags, extsize; extb[2];
+    // modrev; freelink, ckhash, spare[2].
+    swap!(u16, 2; 0, 2);
+    swap!(u32, 4; 4, 8, 12);
+    swap!(u64, 8; 16, 24, 32, 40, 48, 56);
+    swap!(u32, 4; 64, 68, 72, 76, 80, 84, 88, 92);
+    swap!(u64, 8; 96, 104, 232);
+    swap!(u32, 4; 240, 244, 248, 252);
+}
+
+/// The pointer area (`di_db`, `di_ib`: 15 64-bit pointers) with each
+/// pointer's bytes turned around.
+#[inline]
+fn swap_ufs2_pointers(src: &[u8], dst: &mut [u8]) {
+    for i in 0..UFS_NDADDR + UFS_NIADDR {
+        let o = DI_DB_OFF + 8 * i;
+        let mut a = [0u8; 8];
+        a.copy_from_slice(&src[o..o + 8]);
+        dst[o..o + 8].copy_from_slice(&u64::from_ne_bytes(a).swap_bytes().to_ne_bytes());
+    }
+}
 
 /// A UFS1 time in seconds as FreeBSD reads it: the 32-bit field is
 /// unsigned, so times run from 1970 to 2106 (FreeBSD 15's reading; older
@@ -197,17 +203,12 @@ impl Dinode {
     }
 
     fn encode_ufs2_swapped(&self, out: &mut [u8]) {
-        let be = Endian::Big;
-        for &(o, w) in &UFS2_SCALARS {
-            swap_field(&self.raw, Endian::Little, out, be, o, w);
-        }
+        swap_ufs2_scalars(&self.raw, out);
         if self.holds_short_link(MAXSYMLINKLEN_UFS2) {
             out[DI_DB_OFF..DI_DB_OFF + MAXSYMLINKLEN_UFS2]
                 .copy_from_slice(&self.raw[DI_DB_OFF..DI_DB_OFF + MAXSYMLINKLEN_UFS2]);
         } else {
-            for i in 0..UFS_NDADDR + UFS_NIADDR {
-                swap_field(&self.raw, Endian::Little, out, be, DI_DB_OFF + 8 * i, 8);
-            }
+            swap_ufs2_pointers(&self.raw, out);
         }
     }
 
@@ -333,31 +334,14 @@ impl Dinode {
     }
 }
 
-/// Copies the `w`-byte field at `o` from `src` (order `se`) to `dst`
-/// (order `de`).
-#[inline]
-fn swap_field(src: &[u8], se: Endian, dst: &mut [u8], de: Endian, o: usize, w: usize) {
-    match w {
-        2 => de.set_u16(dst, o, se.get_u16(src, o)),
-        4 => de.set_u32(dst, o, se.get_u32(src, o)),
-        8 => de.set_u64(dst, o, se.get_u64(src, o)),
-        _ => {}
-    }
-}
-
 fn decode_ufs2_swapped(b: &[u8]) -> Dinode {
     let mut d = Dinode::default();
-    let be = Endian::Big;
-    for &(o, w) in &UFS2_SCALARS {
-        swap_field(b, be, &mut d.raw, Endian::Little, o, w);
-    }
+    swap_ufs2_scalars(b, &mut d.raw);
     if d.holds_short_link(MAXSYMLINKLEN_UFS2) {
         d.raw[DI_DB_OFF..DI_DB_OFF + MAXSYMLINKLEN_UFS2]
             .copy_from_slice(&b[DI_DB_OFF..DI_DB_OFF + MAXSYMLINKLEN_UFS2]);
     } else {
-        for i in 0..UFS_NDADDR + UFS_NIADDR {
-            swap_field(b, be, &mut d.raw, Endian::Little, DI_DB_OFF + 8 * i, 8);
-        }
+        swap_ufs2_pointers(b, &mut d.raw);
     }
     d
 }
@@ -429,7 +413,7 @@ mod tests {
         d.set_di_mtimensec(22);
         d.set_di_ctimensec(33);
         d.set_di_gen(0xdead_beef);
-        d.set_di_flags(UF_NODUMP);
+        d.set_di_flags(crate::UF_NODUMP);
         d.set_di_modrev(99);
         d.set_di_freelink(7);
         for i in 0..UFS_NDADDR {

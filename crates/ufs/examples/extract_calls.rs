@@ -4,7 +4,10 @@
 //! the `security.capability` question, and SETATTRs for owner, mode and
 //! times. The tree is read into memory first, so only the engine is
 //! timed; the result is its share of an extraction's time per entry.
-//! usage: cargo run --release -p ufs --example extract_calls [TREE] [ROUNDS]
+//! usage: cargo run --release -p ufs --example extract_calls [TREE] [ROUNDS] [FORMAT...]
+//! FORMAT: ufs2 (the default), ufs2-be, ufs1, ufs1-be; with several, the
+//! rounds alternate between them and each gets its own median (the cost
+//! of byte order and of UFS1's conversions on the same tree).
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
@@ -123,8 +126,20 @@ fn main() {
         "{tree}: {n} entries read in {:.2} s",
         t.elapsed().as_secs_f64()
     );
-    let mut each = Vec::new();
-    for _ in 0..rounds {
+    let formats: Vec<ufs_format::Variant> = {
+        let v: Vec<_> = std::env::args()
+            .skip(3)
+            .map(|f| ufs_format::Variant::parse(&f).expect("format: ufs2, ufs2-be, ufs1, ufs1-be"))
+            .collect();
+        if v.is_empty() {
+            vec![ufs_format::Variant::UFS2_LE]
+        } else {
+            v
+        }
+    };
+    let mut by_format: Vec<Vec<f64>> = vec![Vec::new(); formats.len()];
+    for round in 0..rounds * formats.len() {
+        let v = formats[round % formats.len()];
         let dev = ufs::dev::MemDevice::new(4 << 30);
         ufs::newfs::newfs(
             &dev,
@@ -132,6 +147,8 @@ fn main() {
                 seed: Some(1),
                 // As `ufskit newfs` makes it by default.
                 softupdates: true,
+                format: v.ufs,
+                endian: v.endian,
                 ..Default::default()
             },
         )
@@ -146,14 +163,22 @@ fn main() {
         let t = std::time::Instant::now();
         extract(&fs, fs.root(), &top);
         let s = t.elapsed().as_secs_f64();
-        each.push(s);
-        println!("extract {:.3} s, {:.1} µs per entry", s, s * 1e6 / n as f64);
+        by_format[round % formats.len()].push(s);
+        println!(
+            "{}: extract {:.3} s, {:.1} µs per entry",
+            v.short_name(),
+            s,
+            s * 1e6 / n as f64
+        );
         fs.unmount().expect("unmount");
     }
-    each.sort_by(f64::total_cmp);
-    println!(
-        "median {:.3} s, {:.1} µs per entry",
-        each[each.len() / 2],
-        each[each.len() / 2] * 1e6 / n as f64
-    );
+    for (v, mut t) in formats.iter().zip(by_format) {
+        t.sort_by(f64::total_cmp);
+        println!(
+            "{}: median {:.3} s, {:.1} µs per entry",
+            v.short_name(),
+            t[t.len() / 2],
+            t[t.len() / 2] * 1e6 / n as f64
+        );
+    }
 }
