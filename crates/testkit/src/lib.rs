@@ -365,9 +365,90 @@ pub fn copy_in(fs: &Fs, src: &Path, dst: u64) {
     }
 }
 
+/// A host tree `dir/host` of the hostile corners (`hostile/`, a large
+/// directory of `big` entries) and a slice of a real tree (`linux/`, a copy
+/// of /usr/include/linux where the machine has it). Returns its path.
+pub fn hostile_and_real_tree(dir: &Path, big: usize) -> PathBuf {
+    let host = dir.join("host");
+    hostile_tree(&host.join("hostile"), big, false);
+    let inc = Path::new("/usr/include/linux");
+    if inc.exists() {
+        let st = Command::new("cp")
+            .arg("-a")
+            .arg(inc)
+            .arg(host.join("linux"))
+            .status()
+            .unwrap();
+        assert!(st.success());
+    }
+    host
+}
+
+/// The same changes made through the engine to `fs` and to the host tree
+/// `host`, both holding `hostile/` (a [`hostile_tree`] of `big` entries in
+/// `big/`) at their root: `hostile/data` renamed across directories to
+/// `data-moved`, every third name of the large directory removed,
+/// `data-moved` truncated to 70,001 bytes and appended to, and a sparse
+/// file written past 4 GiB.
+pub fn rename_remove_truncate(fs: &Fs, host: &Path, big: usize) {
+    use ufs::{Cred, RenameMode, SetAttr};
+    let root = fs.root();
+    let hostile = fs.lookup(root, b"hostile").unwrap().ino;
+    fs.rename(hostile, b"data", root, b"data-moved", RenameMode::Replace)
+        .unwrap();
+    std::fs::rename(host.join("hostile/data"), host.join("data-moved")).unwrap();
+    let bigdir = fs.lookup(hostile, b"big").unwrap().ino;
+    for i in (0..big).step_by(3) {
+        let n = format!("f{i:06}");
+        fs.unlink(bigdir, n.as_bytes()).unwrap();
+        std::fs::remove_file(host.join("hostile/big").join(&n)).unwrap();
+    }
+    let dm = fs.lookup(root, b"data-moved").unwrap().ino;
+    fs.setattr(
+        dm,
+        &SetAttr {
+            size: Some(70_001),
+            ..Default::default()
+        },
+        Cred::ROOT,
+    )
+    .unwrap();
+    fs.write(dm, 70_001, b"appended bytes", Cred::ROOT).unwrap();
+    let mut d = std::fs::read(host.join("data-moved")).unwrap();
+    d.truncate(70_001);
+    d.extend_from_slice(b"appended bytes");
+    std::fs::write(host.join("data-moved"), &d).unwrap();
+    let far = fs.mknod(root, b"far", 0o100644, 0, Cred::ROOT).unwrap().ino;
+    fs.write(far, (4 << 30) + 100, b"beyond 4 GiB", Cred::ROOT)
+        .unwrap();
+    let hf = std::fs::File::create(host.join("far")).unwrap();
+    use std::os::unix::fs::FileExt;
+    hf.write_all_at(b"beyond 4 GiB", (4 << 30) + 100).unwrap();
+}
+
+/// Opens an image, waiting out a lock that another test's child process
+/// holds for an instant: a process forked by a test running beside this
+/// one (makefs, cp) shares our open files until it execs, and with them
+/// their locks.
+pub fn open_image(img: &Path, writable: bool) -> ufs::dev::FileDevice {
+    let t0 = std::time::Instant::now();
+    loop {
+        match ufs::dev::FileDevice::open(img, writable) {
+            Ok(d) => return d,
+            Err(e)
+                if e.kind == ufs::ErrorKind::Busy
+                    && t0.elapsed() < std::time::Duration::from_secs(5) =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(20))
+            }
+            Err(e) => panic!("open {}: {e}", img.display()),
+        }
+    }
+}
+
 /// Runs ufskit's fsck in check mode and fails the test on any finding.
 pub fn assert_fsck_clean(img: &Path) {
-    let dev = ufs::dev::FileDevice::open(img, false).unwrap();
+    let dev = open_image(img, false);
     let rep = ufs::fsck::fsck(&dev, ufs::fsck::FsckMode::Check).unwrap();
     let msgs: Vec<String> = rep
         .findings

@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use testkit::*;
 use ufs::newfs::NewfsParams;
-use ufs::{Cred, Fs, MountOptions, RenameMode, SetAttr, Time, TimeSet};
+use ufs::{Cred, Fs, MountOptions, SetAttr, Time, TimeSet};
 use ufs_format::{Endian, Ufs, Variant};
 
 const VARIANTS: [Variant; 4] = [
@@ -27,8 +27,9 @@ fn makefs_opts(v: Variant) -> (&'static str, &'static str) {
 }
 
 fn open(img: &Path, read_only: bool) -> Fs {
-    Fs::open_path(
-        img,
+    let dev = open_image(img, !read_only);
+    Fs::open(
+        Box::new(dev),
         MountOptions {
             read_only,
             seed: Some(7),
@@ -39,7 +40,7 @@ fn open(img: &Path, read_only: bool) -> Fs {
 }
 
 fn variant_of(img: &Path) -> Variant {
-    let dev = ufs::dev::FileDevice::open(img, false).unwrap();
+    let dev = open_image(img, false);
     ufs::fs::read_superblock(&dev).unwrap().1.v
 }
 
@@ -56,10 +57,10 @@ fn assert_same(want: &std::collections::BTreeMap<PathBuf, Node>, fs: &Fs, what: 
     }
 }
 
-/// The same changes made to `fs` (root `root`) and to the host tree
-/// `host`: a tree copied in, a rename across directories, removals in a
-/// large directory, a truncation and an append, a sparse file past 4 GiB
-/// (UFS2; 2 GiB for UFS1 with small blocks is still far below its limit).
+/// The same changes made to `fs` and to the host tree `host`: a tree
+/// copied in, then [`rename_remove_truncate`] (a rename across
+/// directories, removals in a large directory, a truncation and an append,
+/// a sparse file past 4 GiB).
 fn change_both(fs: &Fs, host: &Path) {
     let root = fs.root();
     let extra = host.join("added");
@@ -70,54 +71,11 @@ fn change_both(fs: &Fs, host: &Path) {
     std::os::unix::fs::symlink("../data", extra.join("sub/up")).unwrap();
     let added = fs.mkdir(root, b"added", 0o755, Cred::ROOT).unwrap().ino;
     copy_in(fs, &extra, added);
-    let hostile = fs.lookup(root, b"hostile").unwrap().ino;
-    fs.rename(hostile, b"data", root, b"data-moved", RenameMode::Replace)
-        .unwrap();
-    std::fs::rename(host.join("hostile/data"), host.join("data-moved")).unwrap();
-    let big = fs.lookup(hostile, b"big").unwrap().ino;
-    for i in (0..2000).step_by(3) {
-        let n = format!("f{i:06}");
-        fs.unlink(big, n.as_bytes()).unwrap();
-        std::fs::remove_file(host.join("hostile/big").join(&n)).unwrap();
-    }
-    let dm = fs.lookup(root, b"data-moved").unwrap().ino;
-    fs.setattr(
-        dm,
-        &SetAttr {
-            size: Some(70_001),
-            ..Default::default()
-        },
-        Cred::ROOT,
-    )
-    .unwrap();
-    fs.write(dm, 70_001, b"appended bytes", Cred::ROOT).unwrap();
-    let mut d = std::fs::read(host.join("data-moved")).unwrap();
-    d.truncate(70_001);
-    d.extend_from_slice(b"appended bytes");
-    std::fs::write(host.join("data-moved"), &d).unwrap();
-    let far = fs.mknod(root, b"far", 0o100644, 0, Cred::ROOT).unwrap().ino;
-    fs.write(far, (4 << 30) + 100, b"beyond 4 GiB", Cred::ROOT)
-        .unwrap();
-    let hf = std::fs::File::create(host.join("far")).unwrap();
-    use std::os::unix::fs::FileExt;
-    hf.write_all_at(b"beyond 4 GiB", (4 << 30) + 100).unwrap();
+    rename_remove_truncate(fs, host, 2000);
 }
 
-/// A host tree: the hostile corners and a slice of a real tree.
 fn host_tree(dir: &Path) -> PathBuf {
-    let host = dir.join("host");
-    hostile_tree(&host.join("hostile"), 2000, false);
-    let inc = Path::new("/usr/include/linux");
-    if inc.exists() {
-        let st = std::process::Command::new("cp")
-            .arg("-a")
-            .arg(inc)
-            .arg(host.join("linux"))
-            .status()
-            .unwrap();
-        assert!(st.success());
-    }
-    host
+    hostile_and_real_tree(dir, 2000)
 }
 
 #[test]
@@ -165,7 +123,7 @@ fn newfs_of_every_variant_takes_a_tree_and_reads_it_back() {
             .unwrap()
             .set_len(1 << 30)
             .unwrap();
-        let dev = ufs::dev::FileDevice::open(&img, true).unwrap();
+        let dev = open_image(&img, true);
         let rep = ufs::newfs::newfs(
             &dev,
             &NewfsParams {
@@ -288,7 +246,7 @@ fn fsck_repairs_damage_in_every_variant() {
             .unwrap()
             .set_len(256 << 20)
             .unwrap();
-        let dev = ufs::dev::FileDevice::open(&img, true).unwrap();
+        let dev = open_image(&img, true);
         ufs::newfs::newfs(
             &dev,
             &NewfsParams {
@@ -310,7 +268,7 @@ fn fsck_repairs_damage_in_every_variant() {
         assert_fsck_clean(&img);
         // A wrong link count, a group's free-block count off, and the
         // summary totals off: pass 4 and pass 5 find and fix each.
-        let dev = ufs::dev::FileDevice::open(&img, true).unwrap();
+        let dev = open_image(&img, true);
         patch_inode(&dev, f, |di| di.set_nlink(3));
         patch_cg(&dev, 0, |cg| {
             let mut cs = cg.cg_cs();
@@ -318,7 +276,7 @@ fn fsck_repairs_damage_in_every_variant() {
             cg.set_cg_cs(cs);
         });
         drop(dev);
-        let dev = ufs::dev::FileDevice::open(&img, true).unwrap();
+        let dev = open_image(&img, true);
         let found = ufs::fsck::fsck(&dev, ufs::fsck::FsckMode::Check).unwrap();
         let msgs: Vec<&str> = found.findings.iter().map(|f| f.message.as_str()).collect();
         assert!(
