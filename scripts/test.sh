@@ -12,8 +12,10 @@ rm -f "$skips"
 if [ -n "${CI:-}" ]; then unset UFSKIT_ALLOW_SKIPS; fi
 cargo test --workspace --release 2>&1
 # The POSIX harness again over /dev/fuse alone (the run above used the
-# io_uring rings where the kernel has them).
-UFSKIT_TEST_URING=off cargo test --release -p ufs-fuse --test mount 2>&1
+# io_uring rings where the kernel has them), on big-endian images (as a
+# powerpc or sparc64 machine writes them); then on UFS1 images.
+UFSKIT_TEST_URING=off UFSKIT_TEST_BYTE_ORDER=be cargo test --release -p ufs-fuse --test mount 2>&1
+UFSKIT_TEST_UFS=1 cargo test --release -p ufs-fuse --test mount 2>&1
 if [ -s "$skips" ]; then
   echo "SKIPPED: $(wc -l < "$skips") tests, prerequisites missing:"
   sed 's/^/  /' "$skips"
@@ -37,12 +39,18 @@ test -s "${TMPDIR:-/tmp}/ufskit-ci-bench/largedir_per_file.png"
 # soft-updates mode over every workload.
 target/release/ufskit bench writeorder --quick --out "${TMPDIR:-/tmp}/ufskit-ci-bench"
 target/release/ufskit crashtest --mode softdep --out "${TMPDIR:-/tmp}/ufskit-ci-bench"
+# The same on UFS1, the paper's format.
+target/release/ufskit crashtest --format ufs1 --mode softdep --prefixes 300 --reorders 300 \
+  --out "${TMPDIR:-/tmp}/ufskit-ci-bench-ufs1"
 # The real mount daemon killed with SIGKILL under load (tar, cp, mv, rm, a
 # maildir writer with fsyncs, stress-ng), two kills per mode and image
 # kind: every image classified, repaired, its fsynced mail checked and
 # mounted again (exit 2 on a broken guarantee).
 target/release/ufskit crashtest --mount --iterations 2 --size 1G \
   --work "${TMPDIR:-/tmp}/ufskit-ci-crashmount" --out "${TMPDIR:-/tmp}/ufskit-ci-bench"
+# And on a big-endian UFS1 image (newfs -O 1 -B be), soft updates.
+target/release/ufskit crashtest --mount --format ufs1-be --mode softdep --iterations 1 --size 1G \
+  --work "${TMPDIR:-/tmp}/ufskit-ci-crashmount-ufs1be" --out "${TMPDIR:-/tmp}/ufskit-ci-bench-ufs1be"
 # The paper's evaluation, quick profile, in-process on the modeled disk
 # and CPU: every workload under the 16 combinations (SU, DP, VM, DH), JSON,
 # CSV, rank tables, linear models, figures, the HTML report and the
@@ -56,9 +64,13 @@ python3 analysis/render_report.py "${TMPDIR:-/tmp}/ufskit-ci-paper/report.html"
 # inode order (io) and the growing dirhash budget (gd) with soft updates
 # and dirhash on the workloads they concern; the report's claim m (inode
 # order saves on the large directory's listings) must agree.
+# On UFS2 and on UFS1 (the paper's machine's format), set side by side
+# in the report.
 target/release/ufskit bench paper --quick --factors su,dh,io,gd --workloads tar,maildir,largedir \
-  --out "${TMPDIR:-/tmp}/ufskit-ci-further"
+  --format ufs2,ufs1 --out "${TMPDIR:-/tmp}/ufskit-ci-further"
 grep -q '^| m |.*| agrees |' "${TMPDIR:-/tmp}/ufskit-ci-further/findings.md"
+grep -q 'On-disk formats side by side' "${TMPDIR:-/tmp}/ufskit-ci-further/report.html"
+test -s "${TMPDIR:-/tmp}/ufskit-ci-further/format-ufs1/findings.md"
 python3 analysis/render_report.py "${TMPDIR:-/tmp}/ufskit-ci-further/report.html"
 # The evaluation with real programs through the FUSE mount, quick profile:
 # tar, find, rm, bonnie++, postmark, nmh's folder -pack, Andrew (cp, ls,

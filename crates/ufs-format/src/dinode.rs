@@ -98,6 +98,15 @@ pub fn ufs1_time_from_disk(raw: u32) -> i64 {
     raw as i64
 }
 
+/// The time an inode of variant `v` keeps when `t` is set: `t` itself in
+/// UFS2, the nearest time its 32-bit field holds in UFS1.
+pub fn stored_time(v: Variant, t: i64) -> i64 {
+    match v.ufs {
+        Ufs::Ufs1 => ufs1_time_from_disk(ufs1_time_to_disk(t)),
+        Ufs::Ufs2 => t,
+    }
+}
+
 /// The 32-bit field that stores `t` in a UFS1 inode: times before 1970
 /// are stored as 1970 and times after 2106 as 2106 (the field's range).
 pub fn ufs1_time_to_disk(t: i64) -> u32 {

@@ -1159,12 +1159,15 @@ impl Fs {
         if let Some(f) = s.flags {
             di.set_di_flags(f);
         }
+        // A time the format cannot hold (UFS1: before 1970, after 2106)
+        // is stored as the nearest it can, and answered as stored.
+        let v = c.g.v;
         let set_t = |t: TimeSet| match t {
             TimeSet::Now => {
                 let (s, n) = now();
                 (s, n)
             }
-            TimeSet::At(t) => (t.sec, t.nsec as i32),
+            TimeSet::At(t) => (ufs_format::dinode::stored_time(v, t.sec), t.nsec as i32),
         };
         if let Some(t) = s.atime {
             let (a, n) = set_t(t);
@@ -1178,7 +1181,7 @@ impl Fs {
         }
         touch(&mut di, false, true, false);
         if let Some(t) = s.ctime {
-            di.set_di_ctime(t.sec);
+            di.set_di_ctime(ufs_format::dinode::stored_time(v, t.sec));
             di.set_di_ctimensec(t.nsec as i32);
         }
         c.write_inode(ino, &di)?;
