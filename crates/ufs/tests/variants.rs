@@ -434,3 +434,82 @@ fn bad_variants_get_a_clear_message() {
     assert!(m.contains("Apple UFS"), "{m}");
     assert!(f.contains("Apple UFS"), "{f}");
 }
+
+/// The tools on every variant: tunefs changes what it is asked and the
+/// file system stays clean and of its variant; dumpfs -m gives back the
+/// newfs command of the variant; a big-endian machine's BSD disklabel is
+/// found and its UFS partition named with its variant.
+#[test]
+fn tunefs_dumpfs_and_disklabels_on_every_variant() {
+    use ufs::dev::BlockDevice;
+    for v in VARIANTS {
+        let dev = ufs::dev::MemDevice::new(64 << 20);
+        ufs::newfs::newfs(
+            &dev,
+            &NewfsParams {
+                seed: Some(2),
+                format: v.ufs,
+                endian: v.endian,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let changed = ufs::tunefs::tunefs(
+            &dev,
+            &ufs::tunefs::TuneParams {
+                minfree: Some(5),
+                avgfilesize: Some(4096),
+                volname: Some("vol_1".into()),
+                softupdates: Some(false),
+                all_backups: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(changed.len(), 5, "{v}: {changed:?}");
+        let (sb, g, _) = ufs::fs::read_superblock(&dev).unwrap();
+        assert_eq!(g.v, v);
+        assert_eq!(
+            (sb.fs_minfree(), sb.fs_avgfilesize(), sb.fs_volname()),
+            (5, 4096, "vol_1".to_string()),
+            "{v}"
+        );
+        assert_eq!(sb.fs_flags() & ufs_format::FS_DOSOFTDEP, 0, "{v}");
+        let rep = ufs::fsck::fsck(&dev, ufs::fsck::FsckMode::Check).unwrap();
+        assert!(rep.findings.is_empty(), "{v}: {:?}", rep.findings);
+        let cmd = ufs::dumpfs::newfs_command(&dev, "x.img").unwrap();
+        assert_eq!(cmd.contains("-O 1"), v.is_ufs1(), "{v}: {cmd}");
+        assert_eq!(cmd.contains("-B be"), v.endian == Endian::Big, "{v}: {cmd}");
+        let text = ufs::dumpfs::dumpfs(&dev, true).unwrap();
+        assert!(text.contains(&v.describe()), "{v}: {}", &text[..200]);
+    }
+    // A disk labelled by a big-endian machine, its partition a made there.
+    for e in [Endian::Big, Endian::Little] {
+        let disk = std::sync::Arc::new(ufs::dev::MemDevice::new(96 << 20));
+        let sectors = (80u64 << 20) / 512;
+        ufs::dev::partition::write_disklabel_in(e, &*disk, 0, 96 << 20, &[(0, 64, sectors, 7)])
+            .unwrap();
+        {
+            let w = ufs::dev::partition::Window::new(disk.clone(), 64 * 512, sectors * 512)
+                .unwrap();
+            ufs::newfs::newfs(
+                &w,
+                &NewfsParams {
+                    seed: Some(2),
+                    format: Ufs::Ufs1,
+                    endian: e,
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+        }
+        let parts = ufs::dev::partition::probe(&*disk).unwrap();
+        let a = parts.iter().find(|p| p.name == "a").expect("partition a");
+        assert_eq!(
+            a.format.as_deref(),
+            Some(Variant::new(Ufs::Ufs1, e).describe().as_str()),
+            "{parts:?}"
+        );
+        assert!(disk.size() > a.start + a.size - 1);
+    }
+}
