@@ -51,6 +51,27 @@ target/release/ufskit crashtest --mount --iterations 2 --size 1G \
 # And on a big-endian UFS1 image (newfs -O 1 -B be), soft updates.
 target/release/ufskit crashtest --mount --format ufs1-be --mode softdep --iterations 1 --size 1G \
   --work "${TMPDIR:-/tmp}/ufskit-ci-crashmount-ufs1be" --out "${TMPDIR:-/tmp}/ufskit-ci-bench-ufs1be"
+# An independent reader on what ufskit writes through the mount: dissect.ffs
+# (fox-it's Python UFS reader, from PyPI), on a UFS1 and a UFS2 image
+# holding a copy of /usr/include/linux: every name, type, size, byte,
+# symlink target, mode and mtime as on the host.
+venv=${TMPDIR:-/tmp}/ufskit-venv-dissect
+[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+"$venv/bin/pip" install -q dissect.ffs
+indep=$(mktemp -d "${TMPDIR:-/tmp}/ufskit-independent.XXXXXX")
+cp -a /usr/include/linux "$indep/tree"
+for fmt in "-O 1" "-O 2"; do
+  # shellcheck disable=SC2086
+  target/release/ufskit newfs $fmt -s 256M "$indep/img" >/dev/null
+  mkdir -p "$indep/mnt"
+  target/release/ufskit mount "$indep/img" "$indep/mnt"
+  cp -a "$indep/tree" "$indep/mnt/tree"
+  target/release/ufskit umount "$indep/mnt"
+  target/release/ufskit fsck -n "$indep/img" >/dev/null
+  "$venv/bin/python" scripts/independent-read.py "$indep/img" /tree "$indep/tree"
+  rm -f "$indep/img"
+done
+rm -rf "$indep"
 # The paper's evaluation, quick profile, in-process on the modeled disk
 # and CPU: every workload under the 16 combinations (SU, DP, VM, DH), JSON,
 # CSV, rank tables, linear models, figures, the HTML report and the
