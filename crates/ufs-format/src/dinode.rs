@@ -158,10 +158,13 @@ impl Dinode {
         Endian::Little
     }
 
-    /// Is this inode a symlink whose target is kept in its pointer area
-    /// (no blocks, a size that fits `maxsymlinklen` bytes)?
-    fn holds_short_link(&self, maxsymlinklen: usize) -> bool {
-        self.is_symlink() && self.di_blocks() == 0 && self.di_size() <= maxsymlinklen as u64
+    /// Is this inode a symlink whose target is kept in its pointer area?
+    /// FreeBSD's rule, by size alone (`ufs_readlink`, fsck's
+    /// `checkinode`): shorter than `fs_maxsymlinklen`, whatever
+    /// `di_blocks` says (a wrong block count is fsck's to correct, not a
+    /// reason to read text as pointers).
+    pub fn holds_short_link(&self, maxsymlinklen: usize) -> bool {
+        self.is_symlink() && self.di_size() < maxsymlinklen as u64
     }
 
     /// Decodes the on-disk inode at the start of `b` (at least

@@ -211,8 +211,9 @@ impl Superblock {
     /// when `fs_maxbsize` does not yet say so; zero tuning fields get their
     /// defaults. (FreeBSD also caps a UFS1 `fs_maxfilesize` in memory and
     /// restores it when writing; here the cap is the [`Geometry`]'s, and
-    /// the field keeps what newfs wrote.) `loc` is where the superblock
-    /// was read.
+    /// the field keeps what newfs wrote.) `loc` is where the primary
+    /// superblock lives: where this one was read, or for a backup the
+    /// standard place of its format ([`Superblock::primary_location`]).
     pub fn compat_read(&mut self, loc: u64) {
         if self.fs_old_flags() as i32 & FS_FLAGS_UPDATED == 0 {
             self.set_fs_flags(self.fs_old_flags() as i32);
@@ -241,9 +242,18 @@ impl Superblock {
         if self.fs_avgfpdir() as i32 <= 0 {
             self.set_fs_avgfpdir(AFPDIR);
         }
-        if self.fs_save_cgsize() > 0 {
-            self.set_fs_cgsize(self.fs_save_cgsize());
-            self.set_fs_save_cgsize(0);
+    }
+
+    /// The standard place of the primary superblock when one was read at
+    /// `loc`: `loc` itself at 8192 or 65536, else (a backup, or the floppy
+    /// and piggy places) 8192 for UFS1 and 65536 for UFS2.
+    pub fn primary_location(&self, loc: u64) -> u64 {
+        if loc == SBLOCK_UFS1 || loc == SBLOCK_UFS2 {
+            loc
+        } else if self.fs_magic() == FS_UFS1_MAGIC {
+            SBLOCK_UFS1
+        } else {
+            SBLOCK_UFS2
         }
     }
 
@@ -390,7 +400,16 @@ impl Superblock {
     pub fn netbsd_log_active(&self) -> bool {
         const FS_DOWAPBL: i32 = 0x100;
         let (version, location) = (self.raw[864], self.raw[865]);
-        self.fs_flags() & FS_DOWAPBL != 0 && version == 1 && matches!(location, 1 | 2)
+        // The log's block size (`fs_journallocs[2]`, at 888): a sector
+        // size. FreeBSD keeps spares there (zero), so this tells the two
+        // apart where the flag bit and the low bytes of its `fs_unrefs`
+        // might agree by chance.
+        let blksize = self.endian.get_u64(&self.raw, 888);
+        self.fs_flags() & FS_DOWAPBL != 0
+            && version == 1
+            && matches!(location, 1 | 2)
+            && blksize.is_power_of_two()
+            && (512..=65536).contains(&blksize)
     }
 
     /// Sets `fs_cstotal` to `t` with its spare fields zero, as fsck's pass 5
@@ -630,6 +649,15 @@ impl Superblock {
             );
         }
         let size = self.fs_size();
+        if ufs1 && size > i32::MAX as i64 {
+            return bad(
+                "fs_size",
+                format!(
+                    "{size} fragments: UFS1's 32-bit block pointers address at most {}",
+                    i32::MAX
+                ),
+            );
+        }
         if size <= 0 || (size as u64) <= (ncg - 1) * fpg || (size as u64) > ncg * fpg {
             return bad(
                 "fs_size",

@@ -310,7 +310,7 @@ pub fn read_superblock(dev: &dyn BlockDevice) -> Result<(Superblock, Geometry, u
             }
             continue;
         }
-        sb.compat_read(loc);
+        sb.compat_read(sb.primary_location(loc));
         // A superblock found somewhere it does not claim to live is a stale
         // copy (e.g. a UFS1 leftover under a UFS2 file system); keep
         // looking.
@@ -609,7 +609,7 @@ impl FsCore {
         };
         let old = Dinode::decode(v, &b[off..off + dsize]);
         di.encode_into(v, &mut b[off..off + dsize], ckhash);
-        if id != 0 && !(di.is_symlink() && di.di_blocks() == 0) {
+        if id != 0 && !di.holds_short_link(self.g.maxsymlinklen()) {
             let new_ptrs = (0..UFS_NDADDR)
                 .map(|i| (old.di_db(i), di.di_db(i)))
                 .chain((0..UFS_NIADDR).map(|i| (old.di_ib(i), di.di_ib(i))));
@@ -986,7 +986,7 @@ impl FsCore {
             self.dirhash.forget_dir(ino);
             self.dir_hints.remove(&ino);
         }
-        let has_blocks = !(di.is_symlink() && di.di_blocks() == 0)
+        let has_blocks = !di.holds_short_link(self.g.maxsymlinklen())
             && !matches!(
                 di.file_type(),
                 ufs_format::dinode::IFCHR

@@ -801,8 +801,7 @@ impl Fs {
                 return Err(Error::new(ErrorKind::Invalid, "not a symbolic link"));
             }
             let size = di.di_size() as usize;
-            let short = c.g.maxsymlinklen();
-            if di.di_blocks() == 0 && size <= short {
+            if di.holds_short_link(c.g.maxsymlinklen()) {
                 return Ok(di.shortlink()[..size].to_vec());
             }
             c.read_data(ino, &di, 0, size.min(65536))
@@ -1628,8 +1627,11 @@ fn fresh_inode(c: &mut FsCore, ino: u64, mode: u16, cred: Cred, parent: &Dinode)
     di.set_di_mtimensec(n);
     di.set_di_ctime(s);
     di.set_di_ctimensec(n);
-    di.set_di_birthtime(s);
-    di.set_di_birthnsec(n);
+    // UFS1 inodes keep no birth time (it would read back as 0).
+    if !c.g.v.is_ufs1() {
+        di.set_di_birthtime(s);
+        di.set_di_birthnsec(n);
+    }
     Ok(di)
 }
 

@@ -336,19 +336,29 @@ fn disklabel(
     if size < 2 * SECTOR || start.checked_add(2 * SECTOR).is_none_or(|e| e > dev.size()) {
         return Ok(None);
     }
-    let mut l = vec![0u8; SECTOR as usize];
-    dev.read_at(start + SECTOR, &mut l)?;
+    // The first two sectors hold the label wherever its port puts it:
+    // sector 1 (FreeBSD, NetBSD and OpenBSD on i386, amd64, macppc), or
+    // sector 0 at byte 64 (alpha, pmax) or 128 (sparc, sparc64)
+    // (`LABELSECTOR`/`LABELOFFSET` of each port's disklabel.h).
+    let mut both = vec![0u8; 2 * SECTOR as usize];
+    dev.read_at(start, &mut both)?;
     // A label is in the byte order of the machine that wrote it, as the
     // file systems are: its magic says which.
-    let Some(e) = [Endian::Little, Endian::Big]
-        .into_iter()
-        .find(|e| e.get_u32(&l, D_MAGIC) == DISKMAGIC && e.get_u32(&l, D_MAGIC2) == DISKMAGIC)
-    else {
+    let found = [SECTOR as usize, 64, 128].into_iter().find_map(|at| {
+        let l = &both[at..];
+        [Endian::Little, Endian::Big]
+            .into_iter()
+            .find(|e| e.get_u32(l, D_MAGIC) == DISKMAGIC && e.get_u32(l, D_MAGIC2) == DISKMAGIC)
+            .map(|e| (l.to_vec(), e))
+    });
+    let Some((l, e)) = found else {
         return Ok(None);
     };
+    // Up to 16 partitions (NetBSD's MAXPARTITIONS on some ports), as
+    // many as the label says and the sectors hold.
     let n = (e.get_u16(&l, D_NPARTITIONS) as usize)
-        .min((l.len() - D_PARTITIONS) / PART_SIZE)
-        .min(8);
+        .min(l.len().saturating_sub(D_PARTITIONS) / PART_SIZE)
+        .min(16);
     let part = |i: usize| {
         let o = D_PARTITIONS + i * PART_SIZE;
         let size = e.get_u32(&l, o) as u64;

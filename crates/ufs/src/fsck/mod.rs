@@ -340,6 +340,9 @@ pub(crate) struct Ctx<'a> {
     pub ck_cg: bool,
     /// `fs_maxfilesize` as the formula gives it.
     pub maxfilesize: u64,
+    /// The largest size an inode may have (`chkfilesize`, fsutil.c): the
+    /// formula's, and for UFS1 at most 2^30 blocks less a byte.
+    pub file_size_limit: u64,
     pub findings: Vec<Finding>,
     pub modified: bool,
     pub needs_rerun: bool,

@@ -47,11 +47,16 @@ pub(super) fn cg_header_problem(ctx: &Ctx, c: u64, b: &[u8], proto: &Cg) -> Opti
                 g.ipg
             ));
         }
-        if cg.cg_old_ncyl() < 0 || cg.cg_old_ncyl() as u64 > g.old_cpg {
+        // Every group spans fs_old_cpg cylinders (check_cgmagic); the last
+        // one of an old multi-cylinder file system may span fewer, as
+        // pass 5 counts them: howmany(ndblk, fpg / cpg).
+        let last = c + 1 == g.ncg;
+        let short = ndblk.div_ceil((g.fpg / g.old_cpg.max(1)).max(1)).min(g.old_cpg);
+        let ncyl = cg.cg_old_ncyl() as i64;
+        if !(ncyl == g.old_cpg as i64 || (last && ncyl == short as i64)) {
             return Some(format!(
-                "cg_old_ncyl {} exceeds fs_old_cpg {}",
-                cg.cg_old_ncyl(),
-                g.old_cpg
+                "cg_old_ncyl {ncyl} should be {}",
+                if last { short } else { g.old_cpg }
             ));
         }
         if cg.cg_niblk() != 0 || cg.cg_initediblk() != 0 {
@@ -245,6 +250,17 @@ fn scan_group(ctx: &mut Ctx, c: u64, n: u64) -> R<()> {
     Ok(())
 }
 
+/// Is a device inode's number `NODEV` ((dev_t)-1): all ones in its
+/// `di_rdev`, 64-bit in UFS2 and 32-bit in UFS1 (where FreeBSD's `DIP`
+/// sign-extends it).
+fn is_nodev(g: &Geometry, di: &Dinode) -> bool {
+    if g.v.is_ufs1() {
+        di.di_rdev() == u32::MAX
+    } else {
+        di.di_db(0) == u64::MAX
+    }
+}
+
 fn ftype_ok(t: u16) -> bool {
     matches!(t, IFDIR | IFREG | IFBLK | IFCHR | IFLNK | IFSOCK | IFIFO)
 }
@@ -294,11 +310,11 @@ fn check_inode(ctx: &mut Ctx, ino: u64, mut di: Dinode, hash: Option<(u32, u32)>
         return Ok(());
     }
     // Shape checks: failures make the inode unusable ("unknown").
-    let unknown = if size > ctx.maxfilesize || (mode == IFDIR && size > MAXDIRSIZE) {
+    let unknown = if size > ctx.file_size_limit || (mode == IFDIR && size > MAXDIRSIZE) {
         Some(format!("BAD FILE SIZE {size}"))
     } else if matches!(mode, IFBLK | IFCHR | IFIFO | IFSOCK) && size != 0 {
         Some(format!("BAD SPECIAL-FILE SIZE {size}"))
-    } else if matches!(mode, IFBLK | IFCHR) && di.di_db(0) == u64::MAX {
+    } else if matches!(mode, IFBLK | IFCHR) && is_nodev(&g, &di) {
         Some("BAD SPECIAL-FILE RDEV".to_string())
     } else {
         None
@@ -306,61 +322,72 @@ fn check_inode(ctx: &mut Ctx, ino: u64, mut di: Dinode, hash: Option<(u32, u32)>
     if let Some(m) = unknown {
         return clear_unknown(ctx, ino, di, &m);
     }
-    // Pointer slots past what the size needs must be empty.
-    let mut ndb: i128 = size.div_ceil(g.bsize) as i128;
-    if matches!(mode, IFBLK | IFCHR) {
-        ndb += 1;
-    }
+    // Pointer slots past what the size needs must be empty. A short
+    // symlink's are bytes: past its target, rounded up to a pointer's
+    // width (`howmany(size, sizeof(daddr))` slots, fsck_ffs' checkinode),
+    // the pointer area must be zero.
     if mode == IFLNK && size < g.maxsymlinklen() as u64 {
-        // Slots of the canonical inode are 8 bytes, whatever the format.
-        ndb = size.div_ceil(8) as i128;
-        if ndb > UFS_NDADDR as i128 {
-            let mut j = ndb - UFS_NDADDR as i128;
-            ndb = 1;
-            while j > 1 {
-                ndb = ndb.saturating_mul(g.nindir as i128);
-                j -= 1;
+        let w = g.v.ptr_size();
+        let keep = size.div_ceil(w as u64) as usize * w;
+        let area = &di.shortlink()[..g.maxsymlinklen()];
+        if let Some(first) = area[keep..].iter().position(|&b| b != 0) {
+            let slot = (keep + first) / w;
+            if ctx.ask(
+                P1,
+                Severity::Inconsistency,
+                Some(ino),
+                format!(
+                    "INVALID DIRECT BLOCK IN SLOT {slot} OF SHORT SYMLINK I={ino} (SIZE {size}); CLEAR"
+                ),
+            )? {
+                let text = area[..keep].to_vec();
+                di.set_shortlink(&text);
+                dirty = true;
             }
-            ndb += UFS_NDADDR as i128;
         }
-    }
-    for j in (ndb.max(0) as usize)..UFS_NDADDR {
-        if di.di_db(j) != 0
-            && ctx.ask(
-                P1,
-                Severity::Inconsistency,
-                Some(ino),
-                format!(
-                    "INVALID DIRECT BLOCK {} IN SLOT {j} OF I={ino} (SIZE {size}); CLEAR",
-                    di.di_db(j)
-                ),
-            )?
-        {
-            di.set_di_db(j, 0);
-            dirty = true;
+    } else {
+        let mut ndb: i128 = size.div_ceil(g.bsize) as i128;
+        if matches!(mode, IFBLK | IFCHR) {
+            ndb += 1;
         }
-    }
-    let mut levels = 0;
-    let mut rest = ndb - UFS_NDADDR as i128;
-    while rest > 0 {
-        levels += 1;
-        rest /= g.nindir as i128;
-    }
-    for j in levels.min(UFS_NIADDR)..UFS_NIADDR {
-        if di.di_ib(j) != 0
-            && ctx.ask(
-                P1,
-                Severity::Inconsistency,
-                Some(ino),
-                format!(
-                    "INVALID INDIRECT BLOCK {} AT LEVEL {} OF I={ino} (SIZE {size}); CLEAR",
-                    di.di_ib(j),
-                    j + 1
-                ),
-            )?
-        {
-            di.set_di_ib(j, 0);
-            dirty = true;
+        for j in (ndb.max(0) as usize)..UFS_NDADDR {
+            if di.di_db(j) != 0
+                && ctx.ask(
+                    P1,
+                    Severity::Inconsistency,
+                    Some(ino),
+                    format!(
+                        "INVALID DIRECT BLOCK {} IN SLOT {j} OF I={ino} (SIZE {size}); CLEAR",
+                        di.di_db(j)
+                    ),
+                )?
+            {
+                di.set_di_db(j, 0);
+                dirty = true;
+            }
+        }
+        let mut levels = 0;
+        let mut rest = ndb - UFS_NDADDR as i128;
+        while rest > 0 {
+            levels += 1;
+            rest /= g.nindir as i128;
+        }
+        for j in levels.min(UFS_NIADDR)..UFS_NIADDR {
+            if di.di_ib(j) != 0
+                && ctx.ask(
+                    P1,
+                    Severity::Inconsistency,
+                    Some(ino),
+                    format!(
+                        "INVALID INDIRECT BLOCK {} AT LEVEL {} OF I={ino} (SIZE {size}); CLEAR",
+                        di.di_ib(j),
+                        j + 1
+                    ),
+                )?
+            {
+                di.set_di_ib(j, 0);
+                dirty = true;
+            }
         }
     }
     if !ftype_ok(mode) {
@@ -710,7 +737,7 @@ pub(super) fn pass1b(ctx: &mut Ctx) -> R<()> {
             }
             let di = ctx.read_inode(ino)?;
             let mut v = FindDups { hit: None };
-            walk::walk(ctx, &di, di.di_size().min(ctx.maxfilesize), &mut v)?;
+            walk::walk(ctx, &di, di.di_size().min(ctx.file_size_limit), &mut v)?;
             if let Some(f) = v.hit {
                 ctx.ask(
                     "pass1b",

@@ -112,7 +112,7 @@ fn try_candidate(
     }
     mask(&mut sb);
     let hash_ok = !sb.ckhash_enabled(CK_SUPERBLOCK) || sb.compute_ckhash() == sb.fs_ckhash();
-    sb.compat_read(loc);
+    sb.compat_read(sb.primary_location(loc));
     let g = match sb.validate(loc) {
         Ok(g) => g,
         Err(FormatError::Corrupt { what, detail }) => {
@@ -302,6 +302,11 @@ pub(super) fn setup<'a>(dev: &'a dyn BlockDevice, mode: FsckMode) -> Result<Ctx<
         ck_inode,
         ck_cg,
         maxfilesize,
+        file_size_limit: if g.v.is_ufs1() {
+            maxfilesize.min((1u64 << 30) * g.bsize - 1)
+        } else {
+            maxfilesize
+        },
         findings: Vec::new(),
         modified: false,
         needs_rerun: false,

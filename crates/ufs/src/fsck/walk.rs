@@ -316,7 +316,7 @@ pub(crate) fn clear_inode(ctx: &mut Ctx, ino: u64) -> R<()> {
         walk(
             ctx,
             &di,
-            size.min(ctx.maxfilesize),
+            size.min(ctx.file_size_limit),
             &mut Release { limit, runs: 0 },
         )?;
     }

@@ -3,8 +3,8 @@
 //! delayed blocks reach it in.
 //!
 //! The model (McKusick and Ganger's soft updates, at the granularity of
-//! fixed regions of a buffer: a 256-byte inode, a 512-byte directory chunk,
-//! an 8-byte indirect pointer):
+//! fixed regions of a buffer: an inode (256 bytes in UFS2, 128 in UFS1), a
+//! 512-byte directory chunk, an indirect pointer (8 or 4 bytes)):
 //! - every change to a buffer gets a [`ChangeId`]; a change is *durable*
 //!   once a write holding it has been followed by a device flush (a drive
 //!   may reorder writes between flushes, so completion alone proves
