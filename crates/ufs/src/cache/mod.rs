@@ -1014,14 +1014,18 @@ impl BufferCache {
     }
 
     /// Whether change `id` waits, directly or not, for one of `targets`:
-    /// through its needs, and those of the earlier held changes of its
-    /// region (it goes to disk only with them). None if that takes more
-    /// than `cap` undurable changes to tell.
+    /// through its needs, those of the earlier held changes of its region
+    /// (it goes to disk only with them), and the changes that carry riders
+    /// (a rider is durable only with its carrier: waiting for a rider is
+    /// waiting for the carrier and what it waits for). None if that takes
+    /// more than `cap` undurable changes to tell.
     ///
     /// A change needs only changes made before it (smaller ids: needs are
     /// named when a change is made, and a region's earlier held changes
     /// are older), so the search never follows a change older than the
-    /// oldest target: nothing behind it can lead to one.
+    /// oldest target: nothing behind it can lead to one. Riders break that
+    /// order (an older change carried by a newer one), so while there are
+    /// any the search follows older changes too, within `cap`.
     /// `targets` is sorted.
     fn needs_any(&self, id: ChangeId, targets: &[ChangeId], cap: usize) -> Option<bool> {
         let Some(&oldest) = targets.first() else {
@@ -1029,7 +1033,15 @@ impl BufferCache {
         };
         let mut seen = HashSet::default();
         let mut todo = vec![id];
+        let riders = self.ledger.has_riders();
         while let Some(id) = todo.pop() {
+            // A rider (a dead directory's change dropped unwritten) is
+            // durable only with the change it stands on: follow that.
+            if let Some(by) = self.ledger.carrier(id) {
+                if !self.ledger.durable(by) && seen.insert(by) {
+                    todo.push(by);
+                }
+            }
             let Some(a) = self.ledger.owner(id) else {
                 continue;
             };
@@ -1042,7 +1054,9 @@ impl BufferCache {
                 };
                 for h in &stack[..=pos] {
                     for &n in &h.needs {
-                        if n < oldest || self.ledger.durable(n) || !seen.insert(n) {
+                        // Older changes lead to no target, unless a rider
+                        // (older, carried by a newer change) is on the way.
+                        if (n < oldest && !riders) || self.ledger.durable(n) || !seen.insert(n) {
                             continue;
                         }
                         if targets.binary_search(&n).is_ok() {
@@ -1392,6 +1406,54 @@ impl BufferCache {
         }
     }
 
+    /// What holds a sync up: up to `max` held changes, each with the
+    /// buffer holding it and what it waits for (the change, whether it is
+    /// durable, the buffer holding it and whether that one is dirty).
+    fn describe_stall(&self, max: usize) -> String {
+        let mut out = Vec::new();
+        for (&a, b) in &self.bufs {
+            for (&off, (len, stack)) in &b.deps.held {
+                for h in stack {
+                    if out.len() >= max {
+                        break;
+                    }
+                    let needs: Vec<String> = h
+                        .needs
+                        .iter()
+                        .filter(|&&n| !self.ledger.durable(n))
+                        .map(|&n| match self.ledger.owner(n) {
+                            Some(o) => format!(
+                                "{n} in {o} ({})",
+                                match self.bufs.get(&o) {
+                                    Some(ob) if ob.dirty => format!("{:?}, dirty", ob.kind),
+                                    Some(ob) => format!("{:?}, clean", ob.kind),
+                                    None => "not cached".to_string(),
+                                }
+                            ),
+                            None => format!("{n} (no owner)"),
+                        })
+                        .collect();
+                    out.push(format!(
+                        "change {} in {a} ({:?}{}) at {off}+{len} waits for [{}]",
+                        h.id,
+                        b.kind,
+                        if b.dirty { ", dirty" } else { "" },
+                        needs.join(", ")
+                    ));
+                }
+            }
+        }
+        format!(
+            "{} pending; {}",
+            self.ledger.pending(),
+            if out.is_empty() {
+                "no held change".to_string()
+            } else {
+                out.join("; ")
+            }
+        )
+    }
+
     /// Writes every dirty buffer in address order (held regions rolled back).
     pub fn write_all(&mut self) -> Result<()> {
         let dirty: Vec<u64> = self
@@ -1528,7 +1590,10 @@ impl BufferCache {
             if self.ledger.pending() == before {
                 return Err(crate::error::Error::new(
                     crate::error::ErrorKind::Io,
-                    "write ordering: sync made no progress (internal error)",
+                    format!(
+                        "write ordering: sync made no progress (internal error): {}",
+                        self.describe_stall(40)
+                    ),
                 ));
             }
         }

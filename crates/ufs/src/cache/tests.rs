@@ -211,3 +211,46 @@ fn a_grown_and_moved_fragment_run_keeps_its_bytes_and_its_count() {
     c.discard(80, 8);
     assert_eq!(c.stats().bytes_cached, 0);
 }
+
+/// Two dead directories whose blocks' changes each inode change waits for
+/// crosswise: A's inode holds a change waiting for B's block, B's inode
+/// one waiting for A's block (a directory moved out of the other, each
+/// time the old parent's link count waits for the moved one's `..`).
+/// A's blocks may ride on A's zeroing; B's may not then ride on B's: B's
+/// waits for A's block, which rides on A's zeroing, which waits for B's
+/// block. Found by pjdfstest through the mount: the unmount's sync made no
+/// progress and the file system stayed unclean.
+#[test]
+fn a_dead_directory_never_rides_on_a_change_its_riders_wait_for() {
+    const DIR_A: u64 = 30;
+    const DIR_B: u64 = 31;
+    let (_dev, mut c) = softdep_cache();
+    let dir_change = |c: &mut BufferCache, addr: u64| {
+        let (id, b) = c
+            .modify_tracked(addr, LEN, BlockKind::Dir, 0, 512, &[], Vec::new())
+            .unwrap();
+        b[..12].fill(addr as u8);
+        id
+    };
+    let xa = dir_change(&mut c, DIR_A);
+    let xb = dir_change(&mut c, DIR_B);
+    // The inodes of A (region 0) and B (region 256), each waiting for the
+    // other's block; their zeroing, needing nothing more, joins them.
+    let a1 = change(&mut c, 0, &[xb], 1);
+    let b1 = change(&mut c, 256, &[xa], 2);
+    let a2 = change(&mut c, 0, &[], 0);
+    let b2 = change(&mut c, 256, &[], 0);
+    assert_eq!((a2, b2), (a1, b1));
+    // A removed: its block's change rides on A's zeroing (nothing there
+    // waits for it).
+    assert!(c.abandon_dir_blocks(DIR_A, 1, a2));
+    // B removed: its block's change may not ride on B's zeroing, which
+    // waits for A's block, carried by A's zeroing, which waits for B's.
+    assert!(
+        !c.abandon_dir_blocks(DIR_B, 1, b2),
+        "a cycle: B's zeroing would wait for itself"
+    );
+    // So B's block is written as any other, and the sync finishes.
+    c.sync().expect("a sync makes progress");
+    assert_eq!(c.pending(), 0);
+}

@@ -283,6 +283,10 @@ pub(crate) struct Ledger {
     /// dead directory's blocks, dropped unwritten, stand on the change that
     /// cut the directory off.
     riders: HashMap<ChangeId, Vec<ChangeId>>,
+    /// The other way: the change each rider stands on (what makes it
+    /// durable), so that a search of what a change waits for can follow a
+    /// rider to the change that carries it.
+    carried_by: HashMap<ChangeId, ChangeId>,
     /// [`Barrier::Write`]: a change is durable once its write completed.
     settle_on_write: bool,
     /// Bumped whenever `unflushed` loses its head (a flush took it all,
@@ -414,6 +418,9 @@ impl Ledger {
                     self.undurable -= 1;
                 }
             }
+            if !self.carried_by.is_empty() {
+                self.carried_by.remove(&id);
+            }
             if !self.riders.is_empty() {
                 if let Some(r) = self.riders.remove(&id) {
                     todo.extend(r);
@@ -440,10 +447,23 @@ impl Ledger {
                         self.slots[i] = o;
                     }
                     self.riders.entry(by).or_default().push(id);
+                    self.carried_by.insert(id, by);
                 }
                 None => self.settle(id),
             }
         }
+    }
+    /// Whether any undurable change rides on another.
+    pub fn has_riders(&self) -> bool {
+        !self.carried_by.is_empty()
+    }
+    /// The change an undurable rider becomes durable with, if `id` is one
+    /// ([`Ledger::ride_on`]).
+    pub fn carrier(&self, id: ChangeId) -> Option<ChangeId> {
+        if self.carried_by.is_empty() {
+            return None;
+        }
+        self.carried_by.get(&id).copied()
     }
     pub fn owner(&self, id: ChangeId) -> Option<u64> {
         self.slot(id)
