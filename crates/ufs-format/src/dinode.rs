@@ -238,7 +238,8 @@ impl Dinode {
         e.set_i32(out, ufs1::CTIMENSEC, self.di_ctimensec());
         let short = 4 * (UFS_NDADDR + UFS_NIADDR);
         if self.holds_short_link(short) {
-            out[ufs1::DB..ufs1::DB + short].copy_from_slice(&self.raw[DI_DB_OFF..DI_DB_OFF + short]);
+            out[ufs1::DB..ufs1::DB + short]
+                .copy_from_slice(&self.raw[DI_DB_OFF..DI_DB_OFF + short]);
         } else {
             for i in 0..UFS_NDADDR + UFS_NIADDR {
                 let p = Endian::Little.get_u64(&self.raw, DI_DB_OFF + 8 * i);
@@ -246,7 +247,11 @@ impl Dinode {
             }
         }
         e.set_u32(out, ufs1::FLAGS, self.di_flags());
-        e.set_u32(out, ufs1::BLOCKS, self.di_blocks().min(u32::MAX as u64) as u32);
+        e.set_u32(
+            out,
+            ufs1::BLOCKS,
+            self.di_blocks().min(u32::MAX as u64) as u32,
+        );
         e.set_u32(out, ufs1::GEN, self.di_gen());
         e.set_u32(out, ufs1::UID, self.di_uid());
         e.set_u32(out, ufs1::GID, self.di_gid());
@@ -440,7 +445,12 @@ mod tests {
     #[test]
     fn every_variant_stores_and_gives_back_the_same_inode() {
         let d = sample();
-        for v in [Variant::UFS1_LE, Variant::UFS1_BE, Variant::UFS2_LE, Variant::UFS2_BE] {
+        for v in [
+            Variant::UFS1_LE,
+            Variant::UFS1_BE,
+            Variant::UFS2_LE,
+            Variant::UFS2_BE,
+        ] {
             let disk = d.encode(v, false);
             assert_eq!(disk.len(), v.dinode_size());
             assert_eq!(Dinode::decode(v, &disk), d, "{v}");
@@ -457,7 +467,11 @@ mod tests {
         let e = Endian::Little;
         assert_eq!(e.get_u16(&le, 0), IFREG | 0o644);
         assert_eq!(e.get_u64(&le, 8), 123_456_789);
-        assert_eq!(e.get_u32(&le, 24), 4_102_444_800u64 as u32, "mtime past 2038, unsigned");
+        assert_eq!(
+            e.get_u32(&le, 24),
+            4_102_444_800u64 as u32,
+            "mtime past 2038, unsigned"
+        );
         assert_eq!(e.get_u32(&le, 40), 1000, "di_db[0]");
         assert_eq!(e.get_u32(&le, 88), 2000, "di_ib[0]");
         assert_eq!(e.get_u32(&le, 104), 4242, "di_blocks");
@@ -469,12 +483,19 @@ mod tests {
         let mut x = d.clone();
         x.set_di_birthtime(5);
         x.set_di_extsize(100);
-        assert_eq!(Dinode::decode(Variant::UFS1_LE, &x.encode(Variant::UFS1_LE, false)), d);
+        assert_eq!(
+            Dinode::decode(Variant::UFS1_LE, &x.encode(Variant::UFS1_LE, false)),
+            d
+        );
     }
 
     #[test]
     fn short_symlinks_are_bytes_in_every_order() {
-        for (v, n) in [(Variant::UFS1_BE, 59), (Variant::UFS2_BE, 119), (Variant::UFS1_LE, 59)] {
+        for (v, n) in [
+            (Variant::UFS1_BE, 59),
+            (Variant::UFS2_BE, 119),
+            (Variant::UFS1_LE, 59),
+        ] {
             let mut d = Dinode::default();
             d.set_di_mode(IFLNK | 0o777);
             let target: Vec<u8> = (0..n).map(|i| b'a' + (i % 26) as u8).collect();
@@ -493,7 +514,11 @@ mod tests {
         assert_eq!(ufs1_time_to_disk(-5), 0);
         assert_eq!(ufs1_time_to_disk(1 << 40), u32::MAX);
         assert_eq!(ufs1_time_from_disk(0xffff_ffff), 4_294_967_295);
-        assert_eq!(ufs1_time_from_disk(0x8000_0000), 2_147_483_648, "after 2038, not 1901");
+        assert_eq!(
+            ufs1_time_from_disk(0x8000_0000),
+            2_147_483_648,
+            "after 2038, not 1901"
+        );
     }
 
     #[test]

@@ -73,7 +73,10 @@ impl EntryRef<'_> {
 
 /// Iterates the records of one 512-byte chunk without allocating. An
 /// invalid record yields `Err((offset, reason))` and ends the iteration.
-pub fn iter_chunk(e: Endian, chunk: &[u8]) -> impl Iterator<Item = Result<EntryRef<'_>, (usize, String)>> {
+pub fn iter_chunk(
+    e: Endian,
+    chunk: &[u8],
+) -> impl Iterator<Item = Result<EntryRef<'_>, (usize, String)>> {
     let mut off = 0usize;
     let mut done = chunk.len() != DIRBLKSIZ;
     let mut first = true;
@@ -302,10 +305,15 @@ mod tests {
 
     #[test]
     fn big_endian_chunks_hold_the_same_entries_in_the_other_order() {
-        let entries: [(u32, u8, &[u8]); 3] = [(2, 4, b"."), (2, 4, b".."), (0x0102_0304, 8, b"file")];
+        let entries: [(u32, u8, &[u8]); 3] =
+            [(2, 4, b"."), (2, 4, b".."), (0x0102_0304, 8, b"file")];
         let le = build_chunk(L, &entries).unwrap();
         let be = build_chunk(Endian::Big, &entries).unwrap();
-        assert_eq!(&be[24..28], &[1, 2, 3, 4], "d_ino most significant byte first");
+        assert_eq!(
+            &be[24..28],
+            &[1, 2, 3, 4],
+            "d_ino most significant byte first"
+        );
         assert_eq!(&be[28..30], &[(488u16 >> 8) as u8, (488 % 256) as u8]);
         assert_eq!(&le[24..28], &[4, 3, 2, 1]);
         let names = |e, c: &[u8]| {

@@ -33,10 +33,10 @@ pub mod extattr;
 pub mod sb;
 pub mod variant;
 
+pub use bytes::Endian;
 pub use cg::Cg;
 pub use dinode::Dinode;
 pub use error::FormatError;
-pub use bytes::Endian;
 pub use sb::{Csum, CsumTotal, Geometry, Superblock};
 pub use variant::{Ufs, Variant};
 

@@ -703,9 +703,7 @@ impl Superblock {
         let contigsumsize = self.fs_contigsumsize();
         // UFS1 file systems older than FreeBSD's clustering (4.4BSD-Lite)
         // have no cluster maps whatever their maxcontig.
-        if contigsumsize != maxcontig.min(16)
-            && !(contigsumsize == 0 && (maxcontig == 1 || ufs1))
-        {
+        if contigsumsize != maxcontig.min(16) && !(contigsumsize == 0 && (maxcontig == 1 || ufs1)) {
             return bad(
                 "fs_contigsumsize",
                 format!("{contigsumsize} with maxcontig {maxcontig}"),
@@ -956,7 +954,11 @@ impl Geometry {
     /// blocks (`[cgbase, cgdmin)` in group 0, `[cgsblock, cgdmin)` in the
     /// others; fsck's pass 1 reserves the same).
     pub fn cg_meta_range(&self, c: u64) -> std::ops::Range<u64> {
-        let start = if c == 0 { self.cgbase(0) } else { self.cgsblock(c) };
+        let start = if c == 0 {
+            self.cgbase(0)
+        } else {
+            self.cgsblock(c)
+        };
         start..self.cgdmin(c)
     }
     /// Bytes of an on-disk inode.
@@ -1095,7 +1097,11 @@ mod tests {
         for e in [Endian::Little, Endian::Big] {
             let mut sb = freebsd4_ufs1(e);
             sb.compat_read(SBLOCK_UFS1);
-            assert_eq!(sb.fs_flags(), FS_DOSOFTDEP, "{e:?}: flags moved out of byte 211");
+            assert_eq!(
+                sb.fs_flags(),
+                FS_DOSOFTDEP,
+                "{e:?}: flags moved out of byte 211"
+            );
             assert_ne!(sb.fs_old_flags() as i32 & FS_FLAGS_UPDATED, 0);
             assert_eq!(sb.fs_sblockloc(), SBLOCK_UFS1 as i64);
             assert_eq!(sb.fs_maxbsize(), 16384);
@@ -1129,7 +1135,10 @@ mod tests {
     fn superblocks_in_either_order_are_recognised_and_bad_ones_named() {
         for (m, want) in [
             (FS_UFS2_MAGIC, Some((Endian::Little, FS_UFS2_MAGIC))),
-            (FS_UFS1_MAGIC.swap_bytes(), Some((Endian::Big, FS_UFS1_MAGIC))),
+            (
+                FS_UFS1_MAGIC.swap_bytes(),
+                Some((Endian::Big, FS_UFS1_MAGIC)),
+            ),
             (FS_BAD_MAGIC.swap_bytes(), Some((Endian::Big, FS_BAD_MAGIC))),
             (0x1234_5678, None),
         ] {

@@ -201,12 +201,18 @@ mod tests {
 
     #[test]
     fn magics_name_their_variants_in_both_orders() {
-        assert_eq!(Variant::from_magic_le(FS_UFS2_MAGIC), Some(Variant::UFS2_LE));
+        assert_eq!(
+            Variant::from_magic_le(FS_UFS2_MAGIC),
+            Some(Variant::UFS2_LE)
+        );
         assert_eq!(
             Variant::from_magic_le(FS_UFS2_MAGIC.swap_bytes()),
             Some(Variant::UFS2_BE)
         );
-        assert_eq!(Variant::from_magic_le(FS_UFS1_MAGIC), Some(Variant::UFS1_LE));
+        assert_eq!(
+            Variant::from_magic_le(FS_UFS1_MAGIC),
+            Some(Variant::UFS1_LE)
+        );
         assert_eq!(
             Variant::from_magic_le(FS_UFS1_MAGIC.swap_bytes()),
             Some(Variant::UFS1_BE)
@@ -216,7 +222,12 @@ mod tests {
 
     #[test]
     fn short_names_round_trip() {
-        for v in [Variant::UFS1_LE, Variant::UFS1_BE, Variant::UFS2_LE, Variant::UFS2_BE] {
+        for v in [
+            Variant::UFS1_LE,
+            Variant::UFS1_BE,
+            Variant::UFS2_LE,
+            Variant::UFS2_BE,
+        ] {
             assert_eq!(Variant::parse(v.short_name()), Some(v));
         }
         assert_eq!(Variant::parse("UFS1-LE"), Some(Variant::UFS1_LE));
@@ -234,7 +245,10 @@ mod tests {
         Variant::UFS2_LE.set_ptr(&mut b, 1, 0x0506);
         assert_eq!(&b[8..10], &[6, 5]);
         Variant::UFS2_LE.set_ptr(&mut b, 0, 7);
-        assert_eq!(Variant::UFS2_LE.ptrs(&b).collect::<Vec<_>>(), vec![7, 0x0506]);
+        assert_eq!(
+            Variant::UFS2_LE.ptrs(&b).collect::<Vec<_>>(),
+            vec![7, 0x0506]
+        );
         assert_eq!(Variant::UFS1_LE.maxsymlinklen(), 60);
         assert_eq!(Variant::UFS2_BE.maxsymlinklen(), 120);
     }

@@ -424,10 +424,8 @@ fn compute_layout(p: &NewfsParams, fs_bytes: u64) -> Result<Layout> {
         }
         let inopb = bsize / v.dinode_size() as i64;
         let inopf = inopb >> fragshift;
-        let cgsize_of =
-            |fpg: i64, ipg: i64| cgsize_bound(ufs1, fpg, ipg, fragshift, contigsumsize);
-        let fits =
-            |fpg: i64, ipg: i64| cgsize_of(fpg, ipg) < bsize - CGSIZEFUDGE && ipg <= max_ipg;
+        let cgsize_of = |fpg: i64, ipg: i64| cgsize_bound(ufs1, fpg, ipg, fragshift, contigsumsize);
+        let fits = |fpg: i64, ipg: i64| cgsize_of(fpg, ipg) < bsize - CGSIZEFUDGE && ipg <= max_ipg;
         let inodes_for = |fpg: i64, fpi: i64| roundup(howmany(fpg, fpi), inopb);
 
         'retry: loop {

@@ -69,7 +69,10 @@ fn an_access_acl_sets_the_mode_and_is_stored_as_freebsd_does() {
         .getxattr(f, XattrNs::System, b"posix1e.acl_access", Cred::ROOT)
         .unwrap();
     assert_eq!(raw.len(), OLDACL_SIZE);
-    assert_eq!(decode(ufs_format::Endian::Little, &raw).unwrap(), extended());
+    assert_eq!(
+        decode(ufs_format::Endian::Little, &raw).unwrap(),
+        extended()
+    );
     // chmod changes the base entries as read back (FreeBSD's rule).
     fs.setattr(
         f,

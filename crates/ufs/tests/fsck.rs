@@ -159,7 +159,11 @@ impl Img {
     /// Stores an inode with its check-hash computed.
     fn set_inode_hashed(&mut self, ino: u64, di: &Dinode) {
         let o = self.ino_off(ino);
-        di.encode_into(ufs_format::Variant::UFS2_LE, &mut self.data[o..o + 256], true);
+        di.encode_into(
+            ufs_format::Variant::UFS2_LE,
+            &mut self.data[o..o + 256],
+            true,
+        );
     }
     fn frag_off(&self, f: u64) -> usize {
         (f * self.g.fsize) as usize
@@ -616,7 +620,8 @@ fn orphaned_directory_loop() {
     assert!(r >= 24);
     set_u16(&mut img.data, dd + 4, 12);
     dir::write_entry(
-        L, &mut img.data[dd + 12..dd + r as usize],
+        L,
+        &mut img.data[dd + 12..dd + r as usize],
         0,
         a as u32,
         r - 12,

@@ -930,7 +930,11 @@ fn check_counters(dev: &dyn BlockDevice) {
         }
         let used = (0..g.ipg).filter(|&i| cg.inode_used(i)).count() as i32;
         assert_eq!(cs.cs_nifree, g.ipg as i32 - used, "cg {c} nifree");
-        assert_eq!(Csum::read(g.v.endian, &sum, c as usize * 16), cs, "cg {c} summary");
+        assert_eq!(
+            Csum::read(g.v.endian, &sum, c as usize * 16),
+            cs,
+            "cg {c} summary"
+        );
         tot.cs_ndir += cs.cs_ndir as i64;
         tot.cs_nbfree += cs.cs_nbfree as i64;
         tot.cs_nifree += cs.cs_nifree as i64;

@@ -21,9 +21,27 @@ const VARIANTS: [Variant; 4] = [
 /// makefs's options for a variant.
 fn makefs_opts(v: Variant) -> (&'static str, &'static str) {
     (
-        if v.is_ufs1() { "version=1" } else { "version=2" },
+        if v.is_ufs1() {
+            "version=1"
+        } else {
+            "version=2"
+        },
         if v.endian == Endian::Big { "be" } else { "le" },
     )
+}
+
+/// newfs of variant `v` on `dev`, seeded.
+fn make(dev: &dyn ufs::dev::BlockDevice, v: Variant, seed: u64) {
+    ufs::newfs::newfs(
+        dev,
+        &NewfsParams {
+            seed: Some(seed),
+            format: v.ufs,
+            endian: v.endian,
+            ..Default::default()
+        },
+    )
+    .unwrap();
 }
 
 fn open(img: &Path, read_only: bool) -> Fs {
@@ -46,8 +64,16 @@ fn variant_of(img: &Path) -> Variant {
 
 fn assert_same(want: &std::collections::BTreeMap<PathBuf, Node>, fs: &Fs, what: &str) {
     let got = walk_fs(fs);
-    let missing: Vec<_> = want.keys().filter(|k| !got.contains_key(*k)).take(5).collect();
-    let extra: Vec<_> = got.keys().filter(|k| !want.contains_key(*k)).take(5).collect();
+    let missing: Vec<_> = want
+        .keys()
+        .filter(|k| !got.contains_key(*k))
+        .take(5)
+        .collect();
+    let extra: Vec<_> = got
+        .keys()
+        .filter(|k| !want.contains_key(*k))
+        .take(5)
+        .collect();
     assert!(
         missing.is_empty() && extra.is_empty(),
         "{what}: missing {missing:?}, extra {extra:?}"
@@ -66,7 +92,11 @@ fn change_both(fs: &Fs, host: &Path) {
     let extra = host.join("added");
     std::fs::create_dir_all(extra.join("sub")).unwrap();
     for i in 0..300 {
-        std::fs::write(extra.join(format!("n{i}")), format!("new file {i}\n").repeat(i)).unwrap();
+        std::fs::write(
+            extra.join(format!("n{i}")),
+            format!("new file {i}\n").repeat(i),
+        )
+        .unwrap();
     }
     std::os::unix::fs::symlink("../data", extra.join("sub/up")).unwrap();
     let added = fs.mkdir(root, b"added", 0o755, Cred::ROOT).unwrap().ino;
@@ -141,10 +171,16 @@ fn newfs_of_every_variant_takes_a_tree_and_reads_it_back() {
         assert_fsck_clean(&img);
         let fs = open(&img, false);
         let hostile_dst = fs.root();
-        let h = fs.mkdir(hostile_dst, b"hostile", 0o755, Cred::ROOT).unwrap().ino;
+        let h = fs
+            .mkdir(hostile_dst, b"hostile", 0o755, Cred::ROOT)
+            .unwrap()
+            .ino;
         copy_in(&fs, &host.join("hostile"), h);
         if host.join("linux").exists() {
-            let l = fs.mkdir(fs.root(), b"linux", 0o755, Cred::ROOT).unwrap().ino;
+            let l = fs
+                .mkdir(fs.root(), b"linux", 0o755, Cred::ROOT)
+                .unwrap()
+                .ino;
             copy_in(&fs, &host.join("linux"), l);
         }
         change_both(&fs, &host);
@@ -247,16 +283,7 @@ fn fsck_repairs_damage_in_every_variant() {
             .set_len(256 << 20)
             .unwrap();
         let dev = open_image(&img, true);
-        ufs::newfs::newfs(
-            &dev,
-            &NewfsParams {
-                seed: Some(5),
-                format: v.ufs,
-                endian: v.endian,
-                ..Default::default()
-            },
-        )
-        .unwrap();
+        make(&dev, v, 5);
         drop(dev);
         let fs = open(&img, false);
         let root = fs.root();
@@ -293,7 +320,8 @@ fn fsck_repairs_damage_in_every_variant() {
             "{v}: {msgs:?}"
         );
         assert!(
-            msgs.iter().any(|m| m.contains("FREE BLK COUNT") || m.contains("SUMMARY")),
+            msgs.iter()
+                .any(|m| m.contains("FREE BLK COUNT") || m.contains("SUMMARY")),
             "{v}: {msgs:?}"
         );
         let fixed = ufs::fsck::fsck(&dev, ufs::fsck::FsckMode::Yes).unwrap();
@@ -313,16 +341,7 @@ fn fsck_repairs_damage_in_every_variant() {
 fn ufs1_times_run_to_2106_and_attributes_are_refused() {
     for v in [Variant::UFS1_LE, Variant::UFS1_BE] {
         let dev = std::sync::Arc::new(ufs::dev::MemDevice::new(64 << 20));
-        ufs::newfs::newfs(
-            &*dev,
-            &NewfsParams {
-                seed: Some(1),
-                format: Ufs::Ufs1,
-                endian: v.endian,
-                ..Default::default()
-            },
-        )
-        .unwrap();
+        make(&*dev, v, 1);
         let fs = Fs::open(Box::new(dev.clone()), MountOptions::default()).unwrap();
         let root = fs.root();
         let f = fs.mknod(root, b"f", 0o100644, 0, Cred::ROOT).unwrap().ino;
@@ -391,16 +410,7 @@ fn bad_variants_get_a_clear_message() {
     use ufs::dev::BlockDevice;
     let make = |v: Variant| {
         let dev = std::sync::Arc::new(ufs::dev::MemDevice::new(32 << 20));
-        ufs::newfs::newfs(
-            &*dev,
-            &NewfsParams {
-                seed: Some(1),
-                format: v.ufs,
-                endian: v.endian,
-                ..Default::default()
-            },
-        )
-        .unwrap();
+        make(&*dev, v, 1);
         dev
     };
     let msg_of = |dev: &dyn BlockDevice| {
@@ -455,16 +465,7 @@ fn tunefs_dumpfs_and_disklabels_on_every_variant() {
     use ufs::dev::BlockDevice;
     for v in VARIANTS {
         let dev = ufs::dev::MemDevice::new(64 << 20);
-        ufs::newfs::newfs(
-            &dev,
-            &NewfsParams {
-                seed: Some(2),
-                format: v.ufs,
-                endian: v.endian,
-                ..Default::default()
-            },
-        )
-        .unwrap();
+        make(&dev, v, 2);
         let changed = ufs::tunefs::tunefs(
             &dev,
             &ufs::tunefs::TuneParams {
@@ -501,18 +502,9 @@ fn tunefs_dumpfs_and_disklabels_on_every_variant() {
         ufs::dev::partition::write_disklabel_in(e, &*disk, 0, 96 << 20, &[(0, 64, sectors, 7)])
             .unwrap();
         {
-            let w = ufs::dev::partition::Window::new(disk.clone(), 64 * 512, sectors * 512)
-                .unwrap();
-            ufs::newfs::newfs(
-                &w,
-                &NewfsParams {
-                    seed: Some(2),
-                    format: Ufs::Ufs1,
-                    endian: e,
-                    ..Default::default()
-                },
-            )
-            .unwrap();
+            let w =
+                ufs::dev::partition::Window::new(disk.clone(), 64 * 512, sectors * 512).unwrap();
+            make(&w, Variant::new(Ufs::Ufs1, e), 2);
         }
         let parts = ufs::dev::partition::probe(&*disk).unwrap();
         let a = parts.iter().find(|p| p.name == "a").expect("partition a");
@@ -528,7 +520,10 @@ fn tunefs_dumpfs_and_disklabels_on_every_variant() {
         disk.write_at(512, &[0u8; 512]).unwrap();
         disk.write_at(128, &label[..384]).unwrap();
         let parts = ufs::dev::partition::probe(&*disk).unwrap();
-        let a2 = parts.iter().find(|p| p.name == "a").expect("label at byte 128");
+        let a2 = parts
+            .iter()
+            .find(|p| p.name == "a")
+            .expect("label at byte 128");
         assert_eq!((a2.start, a2.format.clone()), (a.start, a.format.clone()));
     }
 }

@@ -650,7 +650,12 @@ fn newfs_params(p: &Profile) -> NewfsParams {
 
 /// A fresh file system for `combo` on the modeled disk.
 fn make_fs(p: &Profile, combo: Combo) -> ufs::Result<(Arc<ModeledDisk<SparseDevice>>, Fs)> {
-    crate::modeled_fs(&p.disk, p.fs_bytes, &newfs_params(p), combo.mount_options(p))
+    crate::modeled_fs(
+        &p.disk,
+        p.fs_bytes,
+        &newfs_params(p),
+        combo.mount_options(p),
+    )
 }
 
 /// One workload under one combination, on a fresh file system; `progress`

@@ -14,9 +14,9 @@
 //! table gives an error or fewer partitions, never a panic (the crates'
 //! parsers run under `catch_unwind` as a second line of defence).
 use super::BlockDevice;
-use ufs_format::Endian;
 use crate::error::{Error, ErrorKind, Result};
 use std::io::{Read, Seek, SeekFrom, Write};
+use ufs_format::Endian;
 
 /// One partition of a disk.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]

@@ -284,8 +284,8 @@ mod tests {
     fn compaction_moves_entries_down() {
         let mut c = chunk_with(&["a1", "b2", "c3", "d4"]);
         remove(L, &mut c, 12).unwrap(); // b2
-                                     // Ask for more than any single record's slack so the span covers
-                                     // several records and c3 must move.
+                                        // Ask for more than any single record's slack so the span covers
+                                        // several records and c3 must move.
         let need = 400;
         let (start, len) = find_span(L, &c, need).unwrap().unwrap();
         let (_, moved) =

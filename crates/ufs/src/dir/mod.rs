@@ -680,7 +680,15 @@ impl FsCore {
                         "chunk at {coff} has no span of {needed} bytes"
                     )));
                 };
-                Ok(Ok(chunk::insert(en, c, start, len, child as u32, dtype, name)?))
+                Ok(Ok(chunk::insert(
+                    en,
+                    c,
+                    start,
+                    len,
+                    child as u32,
+                    dtype,
+                    name,
+                )?))
             },
         )?;
         let (at, moved) = match r? {

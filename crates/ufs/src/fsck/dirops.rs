@@ -37,7 +37,13 @@ pub(crate) fn chunk_entries(en: Endian, chunk: &[u8]) -> Vec<(usize, u32, usize,
         } else {
             Vec::new()
         };
-        out.push((off, ufs_format::dir::header(en, chunk, off).0, reclen, chunk[off + 6], name));
+        out.push((
+            off,
+            ufs_format::dir::header(en, chunk, off).0,
+            reclen,
+            chunk[off + 6],
+            name,
+        ));
         off += reclen;
     }
     out
@@ -366,8 +372,17 @@ pub(crate) fn allocdir(ctx: &mut Ctx, parent: u64, request: u64, perm: u16) -> R
     };
     let mut buf = vec![0u8; g.fsize as usize];
     empty_chunks(en, &mut buf, 0);
-    write_entry(en, &mut buf[..DIRBLKSIZ], 0, ino as u32, 12, dt::DT_DIR, b".");
-    write_entry(en, 
+    write_entry(
+        en,
+        &mut buf[..DIRBLKSIZ],
+        0,
+        ino as u32,
+        12,
+        dt::DT_DIR,
+        b".",
+    );
+    write_entry(
+        en,
         &mut buf[..DIRBLKSIZ],
         12,
         parent as u32,

@@ -51,7 +51,9 @@ pub(super) fn cg_header_problem(ctx: &Ctx, c: u64, b: &[u8], proto: &Cg) -> Opti
         // one of an old multi-cylinder file system may span fewer, as
         // pass 5 counts them: howmany(ndblk, fpg / cpg).
         let last = c + 1 == g.ncg;
-        let short = ndblk.div_ceil((g.fpg / g.old_cpg.max(1)).max(1)).min(g.old_cpg);
+        let short = ndblk
+            .div_ceil((g.fpg / g.old_cpg.max(1)).max(1))
+            .min(g.old_cpg);
         let ncyl = cg.cg_old_ncyl() as i64;
         if !(ncyl == g.old_cpg as i64 || (last && ncyl == short as i64)) {
             return Some(format!(
@@ -100,7 +102,11 @@ pub(super) fn cg_header_problem(ctx: &Ctx, c: u64, b: &[u8], proto: &Cg) -> Opti
     for (name, have, want) in [
         ("cg_iusedoff", cg.cg_iusedoff(), proto.cg_iusedoff()),
         ("cg_freeoff", cg.cg_freeoff(), proto.cg_freeoff()),
-        ("cg_nextfreeoff", cg.cg_nextfreeoff(), proto.cg_nextfreeoff()),
+        (
+            "cg_nextfreeoff",
+            cg.cg_nextfreeoff(),
+            proto.cg_nextfreeoff(),
+        ),
     ] {
         if have != want {
             return Some(format!("{name} {have} should be {want}"));
@@ -275,7 +281,9 @@ fn check_inode(ctx: &mut Ctx, ino: u64, mut di: Dinode, hash: Option<(u32, u32)>
             P1,
             Severity::Preen,
             Some(ino),
-            format!("INODE {ino}: CHECK-HASH FAILED (stored {stored:#x}, computed {computed:#x}); FIX"),
+            format!(
+                "INODE {ino}: CHECK-HASH FAILED (stored {stored:#x}, computed {computed:#x}); FIX"
+            ),
         )? {
             dirty = true;
         }

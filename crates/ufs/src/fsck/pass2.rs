@@ -363,7 +363,8 @@ fn check_entry(ctx: &mut Ctx, buf: &mut [u8], off: usize, st: &mut Scan) -> R<bo
                     Some(dir),
                     format!("MISSING '.' IN DIR I={dir}; {what}"),
                 )? {
-                    write_entry(en, 
+                    write_entry(
+                        en,
                         &mut buf[dp..end],
                         0,
                         dir as u32,
@@ -419,7 +420,8 @@ fn check_entry(ctx: &mut Ctx, buf: &mut [u8], off: usize, st: &mut Scan) -> R<bo
                     Some(dir),
                     format!("BAD INODE NUMBER FOR '..' IN DIR I={dir}; FIX"),
                 )?;
-                ufs_format::dir::set_ino(en, 
+                ufs_format::dir::set_ino(
+                    en,
                     buf,
                     dp,
                     if parent != 0 { parent } else { UFS_ROOTINO } as u32,
@@ -472,7 +474,8 @@ fn check_entry(ctx: &mut Ctx, buf: &mut [u8], off: usize, st: &mut Scan) -> R<bo
             x.dotdot = parent;
         }
         if replace || !occupied {
-            write_entry(en, 
+            write_entry(
+                en,
                 &mut buf[dp..end],
                 0,
                 parent as u32,
@@ -484,7 +487,15 @@ fn check_entry(ctx: &mut Ctx, buf: &mut [u8], off: usize, st: &mut Scan) -> R<bo
             let r = reclen - 12;
             ufs_format::dir::set_reclen(en, buf, dp, r as u16);
             buf.copy_within(dp..dp + r, dp + 12);
-            write_entry(en, &mut buf[dp..end], 0, parent as u32, 12, dt::DT_DIR, b"..");
+            write_entry(
+                en,
+                &mut buf[dp..end],
+                0,
+                parent as u32,
+                12,
+                dt::DT_DIR,
+                b"..",
+            );
             if parent != 0 {
                 st.entryno += 1;
                 ctx.dec_link(parent);

@@ -75,7 +75,12 @@ fn stored(en: Endian, attrs: &[ExtAttr], kind: AclKind, ino: u64) -> Result<Opti
     })
 }
 
-fn put(en: Endian, attrs: &mut Vec<ExtAttr>, kind: AclKind, acl: Option<&[AclEntry]>) -> Result<()> {
+fn put(
+    en: Endian,
+    attrs: &mut Vec<ExtAttr>,
+    kind: AclKind,
+    acl: Option<&[AclEntry]>,
+) -> Result<()> {
     attrs.retain(|a| !(a.namespace == EXTATTR_NAMESPACE_SYSTEM && a.name == kind.attr_name()));
     if let Some(entries) = acl {
         let value = acl::encode(en, entries).ok_or_else(|| {
