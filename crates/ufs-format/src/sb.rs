@@ -220,21 +220,19 @@ impl Superblock {
             self.set_fs_old_flags(self.fs_old_flags() | FS_FLAGS_UPDATED as u8);
             self.set_fs_sblockloc(loc as i64);
         }
-        if self.fs_magic() == FS_UFS1_MAGIC {
-            if self.fs_maxbsize() != self.fs_bsize() {
-                self.set_fs_maxbsize(self.fs_bsize());
-                self.set_fs_time(self.fs_old_time() as u32 as i64);
-                self.set_fs_size(self.fs_old_size() as i64);
-                self.set_fs_dsize(self.fs_old_dsize() as i64);
-                self.set_fs_csaddr(self.fs_old_csaddr() as i64);
-                let o = self.fs_old_cstotal();
-                let mut t = self.fs_cstotal();
-                t.cs_ndir = o.cs_ndir as i64;
-                t.cs_nbfree = o.cs_nbfree as i64;
-                t.cs_nifree = o.cs_nifree as i64;
-                t.cs_nffree = o.cs_nffree as i64;
-                self.set_fs_cstotal(t);
-            }
+        if self.fs_magic() == FS_UFS1_MAGIC && self.fs_maxbsize() != self.fs_bsize() {
+            self.set_fs_maxbsize(self.fs_bsize());
+            self.set_fs_time(self.fs_old_time() as u32 as i64);
+            self.set_fs_size(self.fs_old_size() as i64);
+            self.set_fs_dsize(self.fs_old_dsize() as i64);
+            self.set_fs_csaddr(self.fs_old_csaddr() as i64);
+            let o = self.fs_old_cstotal();
+            let mut t = self.fs_cstotal();
+            t.cs_ndir = o.cs_ndir as i64;
+            t.cs_nbfree = o.cs_nbfree as i64;
+            t.cs_nifree = o.cs_nifree as i64;
+            t.cs_nffree = o.cs_nffree as i64;
+            self.set_fs_cstotal(t);
         }
         if self.fs_avgfilesize() as i32 <= 0 {
             self.set_fs_avgfilesize(AVFILESIZ);

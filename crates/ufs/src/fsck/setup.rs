@@ -15,6 +15,9 @@ use super::*;
 
 const SB_MASK_FLAGS: i32 = 0x00FF_FFFF;
 
+/// A superblock field as a number, for comparisons with a backup.
+type SbField = fn(&Superblock) -> i64;
+
 struct Candidate {
     sb: Superblock,
     g: Geometry,
@@ -511,7 +514,7 @@ impl Ctx<'_> {
         let diff: Vec<&str> = match Superblock::from_bytes(&raw) {
             Ok(alt) if alt.byte_order() == me.byte_order() => {
                 // The fields fsck_ffs 13 compares, all 32-bit.
-                let fields: [(&str, fn(&Superblock) -> i64); 21] = [
+                let fields: [(&str, SbField); 21] = [
                     ("fs_sblkno", |s| s.fs_sblkno() as i64),
                     ("fs_cblkno", |s| s.fs_cblkno() as i64),
                     ("fs_iblkno", |s| s.fs_iblkno() as i64),
