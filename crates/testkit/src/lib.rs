@@ -104,6 +104,28 @@ pub enum Node {
     Other(FileKind),
 }
 
+/// Asserts two trees hold the same paths with the same contents; `what`
+/// names the comparison in the failure message.
+pub fn assert_same_tree(want: &BTreeMap<PathBuf, Node>, got: &BTreeMap<PathBuf, Node>, what: &str) {
+    let missing: Vec<_> = want
+        .keys()
+        .filter(|k| !got.contains_key(*k))
+        .take(5)
+        .collect();
+    let extra: Vec<_> = got
+        .keys()
+        .filter(|k| !want.contains_key(*k))
+        .take(5)
+        .collect();
+    assert!(
+        missing.is_empty() && extra.is_empty(),
+        "{what}: missing {missing:?}, extra {extra:?}"
+    );
+    for (k, v) in want {
+        assert_eq!(Some(v), got.get(k), "{what}: {}", k.display());
+    }
+}
+
 /// A fresh file system of `bytes` in memory, made the same way every time
 /// (seeded allocator, fixed time).
 pub fn mem_image(bytes: u64) -> std::sync::Arc<ufs::dev::MemDevice> {

@@ -63,24 +63,7 @@ fn variant_of(img: &Path) -> Variant {
 }
 
 fn assert_same(want: &std::collections::BTreeMap<PathBuf, Node>, fs: &Fs, what: &str) {
-    let got = walk_fs(fs);
-    let missing: Vec<_> = want
-        .keys()
-        .filter(|k| !got.contains_key(*k))
-        .take(5)
-        .collect();
-    let extra: Vec<_> = got
-        .keys()
-        .filter(|k| !want.contains_key(*k))
-        .take(5)
-        .collect();
-    assert!(
-        missing.is_empty() && extra.is_empty(),
-        "{what}: missing {missing:?}, extra {extra:?}"
-    );
-    for (k, v) in want {
-        assert_eq!(Some(v), got.get(k), "{what}: {}", k.display());
-    }
+    assert_same_tree(want, &walk_fs(fs), what);
 }
 
 /// The same changes made to `fs` and to the host tree `host`: a tree
