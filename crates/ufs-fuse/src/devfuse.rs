@@ -199,11 +199,16 @@ impl UfsFuse {
 ///   and `rm -rf` need no LOOKUP per entry (the kernel picks plain or plus
 ///   per directory);
 /// - lookups and readdirs of one directory may run in parallel (the engine
-///   locks per operation).
+///   locks per operation);
+/// - file handles stay valid when the kernel drops its cached inode and
+///   across mounts (node ids are inode numbers, generations the inodes').
 pub(crate) fn init_capabilities(plus: crate::ReaddirPlus) -> Vec<fuser::InitFlags> {
     let mut caps = vec![
         fuser::InitFlags::FUSE_PARALLEL_DIROPS,
         fuser::InitFlags::FUSE_HANDLE_KILLPRIV_V2,
+        // File handles (NFS export, open_by_handle_at) outlive the kernel's
+        // cached inode: it decodes them with a LOOKUP of "." and "..".
+        fuser::InitFlags::FUSE_EXPORT_SUPPORT,
     ];
     match plus {
         crate::ReaddirPlus::Auto => caps

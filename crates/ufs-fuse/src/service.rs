@@ -579,7 +579,17 @@ impl Service {
         }
     }
 
+    /// LOOKUP. "." in any node is how the kernel decodes a file handle
+    /// (NFS, `open_by_handle_at`) whose inode it dropped: the node itself,
+    /// by number (`Fs::lookup_by_number`). ".." in a directory, its parent
+    /// for the same decoding, is the directory's own entry.
     pub fn lookup(&self, parent: u64, name: &[u8]) -> Result<Attr, Errno> {
+        if name == b"." {
+            return self
+                .fs
+                .lookup_by_number(to_ufs(parent))
+                .map_err(|e| errno(&e));
+        }
         let a = self
             .fs
             .lookup_remembered(to_ufs(parent), name)

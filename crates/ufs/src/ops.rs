@@ -378,6 +378,32 @@ impl Fs {
         self.counted(Call::Lookup, 0, r)
     }
 
+    /// The inode a file handle names, remembered as a new kernel reference
+    /// (FUSE sends a LOOKUP of "." in the node when it decodes an NFS or
+    /// `open_by_handle_at` handle whose inode it no longer caches). A
+    /// number out of range, an inode not in use and one with no links left
+    /// are NotFound, which the kernel answers ESTALE; the generation in the
+    /// attributes is what it compares with the handle's, so a reused
+    /// number is stale too. Nothing here marks the file system damaged: a
+    /// handle is the caller's input, not the image's.
+    pub fn lookup_by_number(&self, ino: u64) -> Result<Attr> {
+        let r = (|| {
+            let mut c = self.lock();
+            let gone = || Error::new(ErrorKind::NotFound, format!("no inode {ino}"));
+            if ino < UFS_ROOTINO || ino >= c.g.ninodes() {
+                return Err(gone());
+            }
+            let di = c.read_inode(ino)?;
+            if di.di_mode() == 0 || di.di_nlink() == 0 {
+                return Err(gone());
+            }
+            let a = attr_of(ino, &di, c.g.bsize)?;
+            *c.lookups.entry(ino).or_insert(0) += 1;
+            Ok(a)
+        })();
+        self.counted(Call::Lookup, 0, r)
+    }
+
     /// Records a kernel reference to `ino` (FUSE lookup count).
     pub fn remember(&self, ino: u64) {
         *self.lock().lookups.entry(ino).or_insert(0) += 1;

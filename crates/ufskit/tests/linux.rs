@@ -1,0 +1,233 @@
+//! What Linux programs expect of a local file system, through a real
+//! mount: file handles (NFS export, `open_by_handle_at`), mount(8)'s
+//! view of the mount (source, type, remount, umount), space allocation
+//! (`fallocate`, holes). Each test names the xfstests case it stands for
+//! where there is one (CI cannot fetch xfstests).
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use testkit::*;
+
+fn ufskit() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_ufskit"))
+}
+
+fn run(cmd: &mut Command) -> Output {
+    let out = cmd.output().expect("run command");
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed ({:?}):\n{}{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn new_image(dir: &Path, name: &str, size: &str) -> PathBuf {
+    let img = dir.join(name);
+    run(ufskit().args(["newfs", "-s", size]).arg(&img));
+    img
+}
+
+/// A mount that goes away with the test, failed or not.
+struct Mounted {
+    dir: PathBuf,
+    live: bool,
+}
+
+impl Mounted {
+    fn new(img: &Path, dir: &Path, opts: &[&str]) -> Mounted {
+        std::fs::create_dir_all(dir).unwrap();
+        let mut c = ufskit();
+        c.arg("mount");
+        for o in opts {
+            c.arg("-o").arg(o);
+        }
+        run(c.arg(img).arg(dir));
+        Mounted {
+            dir: dir.to_path_buf(),
+            live: true,
+        }
+    }
+    fn umount(mut self) {
+        run(ufskit().arg("umount").arg(&self.dir));
+        self.live = false;
+    }
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        if self.live {
+            let clean = ufskit().arg("umount").arg(&self.dir).output();
+            if !clean.is_ok_and(|o| o.status.success()) {
+                let _ = Command::new("umount").arg("-l").arg(&self.dir).output();
+            }
+        }
+    }
+}
+
+fn fsck_clean(img: &Path) {
+    let out = ufskit().args(["fsck", "-n"]).arg(img).output().unwrap();
+    assert!(
+        out.status.success(),
+        "fsck -n found problems:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Drops the kernel's clean caches (dentries and inodes), as xfstests'
+/// handle tests and an NFS server under memory pressure do.
+fn drop_caches() {
+    // Unwritten pages would keep their inodes.
+    run(&mut Command::new("sync"));
+    std::fs::write("/proc/sys/vm/drop_caches", "3").expect("drop caches (needs root)");
+}
+
+/// A file handle from name_to_handle_at(2): its type and bytes.
+struct Handle {
+    kind: i32,
+    bytes: Vec<u8>,
+}
+
+fn c_path(p: &Path) -> std::ffi::CString {
+    std::ffi::CString::new(p.as_os_str().as_bytes()).unwrap()
+}
+
+// The handle calls have no safe wrapper in libc, nix or rustix.
+#[allow(unsafe_code)]
+fn handle_of(p: &Path) -> Handle {
+    const MAX: usize = 128;
+    // struct file_handle { u32 handle_bytes; i32 handle_type; u8 f_handle[] }
+    let mut buf = vec![0u64; (8 + MAX) / 8];
+    let fh = buf.as_mut_ptr().cast::<libc::file_handle>();
+    let mut mount_id = 0;
+    let path = c_path(p);
+    // SAFETY: `buf` is 8-byte aligned and holds the header and MAX bytes,
+    // which handle_bytes tells the kernel.
+    let r = unsafe {
+        (*fh).handle_bytes = MAX as u32;
+        libc::name_to_handle_at(libc::AT_FDCWD, path.as_ptr(), fh, &mut mount_id, 0)
+    };
+    assert_eq!(
+        r,
+        0,
+        "name_to_handle_at {}: {}",
+        p.display(),
+        std::io::Error::last_os_error()
+    );
+    // SAFETY: the kernel filled the header and handle_bytes bytes after it.
+    unsafe {
+        let n = (*fh).handle_bytes as usize;
+        let data = std::slice::from_raw_parts(buf.as_ptr().cast::<u8>().add(8), n);
+        Handle {
+            kind: (*fh).handle_type,
+            bytes: data.to_vec(),
+        }
+    }
+}
+
+/// open_by_handle_at(2) of `h` on the mount whose root is `mnt`.
+#[allow(unsafe_code)]
+fn open_by_handle(mnt: &Path, h: &Handle, flags: i32) -> std::io::Result<std::fs::File> {
+    let root = std::fs::File::open(mnt)?;
+    let mut buf = vec![0u64; (8 + h.bytes.len()).div_ceil(8)];
+    let fh = buf.as_mut_ptr().cast::<libc::file_handle>();
+    // SAFETY: `buf` holds the header and the handle's bytes.
+    let fd = unsafe {
+        (*fh).handle_bytes = h.bytes.len() as u32;
+        (*fh).handle_type = h.kind;
+        std::ptr::copy_nonoverlapping(
+            h.bytes.as_ptr(),
+            buf.as_mut_ptr().cast::<u8>().add(8),
+            h.bytes.len(),
+        );
+        libc::open_by_handle_at(root.as_raw_fd(), fh, flags)
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a new descriptor the kernel just returned, owned by nobody else.
+    Ok(std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) }))
+}
+
+fn read_all(mut f: std::fs::File) -> Vec<u8> {
+    use std::io::Read;
+    let mut v = Vec::new();
+    f.read_to_end(&mut v).unwrap();
+    v
+}
+
+/// xfstests generic/426, 467, 477, 756: a file handle stays good after the
+/// kernel dropped its caches, after its parent was renamed, and across a
+/// remount (what an NFS server needs); a removed file's handle is stale.
+#[test]
+fn file_handles_outlive_the_cache_a_rename_and_a_remount() {
+    if !needs_fuse("file_handles_outlive_the_cache_a_rename_and_a_remount") {
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let img = new_image(t.path(), "img", "64m");
+    let mnt = t.path().join("m");
+    let m = Mounted::new(&img, &mnt, &[]);
+    std::fs::create_dir_all(mnt.join("a/b")).unwrap();
+    std::fs::write(mnt.join("a/b/file"), b"kept by handle").unwrap();
+    std::fs::write(mnt.join("a/gone"), b"soon removed").unwrap();
+    let file = handle_of(&mnt.join("a/b/file"));
+    let dir = handle_of(&mnt.join("a/b"));
+    let gone = handle_of(&mnt.join("a/gone"));
+
+    drop_caches();
+    assert_eq!(
+        read_all(open_by_handle(&mnt, &file, libc::O_RDONLY).unwrap()),
+        b"kept by handle"
+    );
+    // A directory decoded after the drop has a path again (its parent,
+    // found through ".."), so it can be listed.
+    drop_caches();
+    let d = open_by_handle(&mnt, &dir, libc::O_RDONLY | libc::O_DIRECTORY).unwrap();
+    let listed = std::fs::read_dir(format!("/proc/self/fd/{}", d.as_raw_fd()))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect::<Vec<_>>();
+    assert_eq!(listed, ["file"]);
+    drop(d);
+
+    std::fs::rename(mnt.join("a"), mnt.join("renamed")).unwrap();
+    drop_caches();
+    assert_eq!(
+        read_all(open_by_handle(&mnt, &file, libc::O_RDONLY).unwrap()),
+        b"kept by handle"
+    );
+
+    std::fs::remove_file(mnt.join("renamed/gone")).unwrap();
+    drop_caches();
+    let e = open_by_handle(&mnt, &gone, libc::O_RDONLY).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::ESTALE), "removed file: {e}");
+
+    // A new daemon, the same numbers and generations.
+    m.umount();
+    let m = Mounted::new(&img, &mnt, &[]);
+    assert_eq!(
+        read_all(open_by_handle(&mnt, &file, libc::O_RDONLY).unwrap()),
+        b"kept by handle"
+    );
+    // A handle whose inode number was never used, and one past the last
+    // inode, are stale, not an error of the file system.
+    // FUSE's handle: the node id's high and low 32 bits, the generation.
+    for ino in [1000u64, 1 << 40] {
+        let mut forged = Handle {
+            kind: file.kind,
+            bytes: file.bytes.clone(),
+        };
+        forged.bytes[..4].copy_from_slice(&((ino >> 32) as u32).to_ne_bytes());
+        forged.bytes[4..8].copy_from_slice(&(ino as u32).to_ne_bytes());
+        let e = open_by_handle(&mnt, &forged, libc::O_RDONLY).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::ESTALE), "inode {ino}: {e}");
+    }
+    std::fs::write(mnt.join("after"), b"still writable").unwrap();
+    m.umount();
+    fsck_clean(&img);
+}
