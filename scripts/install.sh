@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs ufskit: the binary (cargo install), a manual page per
 # subcommand (`man ufskit-mount`), bash completion, and the name mount(8)
-# needs for `mount -t fuse.ufskit` and /etc/fstab lines of that type
-# (mount.fuse3, from Debian's fuse3, runs `ufskit IMAGE DIR -o OPTS`).
+# looks for by the mount's type, fuse.ufskit: /sbin/mount.fuse.ufskit
+# (mounts, fstab lines, `mount -o remount,ro`). Without it mount.fuse3,
+# from Debian's fuse3, runs `ufskit IMAGE DIR -o OPTS`, which works too.
 # usage: scripts/install.sh [PREFIX]   (default /usr/local; as root for it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,6 +19,13 @@ command -v mandb >/dev/null 2>&1 && mandb -q "$prefix/share/man" 2>/dev/null || 
 echo "installed $bin ($("$bin" --version))"
 echo "manual pages in $man (man ufskit, man ufskit-mount, ...)"
 echo "bash completion in $comp/ufskit"
+# libmount looks for helpers in /sbin (and /sbin/fs.d, /sbin/fs) only.
+if [ -w /sbin ]; then
+  ln -sf "$bin" /sbin/mount.fuse.ufskit
+  echo "mount(8) helper: /sbin/mount.fuse.ufskit"
+else
+  echo "note: run as root to install /sbin/mount.fuse.ufskit"
+fi
 # mount(8) starts its helpers without the caller's PATH; mount.fuse3 then
 # finds ufskit through /bin/sh's default path only.
 case ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:" in

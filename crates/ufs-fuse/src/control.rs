@@ -31,6 +31,11 @@ pub enum Request {
     /// benchmarks wait for it, where a signal returns at once.
     #[serde(rename = "drop_caches")]
     DropCaches,
+    /// `mount -o remount`: the engine goes read-only (everything written,
+    /// marked clean) or read-write, and takes the access-time rule
+    /// (`relatime`, `strict`, `never`). The kernel's side of the mount is
+    /// changed by the caller.
+    Remount { read_only: bool, atime: String },
 }
 
 fn runtime_dir(uid: u32) -> PathBuf {
@@ -150,6 +155,17 @@ fn serve_one(
             Ok(()) => serde_json::json!({ "dropped": true, "stats": fs.stats(None, false).ok() }),
             Err(e) => serde_json::json!({ "error": format!("dropping caches: {e}") }),
         },
+        Ok(Request::Remount { read_only, atime }) => {
+            let atime = match atime.as_str() {
+                "strict" => ufs::Atime::Strict,
+                "never" => ufs::Atime::Never,
+                _ => ufs::Atime::Relatime,
+            };
+            match fs.remount(read_only, atime) {
+                Ok(()) => serde_json::json!({ "read_only": fs.is_read_only() }),
+                Err(e) => serde_json::json!({ "error": e.to_string() }),
+            }
+        }
         Ok(Request::Stats { path, verify }) => match fs
             .resolve(&path)
             .and_then(|ino| fs.stats(Some(ino), verify))
@@ -208,7 +224,7 @@ pub fn query(dir: &Path, req: &Request) -> Result<serde_json::Value, String> {
     // A cache drop first writes everything dirty, which on a modeled,
     // sleeping disk or under a large cache can take minutes.
     let wait = match req {
-        Request::DropCaches => Duration::from_secs(900),
+        Request::DropCaches | Request::Remount { .. } => Duration::from_secs(900),
         _ => Duration::from_secs(30),
     };
     let mut req = serde_json::to_value(req).map_err(|e| e.to_string())?;

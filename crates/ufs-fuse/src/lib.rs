@@ -3,8 +3,11 @@
 //! daemon to release the image.
 //!
 //! Invariants:
-//! - The mount's source (fsname) is `ufskit:<absolute image path>`; this is
-//!   how [`umount`] recognises our mounts and finds the image.
+//! - The mount's type is `fuse.ufskit` and its source (fsname) the
+//!   absolute image path, as for a kernel file system on a device: this is
+//!   what mount(8), findmnt and df show, how mount(8) finds the helpers for
+//!   `-o remount` and umount (`mount.fuse.ufskit`, `umount.fuse.ufskit`),
+//!   and how [`umount`] recognises our mounts and finds the image.
 //! - The image stays locked (`Fs::open_path`'s flock) from before the mount
 //!   until after `Fs::unmount` has flushed and marked it clean; releasing
 //!   the lock is the daemon's very last act, so "lock free" means "done".
@@ -40,8 +43,12 @@ use std::time::{Duration, Instant};
 
 use service::log;
 
-/// Prefix of the mount source (fsname) of every ufskit mount.
-pub const FSNAME_PREFIX: &str = "ufskit:";
+/// The subtype of every ufskit mount: its type is `fuse.ufskit`.
+pub const SUBTYPE: &str = "ufskit";
+
+/// The source prefix of mounts made by builds before the source was the
+/// image path alone (still recognised, so that they can be unmounted).
+const OLD_FSNAME_PREFIX: &str = "ufskit:";
 
 /// How long [`umount`] waits for the daemon to release the image.
 const RELEASE_TIMEOUT: Duration = Duration::from_secs(60);
@@ -100,6 +107,39 @@ pub struct MountConfig {
     /// The nice value the daemon's threads run at (`-o nice=N`, -10 by
     /// default; None: as started). See [`set_nice`].
     pub nice: Option<i32>,
+    /// The mount flags the kernel enforces (`dev`, `suid`, `noexec`, ...).
+    pub kernel: KernelFlags,
+}
+
+/// The flags of the mount itself, which the kernel enforces: what
+/// mount(8)'s generic options ask for. Without `dev` and `suid` a mount is
+/// `nodev,nosuid`, as libfuse's are (an image from elsewhere may hold
+/// device nodes and setuid programs); mount(8) run by root passes `dev,suid`
+/// through `mount.fuse3` unless told otherwise, as for a kernel file system.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct KernelFlags {
+    pub dev: bool,
+    pub suid: bool,
+    pub noexec: bool,
+    pub noatime: bool,
+    pub dirsync: bool,
+}
+
+impl KernelFlags {
+    fn mount_options(&self) -> Vec<MountOption> {
+        let mut v = Vec::new();
+        let mut flag = |on: bool, o: MountOption| {
+            if on {
+                v.push(o);
+            }
+        };
+        flag(self.dev, MountOption::Dev);
+        flag(self.suid, MountOption::Suid);
+        flag(self.noexec, MountOption::NoExec);
+        flag(self.noatime, MountOption::NoAtime);
+        flag(self.dirsync, MountOption::DirSync);
+        v
+    }
 }
 
 /// When the kernel reads directories with their entries' attributes
@@ -187,7 +227,9 @@ struct Syncer {
 impl Syncer {
     fn start(fs: Arc<ufs::Fs>, interval: u64, requests: Arc<requests::Requests>) -> Syncer {
         let stop = Arc::new((Mutex::new(false), std::sync::Condvar::new()));
-        if interval == 0 || fs.is_read_only() {
+        // A read-only mount may be remounted read-write: the syncer runs,
+        // and skips its rounds while the engine is read-only.
+        if interval == 0 {
             return Syncer { stop, thread: None };
         }
         let st = stop.clone();
@@ -204,6 +246,9 @@ impl Syncer {
                     stopped = g;
                     if *stopped {
                         return;
+                    }
+                    if fs.is_read_only() {
+                        continue;
                     }
                     if let Err(e) = fs.sync_background() {
                         log(format_args!("background sync: {e}"));
@@ -290,6 +335,7 @@ pub fn serve(cfg: &MountConfig, on_ready: impl FnOnce()) -> Result<(), String> {
         .to_str()
         .ok_or_else(|| format!("image path {} is not valid UTF-8", image.display()))?
         .to_string();
+    await_finishing_daemon(&image);
     let fs = ufs::Fs::open_path_layered(&image, cfg.opts.clone(), |dev| {
         Ok(match &cfg.disk {
             Some(spec) => Box::new(ufs_sim::model::ModeledDisk::new(
@@ -349,6 +395,13 @@ pub fn serve(cfg: &MountConfig, on_ready: impl FnOnce()) -> Result<(), String> {
 /// waits (at most 60 s) until the daemon has flushed and released the
 /// image lock, so fsck can run right after.
 pub fn umount(mountpoint: &Path) -> Result<(), String> {
+    umount_with(mountpoint, false)
+}
+
+/// As [`umount`]; `lazy` detaches the mount at once (`umount -l`): the
+/// daemon writes everything and releases the image when the last open
+/// file in it is closed, so nothing is waited for.
+pub fn umount_with(mountpoint: &Path, lazy: bool) -> Result<(), String> {
     let mp = mountinfo::resolve_mountpoint(mountpoint)?;
     let entries = mountinfo::read_self()?;
     let Some(entry) = entries.iter().rev().find(|e| e.mount_point == mp) else {
@@ -362,16 +415,143 @@ pub fn umount(mountpoint: &Path) -> Result<(), String> {
             entry.source
         ));
     };
+    if lazy {
+        return detach(&mp);
+    }
     unmount_path(&mp, false)?;
     wait_for_release(&ufs::dev::partition::split_spec(&image).0, RELEASE_TIMEOUT)
 }
 
+/// `mount -o remount,...` of the ufskit mount at `mountpoint`: the kernel's
+/// flags of the mount (read-only, `nosuid`, `nodev`, `noexec`, access
+/// times) change with mount(2)'s MS_REMOUNT, the engine's state through
+/// the daemon's control socket. Going read-only, the kernel goes first
+/// (it refuses while a file is open for writing, and writes back what it
+/// caches), then the engine writes everything and marks the file system
+/// clean; going read-write, the engine first marks it in use. A step that
+/// fails undoes the one before. Root only: mount(2) is.
+pub fn remount(
+    mountpoint: &Path,
+    read_only: bool,
+    kernel: KernelFlags,
+    atime: ufs::Atime,
+) -> Result<(), String> {
+    use nix::mount::MsFlags;
+    let mp = mountinfo::resolve_mountpoint(mountpoint)?;
+    let entries = mountinfo::read_self()?;
+    let Some(entry) = entries.iter().rev().find(|e| e.mount_point == mp) else {
+        return Err(format!("{} is not a mount point", mp.display()));
+    };
+    if ufskit_image(entry).is_none() {
+        return Err(format!(
+            "{} is not a ufskit mount (it is a {} mount of {})",
+            mp.display(),
+            entry.fstype,
+            entry.source
+        ));
+    }
+    if !is_root() {
+        return Err("remounting needs root (mount(2) changes the mount's flags)".into());
+    }
+    let mut flags = MsFlags::MS_REMOUNT;
+    for (on, f) in [
+        (!kernel.suid, MsFlags::MS_NOSUID),
+        (!kernel.dev, MsFlags::MS_NODEV),
+        (kernel.noexec, MsFlags::MS_NOEXEC),
+        (kernel.dirsync, MsFlags::MS_DIRSYNC),
+    ] {
+        if on {
+            flags |= f;
+        }
+    }
+    flags |= match atime {
+        ufs::Atime::Never => MsFlags::MS_NOATIME,
+        ufs::Atime::Strict => MsFlags::MS_STRICTATIME,
+        ufs::Atime::Relatime => MsFlags::MS_RELATIME,
+    };
+    let kernel_remount = |ro: bool| {
+        let f = if ro {
+            flags | MsFlags::MS_RDONLY
+        } else {
+            flags
+        };
+        nix::mount::mount(None::<&str>, &mp, None::<&str>, f, None::<&str>).map_err(|e| {
+            if e == nix::errno::Errno::EBUSY {
+                format!(
+                    "cannot remount {} read-only: a file in it is open for writing",
+                    mp.display()
+                )
+            } else {
+                format!("cannot remount {}: {}", mp.display(), e.desc())
+            }
+        })
+    };
+    let engine = |ro: bool| {
+        let atime = match atime {
+            ufs::Atime::Never => "never",
+            ufs::Atime::Strict => "strict",
+            ufs::Atime::Relatime => "relatime",
+        };
+        control::query(
+            &mp,
+            &control::Request::Remount {
+                read_only: ro,
+                atime: atime.into(),
+            },
+        )
+        .map(|_| ())
+        .map_err(|e| format!("cannot remount {}: {e}", mp.display()))
+    };
+    if read_only {
+        kernel_remount(true)?;
+        if let Err(e) = engine(true) {
+            let _ = kernel_remount(false);
+            return Err(e);
+        }
+    } else {
+        engine(false)?;
+        if let Err(e) = kernel_remount(false) {
+            let _ = engine(true);
+            return Err(e);
+        }
+    }
+    Ok(())
+}
+
+/// umount(8) returns as soon as the kernel lets go of the mount point
+/// (the kernel waits for a FUSE daemon only for block-device mounts, and
+/// umount(8) looks for a helper by the type statfs gives, `fuse`, not
+/// `fuse.ufskit`), while the daemon still writes and holds the image. A
+/// mount, fsck or tunefs right after it waits for that daemon to finish,
+/// at most a minute, as it would for a kernel file system's unmount: when
+/// no mount visible here shows `image` and something holds its lock.
+/// (A process that holds it for longer, another fsck, is then reported
+/// busy by the open that follows.)
+pub fn await_finishing_daemon(image: &Path) {
+    if image_is_mounted(image) {
+        return;
+    }
+    let _ = wait_for_release(&ufs::dev::partition::split_spec(image).0, RELEASE_TIMEOUT);
+}
+
+/// Whether a ufskit mount visible here serves `image`.
+fn image_is_mounted(image: &Path) -> bool {
+    let file = ufs::dev::partition::split_spec(image).0;
+    list_mounts().is_ok_and(|v| {
+        v.iter()
+            .any(|(_, i)| ufs::dev::partition::split_spec(i).0 == file)
+    })
+}
+
 /// The image of a ufskit mount, or `None` for any other mount.
 pub fn ufskit_image(e: &MountEntry) -> Option<PathBuf> {
+    if e.fstype == format!("fuse.{SUBTYPE}") {
+        return Some(PathBuf::from(&e.source));
+    }
     if e.fstype != "fuse" && !e.fstype.starts_with("fuse.") {
         return None;
     }
-    e.source.strip_prefix(FSNAME_PREFIX).map(PathBuf::from)
+    e.source.strip_prefix(OLD_FSNAME_PREFIX).map(PathBuf::from)
 }
 
 /// All ufskit mounts visible to this process: (mount point, image).
@@ -401,21 +581,19 @@ fn serve_fs(
     let mut opts = vec![MountOption::DefaultPermissions];
     if root {
         // Direct mount(2): the source is the fsname, the subtype a kernel option.
-        opts.push(MountOption::FSName(format!("{FSNAME_PREFIX}{image}")));
-        opts.push(MountOption::CUSTOM("subtype=ufs".into()));
+        opts.push(MountOption::FSName(image.to_string()));
+        opts.push(MountOption::CUSTOM(format!("subtype={SUBTYPE}")));
     } else {
         // fusermount3 splits its option string at unescaped commas.
-        opts.push(MountOption::FSName(format!(
-            "{FSNAME_PREFIX}{}",
-            image.replace(',', "\\,")
-        )));
-        opts.push(MountOption::Subtype("ufs".into()));
+        opts.push(MountOption::FSName(image.replace(',', "\\,")));
+        opts.push(MountOption::Subtype(SUBTYPE.into()));
     }
     opts.push(if read_only {
         MountOption::RO
     } else {
         MountOption::RW
     });
+    opts.extend(cfg.kernel.mount_options());
     let mut config = fuser::Config::default();
     config.mount_options = opts;
     config.acl = if cfg.allow_other {
@@ -628,6 +806,15 @@ fn unmount_path(mp: &Path, lazy_if_busy: bool) -> Result<(), String> {
             }
             Err(e) => Err(e),
         }
+    }
+}
+
+fn detach(mp: &Path) -> Result<(), String> {
+    if is_root() {
+        nix::mount::umount2(mp, nix::mount::MntFlags::MNT_DETACH)
+            .map_err(|e| format!("cannot unmount {}: {}", mp.display(), e.desc()))
+    } else {
+        fusermount(mp, true)
     }
 }
 

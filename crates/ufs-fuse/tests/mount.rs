@@ -117,6 +117,7 @@ fn child_serve() -> ! {
         disk: None,
         disk_sleep: false,
         nice: None,
+        kernel: ufs_fuse::KernelFlags::default(),
         uring: match std::env::var("UFSKIT_TEST_URING").as_deref() {
             Ok("off") => ufs_fuse::UringMode::Off,
             Ok("on") => ufs_fuse::UringMode::On,
@@ -1394,8 +1395,21 @@ fn t_statfs(c: &Ctx) -> R {
     );
     let total = s.blocks() as u64 * s.fragment_size() as u64;
     ensure!(total > 50 << 20 && total <= 64 << 20, "total size {total}");
+    // df and findmnt show the image as the source, as for a device.
+    let img = io("canonicalize", fs::canonicalize(&c.img))?;
     let df = sh(&format!("df -P '{}'", c.mnt.display()))?;
-    ensure!(df.contains("ufskit:"), "df does not show the source: {df}");
+    ensure!(
+        df.contains(&*img.to_string_lossy()),
+        "df does not show the image as the source: {df}"
+    );
+    let fm = sh(&format!(
+        "findmnt -n -o SOURCE,FSTYPE --mountpoint '{}'",
+        c.mnt.display()
+    ))?;
+    ensure!(
+        fm.trim() == format!("{} fuse.ufskit", img.display()),
+        "findmnt: {fm}"
+    );
     let before = s.blocks_free();
     io("w", fs::write(c.mnt.join("space"), pattern(4 << 20, 9)))?;
     let after = nix::sys::statvfs::statvfs(&c.mnt)

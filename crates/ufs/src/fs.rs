@@ -68,6 +68,37 @@ pub struct MountOptions {
     /// Directory blocks in the main buffer cache (on) or in a small fixed
     /// pool of their own (off) (`-o vmiodir=on|off`).
     pub vmiodir: bool,
+    /// When a read updates a file's access time (`-o relatime`, the
+    /// default, `strictatime`, `noatime`).
+    pub atime: Atime,
+}
+
+/// When reading a file updates its access time; Linux's mount options and
+/// their rules (`fs/inode.c`, `relatime_need_update`). Directories'
+/// access times are not updated by listing them (what `nodiratime` asks).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Atime {
+    /// When the access time is not after the modification or change time,
+    /// or is a day old or more.
+    Relatime,
+    /// At every read.
+    Strict,
+    /// Never.
+    Never,
+}
+
+impl Atime {
+    /// Whether a read now (`now`, seconds) updates an access time `at`
+    /// of a file last modified at `mt` and changed at `ct`
+    /// ((seconds, nanoseconds) each).
+    pub fn needs_update(self, at: (i64, i32), mt: (i64, i32), ct: (i64, i32), now: i64) -> bool {
+        match self {
+            Atime::Never => false,
+            Atime::Strict => true,
+            Atime::Relatime => at <= mt || at <= ct || now - at.0 >= 24 * 3600,
+        }
+    }
 }
 
 /// The directory pool with vmiodir off: FreeBSD limited the malloc-backed
@@ -96,6 +127,7 @@ impl Default for MountOptions {
             write_mode: None,
             barrier: None,
             vmiodir: true,
+            atime: Atime::Relatime,
         }
     }
 }
@@ -114,6 +146,8 @@ pub struct FsCore {
     /// The last groups stored, kept parsed (see [`FsCore::read_cg`]).
     pub(crate) cg_kept: Vec<(u64, Cg)>,
     pub(crate) read_only: bool,
+    /// The device was opened read-only (`-o ro`): no remount can write.
+    pub(crate) opened_read_only: bool,
     pub(crate) sb_dirty: bool,
     pub(crate) rng: rand::rngs::StdRng,
     /// Kernel lookup references per inode (FUSE); an unlinked inode is freed
@@ -461,6 +495,7 @@ impl FsCore {
         // Clean is 1: NetBSD marks a file system it has mounted with 2
         // (FS_WASCLEAN) until it unmounts it.
         let was_clean = sb.fs_clean() == 1 && (sb.fs_flags() & (FS_UNCLEAN | FS_NEEDSFSCK)) == 0;
+        let opts_read_only = opts.read_only;
         let mut read_only = opts.read_only;
         if !was_clean && !opts.force {
             read_only = true;
@@ -487,6 +522,7 @@ impl FsCore {
             order: Default::default(),
             op_log: None,
             read_only,
+            opened_read_only: opts_read_only,
             sb_dirty: false,
             rng,
             lookups: HashMap::default(),
@@ -496,22 +532,79 @@ impl FsCore {
             suj_flag_lent: false,
         };
         if !core.read_only {
-            // Mark the file system in use on disk before changing anything.
-            core.sb.set_fs_clean(0);
-            if mode != WriteMode::Softdep && core.sb.fs_flags() & FS_DOSOFTDEP != 0 {
-                core.sb.set_fs_flags(core.sb.fs_flags() & !FS_DOSOFTDEP);
-                core.softdep_flag_lent = true;
-            }
-            if core.sb.fs_flags() & FS_SUJ != 0 {
-                core.sb.set_fs_flags(core.sb.fs_flags() & !FS_SUJ);
-                core.suj_flag_lent = true;
-            }
-            let (t, _) = now();
-            core.sb.set_fs_mtime(t);
-            core.write_superblock()?;
-            core.cache.flush()?;
+            core.begin_writing()?;
         }
         Ok(core)
+    }
+
+    /// Marks the file system in use on disk before anything is changed
+    /// (at a read-write mount, and at a remount from read-only to
+    /// read-write): not clean, and the soft-updates and journal flags lent
+    /// out while this engine writes without them.
+    fn begin_writing(&mut self) -> Result<()> {
+        self.sb.set_fs_clean(0);
+        let mode = self.opts.write_mode.unwrap_or(WriteMode::Normal);
+        if mode != WriteMode::Softdep && self.sb.fs_flags() & FS_DOSOFTDEP != 0 {
+            self.sb.set_fs_flags(self.sb.fs_flags() & !FS_DOSOFTDEP);
+            self.softdep_flag_lent = true;
+        }
+        if self.sb.fs_flags() & FS_SUJ != 0 {
+            self.sb.set_fs_flags(self.sb.fs_flags() & !FS_SUJ);
+            self.suj_flag_lent = true;
+        }
+        let (t, _) = now();
+        self.sb.set_fs_mtime(t);
+        self.write_superblock()?;
+        self.cache.flush()?;
+        Ok(())
+    }
+
+    /// `mount -o remount,ro|rw`. To read-only: everything written and the
+    /// file system marked clean, as at unmount, then no more writes; files
+    /// removed while open must be closed first (their inodes are freed at
+    /// the last close, which a read-only file system cannot do). To
+    /// read-write: marked in use again; only a mount whose image was
+    /// opened for writing (not `-o ro` from the start) and that was clean
+    /// (or mounted with `force`) can.
+    pub fn remount(&mut self, read_only: bool) -> Result<()> {
+        if read_only == self.read_only {
+            return Ok(());
+        }
+        if read_only {
+            if !self.orphans.is_empty() {
+                return Err(Error::new(
+                    ErrorKind::Busy,
+                    format!(
+                        "{} removed file(s) are still open; close them before remounting read-only",
+                        self.orphans.len()
+                    ),
+                ));
+            }
+            self.unmount()?;
+            self.read_only = true;
+            return Ok(());
+        }
+        if self.opened_read_only {
+            return Err(Error::new(
+                ErrorKind::ReadOnly,
+                "the image was opened read-only (mounted with -o ro); unmount it and mount it read-write",
+            ));
+        }
+        if !self.was_clean && !self.opts.force {
+            return Err(Error::new(
+                ErrorKind::ReadOnly,
+                "the file system was not cleanly unmounted; run fsck, or mount with force",
+            ));
+        }
+        if let Some(why) = refuses_writing(&self.sb, self.was_clean) {
+            return Err(Error::new(ErrorKind::NotSupported, why));
+        }
+        self.read_only = false;
+        if let Err(e) = self.begin_writing() {
+            self.read_only = true;
+            return Err(e);
+        }
+        Ok(())
     }
 
     pub fn check_writable(&self) -> Result<()> {

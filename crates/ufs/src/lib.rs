@@ -31,7 +31,7 @@ pub mod order;
 pub mod tunefs;
 
 pub use error::{Damage, Error, ErrorKind, Result};
-pub use fs::{DirPref, MountOptions};
+pub use fs::{Atime, DirPref, MountOptions};
 pub use ops::{
     linux_inode_flags, with_linux_inode_flags, AclKind, Attr, Cred, FileKind, Fs, RenameMode,
     SetAttr, StatFs, Time, TimeSet, XattrNs, XattrSet,

@@ -1226,10 +1226,15 @@ impl Fs {
             return Err(Error::new(ErrorKind::IsDir, "is a directory"));
         }
         let data = c.read_data(ino, &di, off, size)?;
-        // relatime: update atime only if it is older than mtime or ctime.
         let at = (di.di_atime(), di.di_atimensec());
+        let (now_s, _) = now();
         if !c.read_only
-            && (at < (di.di_mtime(), di.di_mtimensec()) || at < (di.di_ctime(), di.di_ctimensec()))
+            && c.opts.atime.needs_update(
+                at,
+                (di.di_mtime(), di.di_mtimensec()),
+                (di.di_ctime(), di.di_ctimensec()),
+                now_s,
+            )
         {
             touch(&mut di, false, false, true);
             c.write_inode(ino, &di)?;
@@ -1424,6 +1429,20 @@ impl Fs {
             return Err(Error::new(e.kind, format!("releasing inode {ino}: {e}")));
         }
         self.lock().unmount()
+    }
+
+    /// `mount -o remount`: read-only or read-write
+    /// ([`FsCore::remount`](crate::fs::FsCore::remount)), and the access
+    /// time rule from now on.
+    pub fn remount(&self, read_only: bool, atime: crate::fs::Atime) -> Result<()> {
+        let failed = self.apply_forgets();
+        if let Some((ino, e)) = failed.into_iter().next() {
+            return Err(Error::new(e.kind, format!("releasing inode {ino}: {e}")));
+        }
+        let mut c = self.lock();
+        c.remount(read_only)?;
+        c.opts.atime = atime;
+        Ok(())
     }
 
     /// Buffers now dirty in the cache.

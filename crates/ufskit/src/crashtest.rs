@@ -375,7 +375,8 @@ fn mount_config(a: &CrashtestArgs) -> Result<mountcrash::Config, String> {
     })
 }
 
-fn nix_is_root() -> bool {
+/// Whether this process runs as root (its /proc entry is root's).
+pub(crate) fn nix_is_root() -> bool {
     std::fs::metadata("/proc/self").is_ok_and(|m| {
         use std::os::unix::fs::MetadataExt;
         m.uid() == 0

@@ -60,6 +60,10 @@ enum Cmd {
     Umount {
         /// The mount point.
         dir: PathBuf,
+        /// Detach now; the daemon finishes when the last file open in the
+        /// mount is closed (nothing is waited for).
+        #[arg(short = 'l', long)]
+        lazy: bool,
     },
     /// Check and repair a file system.
     Fsck(FsckArgs),
@@ -341,6 +345,7 @@ fn parse_optim(s: &str) -> Result<i32, String> {
 /// An image, a device, or one partition of either (`disk.img:p2`); a disk
 /// with a single UFS partition opens at it, said on stderr.
 fn open_dev(path: &Path, writable: bool) -> Result<Box<dyn BlockDevice>, String> {
+    ufs_fuse::await_finishing_daemon(path);
     let (dev, part) = ufs::dev::partition::open_image(path, writable).map_err(|e| e.to_string())?;
     if let (Some(p), (_, None)) = (&part, ufs::dev::partition::split_spec(path)) {
         eprintln!(
@@ -477,6 +482,9 @@ struct FuseOpts {
     disk: Option<ufs_sim::model::DiskSpec>,
     disk_sleep: bool,
     nice: Option<i32>,
+    kernel: ufs_fuse::KernelFlags,
+    /// `-o remount`: change the options of the mount at DIR.
+    remount: bool,
 }
 
 /// The mount's default buffer cache: a thirty-second of the machine's
@@ -531,6 +539,8 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
     // The daemon's threads outrank ordinary programs (ufs-fuse's set_nice).
     let mut nice = Some(-10);
     let mut maxmem: Option<u64> = None;
+    let mut kernel = ufs_fuse::KernelFlags::default();
+    let mut remount = false;
     let on_off = |k: &str, v: &str| match v {
         "on" | "1" | "yes" => Ok(true),
         "off" | "0" | "no" => Ok(false),
@@ -546,13 +556,37 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
             None => (item, None),
         };
         match (k, v) {
-            // Generic options mount(8) and mount.fuse3 pass along (fstab):
-            // the kernel enforces the first ones on the FUSE mount itself,
-            // the others concern only mount(8).
-            ("dev" | "nodev" | "suid" | "nosuid" | "exec" | "noexec" | "atime" | "noatime"
-            | "relatime" | "norelatime" | "strictatime" | "lazytime" | "nolazytime"
-            | "defaults" | "auto" | "noauto" | "user" | "nouser" | "users" | "_netdev"
-            | "nofail", None) => {}
+            // Generic options mount(8) and mount.fuse3 pass along (fstab).
+            // The kernel enforces these on the mount itself:
+            ("dev", None) => kernel.dev = true,
+            ("nodev", None) => kernel.dev = false,
+            ("suid", None) => kernel.suid = true,
+            ("nosuid", None) => kernel.suid = false,
+            ("exec", None) => kernel.noexec = false,
+            ("noexec", None) => kernel.noexec = true,
+            ("dirsync", None) => kernel.dirsync = true,
+            // Access times are the daemon's (Linux's rules: ufs::Atime);
+            // directories' are not updated by listing them (nodiratime).
+            ("noatime", None) => {
+                o.atime = ufs::Atime::Never;
+                kernel.noatime = true;
+            }
+            ("atime" | "strictatime" | "norelatime", None) => {
+                o.atime = ufs::Atime::Strict;
+                kernel.noatime = false;
+            }
+            ("relatime", None) => {
+                o.atime = ufs::Atime::Relatime;
+                kernel.noatime = false;
+            }
+            ("diratime" | "nodiratime" | "lazytime" | "nolazytime", None) => {}
+            // These concern mount(8) alone, or are what a remount through
+            // mount.fuse3 repeats of the mount's own (user_id, group_id,
+            // default_permissions: the daemon sets them itself).
+            ("defaults" | "auto" | "noauto" | "user" | "nouser" | "users" | "_netdev"
+            | "nofail" | "default_permissions", None) => {}
+            ("user_id" | "group_id" | "fsname" | "subtype", Some(_)) => {}
+            ("remount", None) => remount = true,
             (k, _) if k.starts_with("x-") || k == "comment" => {}
             ("ro", None) => o.read_only = true,
             ("rw", None) => o.read_only = false,
@@ -648,6 +682,8 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
             disk,
             disk_sleep,
             nice,
+            kernel,
+            remount,
         },
     ))
 }
@@ -718,6 +754,11 @@ fn cmd_probe(image: &std::path::Path, json: bool) -> Result<(), String> {
 
 fn cmd_mount(a: MountArgs) -> Result<(), String> {
     let (opts, f) = parse_mount_options(&a.options)?;
+    if f.remount {
+        // `mount -o remount,ro DIR` (mount.fuse3 or mount.fuse.ufskit run
+        // `ufskit IMAGE DIR -o remount,...` with the mount's options).
+        return ufs_fuse::remount(&a.dir, opts.read_only, f.kernel, opts.atime);
+    }
     // `disk.img:p2`: the file is canonicalized, the partition kept.
     let (file, partition) = ufs::dev::partition::split_spec(&a.image);
     let file = std::fs::canonicalize(&file).map_err(|e| format!("{}: {e}", file.display()))?;
@@ -749,6 +790,7 @@ fn cmd_mount(a: MountArgs) -> Result<(), String> {
         disk: f.disk,
         disk_sleep: f.disk_sleep,
         nice: f.nice,
+        kernel: f.kernel,
     };
     if a.foreground {
         daemon::serve_foreground(&cfg)
@@ -851,6 +893,11 @@ fn cmd_tunefs(a: TunefsArgs) -> Result<(), String> {
 /// which is `ufskit mount IMAGE DIR -o OPTIONS`.
 fn args() -> Vec<std::ffi::OsString> {
     let mut a: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if let Some(h) = helper_args(&a) {
+        // mount -f (fake): record the mount without doing it; there is no
+        // mtab to record it in.
+        return h.unwrap_or_else(|| std::process::exit(0));
+    }
     let first = a.get(1).map(|s| s.to_string_lossy().into_owned());
     let is_command = first.as_deref().is_some_and(|f| {
         f.starts_with('-')
@@ -869,6 +916,47 @@ fn args() -> Vec<std::ffi::OsString> {
     a
 }
 
+/// The command line of mount(8)'s helper, when this binary runs as one
+/// (scripts/install.sh links `/sbin/mount.fuse.ufskit` to it; libmount
+/// looks it up by the mount's type, for mounting and for `-o remount`):
+///
+///   mount.fuse.ufskit SOURCE DIR [-s] [-f] [-n] [-v] [-o OPTS] [-t TYPE]
+///
+/// is `ufskit mount -o OPTS SOURCE DIR`. `-f` is mount(8)'s fake mode
+/// (nothing is done); `-n` (no mtab), `-v`, `-s` (sloppy) and `-t` need
+/// nothing. Run by root, the mount is `dev,suid` unless OPTS say
+/// otherwise, as mount(8) makes a kernel file system's (and mount.fuse3
+/// asks of ufskit); the inner result is None in fake mode.
+fn helper_args(a: &[std::ffi::OsString]) -> Option<Option<Vec<std::ffi::OsString>>> {
+    let name = Path::new(a.first()?).file_name()?.to_str()?.to_string();
+    if name != "mount.fuse.ufskit" && name != "mount.ufskit" {
+        return None;
+    }
+    let mut out: Vec<std::ffi::OsString> = vec!["ufskit".into(), "mount".into()];
+    if crashtest::nix_is_root() {
+        out.extend(["-o".into(), "dev,suid".into()]);
+    }
+    let mut positional = Vec::new();
+    let mut it = a[1..].iter();
+    while let Some(arg) = it.next() {
+        match arg.to_str() {
+            Some("-o") => {
+                if let Some(o) = it.next() {
+                    out.extend(["-o".into(), o.clone()]);
+                }
+            }
+            Some("-t" | "-N") => {
+                it.next();
+            }
+            Some("-f") => return Some(None),
+            Some("-s" | "-n" | "-v") => {}
+            _ => positional.push(arg.clone()),
+        }
+    }
+    out.extend(positional);
+    Some(Some(out))
+}
+
 fn run() -> Result<ExitCode, String> {
     let cli = Cli::parse_from(args());
     if !matches!(cli.cmd, Cmd::Mount(_)) {
@@ -879,7 +967,7 @@ fn run() -> Result<ExitCode, String> {
     match cli.cmd {
         Cmd::Newfs(a) => cmd_newfs(a)?,
         Cmd::Mount(a) => cmd_mount(a)?,
-        Cmd::Umount { dir } => ufs_fuse::umount(&dir)?,
+        Cmd::Umount { dir, lazy } => ufs_fuse::umount_with(&dir, lazy)?,
         Cmd::Fsck(a) => return cmd_fsck(a),
         Cmd::Dumpfs {
             newfs_cmd,

@@ -231,3 +231,58 @@ fn file_handles_outlive_the_cache_a_rename_and_a_remount() {
     m.umount();
     fsck_clean(&img);
 }
+
+fn atime_ns(p: &Path) -> i128 {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(p).unwrap();
+    i128::from(m.atime()) * 1_000_000_000 + i128::from(m.atime_nsec())
+}
+
+/// xfstests generic/003 and 120: Linux's access-time rules, each mount
+/// option in turn. relatime (the default) updates at the first read after
+/// a change and not at the next; strictatime at every read; noatime never,
+/// not even at exec; listing a directory leaves its access time alone.
+#[test]
+fn access_times_follow_relatime_strictatime_and_noatime() {
+    if !needs_fuse("access_times_follow_relatime_strictatime_and_noatime") {
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let img = new_image(t.path(), "img", "64m");
+    let mnt = t.path().join("m");
+    let f = mnt.join("f");
+    let read = || {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        std::fs::read(&f).unwrap();
+        atime_ns(&f)
+    };
+
+    let m = Mounted::new(&img, &mnt, &[]);
+    std::fs::write(&f, b"data").unwrap();
+    let written = atime_ns(&f);
+    let first = read();
+    assert!(first > written, "relatime: first read after a write");
+    assert_eq!(read(), first, "relatime: second read");
+    let d = atime_ns(&mnt);
+    std::fs::read_dir(&mnt).unwrap().for_each(drop);
+    assert_eq!(atime_ns(&mnt), d, "listing a directory");
+    m.umount();
+
+    let m = Mounted::new(&img, &mnt, &["strictatime"]);
+    let a = read();
+    assert!(read() > a, "strictatime: every read");
+    m.umount();
+
+    let m = Mounted::new(&img, &mnt, &["noatime"]);
+    std::fs::write(&f, b"changed").unwrap();
+    let a = atime_ns(&f);
+    assert_eq!(read(), a, "noatime: read after a write");
+    let exe = mnt.join("prog");
+    std::fs::copy("/bin/true", &exe).unwrap();
+    let a = atime_ns(&exe);
+    std::thread::sleep(std::time::Duration::from_millis(10));
+    run(&mut Command::new(&exe));
+    assert_eq!(atime_ns(&exe), a, "noatime: exec");
+    m.umount();
+    fsck_clean(&img);
+}
