@@ -670,6 +670,40 @@ impl Filesystem for UfsFuse {
         }
     }
 
+    fn lseek(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: i64,
+        whence: i32,
+        reply: fuser::ReplyLseek,
+    ) {
+        self.serve(req, Op::Lseek);
+        match self.svc.lseek(ino.0, offset, whence) {
+            Ok(o) => reply.offset(o as i64),
+            Err(e) => reply.error(err(e)),
+        }
+    }
+
+    fn fallocate(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        self.serve(req, Op::Fallocate);
+        Self::empty(
+            self.svc
+                .fallocate(&caller(req), ino.0, offset, length, mode),
+            reply,
+        );
+    }
+
     fn statfs(&self, req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
         self.serve(req, Op::Statfs);
         let s = self.svc.statfs();

@@ -39,9 +39,11 @@ pub enum Op {
     Listxattr,
     Setxattr,
     Removexattr,
+    Fallocate,
+    Lseek,
 }
 
-const N: usize = Op::Removexattr as usize + 1;
+const N: usize = Op::Lseek as usize + 1;
 
 const NAMES: [&str; N] = [
     "lookup",
@@ -73,6 +75,8 @@ const NAMES: [&str; N] = [
     "listxattr",
     "setxattr",
     "removexattr",
+    "fallocate",
+    "lseek",
 ];
 
 #[derive(Debug, Default)]

@@ -940,6 +940,45 @@ impl Service {
 
     /// fsync and fsyncdir: everything is made durable (the engine's fsync
     /// is file-system wide).
+    /// LSEEK: the kernel asks only for SEEK_DATA and SEEK_HOLE (it does
+    /// SEEK_SET, SEEK_CUR and SEEK_END itself).
+    pub fn lseek(&self, nodeid: u64, offset: i64, whence: i32) -> Result<u64, Errno> {
+        let data = match whence {
+            libc::SEEK_DATA => true,
+            libc::SEEK_HOLE => false,
+            _ => return Err(libc::EINVAL),
+        };
+        let off = u64::try_from(offset).map_err(|_| libc::ENXIO)?;
+        self.fs
+            .seek_data_hole(to_ufs(nodeid), off, data)
+            .map_err(|e| errno(&e))
+    }
+
+    /// FALLOCATE: mode 0 and FALLOC_FL_KEEP_SIZE allocate (`Fs::allocate`),
+    /// FALLOC_FL_ZERO_RANGE zeroes; punching holes, collapsing and
+    /// inserting ranges are EOPNOTSUPP (UFS frees blocks only from the end
+    /// of a file, at truncation, as FreeBSD's does).
+    pub fn fallocate(
+        &self,
+        c: &Caller,
+        nodeid: u64,
+        offset: u64,
+        length: u64,
+        mode: i32,
+    ) -> Result<(), Errno> {
+        let keep = mode & libc::FALLOC_FL_KEEP_SIZE != 0;
+        let zero = mode & libc::FALLOC_FL_ZERO_RANGE != 0;
+        if mode & !(libc::FALLOC_FL_KEEP_SIZE | libc::FALLOC_FL_ZERO_RANGE) != 0 {
+            return Err(libc::EOPNOTSUPP);
+        }
+        if length == 0 {
+            return Err(libc::EINVAL);
+        }
+        self.fs
+            .allocate(to_ufs(nodeid), offset, length, keep, zero, c.cred())
+            .map_err(|e| errno(&e))
+    }
+
     pub fn fsync(&self, nodeid: u64) -> Result<(), Errno> {
         self.fs.fsync(to_ufs(nodeid)).map_err(|e| errno(&e))
     }

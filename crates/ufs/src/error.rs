@@ -35,6 +35,9 @@ pub enum ErrorKind {
     NotSupported,
     /// No such extended attribute (ENODATA, which Linux calls ENOATTR).
     NoData,
+    /// SEEK_DATA or SEEK_HOLE past the end, or no data after the offset
+    /// (ENXIO).
+    NoSuchOffset,
 }
 
 /// What on disk a `Corrupt` error is about.
@@ -129,6 +132,7 @@ impl Error {
             Incompatible => libc::EINVAL,
             NotSupported => libc::EOPNOTSUPP,
             NoData => libc::ENODATA,
+            NoSuchOffset => libc::ENXIO,
         }
     }
 }

@@ -819,6 +819,114 @@ impl Fs {
         self.counted(Call::Write, data.len() as u64, r)
     }
 
+    /// lseek(2)'s SEEK_DATA (`data`) and SEEK_HOLE: the first offset at
+    /// or after `off` in data (an allocated block) or in a hole (a block
+    /// never written, or the end of the file, which counts as a hole).
+    /// An offset at or past the end is ENXIO, as is SEEK_DATA with no data
+    /// after `off`. A hole is whole blocks; a block written in part is data.
+    pub fn seek_data_hole(&self, ino: u64, off: u64, data: bool) -> Result<u64> {
+        let r = (|| {
+            let mut c = self.lock();
+            let di = live_inode(&mut c, ino)?;
+            let size = di.di_size();
+            let past_end = || Error::new(ErrorKind::NoSuchOffset, "offset past the data");
+            if off >= size {
+                return Err(past_end());
+            }
+            let bsize = c.g.bsize;
+            let last = (size - 1) / bsize;
+            let mut lbn = off / bsize;
+            while lbn <= last {
+                match c.hole_run(ino, &di, lbn)? {
+                    None if data => return Ok(off.max(lbn * bsize)),
+                    Some(_) if !data => return Ok(off.max(lbn * bsize)),
+                    None => lbn += 1,
+                    Some(run) => lbn += run,
+                }
+            }
+            if data {
+                Err(past_end())
+            } else {
+                Ok(size)
+            }
+        })();
+        self.counted(Call::Getattr, 0, r)
+    }
+
+    /// fallocate(2): makes `[off, off + len)` allocated, as FreeBSD's
+    /// posix_fallocate does on UFS (`vop_stdallocate`: each block that is a
+    /// hole is written with zeros; data already there is kept), growing
+    /// the file when the range ends past it. With `zero`,
+    /// FALLOC_FL_ZERO_RANGE: the range reads as zeros afterwards, written
+    /// over what was there. UFS keeps no blocks past the end of a file, so
+    /// `keep_size` (FALLOC_FL_KEEP_SIZE) with a range that ends past it is
+    /// NotSupported (Linux's EOPNOTSUPP, nothing done); so is anything on
+    /// a file that is not regular. The work goes a block per engine operation, so other
+    /// requests run between them; ENOSPC part way leaves what was done.
+    pub fn allocate(
+        &self,
+        ino: u64,
+        off: u64,
+        len: u64,
+        keep_size: bool,
+        zero: bool,
+        cred: Cred,
+    ) -> Result<()> {
+        let end = off
+            .checked_add(len)
+            .ok_or_else(|| Error::new(ErrorKind::FileTooBig, "offset overflow"))?;
+        let (size, bsize) = {
+            let mut c = self.lock();
+            c.check_writable()?;
+            let di = live_inode(&mut c, ino)?;
+            if !di.is_reg() {
+                return Err(Error::new(
+                    ErrorKind::NotSupported,
+                    "only regular files can have space allocated",
+                ));
+            }
+            if di.di_flags() & IMMUTABLE != 0 {
+                return Err(flag_refusal("file is immutable"));
+            }
+            if zero && di.di_flags() & APPEND != 0 {
+                return Err(flag_refusal("file is append-only"));
+            }
+            if end > c.g.maxfilesize {
+                return Err(Error::new(
+                    ErrorKind::FileTooBig,
+                    format!("file would exceed the maximum size {}", c.g.maxfilesize),
+                ));
+            }
+            (di.di_size(), c.g.bsize)
+        };
+        if keep_size && end > size {
+            return Err(Error::new(
+                ErrorKind::NotSupported,
+                "UFS keeps no blocks past the end of a file (FALLOC_FL_KEEP_SIZE)",
+            ));
+        }
+        let zeros = vec![0u8; bsize as usize];
+        let mut pos = off;
+        while pos < end {
+            let lbn = pos / bsize;
+            let n = ((lbn + 1) * bsize).min(end) - pos;
+            let r = self.finish(|c| {
+                let di = live_inode(c, ino)?;
+                // Past the end a hole may be a fragment short of a block;
+                // writing extends it. Inside, only holes are written
+                // (unless zeroing).
+                let write = zero || pos >= di.di_size() || c.hole_run(ino, &di, lbn)?.is_some();
+                if write {
+                    Self::write_op(c, ino, pos, &zeros[..n as usize], cred, false)?;
+                }
+                Ok(())
+            });
+            self.counted(Call::Write, n, r)?;
+            pos += n;
+        }
+        Ok(())
+    }
+
     pub fn readlink(&self, ino: u64) -> Result<Vec<u8>> {
         let r = (|| {
             let mut c = self.lock();

@@ -286,3 +286,120 @@ fn access_times_follow_relatime_strictatime_and_noatime() {
     m.umount();
     fsck_clean(&img);
 }
+
+/// posix_fallocate and fallocate(2) (xfstests' falloc group), and
+/// SEEK_DATA/SEEK_HOLE (what `cp --sparse`, `tar -S` and xfstests'
+/// seek_sanity_test use): allocation makes blocks that stay allocated,
+/// keeps data, grows the file; zeroing a range zeroes it; what UFS cannot
+/// do (blocks past the end, punching holes) is EOPNOTSUPP and changes
+/// nothing; holes and data are found where they are.
+#[test]
+fn fallocate_and_seeking_holes_and_data() {
+    use nix::fcntl::{fallocate, FallocateFlags as F};
+    use nix::unistd::{lseek, Whence};
+    use std::os::unix::fs::{FileExt, MetadataExt};
+    if !needs_fuse("fallocate_and_seeking_holes_and_data") {
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let img = new_image(t.path(), "img", "128m");
+    let mnt = t.path().join("m");
+    let m = Mounted::new(&img, &mnt, &[]);
+    let p = mnt.join("f");
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .read(true)
+        .write(true)
+        .open(&p)
+        .unwrap();
+    let bsize = 32768u64; // newfs's default block size
+                          // A sparse file: data in block 0 and at 4 MiB, a hole between.
+    f.write_all_at(b"head", 0).unwrap();
+    f.write_all_at(&[7u8; 100], 4 << 20).unwrap();
+    let size = (4 << 20) + 100;
+    let seek = |off: u64, w: Whence| lseek(&f, off as i64, w).map(|o| o as u64);
+    assert_eq!(seek(0, Whence::SeekData), Ok(0));
+    assert_eq!(seek(0, Whence::SeekHole), Ok(bsize));
+    assert_eq!(seek(bsize, Whence::SeekData), Ok(4 << 20));
+    assert_eq!(seek(4 << 20, Whence::SeekHole), Ok(size));
+    assert_eq!(seek(size, Whence::SeekData), Err(nix::errno::Errno::ENXIO));
+    assert_eq!(
+        seek(size + 1, Whence::SeekHole),
+        Err(nix::errno::Errno::ENXIO)
+    );
+
+    // Allocating over the hole fills it (reading zeros), keeps the data,
+    // and leaves no hole; the block count grows by the hole's size.
+    let blocks = std::fs::metadata(&p).unwrap().blocks();
+    fallocate(&f, F::empty(), 0, size as i64).unwrap();
+    let after = std::fs::metadata(&p).unwrap();
+    assert_eq!(after.size(), size);
+    assert!(
+        after.blocks() >= blocks + (4 << 20) / 512 - 2 * bsize / 512,
+        "blocks {blocks} -> {}",
+        after.blocks()
+    );
+    assert_eq!(seek(0, Whence::SeekHole), Ok(size));
+    let mut buf = vec![1u8; 8];
+    f.read_exact_at(&mut buf, 0).unwrap();
+    assert_eq!(&buf[..4], b"head");
+    f.read_exact_at(&mut buf, 1 << 20).unwrap();
+    assert_eq!(buf, [0u8; 8]);
+
+    // Past the end: the file grows (mode 0); KEEP_SIZE cannot keep blocks
+    // past the end on UFS.
+    fallocate(&f, F::empty(), size as i64, 1 << 20).unwrap();
+    assert_eq!(std::fs::metadata(&p).unwrap().size(), size + (1 << 20));
+    let size = size + (1 << 20);
+    assert_eq!(
+        fallocate(&f, F::FALLOC_FL_KEEP_SIZE, size as i64, 4096),
+        Err(nix::errno::Errno::EOPNOTSUPP)
+    );
+    assert_eq!(std::fs::metadata(&p).unwrap().size(), size);
+    // Inside the file, KEEP_SIZE is plain allocation.
+    fallocate(&f, F::FALLOC_FL_KEEP_SIZE, 0, 4096).unwrap();
+
+    // Zeroing a range over data.
+    f.write_all_at(&[9u8; 8192], 8192).unwrap();
+    fallocate(&f, F::FALLOC_FL_ZERO_RANGE, 10000, 1000).unwrap();
+    let mut got = vec![0u8; 8192];
+    f.read_exact_at(&mut got, 8192).unwrap();
+    let mut want = vec![9u8; 8192];
+    want[10000 - 8192..11000 - 8192].fill(0);
+    assert!(got == want, "zeroed range");
+    // Punching holes is not something UFS does: refused, data kept.
+    assert_eq!(
+        fallocate(
+            &f,
+            F::FALLOC_FL_PUNCH_HOLE | F::FALLOC_FL_KEEP_SIZE,
+            8192,
+            8192
+        ),
+        Err(nix::errno::Errno::EOPNOTSUPP)
+    );
+    f.read_exact_at(&mut got, 8192).unwrap();
+    assert!(got == want, "data after a refused punch");
+    drop(f);
+
+    // cp --sparse=always finds the holes of a sparse file through the mount.
+    let sparse = mnt.join("sparse");
+    std::fs::File::create(&sparse)
+        .unwrap()
+        .set_len(256 << 20)
+        .unwrap();
+    run(Command::new("cp")
+        .arg("--sparse=always")
+        .arg(&sparse)
+        .arg(mnt.join("copy")));
+    let copy = std::fs::metadata(mnt.join("copy")).unwrap();
+    assert_eq!(copy.size(), 256 << 20);
+    // The last block (UFS keeps it allocated) and the indirect blocks
+    // that map it.
+    assert!(
+        copy.blocks() * 512 <= 3 * bsize,
+        "copy holds {} blocks",
+        copy.blocks()
+    );
+    m.umount();
+    fsck_clean(&img);
+}

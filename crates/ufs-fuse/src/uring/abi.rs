@@ -41,6 +41,8 @@ pub mod op {
     pub const BATCH_FORGET: u32 = 42;
     pub const READDIRPLUS: u32 = 44;
     pub const RENAME2: u32 = 45;
+    pub const FALLOCATE: u32 = 43;
+    pub const LSEEK: u32 = 46;
     pub const IOCTL: u32 = 39;
     pub const SETXATTR: u32 = 21;
     pub const GETXATTR: u32 = 22;
@@ -306,6 +308,34 @@ pub struct ReadIn {
     pub lock_owner: u64,
     pub flags: u32,
     pub padding: u32,
+}
+
+/// `struct fuse_fallocate_in`.
+#[derive(Debug, Clone, Copy, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[repr(C)]
+pub struct FallocateIn {
+    pub fh: u64,
+    pub offset: u64,
+    pub length: u64,
+    pub mode: u32,
+    pub padding: u32,
+}
+
+/// `struct fuse_lseek_in`.
+#[derive(Debug, Clone, Copy, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[repr(C)]
+pub struct LseekIn {
+    pub fh: u64,
+    pub offset: u64,
+    pub whence: u32,
+    pub padding: u32,
+}
+
+/// `struct fuse_lseek_out`.
+#[derive(Debug, Clone, Copy, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[repr(C)]
+pub struct LseekOut {
+    pub offset: u64,
 }
 
 /// `struct fuse_write_in`.

@@ -411,6 +411,17 @@ pub fn dispatch(svc: &Service, h: &InHeader, op_in: &[u8], payload: &[u8]) -> Ou
             );
             Ok(out)
         }
+        op::FALLOCATE => {
+            count(Op::Fallocate);
+            let f: FallocateIn = arg(op_in)?;
+            empty(svc.fallocate(&c, node, f.offset, f.length, f.mode as i32))
+        }
+        op::LSEEK => {
+            count(Op::Lseek);
+            let l: LseekIn = arg(op_in)?;
+            svc.lseek(node, l.offset as i64, l.whence as i32)
+                .map(|offset| LseekOut { offset }.as_bytes().to_vec())
+        }
         // FLUSH: nothing is buffered per open file (ENOSYS makes the
         // kernel stop sending it); anything else is not served.
         _ => Err(libc::ENOSYS),

@@ -173,6 +173,36 @@ impl FsCore {
         }
     }
 
+    /// Whether logical block `lbn` is a hole, and if so how many blocks
+    /// from it on are known to be holes too: a missing indirect block
+    /// leaves the whole range it would map empty, so that a walk over a
+    /// sparse file's holes (SEEK_DATA, SEEK_HOLE) skips it at once.
+    /// None: the block is mapped.
+    pub fn hole_run(&mut self, ino: u64, di: &Dinode, lbn: u64) -> Result<Option<u64>> {
+        match self.path(lbn)? {
+            Path::Direct(_) => Ok((self.bmap(ino, di, lbn)? == 0).then_some(1)),
+            Path::Indirect(level, idx) => {
+                let n = self.g.nindir;
+                let mut addr = di.di_ib(level - 1);
+                for depth in 0..=level {
+                    if addr == 0 {
+                        // The missing block at `depth` would map n^(level-depth)
+                        // blocks; lbn is idx[depth..] into them.
+                        let span = n.pow((level - depth) as u32);
+                        let into = idx[depth..level].iter().fold(0, |acc, &ix| acc * n + ix);
+                        return Ok(Some(span - into));
+                    }
+                    if depth == level {
+                        break;
+                    }
+                    addr = self.indir_get(ino, addr, idx[depth])?;
+                }
+                self.check_ptr(ino, addr, self.g.frag)?;
+                Ok(None)
+            }
+        }
+    }
+
     /// Bytes allocated to logical block `lbn` of a file of `size` bytes.
     fn alloc_size(&self, size: u64, lbn: u64) -> u64 {
         self.g.blksize(size, lbn)
