@@ -109,6 +109,11 @@ pub struct MountConfig {
     pub nice: Option<i32>,
     /// The mount flags the kernel enforces (`dev`, `suid`, `noexec`, ...).
     pub kernel: KernelFlags,
+    /// Mount as type `fuse` rather than `fuse.ufskit` (`-o fstype=fuse`),
+    /// for test suites that compare the type with `fuse` (xfstests with
+    /// FSTYP=fuse). mount(8) then finds no helper by the type: a remount
+    /// must name it (`mount -t fuse.ufskit -o remount,ro DIR`).
+    pub plain_type: bool,
 }
 
 /// The flags of the mount itself, which the kernel enforces: what
@@ -548,6 +553,17 @@ pub fn ufskit_image(e: &MountEntry) -> Option<PathBuf> {
     if e.fstype == format!("fuse.{SUBTYPE}") {
         return Some(PathBuf::from(&e.source));
     }
+    // `-o fstype=fuse`: a plain FUSE mount of an image whose daemon
+    // listens on the mount point's control socket.
+    if e.fstype == "fuse" && e.source.starts_with('/') {
+        let me = nix::unistd::geteuid().as_raw();
+        if [me, 0]
+            .iter()
+            .any(|&uid| control::socket_path(uid, &e.mount_point).exists())
+        {
+            return Some(PathBuf::from(&e.source));
+        }
+    }
     if e.fstype != "fuse" && !e.fstype.starts_with("fuse.") {
         return None;
     }
@@ -582,11 +598,15 @@ fn serve_fs(
     if root {
         // Direct mount(2): the source is the fsname, the subtype a kernel option.
         opts.push(MountOption::FSName(image.to_string()));
-        opts.push(MountOption::CUSTOM(format!("subtype={SUBTYPE}")));
+        if !cfg.plain_type {
+            opts.push(MountOption::CUSTOM(format!("subtype={SUBTYPE}")));
+        }
     } else {
         // fusermount3 splits its option string at unescaped commas.
         opts.push(MountOption::FSName(image.replace(',', "\\,")));
-        opts.push(MountOption::Subtype(SUBTYPE.into()));
+        if !cfg.plain_type {
+            opts.push(MountOption::Subtype(SUBTYPE.into()));
+        }
     }
     opts.push(if read_only {
         MountOption::RO

@@ -118,6 +118,7 @@ fn child_serve() -> ! {
         disk_sleep: false,
         nice: None,
         kernel: ufs_fuse::KernelFlags::default(),
+        plain_type: false,
         uring: match std::env::var("UFSKIT_TEST_URING").as_deref() {
             Ok("off") => ufs_fuse::UringMode::Off,
             Ok("on") => ufs_fuse::UringMode::On,

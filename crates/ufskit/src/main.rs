@@ -485,6 +485,8 @@ struct FuseOpts {
     kernel: ufs_fuse::KernelFlags,
     /// `-o remount`: change the options of the mount at DIR.
     remount: bool,
+    /// `-o fstype=fuse`: the kernel's type is `fuse`, not `fuse.ufskit`.
+    plain_type: bool,
 }
 
 /// The mount's default buffer cache: a thirty-second of the machine's
@@ -541,6 +543,7 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
     let mut maxmem: Option<u64> = None;
     let mut kernel = ufs_fuse::KernelFlags::default();
     let mut remount = false;
+    let mut plain_type = false;
     let on_off = |k: &str, v: &str| match v {
         "on" | "1" | "yes" => Ok(true),
         "off" | "0" | "no" => Ok(false),
@@ -587,6 +590,8 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
             | "nofail" | "default_permissions", None) => {}
             ("user_id" | "group_id" | "fsname" | "subtype", Some(_)) => {}
             ("remount", None) => remount = true,
+            ("fstype", Some("fuse")) => plain_type = true,
+            ("fstype", Some("fuse.ufskit")) => plain_type = false,
             (k, _) if k.starts_with("x-") || k == "comment" => {}
             ("ro", None) => o.read_only = true,
             ("rw", None) => o.read_only = false,
@@ -655,7 +660,7 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
             }
             _ => {
                 return Err(format!(
-                    "unknown mount option '{item}' (known: ro, rw, force, allow_other, writeback=on|off, xattr=on|off, acl=on|off, readdirplus=auto|on|off, dircache=on|off, syncer=SECS, dirpref=orlov|traditional, cache=SIZE, readahead=SIZE, seed=N, threads=N, dirhash=on|off, dirhash_maxmem=SIZE, dirhash_minsize=SIZE, dirhash_reclaimage=SECS, dirhash_check=on|off, lowmem=on|off, affinity=follow|off, cpulatency=auto|off, spin=auto|on|off, uring=auto|on|off, nice=N|off, disk=MODEL, disk_sleep=on|off, inodeorder=offset|name|hash|off, inodeorder_min=SIZE, contigdirs=on|off, normal|sync|async|softdep, barrier=flush|write, vmiodir=on|off)"
+                    "unknown mount option '{item}' (known: ro, rw, force, allow_other, remount, dev, nodev, suid, nosuid, exec, noexec, dirsync, relatime, strictatime, noatime, nodiratime, fstype=fuse|fuse.ufskit, writeback=on|off, xattr=on|off, acl=on|off, readdirplus=auto|on|off, dircache=on|off, syncer=SECS, dirpref=orlov|traditional, cache=SIZE, readahead=SIZE, seed=N, threads=N, dirhash=on|off, dirhash_maxmem=SIZE, dirhash_minsize=SIZE, dirhash_reclaimage=SECS, dirhash_check=on|off, lowmem=on|off, affinity=follow|off, cpulatency=auto|off, spin=auto|on|off, uring=auto|on|off, nice=N|off, disk=MODEL, disk_sleep=on|off, inodeorder=offset|name|hash|off, inodeorder_min=SIZE, contigdirs=on|off, normal|sync|async|softdep, barrier=flush|write, vmiodir=on|off)"
                 ))
             }
         }
@@ -684,6 +689,7 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
             nice,
             kernel,
             remount,
+            plain_type,
         },
     ))
 }
@@ -791,6 +797,7 @@ fn cmd_mount(a: MountArgs) -> Result<(), String> {
         disk_sleep: f.disk_sleep,
         nice: f.nice,
         kernel: f.kernel,
+        plain_type: f.plain_type,
     };
     if a.foreground {
         daemon::serve_foreground(&cfg)
