@@ -109,19 +109,31 @@ impl Caller {
         let Ok(status) = std::fs::read_to_string(format!("/proc/{}/status", self.pid)) else {
             return false;
         };
-        let field = |name: &str| {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix(name))
-                .map(str::trim)
-                .unwrap_or("")
-        };
-        const CAP_FSETID: u32 = 4;
-        let caps = u64::from_str_radix(field("CapEff:"), 16).unwrap_or(0);
-        caps & (1 << CAP_FSETID) != 0
-            || field("Groups:")
+        Self::fsetid_in(&status)
+            || Self::status_field(&status, "Groups:")
                 .split_whitespace()
                 .any(|g| g.parse::<u32>() == Ok(gid))
+    }
+
+    /// Whether the calling process holds CAP_FSETID (a process that is
+    /// gone counts as not holding it).
+    fn may_keep_setid(&self) -> bool {
+        std::fs::read_to_string(format!("/proc/{}/status", self.pid))
+            .is_ok_and(|status| Self::fsetid_in(&status))
+    }
+
+    fn status_field<'s>(status: &'s str, name: &str) -> &'s str {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .map(str::trim)
+            .unwrap_or("")
+    }
+
+    fn fsetid_in(status: &str) -> bool {
+        const CAP_FSETID: u32 = 4;
+        let caps = u64::from_str_radix(Self::status_field(status, "CapEff:"), 16).unwrap_or(0);
+        caps & (1 << CAP_FSETID) != 0
     }
 }
 
@@ -136,10 +148,14 @@ struct Snap {
     name: Vec<u8>,
 }
 
-/// Listings in progress. A READDIR cookie is `handle << 32 | index`: the
+/// Listings in progress. A READDIR cookie is `index << 32 | handle`: the
 /// handle names the snapshot the listing reads (the OPENDIR file handle,
 /// or, without OPENDIR, one given when the listing starts at offset 0),
-/// the index the entry after the one it came with. A later batch reads
+/// the index the entry after the one it came with. The index is the high
+/// half so that cookies grow with the position: any offset below the last
+/// cookie a listing returned names an entry (seekdir to a made-up offset,
+/// xfstests generic/676), read from a new snapshot when its handle is not
+/// a live one. A later batch reads
 /// the same snapshot, so a change made between batches never makes a
 /// listing skip or repeat an entry it did not touch (POSIX readdir).
 #[derive(Default)]
@@ -314,7 +330,9 @@ enum XattrName<'a> {
 /// - `security.NAME` is the system namespace's `security.NAME` (FreeBSD
 ///   has no security namespace; its MAC labels are system attributes too);
 /// - `system.NAME` is the system namespace's NAME (`nfs4.acl`, MAC labels);
-/// - `trusted.NAME` has no FreeBSD counterpart.
+/// - `trusted.NAME` (Linux's superuser's: overlayfs keeps its whiteouts
+///   and redirects there) is the system namespace's `trusted.NAME`, which
+///   FreeBSD's superuser alone reads and writes too.
 fn xattr_name(name: &[u8]) -> Option<XattrName<'_>> {
     use ufs::XattrNs::*;
     if let Some(n) = name.strip_prefix(b"user.") {
@@ -323,7 +341,7 @@ fn xattr_name(name: &[u8]) -> Option<XattrName<'_>> {
         Some(XattrName::Acl(ufs::AclKind::Access))
     } else if name == b"system.posix_acl_default" {
         Some(XattrName::Acl(ufs::AclKind::Default))
-    } else if name.starts_with(b"security.") {
+    } else if name.starts_with(b"security.") || name.starts_with(b"trusted.") {
         Some(XattrName::Raw(System, name))
     } else if let Some(n) = name.strip_prefix(b"system.") {
         Some(XattrName::Raw(System, n))
@@ -346,6 +364,7 @@ fn linux_name(ns: ufs::XattrNs, name: &[u8]) -> (Vec<u8>, bool) {
             (b"system.posix_acl_default".to_vec(), true)
         }
         ufs::XattrNs::System if name.starts_with(b"security.") => (name.to_vec(), true),
+        ufs::XattrNs::System if name.starts_with(b"trusted.") => (name.to_vec(), false),
         ufs::XattrNs::System => ([b"system.", name].concat(), false),
     }
 }
@@ -517,6 +536,22 @@ impl Service {
                         log(format_args!("{what} inode {ino}: {e}"));
                     }
                 });
+        }
+    }
+
+    /// Has the kernel drop the attributes it caches of `ino` before the
+    /// request that changed them behind its back is answered (a stat right
+    /// after it must see the change). Attributes only: the kernel takes no
+    /// lock a request in flight may hold for that, so it cannot wait on
+    /// the request that sends it.
+    fn inval_attrs_now(&self, ino: u64) {
+        let notifier = lock(&self.notifier).clone();
+        if let Some(n) = notifier {
+            if let Err(e) = n.inval_inode(fuser::INodeNo(to_fuse(ino)), -1, 0) {
+                log(format_args!(
+                    "dropping the cached attributes of inode {ino}: {e}"
+                ));
+            }
         }
     }
 
@@ -695,6 +730,10 @@ impl Service {
             return Err(libc::ENOSYS);
         }
         let ino = to_ufs(nodeid);
+        // Linux's xattr_permission: others read no trusted.* attribute.
+        if name.starts_with(b"trusted.") && c.uid != 0 {
+            return Err(libc::ENODATA);
+        }
         let v = match xattr_name(name).ok_or(libc::ENODATA)? {
             XattrName::Acl(_) if !self.acls => return Err(libc::EOPNOTSUPP),
             XattrName::Acl(kind) => match self.fs.get_acl(ino, kind).map_err(|e| errno(&e))? {
@@ -927,7 +966,24 @@ impl Service {
         kill: bool,
     ) -> Result<u32, Errno> {
         let ino = to_ufs(nodeid);
-        match self.retry_when_full(|| self.fs.write_killing(ino, offset, data, c.cred(), kill)) {
+        // The kernel marks the writes that must kill setuid and setgid
+        // (FUSE_WRITE_KILL_SUIDGID) through its page cache, but not an
+        // O_DIRECT write on a file opened without FOPEN_DIRECT_IO, whose
+        // kill it leaves to the server (xfstests generic/355): a write by
+        // anyone but root to a setuid or setgid file kills them unless the
+        // writer holds CAP_FSETID, as Linux's should_remove_suid decides.
+        // Either way the kernel keeps the mode it cached: it is told to
+        // drop it once the bits are gone.
+        let setid = (kill || c.uid != 0)
+            && self.fs.getattr(ino).is_ok_and(|a| {
+                a.kind == FileKind::File && (a.perm & 0o4000 != 0 || a.perm & 0o2010 == 0o2010)
+            });
+        let kill = kill || (setid && !c.may_keep_setid());
+        let r = self.retry_when_full(|| self.fs.write_killing(ino, offset, data, c.cred(), kill));
+        if setid && kill {
+            self.inval_attrs_now(ino);
+        }
+        match r {
             Ok(n) => Ok(u32::try_from(n).unwrap_or(u32::MAX)),
             Err(e) => {
                 if self.writeback && e.kind == ufs::ErrorKind::NoSpace {
@@ -938,8 +994,6 @@ impl Service {
         }
     }
 
-    /// fsync and fsyncdir: everything is made durable (the engine's fsync
-    /// is file-system wide).
     /// LSEEK: the kernel asks only for SEEK_DATA and SEEK_HOLE (it does
     /// SEEK_SET, SEEK_CUR and SEEK_END itself).
     pub fn lseek(&self, nodeid: u64, offset: i64, whence: i32) -> Result<u64, Errno> {
@@ -979,6 +1033,8 @@ impl Service {
             .map_err(|e| errno(&e))
     }
 
+    /// fsync and fsyncdir: everything is made durable (the engine's fsync
+    /// is file-system wide).
     pub fn fsync(&self, nodeid: u64) -> Result<(), Errno> {
         self.fs.fsync(to_ufs(nodeid)).map_err(|e| errno(&e))
     }
@@ -1081,7 +1137,10 @@ impl Service {
     /// (pushed out, or a cookie of another listing), a new one read from
     /// the cookie's index.
     fn dir_snapshot(&self, dir: u64, fh: u64, offset: u64) -> ufs::Result<(u32, Arc<Vec<Snap>>)> {
-        let (h, idx) = ((offset >> 32) as u32, offset & 0xffff_ffff);
+        // An opened listing's snapshot is its file handle's, whatever the
+        // cookie says.
+        let h = if fh != 0 { fh as u32 } else { offset as u32 };
+        let idx = offset >> 32;
         if offset != 0 {
             let mut l = lock(&self.dirs);
             if let Some((d, s, _)) = l.by_handle.get(&h) {
@@ -1126,7 +1185,7 @@ impl Service {
         use ufs_format::dinode::dt::{DT_DIR, DT_UNKNOWN, DT_WHT};
         let dir = to_ufs(nodeid);
         let (h, snap) = self.dir_snapshot(dir, fh, offset).map_err(|e| errno(&e))?;
-        let start = (offset & 0xffff_ffff) as usize;
+        let start = (offset >> 32) as usize;
         let bare = plus
             && bare_ok
             && self.readdirplus == crate::ReaddirPlus::Auto
@@ -1138,7 +1197,7 @@ impl Service {
             lock(&self.dirs).forget_unopened(h);
         }
         for (i, e) in snap.iter().enumerate().skip(start) {
-            let next = (u64::from(h) << 32) | (i as u64 + 1);
+            let next = ((i as u64 + 1) << 32) | u64::from(h);
             let dt = e.dtype;
             // Whiteouts too go whole (a full entry drops them).
             let alone = bare

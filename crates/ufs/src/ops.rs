@@ -1015,10 +1015,12 @@ impl Fs {
         if !di.is_dir() {
             return Err(Error::new(ErrorKind::NotDir, "not a directory"));
         }
+        // Linux's order (may_delete before the file system's rmdir): the
+        // flags' EPERM before ENOTEMPTY.
+        may_unlink(&pdi, &di)?;
         if !c.dir_is_empty(f.ino, &di)? {
             return Err(Error::new(ErrorKind::NotEmpty, "directory not empty"));
         }
-        may_unlink(&pdi, &di)?;
         c.dir_remove(parent, &mut pdi, name, Reserve::Privileged, &[])?;
         touch(&mut pdi, true, true, false);
         c.write_inode(parent, &pdi)?;
@@ -1237,14 +1239,21 @@ impl Fs {
     fn setattr_op(c: &mut FsCore, ino: u64, s: &SetAttr, cred: Cred) -> Result<Attr> {
         c.check_writable()?;
         let mut di = live_inode(c, ino)?;
+        // Linux's notify_change: times set to given values, like the mode,
+        // owner and size, are refused on an immutable or append-only
+        // file; times set to now (utime(NULL), `touch`) only on an
+        // immutable one.
+        let given = |t: &Option<TimeSet>| matches!(t, Some(TimeSet::At(_)));
         let other = s.mode.is_some()
             || s.uid.is_some()
             || s.gid.is_some()
             || s.size.is_some()
-            || s.atime.is_some()
-            || s.mtime.is_some();
+            || given(&s.atime)
+            || given(&s.mtime);
         if other {
             may_change(&di)?;
+        } else if (s.atime.is_some() || s.mtime.is_some()) && di.di_flags() & IMMUTABLE != 0 {
+            return Err(flag_refusal("file is immutable"));
         }
         if let Some(f) = s.flags {
             // The super-user's flags are the super-user's to change (at

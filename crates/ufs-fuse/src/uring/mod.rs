@@ -1294,9 +1294,12 @@ mod tests {
         // XATTR_CREATE on an existing name, XATTR_REPLACE on a missing one.
         assert_eq!(set("user.color", b"red", 1).err(), Some(libc::EEXIST));
         assert_eq!(set("user.size", b"1", 2).err(), Some(libc::ENODATA));
-        // Namespaces FreeBSD has not: nothing there, nothing stored.
+        // Nothing there; trusted.* (overlayfs's) lives in the system
+        // namespace under its own name.
         assert_eq!(get("security.capability", 0).err(), Some(libc::ENODATA));
-        assert_eq!(set("trusted.x", b"1", 0).err(), Some(libc::EOPNOTSUPP));
+        set("trusted.x", b"1", 0).unwrap();
+        assert_eq!(get("trusted.x", 1).unwrap(), b"1");
+        assert_eq!(set("other.x", b"1", 0).err(), Some(libc::EOPNOTSUPP));
         // security.* lives in the system namespace under its own name.
         set("security.selinux", b"label", 0).unwrap();
         assert_eq!(get("security.selinux", 5).unwrap(), b"label");
