@@ -5,6 +5,7 @@
 //! where there is one (CI cannot fetch xfstests).
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use testkit::*;
@@ -400,6 +401,195 @@ fn fallocate_and_seeking_holes_and_data() {
         "copy holds {} blocks",
         copy.blocks()
     );
+    m.umount();
+    fsck_clean(&img);
+}
+
+fn chattr(flags: &str, p: &Path) {
+    run(Command::new("chattr").arg(flags).arg(p));
+}
+
+/// xfstests generic/079 (immutable and append-only files and directories,
+/// as Linux's VFS checks them): a flag's EPERM comes before ENOTEMPTY;
+/// an append-only file takes `touch` (times set to now) but not given
+/// times; attributes of a flagged file, trusted.* too, cannot be removed.
+#[test]
+fn immutable_and_append_only_answer_as_linux_does() {
+    if !needs_fuse("immutable_and_append_only_answer_as_linux_does")
+        || !prerequisite(
+            Command::new("chattr").arg("--help").output().is_ok(),
+            "immutable_and_append_only_answer_as_linux_does",
+            "chattr (apt-get install e2fsprogs)",
+        )
+    {
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let img = new_image(t.path(), "img", "64m");
+    let mnt = t.path().join("m");
+    let m = Mounted::new(&img, &mnt, &[]);
+    let d = mnt.join("imm");
+    std::fs::create_dir_all(d.join("child")).unwrap();
+    std::fs::write(d.join("child/f"), b"x").unwrap();
+    let app = mnt.join("app");
+    std::fs::write(&app, b"log").unwrap();
+    run(Command::new("setfattr")
+        .args(["-n", "trusted.t", "-v", "1"])
+        .arg(&app));
+    run(Command::new("setfattr")
+        .args(["-n", "user.u", "-v", "1"])
+        .arg(&app));
+    chattr("+i", &d);
+    chattr("+a", &app);
+
+    let e = std::fs::remove_dir(d.join("child")).unwrap_err();
+    assert_eq!(
+        e.raw_os_error(),
+        Some(libc::EPERM),
+        "rmdir in an immutable dir: {e}"
+    );
+    // touch: times to now, allowed; given times refused.
+    run(Command::new("touch").arg(&app));
+    let given = Command::new("touch")
+        .args(["-d", "2001-01-01"])
+        .arg(&app)
+        .output()
+        .unwrap();
+    assert!(
+        !given.status.success(),
+        "given times on an append-only file"
+    );
+    for name in ["trusted.t", "user.u"] {
+        let out = Command::new("setfattr")
+            .args(["-x", name])
+            .arg(&app)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && err.contains("Operation not permitted"),
+            "removing {name}: {err}"
+        );
+    }
+    chattr("-i", &d);
+    chattr("-a", &app);
+    run(Command::new("setfattr").args(["-x", "trusted.t"]).arg(&app));
+    m.umount();
+    fsck_clean(&img);
+}
+
+/// xfstests generic/355: a write by the owner, who lacks CAP_FSETID,
+/// takes setuid away, and setgid when the group may execute, through an
+/// O_DIRECT write too (the kernel leaves that one to the server); stat
+/// right after shows it.
+#[test]
+fn a_direct_write_by_the_owner_takes_setuid_away() {
+    if !needs_fuse("a_direct_write_by_the_owner_takes_setuid_away") {
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let img = new_image(t.path(), "img", "64m");
+    let mnt = t.path().join("m");
+    let m = Mounted::new(&img, &mnt, &["allow_other"]);
+    std::fs::set_permissions(&mnt, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let f = mnt.join("f");
+    std::fs::write(&f, b"0123456789").unwrap();
+    run(Command::new("chown").arg("65534:65534").arg(&f));
+    // dd as nobody (65534), with O_DIRECT; the image's 4 KiB write unit.
+    let write_as_nobody = |mode: u32| -> u32 {
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(mode)).unwrap();
+        let out = Command::new("setpriv")
+            .args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "--inh-caps=-all",
+            ])
+            .args([
+                "dd",
+                "if=/dev/zero",
+                "bs=4096",
+                "count=1",
+                "oflag=direct",
+                "conv=notrunc",
+            ])
+            .arg(format!("of={}", f.display()))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::fs::metadata(&f).unwrap().permissions().mode() & 0o7777
+    };
+    assert_eq!(
+        write_as_nobody(0o6644),
+        0o2644,
+        "setgid without group x stays"
+    );
+    assert_eq!(write_as_nobody(0o6754), 0o0754, "setgid with group x goes");
+    m.umount();
+    fsck_clean(&img);
+}
+
+/// xfstests generic/676: seekdir/telldir through the mount, to the
+/// offsets telldir gave and to made-up ones below the last: each lands on
+/// an entry, never on the end of the directory.
+#[test]
+#[allow(unsafe_code)]
+fn seekdir_to_any_offset_below_the_last_lands_on_an_entry() {
+    if !needs_fuse("seekdir_to_any_offset_below_the_last_lands_on_an_entry") {
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let img = new_image(t.path(), "img", "64m");
+    let mnt = t.path().join("m");
+    let m = Mounted::new(&img, &mnt, &[]);
+    let d = mnt.join("d");
+    std::fs::create_dir(&d).unwrap();
+    for i in 0..500 {
+        std::fs::write(d.join(format!("file-{i:04}")), b"").unwrap();
+    }
+    let path = c_path(&d);
+    // SAFETY: opendir/readdir/telldir/seekdir on a DIR the test owns and
+    // closes; each dirent is read before the next call.
+    unsafe {
+        let dir = libc::opendir(path.as_ptr());
+        assert!(!dir.is_null());
+        let mut seen = Vec::new();
+        loop {
+            let pos = libc::telldir(dir);
+            let e = libc::readdir(dir);
+            if e.is_null() {
+                break;
+            }
+            let name = std::ffi::CStr::from_ptr((*e).d_name.as_ptr()).to_owned();
+            seen.push((pos, name));
+        }
+        assert_eq!(seen.len(), 502);
+        let max = seen.iter().map(|s| s.0).max().unwrap();
+        // Back to positions telldir gave: the same entries.
+        for (pos, name) in seen.iter().rev().step_by(37) {
+            libc::seekdir(dir, *pos);
+            let e = libc::readdir(dir);
+            assert!(!e.is_null());
+            assert_eq!(
+                std::ffi::CStr::from_ptr((*e).d_name.as_ptr()),
+                name.as_c_str()
+            );
+        }
+        // Made-up positions below the last: an entry each.
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..200 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            libc::seekdir(dir, (x % max as u64) as libc::c_long);
+            assert!(!libc::readdir(dir).is_null(), "end of directory");
+        }
+        libc::closedir(dir);
+    }
     m.umount();
     fsck_clean(&img);
 }
