@@ -424,6 +424,10 @@ pub fn umount_with(mountpoint: &Path, lazy: bool) -> Result<(), String> {
         return detach(&mp);
     }
     unmount_path(&mp, false)?;
+    // Mounted elsewhere too (`mount_again`): the daemon goes on serving.
+    if image_is_mounted(&image) {
+        return Ok(());
+    }
     wait_for_release(&ufs::dev::partition::split_spec(&image).0, RELEASE_TIMEOUT)
 }
 
@@ -537,6 +541,72 @@ pub fn await_finishing_daemon(image: &Path) {
         return;
     }
     let _ = wait_for_release(&ufs::dev::partition::split_spec(image).0, RELEASE_TIMEOUT);
+}
+
+/// A second mount of an image a ufskit daemon already serves, as Linux
+/// makes a second mount of a device: the same file system seen at a second
+/// place (a bind mount of the first; xfstests generic/732), read-only
+/// there if asked. Ok(false) when no mount serves `image`. Root only
+/// (mount(2)); the daemon, its control socket and `ufskit stats` stay
+/// with the first mount point.
+pub fn mount_again(
+    image: &Path,
+    dir: &Path,
+    read_only: bool,
+    kernel: KernelFlags,
+) -> Result<bool, String> {
+    use nix::mount::{mount, MsFlags};
+    let file = ufs::dev::partition::split_spec(image).0;
+    let Some((first, _)) = list_mounts()?
+        .into_iter()
+        .find(|(_, i)| ufs::dev::partition::split_spec(i).0 == file)
+    else {
+        return Ok(false);
+    };
+    if mountinfo::read_self()?.iter().any(|e| e.mount_point == dir) {
+        return Err(format!(
+            "{} is already a mount point; unmount it first",
+            dir.display()
+        ));
+    }
+    if !is_root() {
+        return Err(format!(
+            "{} is already mounted on {}; a second mount of it needs root (a bind mount)",
+            image.display(),
+            first.display()
+        ));
+    }
+    let none = None::<&str>;
+    mount(Some(&first), dir, none, MsFlags::MS_BIND, none).map_err(|e| {
+        format!(
+            "cannot mount {} on {}: {}",
+            image.display(),
+            dir.display(),
+            e.desc()
+        )
+    })?;
+    // The flags of this mount, as asked (a bind takes none of its own).
+    let mut f = MsFlags::MS_BIND | MsFlags::MS_REMOUNT;
+    for (on, flag) in [
+        (read_only, MsFlags::MS_RDONLY),
+        (!kernel.suid, MsFlags::MS_NOSUID),
+        (!kernel.dev, MsFlags::MS_NODEV),
+        (kernel.noexec, MsFlags::MS_NOEXEC),
+        (kernel.noatime, MsFlags::MS_NOATIME),
+    ] {
+        if on {
+            f |= flag;
+        }
+    }
+    if let Err(e) = mount(none, dir, none, f, none) {
+        let _ = nix::mount::umount2(dir, nix::mount::MntFlags::MNT_DETACH);
+        return Err(format!(
+            "cannot set the flags of {}: {}",
+            dir.display(),
+            e.desc()
+        ));
+    }
+    Ok(true)
 }
 
 /// Whether a ufskit mount visible here serves `image`.

@@ -539,6 +539,48 @@ impl Service {
         }
     }
 
+    /// Linux's rule for a write or an allocation (`file_remove_privs`,
+    /// `setattr_should_drop_suidgid`), applied here because the kernel
+    /// leaves part of it to the server: by a writer without CAP_FSETID,
+    /// setuid goes, and setgid when the group may execute or the writer is
+    /// not in the file's group. The kernel marks only the writes through
+    /// its page cache (`kernel_kill`, FUSE_WRITE_KILL_SUIDGID); an O_DIRECT
+    /// write on a file opened without FOPEN_DIRECT_IO and fallocate come
+    /// unmarked (xfstests generic/355, 683). The kernel is told to drop
+    /// the mode it cached.
+    fn drop_setid(&self, c: &Caller, ino: u64, kernel_kill: bool) {
+        if !kernel_kill && c.uid == 0 {
+            return;
+        }
+        let Ok(a) = self.fs.getattr(ino) else {
+            return;
+        };
+        if a.kind != FileKind::File || a.perm & 0o6000 == 0 {
+            return;
+        }
+        // Write-back data arrives from the kernel's flusher: the mark is
+        // all there is to go by.
+        if !kernel_kill && c.may_keep_setid() {
+            return;
+        }
+        let sgid = a.perm & 0o2000 != 0
+            && (a.perm & 0o010 != 0 || (c.uid != 0 && !c.in_group_or_capable(a.gid)));
+        let mut perm = a.perm & !0o4000;
+        if sgid {
+            perm &= !0o2000;
+        }
+        if perm == a.perm {
+            return;
+        }
+        let change = ufs::SetAttr {
+            mode: Some(perm),
+            ..Default::default()
+        };
+        if self.fs.setattr(ino, &change, ufs::Cred::ROOT).is_ok() {
+            self.inval_attrs_now(ino);
+        }
+    }
+
     /// Has the kernel drop the attributes it caches of `ino` before the
     /// request that changed them behind its back is answered (a stat right
     /// after it must see the change). Attributes only: the kernel takes no
@@ -966,23 +1008,8 @@ impl Service {
         kill: bool,
     ) -> Result<u32, Errno> {
         let ino = to_ufs(nodeid);
-        // The kernel marks the writes that must kill setuid and setgid
-        // (FUSE_WRITE_KILL_SUIDGID) through its page cache, but not an
-        // O_DIRECT write on a file opened without FOPEN_DIRECT_IO, whose
-        // kill it leaves to the server (xfstests generic/355): a write by
-        // anyone but root to a setuid or setgid file kills them unless the
-        // writer holds CAP_FSETID, as Linux's should_remove_suid decides.
-        // Either way the kernel keeps the mode it cached: it is told to
-        // drop it once the bits are gone.
-        let setid = (kill || c.uid != 0)
-            && self.fs.getattr(ino).is_ok_and(|a| {
-                a.kind == FileKind::File && (a.perm & 0o4000 != 0 || a.perm & 0o2010 == 0o2010)
-            });
-        let kill = kill || (setid && !c.may_keep_setid());
+        self.drop_setid(c, ino, kill);
         let r = self.retry_when_full(|| self.fs.write_killing(ino, offset, data, c.cred(), kill));
-        if setid && kill {
-            self.inval_attrs_now(ino);
-        }
         match r {
             Ok(n) => Ok(u32::try_from(n).unwrap_or(u32::MAX)),
             Err(e) => {
@@ -1028,8 +1055,10 @@ impl Service {
         if length == 0 {
             return Err(libc::EINVAL);
         }
+        let ino = to_ufs(nodeid);
+        self.drop_setid(c, ino, false);
         self.fs
-            .allocate(to_ufs(nodeid), offset, length, keep, zero, c.cred())
+            .allocate(ino, offset, length, keep, zero, c.cred())
             .map_err(|e| errno(&e))
     }
 

@@ -912,12 +912,18 @@ impl Fs {
             let n = ((lbn + 1) * bsize).min(end) - pos;
             let r = self.finish(|c| {
                 let di = live_inode(c, ino)?;
-                // Past the end a hole may be a fragment short of a block;
-                // writing extends it. Inside, only holes are written
-                // (unless zeroing).
-                let write = zero || pos >= di.di_size() || c.hole_run(ino, &di, lbn)?.is_some();
-                if write {
-                    Self::write_op(c, ino, pos, &zeros[..n as usize], cred, false)?;
+                let size = di.di_size();
+                // Holes are written (and everything when zeroing); in the
+                // allocated last block, the part past the end (which makes
+                // the file longer; writing extends its fragments).
+                let from = if zero || c.hole_run(ino, &di, lbn)?.is_some() {
+                    pos
+                } else {
+                    size.max(pos)
+                };
+                if from < pos + n {
+                    let zs = &zeros[..(pos + n - from) as usize];
+                    Self::write_op(c, ino, from, zs, cred, false)?;
                 }
                 Ok(())
             });

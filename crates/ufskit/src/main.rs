@@ -776,6 +776,9 @@ fn cmd_mount(a: MountArgs) -> Result<(), String> {
     if !dir.is_dir() {
         return Err(format!("{} is not a directory", dir.display()));
     }
+    if !a.foreground && ufs_fuse::mount_again(&image, &dir, opts.read_only, f.kernel)? {
+        return Ok(());
+    }
     let cfg = ufs_fuse::MountConfig {
         image,
         mountpoint: dir,
