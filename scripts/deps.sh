@@ -12,6 +12,8 @@ command -v sgdisk >/dev/null 2>&1 || [ -x /usr/sbin/sgdisk ] || need+=(gdisk)
 command -v setfattr >/dev/null 2>&1 || need+=(attr)
 command -v setfacl >/dev/null 2>&1 || need+=(acl)
 command -v mkfs.ext4 >/dev/null 2>&1 || [ -x /usr/sbin/mkfs.ext4 ] || need+=(e2fsprogs)
+# fallocate and SEEK_DATA through the mount (xfs_io), as xfstests drives them.
+command -v xfs_io >/dev/null 2>&1 || [ -x /usr/sbin/xfs_io ] || need+=(xfsprogs)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v bonnie++ >/dev/null 2>&1 || [ -x /usr/sbin/bonnie++ ] || need+=(bonnie++)
 command -v postmark >/dev/null 2>&1 || need+=(postmark)

@@ -347,6 +347,13 @@ fn fallocate_and_seeking_holes_and_data() {
     f.read_exact_at(&mut buf, 1 << 20).unwrap();
     assert_eq!(buf, [0u8; 8]);
 
+    // A range ending past the end inside the allocated last fragment
+    // grows the file too (fsx found it).
+    let small = std::fs::File::create(mnt.join("small")).unwrap();
+    small.write_all_at(b"0123456789", 0).unwrap();
+    fallocate(&small, F::empty(), 4, 5000).unwrap();
+    assert_eq!(std::fs::metadata(mnt.join("small")).unwrap().size(), 5004);
+    drop(small);
     // Past the end: the file grows (mode 0); KEEP_SIZE cannot keep blocks
     // past the end on UFS.
     fallocate(&f, F::empty(), size as i64, 1 << 20).unwrap();
@@ -529,6 +536,41 @@ fn a_direct_write_by_the_owner_takes_setuid_away() {
         "setgid without group x stays"
     );
     assert_eq!(write_as_nobody(0o6754), 0o0754, "setgid with group x goes");
+    // xfstests generic/683: fallocate by someone outside the file's group
+    // takes both away, group x or not; root's keeps them.
+    let g = mnt.join("g");
+    std::fs::write(&g, vec![b'X'; 65536]).unwrap();
+    std::fs::set_permissions(&g, std::fs::Permissions::from_mode(0o6666)).unwrap();
+    let falloc = |who: &[&str]| {
+        let out = Command::new("setpriv")
+            .args(who)
+            .args(["xfs_io", "-c", "falloc 0 131072"])
+            .arg(&g)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::fs::metadata(&g).unwrap().permissions().mode() & 0o7777
+    };
+    if prerequisite(
+        Command::new("xfs_io").arg("-V").output().is_ok(),
+        "a_direct_write_by_the_owner_takes_setuid_away",
+        "xfs_io (apt-get install xfsprogs)",
+    ) {
+        assert_eq!(falloc(&["--reuid=0"]), 0o6666, "root keeps them");
+        assert_eq!(
+            falloc(&[
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "--inh-caps=-all"
+            ]),
+            0o0666
+        );
+    }
     m.umount();
     fsck_clean(&img);
 }
