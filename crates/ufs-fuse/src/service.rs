@@ -1036,9 +1036,9 @@ impl Service {
     }
 
     /// FALLOCATE: mode 0 and FALLOC_FL_KEEP_SIZE allocate (`Fs::allocate`),
-    /// FALLOC_FL_ZERO_RANGE zeroes; punching holes, collapsing and
-    /// inserting ranges are EOPNOTSUPP (UFS frees blocks only from the end
-    /// of a file, at truncation, as FreeBSD's does).
+    /// FALLOC_FL_ZERO_RANGE zeroes, FALLOC_FL_PUNCH_HOLE (with KEEP_SIZE)
+    /// frees (`Fs::punch_hole`); collapsing and inserting ranges are
+    /// EOPNOTSUPP (no UFS counterpart).
     pub fn fallocate(
         &self,
         c: &Caller,
@@ -1049,7 +1049,12 @@ impl Service {
     ) -> Result<(), Errno> {
         let keep = mode & libc::FALLOC_FL_KEEP_SIZE != 0;
         let zero = mode & libc::FALLOC_FL_ZERO_RANGE != 0;
-        if mode & !(libc::FALLOC_FL_KEEP_SIZE | libc::FALLOC_FL_ZERO_RANGE) != 0 {
+        let punch = mode & libc::FALLOC_FL_PUNCH_HOLE != 0;
+        if mode
+            & !(libc::FALLOC_FL_KEEP_SIZE | libc::FALLOC_FL_ZERO_RANGE | libc::FALLOC_FL_PUNCH_HOLE)
+            != 0
+            || (punch && (!keep || zero))
+        {
             return Err(libc::EOPNOTSUPP);
         }
         if length == 0 {
@@ -1057,6 +1062,12 @@ impl Service {
         }
         let ino = to_ufs(nodeid);
         self.drop_setid(c, ino, false);
+        if punch {
+            return self
+                .fs
+                .punch_hole(ino, offset, length, c.cred())
+                .map_err(|e| errno(&e));
+        }
         self.fs
             .allocate(ino, offset, length, keep, zero, c.cred())
             .map_err(|e| errno(&e))

@@ -933,6 +933,58 @@ impl Fs {
         Ok(())
     }
 
+    /// FALLOC_FL_PUNCH_HOLE (with KEEP_SIZE, as Linux requires; FreeBSD
+    /// 14's `fspacectl(SPACECTL_DEALLOC)`): `[off, off + len)` reads as
+    /// zeros afterwards and its whole blocks are freed, the size kept.
+    /// Parts of blocks are written with zeros where allocated; the file's
+    /// last block stays allocated (UFS keeps it so; FreeBSD's truncation
+    /// allocates it), zeroed instead. A block per engine operation, as
+    /// [`allocate`](Self::allocate).
+    pub fn punch_hole(&self, ino: u64, off: u64, len: u64, cred: Cred) -> Result<()> {
+        let end = off
+            .checked_add(len)
+            .ok_or_else(|| Error::new(ErrorKind::FileTooBig, "offset overflow"))?;
+        let (size, bsize) = {
+            let mut c = self.lock();
+            c.check_writable()?;
+            let di = live_inode(&mut c, ino)?;
+            if !di.is_reg() {
+                return Err(Error::new(
+                    ErrorKind::NotSupported,
+                    "only regular files can have holes punched",
+                ));
+            }
+            if di.di_flags() & (IMMUTABLE | APPEND) != 0 {
+                return Err(flag_refusal("file is immutable or append-only"));
+            }
+            (di.di_size(), c.g.bsize)
+        };
+        let end = end.min(size);
+        let last = size.saturating_sub(1) / bsize;
+        let zeros = vec![0u8; bsize as usize];
+        let mut pos = off;
+        while pos < end {
+            let lbn = pos / bsize;
+            let n = ((lbn + 1) * bsize).min(end) - pos;
+            let whole = n == bsize && lbn < last;
+            let r = self.finish(|c| {
+                let mut di = live_inode(c, ino)?;
+                if whole {
+                    if c.punch_block(ino, &mut di, lbn)? {
+                        touch(&mut di, true, true, false);
+                        c.write_inode(ino, &di)?;
+                    }
+                } else if c.hole_run(ino, &di, lbn)?.is_none() {
+                    Self::write_op(c, ino, pos, &zeros[..n as usize], cred, false)?;
+                }
+                Ok(())
+            });
+            self.counted(Call::Write, n, r)?;
+            pos += n;
+        }
+        Ok(())
+    }
+
     pub fn readlink(&self, ino: u64) -> Result<Vec<u8>> {
         let r = (|| {
             let mut c = self.lock();

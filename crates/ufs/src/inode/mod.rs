@@ -203,6 +203,49 @@ impl FsCore {
         }
     }
 
+    /// Frees logical block `lbn`, a whole block that is not the file's
+    /// last (FALLOC_FL_PUNCH_HOLE), leaving a hole: its pointer cleared, in
+    /// the inode or in the indirect block that holds it, and the block
+    /// released after the pointer is gone on disk, as truncation's are
+    /// (`trim_tree`). Indirect blocks stay, even when all their pointers
+    /// are gone (fsck counts them as the file's). Returns whether a block
+    /// was freed; `di` must be stored by the caller.
+    pub fn punch_block(&mut self, ino: u64, di: &mut Dinode, lbn: u64) -> Result<bool> {
+        let g = self.g;
+        match self.path(lbn)? {
+            Path::Direct(i) => {
+                let nb = di.di_db(i);
+                if nb == 0 {
+                    return Ok(false);
+                }
+                self.check_ptr(ino, nb, g.frag)?;
+                self.free_blocks(ino, nb, g.bsize)?;
+                di.set_di_db(i, 0);
+            }
+            Path::Indirect(level, idx) => {
+                let mut addr = di.di_ib(level - 1);
+                for &ix in idx.iter().take(level - 1) {
+                    if addr == 0 {
+                        return Ok(false);
+                    }
+                    addr = self.indir_get(ino, addr, ix)?;
+                }
+                if addr == 0 {
+                    return Ok(false);
+                }
+                let leaf = self.indir_get(ino, addr, idx[level - 1])?;
+                if leaf == 0 {
+                    return Ok(false);
+                }
+                self.check_ptr(ino, leaf, g.frag)?;
+                self.free_blocks(ino, leaf, g.bsize)?;
+                self.indir_set(ino, addr, idx[level - 1], 0, 0)?;
+            }
+        }
+        di.set_di_blocks(di.di_blocks().saturating_sub(dbtob(g.bsize)));
+        Ok(true)
+    }
+
     /// Bytes allocated to logical block `lbn` of a file of `size` bytes.
     fn alloc_size(&self, size: u64, lbn: u64) -> u64 {
         self.g.blksize(size, lbn)
