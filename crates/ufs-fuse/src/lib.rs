@@ -545,10 +545,13 @@ pub fn await_finishing_daemon(image: &Path) {
 
 /// A second mount of an image a ufskit daemon already serves, as Linux
 /// makes a second mount of a device: the same file system seen at a second
-/// place (a bind mount of the first; xfstests generic/732), read-only
-/// there if asked. Ok(false) when no mount serves `image`. Root only
-/// (mount(2)); the daemon, its control socket and `ufskit stats` stay
-/// with the first mount point.
+/// place (a bind mount of the first; xfstests generic/732). Only a mount
+/// of the same image and partition served by root's daemon is taken (a
+/// user's FUSE mount may name any source); the second place gets the
+/// flags asked for and every restriction the first has (`nosuid`,
+/// `nodev`, `noexec`, `ro`). Ok(false) when no mount serves the image.
+/// Root only (mount(2)); the daemon, its control socket, `ufskit stats`
+/// and remounts stay with the first mount point.
 pub fn mount_again(
     image: &Path,
     dir: &Path,
@@ -557,13 +560,32 @@ pub fn mount_again(
 ) -> Result<bool, String> {
     use nix::mount::{mount, MsFlags};
     let file = ufs::dev::partition::split_spec(image).0;
-    let Some((first, _)) = list_mounts()?
-        .into_iter()
-        .find(|(_, i)| ufs::dev::partition::split_spec(i).0 == file)
-    else {
+    let entries = mountinfo::read_self()?;
+    let same_file: Vec<&MountEntry> = entries
+        .iter()
+        .filter(|e| ufskit_image(e).is_some_and(|i| ufs::dev::partition::split_spec(&i).0 == file))
+        .collect();
+    let Some(first) = same_file.first() else {
         return Ok(false);
     };
-    if mountinfo::read_self()?.iter().any(|e| e.mount_point == dir) {
+    let busy = |why: &str| {
+        Err(format!(
+            "{} is in use: {} is mounted on {} ({why})",
+            image.display(),
+            first.source,
+            first.mount_point.display()
+        ))
+    };
+    let Some(first) = same_file
+        .iter()
+        .find(|e| ufskit_image(e).is_some_and(|i| i == image))
+    else {
+        return busy("another partition of the same file");
+    };
+    if first.fuse_user() != Some(0) || !control::socket_path(0, &first.mount_point).exists() {
+        return busy("not by root's ufskit daemon");
+    }
+    if entries.iter().any(|e| e.mount_point == dir) {
         return Err(format!(
             "{} is already a mount point; unmount it first",
             dir.display()
@@ -573,11 +595,11 @@ pub fn mount_again(
         return Err(format!(
             "{} is already mounted on {}; a second mount of it needs root (a bind mount)",
             image.display(),
-            first.display()
+            first.mount_point.display()
         ));
     }
     let none = None::<&str>;
-    mount(Some(&first), dir, none, MsFlags::MS_BIND, none).map_err(|e| {
+    mount(Some(&first.mount_point), dir, none, MsFlags::MS_BIND, none).map_err(|e| {
         format!(
             "cannot mount {} on {}: {}",
             image.display(),
@@ -585,13 +607,14 @@ pub fn mount_again(
             e.desc()
         )
     })?;
-    // The flags of this mount, as asked (a bind takes none of its own).
+    // The flags of this mount (a bind takes none of its own): as asked,
+    // and never fewer restrictions than the first mount has.
     let mut f = MsFlags::MS_BIND | MsFlags::MS_REMOUNT;
     for (on, flag) in [
-        (read_only, MsFlags::MS_RDONLY),
-        (!kernel.suid, MsFlags::MS_NOSUID),
-        (!kernel.dev, MsFlags::MS_NODEV),
-        (kernel.noexec, MsFlags::MS_NOEXEC),
+        (read_only || first.has("ro"), MsFlags::MS_RDONLY),
+        (!kernel.suid || first.has("nosuid"), MsFlags::MS_NOSUID),
+        (!kernel.dev || first.has("nodev"), MsFlags::MS_NODEV),
+        (kernel.noexec || first.has("noexec"), MsFlags::MS_NOEXEC),
         (kernel.noatime, MsFlags::MS_NOATIME),
     ] {
         if on {
@@ -607,6 +630,24 @@ pub fn mount_again(
         ));
     }
     Ok(true)
+}
+
+/// The ufskit mount at `mountpoint`, as /proc/self/mountinfo shows it.
+pub fn mount_entry(mountpoint: &Path) -> Result<MountEntry, String> {
+    let mp = mountinfo::resolve_mountpoint(mountpoint)?;
+    let entries = mountinfo::read_self()?;
+    let Some(e) = entries.into_iter().rev().find(|e| e.mount_point == mp) else {
+        return Err(format!("{} is not a mount point", mp.display()));
+    };
+    if ufskit_image(&e).is_none() {
+        return Err(format!(
+            "{} is not a ufskit mount (it is a {} mount of {})",
+            mp.display(),
+            e.fstype,
+            e.source
+        ));
+    }
+    Ok(e)
 }
 
 /// Whether a ufskit mount visible here serves `image`.

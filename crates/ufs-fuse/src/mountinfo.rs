@@ -9,6 +9,25 @@ pub struct MountEntry {
     pub mount_point: PathBuf,
     pub fstype: String,
     pub source: String,
+    /// The mount's own options (`rw,nosuid,nodev,relatime`).
+    pub options: String,
+    /// The file system's options (`rw,user_id=0,group_id=0,...`).
+    pub super_options: String,
+}
+
+impl MountEntry {
+    /// Whether the mount's own options include `o` (`nosuid`, `ro`...).
+    pub fn has(&self, o: &str) -> bool {
+        self.options.split(',').any(|x| x == o)
+    }
+
+    /// The `user_id=` of a FUSE mount: the user whose daemon serves it.
+    pub fn fuse_user(&self) -> Option<u32> {
+        self.super_options
+            .split(',')
+            .find_map(|x| x.strip_prefix("user_id="))
+            .and_then(|v| v.parse().ok())
+    }
 }
 
 /// Undoes the kernel's octal escapes (`\040` for space, etc.).
@@ -52,6 +71,8 @@ pub(crate) fn parse(text: &str) -> Vec<MountEntry> {
             mount_point: PathBuf::from(OsString::from_vec(unescape(f[4]))),
             fstype: String::from_utf8_lossy(&unescape(fstype)).into_owned(),
             source: String::from_utf8_lossy(&unescape(source)).into_owned(),
+            options: f[5].to_string(),
+            super_options: f.get(sep + 3).map(|x| x.to_string()).unwrap_or_default(),
         });
     }
     out
@@ -95,6 +116,9 @@ mod tests {
         assert_eq!(e[1].mount_point, PathBuf::from("/mnt/with space"));
         assert_eq!(e[1].fstype, "fuse.ufs");
         assert_eq!(e[1].source, "ufskit:/img/a b.img");
+        assert!(e[1].has("nosuid") && e[1].has("nodev") && !e[1].has("ro"));
+        assert_eq!(e[1].fuse_user(), Some(0));
+        assert_eq!(e[2].fuse_user(), None);
         assert_eq!(e[2].mount_point, PathBuf::from("/mnt/x"));
         assert_eq!(e[2].source, "ufskit:/i");
         assert_eq!(e[0].fstype, "ext4");

@@ -344,6 +344,12 @@ fn xattr_name(name: &[u8]) -> Option<XattrName<'_>> {
     } else if name.starts_with(b"security.") || name.starts_with(b"trusted.") {
         Some(XattrName::Raw(System, name))
     } else if let Some(n) = name.strip_prefix(b"system.") {
+        // Not a second name for a security.* or trusted.* attribute (the
+        // kernel checks CAP_SETFCAP and the security modules for
+        // security.*, nothing for system.*).
+        if n.starts_with(b"security.") || n.starts_with(b"trusted.") {
+            return None;
+        }
         Some(XattrName::Raw(System, n))
     } else {
         None
@@ -563,20 +569,8 @@ impl Service {
         if !kernel_kill && c.may_keep_setid() {
             return;
         }
-        let sgid = a.perm & 0o2000 != 0
-            && (a.perm & 0o010 != 0 || (c.uid != 0 && !c.in_group_or_capable(a.gid)));
-        let mut perm = a.perm & !0o4000;
-        if sgid {
-            perm &= !0o2000;
-        }
-        if perm == a.perm {
-            return;
-        }
-        let change = ufs::SetAttr {
-            mode: Some(perm),
-            ..Default::default()
-        };
-        if self.fs.setattr(ino, &change, ufs::Cred::ROOT).is_ok() {
+        let outsider = c.uid != 0 && !c.in_group_or_capable(a.gid);
+        if self.fs.drop_setid(ino, outsider).unwrap_or(false) {
             self.inval_attrs_now(ino);
         }
     }
@@ -1023,7 +1017,14 @@ impl Service {
 
     /// LSEEK: the kernel asks only for SEEK_DATA and SEEK_HOLE (it does
     /// SEEK_SET, SEEK_CUR and SEEK_END itself).
+    /// With `writeback`, the kernel holds written pages the daemon has not
+    /// seen and does not write them back before asking: ENOSYS, and the
+    /// kernel answers from its own size from then on (all data, one hole
+    /// at the end).
     pub fn lseek(&self, nodeid: u64, offset: i64, whence: i32) -> Result<u64, Errno> {
+        if self.writeback {
+            return Err(libc::ENOSYS);
+        }
         let data = match whence {
             libc::SEEK_DATA => true,
             libc::SEEK_HOLE => false,
@@ -1061,16 +1062,15 @@ impl Service {
             return Err(libc::EINVAL);
         }
         let ino = to_ufs(nodeid);
-        self.drop_setid(c, ino, false);
         if punch {
-            return self
-                .fs
-                .punch_hole(ino, offset, length, c.cred())
-                .map_err(|e| errno(&e));
+            self.fs.punch_hole(ino, offset, length, c.cred())
+        } else {
+            self.fs.allocate(ino, offset, length, keep, zero, c.cred())
         }
-        self.fs
-            .allocate(ino, offset, length, keep, zero, c.cred())
-            .map_err(|e| errno(&e))
+        .map_err(|e| errno(&e))?;
+        // Once the request proved valid (Linux kills after its checks).
+        self.drop_setid(c, ino, false);
+        Ok(())
     }
 
     /// fsync and fsyncdir: everything is made durable (the engine's fsync

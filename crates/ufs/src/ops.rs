@@ -385,7 +385,8 @@ impl Fs {
     /// are NotFound, which the kernel answers ESTALE; the generation in the
     /// attributes is what it compares with the handle's, so a reused
     /// number is stale too. Nothing here marks the file system damaged: a
-    /// handle is the caller's input, not the image's.
+    /// handle is the caller's input, not the image's. The group's inode
+    /// map is consulted first (FreeBSD's `ffs_inotovp`).
     pub fn lookup_by_number(&self, ino: u64) -> Result<Attr> {
         let r = (|| {
             let mut c = self.lock();
@@ -393,7 +394,17 @@ impl Fs {
             if ino < UFS_ROOTINO || ino >= c.g.ninodes() {
                 return Err(gone());
             }
-            let di = c.read_inode(ino)?;
+            // FreeBSD's ffs_inotovp: an inode the group's map calls free,
+            // or past its initialised inode blocks (never written), is
+            // stale without being read; damage found reading it is the
+            // handle's problem too.
+            let idx = ino % c.g.ipg;
+            let group = c.g.ino_to_cg(ino);
+            let cg = c.read_cg(group).map_err(|_| gone())?;
+            if !cg.inode_used(idx) || (c.g.lazy_inodes() && idx >= u64::from(cg.cg_initediblk())) {
+                return Err(gone());
+            }
+            let di = c.read_inode(ino).map_err(|_| gone())?;
             if di.di_mode() == 0 || di.di_nlink() == 0 {
                 return Err(gone());
             }
@@ -825,29 +836,34 @@ impl Fs {
     /// An offset at or past the end is ENXIO, as is SEEK_DATA with no data
     /// after `off`. A hole is whole blocks; a block written in part is data.
     pub fn seek_data_hole(&self, ino: u64, off: u64, data: bool) -> Result<u64> {
+        // The lock is let go every few thousand blocks, so that a walk
+        // over a large file's data does not stall other requests.
+        const STEPS: usize = 4096;
         let r = (|| {
-            let mut c = self.lock();
-            let di = live_inode(&mut c, ino)?;
-            let size = di.di_size();
             let past_end = || Error::new(ErrorKind::NoSuchOffset, "offset past the data");
-            if off >= size {
-                return Err(past_end());
-            }
-            let bsize = c.g.bsize;
-            let last = (size - 1) / bsize;
-            let mut lbn = off / bsize;
-            while lbn <= last {
-                match c.hole_run(ino, &di, lbn)? {
-                    None if data => return Ok(off.max(lbn * bsize)),
-                    Some(_) if !data => return Ok(off.max(lbn * bsize)),
-                    None => lbn += 1,
-                    Some(run) => lbn += run,
+            let mut lbn = None;
+            loop {
+                let mut c = self.lock();
+                let di = live_inode(&mut c, ino)?;
+                let size = di.di_size();
+                if off >= size {
+                    return Err(past_end());
                 }
-            }
-            if data {
-                Err(past_end())
-            } else {
-                Ok(size)
+                let bsize = c.g.bsize;
+                let last = (size - 1) / bsize;
+                let mut at = lbn.unwrap_or(off / bsize);
+                for _ in 0..STEPS {
+                    if at > last {
+                        return if data { Err(past_end()) } else { Ok(size) };
+                    }
+                    match c.hole_run(ino, &di, at)? {
+                        None if data => return Ok(off.max(at * bsize)),
+                        Some(_) if !data => return Ok(off.max(at * bsize)),
+                        None => at += 1,
+                        Some(run) => at += run,
+                    }
+                }
+                lbn = Some(at);
             }
         })();
         self.counted(Call::Getattr, 0, r)
@@ -933,6 +949,35 @@ impl Fs {
         Ok(())
     }
 
+    /// Linux's loss of setuid and setgid when a process without
+    /// CAP_FSETID writes or allocates (`setattr_should_drop_suidgid`):
+    /// setuid goes; setgid when the group may execute, or when `outsider`
+    /// (the writer is not in the file's group). Read and changed under one
+    /// hold of the lock, so a chmod meanwhile is not undone. Ok(true) when
+    /// the mode changed.
+    pub fn drop_setid(&self, ino: u64, outsider: bool) -> Result<bool> {
+        let r = self.finish(|c| {
+            c.check_writable()?;
+            let mut di = live_inode(c, ino)?;
+            if !di.is_reg() {
+                return Ok(false);
+            }
+            let mode = di.di_mode();
+            let mut m = mode & !0o4000;
+            if m & 0o2000 != 0 && (m & 0o010 != 0 || outsider) {
+                m &= !0o2000;
+            }
+            if m == mode {
+                return Ok(false);
+            }
+            di.set_di_mode(m);
+            touch(&mut di, false, true, false);
+            c.write_inode(ino, &di)?;
+            Ok(true)
+        });
+        self.counted(Call::Setattr, 0, r)
+    }
+
     /// FALLOC_FL_PUNCH_HOLE (with KEEP_SIZE, as Linux requires; FreeBSD
     /// 14's `fspacectl(SPACECTL_DEALLOC)`): `[off, off + len)` reads as
     /// zeros afterwards and its whole blocks are freed, the size kept.
@@ -960,15 +1005,21 @@ impl Fs {
             (di.di_size(), c.g.bsize)
         };
         let end = end.min(size);
-        let last = size.saturating_sub(1) / bsize;
         let zeros = vec![0u8; bsize as usize];
         let mut pos = off;
         while pos < end {
             let lbn = pos / bsize;
             let n = ((lbn + 1) * bsize).min(end) - pos;
-            let whole = n == bsize && lbn < last;
             let r = self.finish(|c| {
                 let mut di = live_inode(c, ino)?;
+                // From the inode as it is now: the file may have changed
+                // between blocks.
+                let size = di.di_size();
+                if pos >= size {
+                    return Ok(());
+                }
+                let n = n.min(size - pos);
+                let whole = n == bsize && lbn < (size - 1) / bsize;
                 if whole {
                     if c.punch_block(ino, &mut di, lbn)? {
                         touch(&mut di, true, true, false);

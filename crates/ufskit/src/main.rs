@@ -574,11 +574,11 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
                 o.atime = ufs::Atime::Never;
                 kernel.noatime = true;
             }
-            ("atime" | "strictatime" | "norelatime", None) => {
+            ("strictatime" | "norelatime", None) => {
                 o.atime = ufs::Atime::Strict;
                 kernel.noatime = false;
             }
-            ("relatime", None) => {
+            ("relatime" | "atime", None) => {
                 o.atime = ufs::Atime::Relatime;
                 kernel.noatime = false;
             }
@@ -763,7 +763,8 @@ fn cmd_mount(a: MountArgs) -> Result<(), String> {
     if f.remount {
         // `mount -o remount,ro DIR` (mount.fuse3 or mount.fuse.ufskit run
         // `ufskit IMAGE DIR -o remount,...` with the mount's options).
-        return ufs_fuse::remount(&a.dir, opts.read_only, f.kernel, opts.atime);
+        let (ro, kernel, atime) = remount_flags(&a.options, &ufs_fuse::mount_entry(&a.dir)?);
+        return ufs_fuse::remount(&a.dir, ro, kernel, atime);
     }
     // `disk.img:p2`: the file is canonicalized, the partition kept.
     let (file, partition) = ufs::dev::partition::split_spec(&a.image);
@@ -807,6 +808,58 @@ fn cmd_mount(a: MountArgs) -> Result<(), String> {
     } else {
         daemon::spawn_background(&a.options, &cfg)
     }
+}
+
+/// What a remount asks for: the mount's flags as they are now, changed
+/// only by the options named (so `-o remount,noatime` leaves a read-only
+/// mount read-only and a `nosuid` one `nosuid`), in their order.
+fn remount_flags(
+    options: &[String],
+    now: &ufs_fuse::MountEntry,
+) -> (bool, ufs_fuse::KernelFlags, ufs::Atime) {
+    let mut ro = now.has("ro");
+    let mut k = ufs_fuse::KernelFlags {
+        dev: !now.has("nodev"),
+        suid: !now.has("nosuid"),
+        noexec: now.has("noexec"),
+        noatime: now.has("noatime"),
+        dirsync: now.super_options.split(',').any(|o| o == "dirsync"),
+    };
+    // Linux shows relatime or noatime; neither is strictatime.
+    let mut atime = if k.noatime {
+        ufs::Atime::Never
+    } else if now.has("relatime") {
+        ufs::Atime::Relatime
+    } else {
+        ufs::Atime::Strict
+    };
+    for o in options.iter().flat_map(|s| s.split(',')) {
+        match o {
+            "ro" => ro = true,
+            "rw" => ro = false,
+            "dev" => k.dev = true,
+            "nodev" => k.dev = false,
+            "suid" => k.suid = true,
+            "nosuid" => k.suid = false,
+            "exec" => k.noexec = false,
+            "noexec" => k.noexec = true,
+            "dirsync" => k.dirsync = true,
+            "noatime" => {
+                k.noatime = true;
+                atime = ufs::Atime::Never;
+            }
+            "relatime" | "atime" => {
+                k.noatime = false;
+                atime = ufs::Atime::Relatime;
+            }
+            "strictatime" | "norelatime" => {
+                k.noatime = false;
+                atime = ufs::Atime::Strict;
+            }
+            _ => {}
+        }
+    }
+    (ro, k, atime)
 }
 
 fn cmd_fsck(a: FsckArgs) -> Result<ExitCode, String> {
@@ -943,7 +996,12 @@ fn helper_args(a: &[std::ffi::OsString]) -> Option<Option<Vec<std::ffi::OsString
         return None;
     }
     let mut out: Vec<std::ffi::OsString> = vec!["ufskit".into(), "mount".into()];
-    if crashtest::nix_is_root() {
+    // A remount keeps the mount's flags unless named (`remount_flags`).
+    let remount = a.iter().any(|x| {
+        x.to_str()
+            .is_some_and(|o| o.split(',').any(|o| o == "remount"))
+    });
+    if crashtest::nix_is_root() && !remount {
         out.extend(["-o".into(), "dev,suid".into()]);
     }
     let mut positional = Vec::new();

@@ -665,7 +665,19 @@ fn a_second_mount_of_an_image_is_the_same_file_system() {
     let img = new_image(t.path(), "img", "64m");
     let (one, two) = (t.path().join("one"), t.path().join("two"));
     let first = Mounted::new(&img, &one, &[]);
-    let second = Mounted::new(&img, &two, &["ro"]);
+    // Asking for dev and suid does not lift the first mount's nodev and
+    // nosuid: a second place never has fewer restrictions.
+    let second = Mounted::new(&img, &two, &["ro,dev,suid"]);
+    let fm = run(Command::new("findmnt")
+        .args(["-n", "-o", "OPTIONS", "--mountpoint"])
+        .arg(&two));
+    let opts = String::from_utf8_lossy(&fm.stdout).to_string();
+    for o in ["ro", "nosuid", "nodev"] {
+        assert!(
+            opts.trim().split(',').any(|x| x == o),
+            "{o} missing: {opts}"
+        );
+    }
     std::fs::create_dir_all(one.join("A")).unwrap();
     std::fs::create_dir_all(one.join("B")).unwrap();
     std::fs::write(one.join("A/f"), b"seen twice").unwrap();
@@ -677,5 +689,79 @@ fn a_second_mount_of_an_image_is_the_same_file_system() {
     first.umount();
     assert_eq!(std::fs::read(two.join("B/f")).unwrap(), b"seen twice");
     second.umount();
+    fsck_clean(&img);
+}
+
+/// A remount changes what it names and keeps the rest: `-o remount,noatime`
+/// leaves a read-only, noexec mount read-only and noexec.
+#[test]
+fn a_remount_keeps_the_flags_it_does_not_name() {
+    if !needs_fuse("a_remount_keeps_the_flags_it_does_not_name") {
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let img = new_image(t.path(), "img", "64m");
+    let mnt = t.path().join("m");
+    let m = Mounted::new(&img, &mnt, &["ro,noexec"]);
+    run(ufskit()
+        .args(["mount", "-o", "remount,noatime"])
+        .arg(&img)
+        .arg(&mnt));
+    let fm = run(Command::new("findmnt")
+        .args(["-n", "-o", "OPTIONS", "--mountpoint"])
+        .arg(&mnt));
+    let opts = String::from_utf8_lossy(&fm.stdout).to_string();
+    for o in ["ro", "noexec", "noatime", "nosuid", "nodev"] {
+        assert!(
+            opts.trim().split(',').any(|x| x == o),
+            "{o} missing: {opts}"
+        );
+    }
+    let e = std::fs::write(mnt.join("x"), b"x").unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EROFS));
+    m.umount();
+    fsck_clean(&img);
+}
+
+/// `system.security.*` and `system.trusted.*` are not second names for
+/// `security.*` and `trusted.*` (the kernel guards those, not `system.*`),
+/// and only root writes `trusted.*`.
+#[test]
+fn security_and_trusted_attributes_have_one_name_and_are_roots() {
+    if !needs_fuse("security_and_trusted_attributes_have_one_name_and_are_roots") {
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let img = new_image(t.path(), "img", "64m");
+    let mnt = t.path().join("m");
+    let m = Mounted::new(&img, &mnt, &["allow_other"]);
+    std::fs::set_permissions(&mnt, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let f = mnt.join("f");
+    std::fs::write(&f, b"x").unwrap();
+    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o666)).unwrap();
+    for name in ["system.security.capability", "system.trusted.x"] {
+        let out = Command::new("setfattr")
+            .args(["-n", name, "-v", "0x01"])
+            .arg(&f)
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{name} was stored");
+    }
+    let out = Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+        ])
+        .args(["setfattr", "-n", "trusted.x", "-v", "1"])
+        .arg(&f)
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "nobody wrote trusted.x");
+    run(Command::new("setfattr")
+        .args(["-n", "trusted.x", "-v", "1"])
+        .arg(&f));
+    m.umount();
     fsck_clean(&img);
 }

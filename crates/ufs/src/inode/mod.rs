@@ -219,8 +219,8 @@ impl FsCore {
                     return Ok(false);
                 }
                 self.check_ptr(ino, nb, g.frag)?;
-                self.free_blocks(ino, nb, g.bsize)?;
                 di.set_di_db(i, 0);
+                self.free_blocks(ino, nb, g.bsize)?;
             }
             Path::Indirect(level, idx) => {
                 let mut addr = di.di_ib(level - 1);
@@ -238,8 +238,10 @@ impl FsCore {
                     return Ok(false);
                 }
                 self.check_ptr(ino, leaf, g.frag)?;
-                self.free_blocks(ino, leaf, g.bsize)?;
+                // The pointer goes first: a failure leaves the block the
+                // file's, never released while still pointed at.
                 self.indir_set(ino, addr, idx[level - 1], 0, 0)?;
+                self.free_blocks(ino, leaf, g.bsize)?;
             }
         }
         di.set_di_blocks(di.di_blocks().saturating_sub(dbtob(g.bsize)));
