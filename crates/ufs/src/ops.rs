@@ -888,33 +888,8 @@ impl Fs {
         zero: bool,
         cred: Cred,
     ) -> Result<()> {
-        let end = off
-            .checked_add(len)
-            .ok_or_else(|| Error::new(ErrorKind::FileTooBig, "offset overflow"))?;
-        let (size, bsize) = {
-            let mut c = self.lock();
-            c.check_writable()?;
-            let di = live_inode(&mut c, ino)?;
-            if !di.is_reg() {
-                return Err(Error::new(
-                    ErrorKind::NotSupported,
-                    "only regular files can have space allocated",
-                ));
-            }
-            if di.di_flags() & IMMUTABLE != 0 {
-                return Err(flag_refusal("file is immutable"));
-            }
-            if zero && di.di_flags() & APPEND != 0 {
-                return Err(flag_refusal("file is append-only"));
-            }
-            if end > c.g.maxfilesize {
-                return Err(Error::new(
-                    ErrorKind::FileTooBig,
-                    format!("file would exceed the maximum size {}", c.g.maxfilesize),
-                ));
-            }
-            (di.di_size(), c.g.bsize)
-        };
+        let refused = if zero { IMMUTABLE | APPEND } else { IMMUTABLE };
+        let (end, size, bsize) = self.space_range(ino, off, len, refused)?;
         if keep_size && end > size {
             return Err(Error::new(
                 ErrorKind::NotSupported,
@@ -978,6 +953,34 @@ impl Fs {
         self.counted(Call::Setattr, 0, r)
     }
 
+    /// The checks of a fallocate on `[off, off + len)` of `ino`: a regular
+    /// file, writable, none of the flags `refused`, the end within the
+    /// largest file. Returns the end, the file's size and the block size.
+    fn space_range(&self, ino: u64, off: u64, len: u64, refused: u32) -> Result<(u64, u64, u64)> {
+        let end = off
+            .checked_add(len)
+            .ok_or_else(|| Error::new(ErrorKind::FileTooBig, "offset overflow"))?;
+        let mut c = self.lock();
+        c.check_writable()?;
+        let di = live_inode(&mut c, ino)?;
+        if !di.is_reg() {
+            return Err(Error::new(
+                ErrorKind::NotSupported,
+                "only regular files have space allocated or freed",
+            ));
+        }
+        if di.di_flags() & refused != 0 {
+            return Err(flag_refusal("file is immutable or append-only"));
+        }
+        if end > c.g.maxfilesize {
+            return Err(Error::new(
+                ErrorKind::FileTooBig,
+                format!("file would exceed the maximum size {}", c.g.maxfilesize),
+            ));
+        }
+        Ok((end, di.di_size(), c.g.bsize))
+    }
+
     /// FALLOC_FL_PUNCH_HOLE (with KEEP_SIZE, as Linux requires; FreeBSD
     /// 14's `fspacectl(SPACECTL_DEALLOC)`): `[off, off + len)` reads as
     /// zeros afterwards and its whole blocks are freed, the size kept.
@@ -986,24 +989,7 @@ impl Fs {
     /// allocates it), zeroed instead. A block per engine operation, as
     /// [`allocate`](Self::allocate).
     pub fn punch_hole(&self, ino: u64, off: u64, len: u64, cred: Cred) -> Result<()> {
-        let end = off
-            .checked_add(len)
-            .ok_or_else(|| Error::new(ErrorKind::FileTooBig, "offset overflow"))?;
-        let (size, bsize) = {
-            let mut c = self.lock();
-            c.check_writable()?;
-            let di = live_inode(&mut c, ino)?;
-            if !di.is_reg() {
-                return Err(Error::new(
-                    ErrorKind::NotSupported,
-                    "only regular files can have holes punched",
-                ));
-            }
-            if di.di_flags() & (IMMUTABLE | APPEND) != 0 {
-                return Err(flag_refusal("file is immutable or append-only"));
-            }
-            (di.di_size(), c.g.bsize)
-        };
+        let (end, size, bsize) = self.space_range(ino, off, len, IMMUTABLE | APPEND)?;
         let end = end.min(size);
         let zeros = vec![0u8; bsize as usize];
         let mut pos = off;

@@ -6,78 +6,12 @@
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
+use std::process::Command;
 use testkit::*;
 
-fn ufskit() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_ufskit"))
-}
-
-fn run(cmd: &mut Command) -> Output {
-    let out = cmd.output().expect("run command");
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed ({:?}):\n{}{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-fn new_image(dir: &Path, name: &str, size: &str) -> PathBuf {
-    let img = dir.join(name);
-    run(ufskit().args(["newfs", "-s", size]).arg(&img));
-    img
-}
-
-/// A mount that goes away with the test, failed or not.
-struct Mounted {
-    dir: PathBuf,
-    live: bool,
-}
-
-impl Mounted {
-    fn new(img: &Path, dir: &Path, opts: &[&str]) -> Mounted {
-        std::fs::create_dir_all(dir).unwrap();
-        let mut c = ufskit();
-        c.arg("mount");
-        for o in opts {
-            c.arg("-o").arg(o);
-        }
-        run(c.arg(img).arg(dir));
-        Mounted {
-            dir: dir.to_path_buf(),
-            live: true,
-        }
-    }
-    fn umount(mut self) {
-        run(ufskit().arg("umount").arg(&self.dir));
-        self.live = false;
-    }
-}
-
-impl Drop for Mounted {
-    fn drop(&mut self) {
-        if self.live {
-            let clean = ufskit().arg("umount").arg(&self.dir).output();
-            if !clean.is_ok_and(|o| o.status.success()) {
-                let _ = Command::new("umount").arg("-l").arg(&self.dir).output();
-            }
-        }
-    }
-}
-
-fn fsck_clean(img: &Path) {
-    let out = ufskit().args(["fsck", "-n"]).arg(img).output().unwrap();
-    assert!(
-        out.status.success(),
-        "fsck -n found problems:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
+mod common;
+use common::*;
 
 /// Drops the kernel's clean caches (dentries and inodes), as xfstests'
 /// handle tests and an NFS server under memory pressure do.
@@ -231,6 +165,22 @@ fn file_handles_outlive_the_cache_a_rename_and_a_remount() {
     std::fs::write(mnt.join("after"), b"still writable").unwrap();
     m.umount();
     fsck_clean(&img);
+}
+
+/// setpriv's arguments for running as nobody (65534), in no group,
+/// without capabilities.
+const NOBODY: [&str; 4] = [
+    "--reuid=65534",
+    "--regid=65534",
+    "--clear-groups",
+    "--inh-caps=-all",
+];
+
+/// A command run as nobody: `as_nobody().args([program, ...])`.
+fn as_nobody() -> Command {
+    let mut c = Command::new("setpriv");
+    c.args(NOBODY);
+    c
 }
 
 fn atime_ns(p: &Path) -> i128 {
@@ -521,13 +471,7 @@ fn a_direct_write_by_the_owner_takes_setuid_away() {
     // dd as nobody (65534), with O_DIRECT; the image's 4 KiB write unit.
     let write_as_nobody = |mode: u32| -> u32 {
         std::fs::set_permissions(&f, std::fs::Permissions::from_mode(mode)).unwrap();
-        let out = Command::new("setpriv")
-            .args([
-                "--reuid=65534",
-                "--regid=65534",
-                "--clear-groups",
-                "--inh-caps=-all",
-            ])
+        let out = as_nobody()
             .args([
                 "dd",
                 "if=/dev/zero",
@@ -577,15 +521,7 @@ fn a_direct_write_by_the_owner_takes_setuid_away() {
         "xfs_io (apt-get install xfsprogs)",
     ) {
         assert_eq!(falloc(&["--reuid=0"]), 0o6666, "root keeps them");
-        assert_eq!(
-            falloc(&[
-                "--reuid=65534",
-                "--regid=65534",
-                "--clear-groups",
-                "--inh-caps=-all"
-            ]),
-            0o0666
-        );
+        assert_eq!(falloc(&NOBODY), 0o0666);
     }
     m.umount();
     fsck_clean(&img);
@@ -747,13 +683,7 @@ fn security_and_trusted_attributes_have_one_name_and_are_roots() {
             .unwrap();
         assert!(!out.status.success(), "{name} was stored");
     }
-    let out = Command::new("setpriv")
-        .args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "--inh-caps=-all",
-        ])
+    let out = as_nobody()
         .args(["setfattr", "-n", "trusted.x", "-v", "1"])
         .arg(&f)
         .output()

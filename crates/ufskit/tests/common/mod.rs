@@ -1,0 +1,77 @@
+//! What the binary's end-to-end tests share: running `ufskit`, new
+//! images, mounts that go away with the test, fsck.
+#![allow(dead_code)]
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+pub fn ufskit() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_ufskit"))
+}
+
+pub fn run(cmd: &mut Command) -> Output {
+    let out = cmd.output().expect("run command");
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed ({:?}):\n{}{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// A fresh UFS2 image `dir/name` of `size` made by `ufskit newfs`.
+pub fn new_image(dir: &Path, name: &str, size: &str) -> PathBuf {
+    let img = dir.join(name);
+    run(ufskit().args(["newfs", "-s", size]).arg(&img));
+    img
+}
+
+/// A mounted image that unmounts itself if the test fails.
+pub struct Mounted {
+    pub dir: PathBuf,
+    pub live: bool,
+}
+
+impl Mounted {
+    pub fn new(img: &Path, dir: &Path, opts: &[&str]) -> Mounted {
+        std::fs::create_dir_all(dir).unwrap();
+        let mut c = ufskit();
+        c.arg("mount");
+        for o in opts {
+            c.arg("-o").arg(o);
+        }
+        run(c.arg(img).arg(dir));
+        Mounted {
+            dir: dir.to_path_buf(),
+            live: true,
+        }
+    }
+    pub fn umount(mut self) {
+        run(ufskit().arg("umount").arg(&self.dir));
+        self.live = false;
+    }
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        if self.live {
+            // A test that failed may still hold files open in the mount:
+            // detach it so that no daemon outlives the test run.
+            let clean = ufskit().arg("umount").arg(&self.dir).output();
+            if !clean.is_ok_and(|o| o.status.success()) {
+                let _ = Command::new("umount").arg("-l").arg(&self.dir).output();
+            }
+        }
+    }
+}
+
+pub fn fsck_clean(img: &Path) {
+    let out = ufskit().args(["fsck", "-n"]).arg(img).output().unwrap();
+    assert!(
+        out.status.success(),
+        "fsck -n found problems:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
