@@ -131,6 +131,24 @@ pub struct KernelFlags {
 }
 
 impl KernelFlags {
+    /// The mount(2) flags these ask for (MS_NOSUID without `suid`...).
+    fn ms_flags(&self) -> nix::mount::MsFlags {
+        use nix::mount::MsFlags;
+        let mut f = MsFlags::empty();
+        for (on, flag) in [
+            (!self.suid, MsFlags::MS_NOSUID),
+            (!self.dev, MsFlags::MS_NODEV),
+            (self.noexec, MsFlags::MS_NOEXEC),
+            (self.noatime, MsFlags::MS_NOATIME),
+            (self.dirsync, MsFlags::MS_DIRSYNC),
+        ] {
+            if on {
+                f |= flag;
+            }
+        }
+        f
+    }
+
     fn mount_options(&self) -> Vec<MountOption> {
         let mut v = Vec::new();
         let mut flag = |on: bool, o: MountOption| {
@@ -462,17 +480,7 @@ pub fn remount(
     if !is_root() {
         return Err("remounting needs root (mount(2) changes the mount's flags)".into());
     }
-    let mut flags = MsFlags::MS_REMOUNT;
-    for (on, f) in [
-        (!kernel.suid, MsFlags::MS_NOSUID),
-        (!kernel.dev, MsFlags::MS_NODEV),
-        (kernel.noexec, MsFlags::MS_NOEXEC),
-        (kernel.dirsync, MsFlags::MS_DIRSYNC),
-    ] {
-        if on {
-            flags |= f;
-        }
-    }
+    let mut flags = MsFlags::MS_REMOUNT | kernel.ms_flags();
     flags |= match atime {
         ufs::Atime::Never => MsFlags::MS_NOATIME,
         ufs::Atime::Strict => MsFlags::MS_STRICTATIME,
@@ -609,17 +617,16 @@ pub fn mount_again(
     })?;
     // The flags of this mount (a bind takes none of its own): as asked,
     // and never fewer restrictions than the first mount has.
-    let mut f = MsFlags::MS_BIND | MsFlags::MS_REMOUNT;
-    for (on, flag) in [
-        (read_only || first.has("ro"), MsFlags::MS_RDONLY),
-        (!kernel.suid || first.has("nosuid"), MsFlags::MS_NOSUID),
-        (!kernel.dev || first.has("nodev"), MsFlags::MS_NODEV),
-        (kernel.noexec || first.has("noexec"), MsFlags::MS_NOEXEC),
-        (kernel.noatime, MsFlags::MS_NOATIME),
-    ] {
-        if on {
-            f |= flag;
-        }
+    let here = KernelFlags {
+        suid: kernel.suid && !first.has("nosuid"),
+        dev: kernel.dev && !first.has("nodev"),
+        noexec: kernel.noexec || first.has("noexec"),
+        dirsync: false,
+        ..kernel
+    };
+    let mut f = MsFlags::MS_BIND | MsFlags::MS_REMOUNT | here.ms_flags();
+    if read_only || first.has("ro") {
+        f |= MsFlags::MS_RDONLY;
     }
     if let Err(e) = mount(none, dir, none, f, none) {
         let _ = nix::mount::umount2(dir, nix::mount::MntFlags::MNT_DETACH);
