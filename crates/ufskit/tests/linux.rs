@@ -103,10 +103,7 @@ fn file_handles_outlive_the_cache_a_rename_and_a_remount() {
     if !needs_fuse("file_handles_outlive_the_cache_a_rename_and_a_remount") {
         return;
     }
-    let t = tempfile::tempdir().unwrap();
-    let img = new_image(t.path(), "img", "64m");
-    let mnt = t.path().join("m");
-    let m = Mounted::new(&img, &mnt, &[]);
+    let (_t, img, mnt, m) = fresh_mount("64m", &[]);
     std::fs::create_dir_all(mnt.join("a/b")).unwrap();
     std::fs::write(mnt.join("a/b/file"), b"kept by handle").unwrap();
     std::fs::write(mnt.join("a/gone"), b"soon removed").unwrap();
@@ -253,10 +250,7 @@ fn fallocate_and_seeking_holes_and_data() {
     if !needs_fuse("fallocate_and_seeking_holes_and_data") {
         return;
     }
-    let t = tempfile::tempdir().unwrap();
-    let img = new_image(t.path(), "img", "128m");
-    let mnt = t.path().join("m");
-    let m = Mounted::new(&img, &mnt, &[]);
+    let (_t, img, mnt, m) = fresh_mount("128m", &[]);
     let p = mnt.join("f");
     let f = std::fs::OpenOptions::new()
         .create(true)
@@ -397,10 +391,7 @@ fn immutable_and_append_only_answer_as_linux_does() {
     {
         return;
     }
-    let t = tempfile::tempdir().unwrap();
-    let img = new_image(t.path(), "img", "64m");
-    let mnt = t.path().join("m");
-    let m = Mounted::new(&img, &mnt, &[]);
+    let (_t, img, mnt, m) = fresh_mount("64m", &[]);
     let d = mnt.join("imm");
     std::fs::create_dir_all(d.join("child")).unwrap();
     std::fs::write(d.join("child/f"), b"x").unwrap();
@@ -460,10 +451,7 @@ fn a_direct_write_by_the_owner_takes_setuid_away() {
     if !needs_fuse("a_direct_write_by_the_owner_takes_setuid_away") {
         return;
     }
-    let t = tempfile::tempdir().unwrap();
-    let img = new_image(t.path(), "img", "64m");
-    let mnt = t.path().join("m");
-    let m = Mounted::new(&img, &mnt, &["allow_other"]);
+    let (_t, img, mnt, m) = fresh_mount("64m", &["allow_other"]);
     std::fs::set_permissions(&mnt, std::fs::Permissions::from_mode(0o777)).unwrap();
     let f = mnt.join("f");
     std::fs::write(&f, b"0123456789").unwrap();
@@ -536,10 +524,7 @@ fn seekdir_to_any_offset_below_the_last_lands_on_an_entry() {
     if !needs_fuse("seekdir_to_any_offset_below_the_last_lands_on_an_entry") {
         return;
     }
-    let t = tempfile::tempdir().unwrap();
-    let img = new_image(t.path(), "img", "64m");
-    let mnt = t.path().join("m");
-    let m = Mounted::new(&img, &mnt, &[]);
+    let (_t, img, mnt, m) = fresh_mount("64m", &[]);
     let d = mnt.join("d");
     std::fs::create_dir(&d).unwrap();
     for i in 0..500 {
@@ -635,10 +620,7 @@ fn a_remount_keeps_the_flags_it_does_not_name() {
     if !needs_fuse("a_remount_keeps_the_flags_it_does_not_name") {
         return;
     }
-    let t = tempfile::tempdir().unwrap();
-    let img = new_image(t.path(), "img", "64m");
-    let mnt = t.path().join("m");
-    let m = Mounted::new(&img, &mnt, &["ro,noexec"]);
+    let (_t, img, mnt, m) = fresh_mount("64m", &["ro,noexec"]);
     run(ufskit()
         .args(["mount", "-o", "remount,noatime"])
         .arg(&img)
@@ -667,10 +649,7 @@ fn security_and_trusted_attributes_have_one_name_and_are_roots() {
     if !needs_fuse("security_and_trusted_attributes_have_one_name_and_are_roots") {
         return;
     }
-    let t = tempfile::tempdir().unwrap();
-    let img = new_image(t.path(), "img", "64m");
-    let mnt = t.path().join("m");
-    let m = Mounted::new(&img, &mnt, &["allow_other"]);
+    let (_t, img, mnt, m) = fresh_mount("64m", &["allow_other"]);
     std::fs::set_permissions(&mnt, std::fs::Permissions::from_mode(0o777)).unwrap();
     let f = mnt.join("f");
     std::fs::write(&f, b"x").unwrap();

@@ -75,3 +75,14 @@ pub fn fsck_clean(img: &Path) {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// A new image of `size` in a new temporary directory (kept alive by the
+/// first value), mounted at its `m` with `opts`: (dir, image, mount point,
+/// the mount).
+pub fn fresh_mount(size: &str, opts: &[&str]) -> (tempfile::TempDir, PathBuf, PathBuf, Mounted) {
+    let t = tempfile::tempdir().unwrap();
+    let img = new_image(t.path(), "img", size);
+    let mnt = t.path().join("m");
+    let m = Mounted::new(&img, &mnt, opts);
+    (t, img, mnt, m)
+}
