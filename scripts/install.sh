@@ -2,7 +2,8 @@
 # Installs ufskit: the binary (cargo install), a manual page per
 # subcommand (`man ufskit-mount`), bash completion, and the name mount(8)
 # looks for by the mount's type, fuse.ufskit: /sbin/mount.fuse.ufskit
-# (mounts, fstab lines, `mount -o remount,ro`). Without it mount.fuse3,
+# (mounts, fstab lines, `mount -o remount,ro`), and mkfs(8)'s and fsck(8)'s
+# for the same type: /sbin/mkfs.fuse.ufskit, /sbin/fsck.fuse.ufskit. Without it mount.fuse3,
 # from Debian's fuse3, runs `ufskit IMAGE DIR -o OPTS`, which works too.
 # usage: scripts/install.sh [PREFIX]   (default /usr/local; as root for it)
 set -euo pipefail
@@ -21,10 +22,18 @@ echo "manual pages in $man (man ufskit, man ufskit-mount, ...)"
 echo "bash completion in $comp/ufskit"
 # libmount looks for helpers in /sbin (and /sbin/fs.d, /sbin/fs) only.
 if [ -w /sbin ]; then
-  ln -sf "$bin" /sbin/mount.fuse.ufskit
-  echo "mount(8) helper: /sbin/mount.fuse.ufskit"
+  for h in mount mkfs fsck; do ln -sf "$bin" /sbin/$h.fuse.ufskit; done
+  echo "mount(8), mkfs(8) and fsck(8) helpers: /sbin/{mount,mkfs,fsck}.fuse.ufskit"
+  # fsck(8) picks its helper by the type blkid finds on the device, "ufs",
+  # even when told `-t fuse.ufskit`. Another fsck.ufs (ufsutils') is kept.
+  if [ ! -e /sbin/fsck.ufs ] || [ "$(readlink -f /sbin/fsck.ufs)" = "$(readlink -f "$bin")" ]; then
+    ln -sf "$bin" /sbin/fsck.ufs
+    echo "fsck(8) helper for blkid's type ufs: /sbin/fsck.ufs"
+  else
+    echo "note: /sbin/fsck.ufs is another program's; fsck(8) of a UFS device runs it, not ufskit"
+  fi
 else
-  echo "note: run as root to install /sbin/mount.fuse.ufskit"
+  echo "note: run as root to install /sbin/{mount,mkfs,fsck}.fuse.ufskit"
 fi
 # mount(8) starts its helpers without the caller's PATH; mount.fuse3 then
 # finds ufskit through /bin/sh's default path only.

@@ -29,6 +29,7 @@ use ufs::{DirPref, MountOptions};
 mod bench;
 mod crashtest;
 mod daemon;
+mod helpers;
 mod progress;
 mod stats;
 
@@ -264,6 +265,12 @@ struct FsckArgs {
     /// Print findings as JSON.
     #[arg(long)]
     json: bool,
+    /// Exit status convention: `ffs` (FreeBSD fsck_ffs's: 0 clean or
+    /// fixed, 8 errors left, 16 run again) or `fsck8` (Linux fsck(8)'s:
+    /// 0 clean, 1 errors corrected, 4 errors left, 8 operational error;
+    /// what `fsck.fuse.ufskit` uses).
+    #[arg(long, value_parser = ["ffs", "fsck8"], default_value = "ffs")]
+    exit_codes: String,
     image: PathBuf,
 }
 
@@ -872,7 +879,15 @@ fn cmd_fsck(a: FsckArgs) -> Result<ExitCode, String> {
         FsckMode::Check
     };
     let _ = a.no;
-    let dev = open_dev(&a.image, mode != FsckMode::Check)?;
+    let fsck8 = a.exit_codes == "fsck8";
+    let dev = match open_dev(&a.image, mode != FsckMode::Check) {
+        Ok(d) => d,
+        Err(e) if fsck8 => {
+            eprintln!("ufskit: {e}");
+            return Ok(ExitCode::from(8));
+        }
+        Err(e) => return Err(e),
+    };
     let bar = progress::bar(0, "");
     let rep = ufs::fsck::fsck_with_progress(&*dev, mode, &mut |p| {
         bar.set_message(p.phase);
@@ -880,7 +895,14 @@ fn cmd_fsck(a: FsckArgs) -> Result<ExitCode, String> {
         bar.set_position(p.done);
     });
     bar.finish_and_clear();
-    let rep = rep.map_err(|e| format!("fsck: {}: {e}", a.image.display()))?;
+    let rep = match rep {
+        Ok(r) => r,
+        Err(e) if fsck8 => {
+            eprintln!("ufskit: fsck: {}: {e}", a.image.display());
+            return Ok(ExitCode::from(8));
+        }
+        Err(e) => return Err(format!("fsck: {}: {e}", a.image.display())),
+    };
     if a.json {
         println!(
             "{}",
@@ -906,6 +928,16 @@ fn cmd_fsck(a: FsckArgs) -> Result<ExitCode, String> {
                 "FILE SYSTEM HAS ERRORS"
             }
         );
+    }
+    if fsck8 {
+        // fsck(8)'s bits: 1 corrected, 4 left uncorrected. A check that
+        // must run again has not finished its repairs.
+        let code = match rep.exit_code() {
+            0 if rep.modified => 1,
+            0 => 0,
+            _ => 4 | u8::from(rep.modified),
+        };
+        return Ok(ExitCode::from(code));
     }
     Ok(ExitCode::from(rep.exit_code() as u8))
 }
@@ -956,10 +988,11 @@ fn cmd_tunefs(a: TunefsArgs) -> Result<(), String> {
 /// which is `ufskit mount IMAGE DIR -o OPTIONS`.
 fn args() -> Vec<std::ffi::OsString> {
     let mut a: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    if let Some(h) = helper_args(&a) {
-        // mount -f (fake): record the mount without doing it; there is no
-        // mtab to record it in.
-        return h.unwrap_or_else(|| std::process::exit(0));
+    if let Some(h) = a.first().and_then(helpers::helper_of) {
+        // None: mount -f (fake), record the mount without doing it; there
+        // is no mtab to record it in.
+        return helpers::translate(h, &a, crashtest::nix_is_root())
+            .unwrap_or_else(|| std::process::exit(0));
     }
     let first = a.get(1).map(|s| s.to_string_lossy().into_owned());
     let is_command = first.as_deref().is_some_and(|f| {
@@ -977,52 +1010,6 @@ fn args() -> Vec<std::ffi::OsString> {
         a.insert(1, "mount".into());
     }
     a
-}
-
-/// The command line of mount(8)'s helper, when this binary runs as one
-/// (scripts/install.sh links `/sbin/mount.fuse.ufskit` to it; libmount
-/// looks it up by the mount's type, for mounting and for `-o remount`):
-///
-///   mount.fuse.ufskit SOURCE DIR [-s] [-f] [-n] [-v] [-o OPTS] [-t TYPE]
-///
-/// is `ufskit mount -o OPTS SOURCE DIR`. `-f` is mount(8)'s fake mode
-/// (nothing is done); `-n` (no mtab), `-v`, `-s` (sloppy) and `-t` need
-/// nothing. Run by root, the mount is `dev,suid` unless OPTS say
-/// otherwise, as mount(8) makes a kernel file system's (and mount.fuse3
-/// asks of ufskit); the inner result is None in fake mode.
-fn helper_args(a: &[std::ffi::OsString]) -> Option<Option<Vec<std::ffi::OsString>>> {
-    let name = Path::new(a.first()?).file_name()?.to_str()?.to_string();
-    if name != "mount.fuse.ufskit" && name != "mount.ufskit" {
-        return None;
-    }
-    let mut out: Vec<std::ffi::OsString> = vec!["ufskit".into(), "mount".into()];
-    // A remount keeps the mount's flags unless named (`remount_flags`).
-    let remount = a.iter().any(|x| {
-        x.to_str()
-            .is_some_and(|o| o.split(',').any(|o| o == "remount"))
-    });
-    if crashtest::nix_is_root() && !remount {
-        out.extend(["-o".into(), "dev,suid".into()]);
-    }
-    let mut positional = Vec::new();
-    let mut it = a[1..].iter();
-    while let Some(arg) = it.next() {
-        match arg.to_str() {
-            Some("-o") => {
-                if let Some(o) = it.next() {
-                    out.extend(["-o".into(), o.clone()]);
-                }
-            }
-            Some("-t" | "-N") => {
-                it.next();
-            }
-            Some("-f") => return Some(None),
-            Some("-s" | "-n" | "-v") => {}
-            _ => positional.push(arg.clone()),
-        }
-    }
-    out.extend(positional);
-    Some(Some(out))
 }
 
 fn run() -> Result<ExitCode, String> {

@@ -863,6 +863,106 @@ fn manual_pages_and_completions() {
     );
 }
 
+/// `path` (where mount(8), mkfs(8) or fsck(8) look for a helper, or the
+/// shell's default path) made a link to the build under test for the life
+/// of the value, when nothing is there; an installed ufskit that is a
+/// different build fails the test rather than testing something else.
+fn installed_for_the_test(path: &'static Path) -> impl Drop {
+    struct Unlink(Option<&'static Path>);
+    impl Drop for Unlink {
+        fn drop(&mut self) {
+            if let Some(p) = self.0 {
+                let _ = std::fs::remove_file(p);
+            }
+        }
+    }
+    let exe = Path::new(env!("CARGO_BIN_EXE_ufskit"));
+    if std::fs::symlink_metadata(path).is_ok() {
+        assert!(
+            std::fs::read(path).unwrap() == std::fs::read(exe).unwrap(),
+            "{} is another build of ufskit than the one under test; run scripts/install.sh or remove it",
+            path.display()
+        );
+        Unlink(None)
+    } else {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::os::unix::fs::symlink(exe, path).unwrap();
+        Unlink(Some(path))
+    }
+}
+
+/// mkfs(8) and fsck(8) with the mount's type, as suites and fstab's fsck
+/// pass use them (xfstests with `FSTYP=fuse.ufskit` makes and checks its
+/// scratch device this way): `mkfs -t fuse.ufskit DEV [BLOCKS]` makes a
+/// file system of that many KiB with newfs's options; `fsck -t
+/// fuse.ufskit` (whose helper is picked by blkid's type, `ufs`) checks
+/// it, exiting with fsck(8)'s codes: 0 clean, 4 errors left by `-n`,
+/// 1 errors corrected by `-y`.
+#[test]
+fn mkfs_and_fsck_by_the_mount_type() {
+    let root = std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0);
+    if !prerequisite(root, "mkfs_and_fsck_by_the_mount_type", "root (helpers go in /sbin)") {
+        return;
+    }
+    let _mkfs = installed_for_the_test(Path::new("/sbin/mkfs.fuse.ufskit"));
+    let _fsck = installed_for_the_test(Path::new("/sbin/fsck.ufs"));
+    let t = tempfile::tempdir().unwrap();
+    let img = t.path().join("dev");
+    std::fs::File::create(&img)
+        .unwrap()
+        .set_len(256 << 20)
+        .unwrap();
+    // 65,536 KiB of the 256 MiB file, UFS1, 8 KiB blocks, no check-hashes
+    // (UFS1 has none) so a counter can be changed by hand below.
+    run(Command::new("mkfs")
+        .args(["-t", "fuse.ufskit", "-O", "1", "-b", "8192", "-f", "1024"])
+        .arg(&img)
+        .arg("65536"));
+    let dumpfs = run(ufskit().args(["dumpfs", "-s"]).arg(&img));
+    let dumpfs = String::from_utf8_lossy(&dumpfs.stdout);
+    assert!(dumpfs.contains("UFS1"), "{dumpfs}");
+    assert!(dumpfs.contains("bsize\t8192"), "{dumpfs}");
+    assert!(dumpfs.contains("\tsize\t65536\t"), "{dumpfs}");
+    let fsck = |opt: &str| {
+        Command::new("fsck")
+            .args(["-t", "fuse.ufskit", opt])
+            .arg(&img)
+            .output()
+            .unwrap()
+    };
+    let o = fsck("-n");
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    assert!(String::from_utf8_lossy(&o.stdout).contains("FILE SYSTEM IS CLEAN"), "{o:?}");
+    // One free inode too many in the superblock's totals: fs_cstotal's
+    // cs_nifree, a little-endian 64-bit count at byte 1,024 of the UFS1
+    // superblock (at 8 KiB), which a post-5.0 superblock reads over the
+    // old 32-bit copy (FreeBSD's ffs_oldfscompat_read).
+    {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new().read(true).write(true).open(&img).unwrap();
+        let off = 8192 + 1008 + 16;
+        let mut w = [0u8; 8];
+        f.read_exact_at(&mut w, off).unwrap();
+        let n = u64::from_le_bytes(w) + 1;
+        f.write_all_at(&n.to_le_bytes(), off).unwrap();
+    }
+    let o = fsck("-n");
+    assert_eq!(o.status.code(), Some(4), "{o:?}");
+    let o = fsck("-y");
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    let o = fsck("-n");
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    // An image that cannot be opened is fsck(8)'s operational error, 8
+    // (fsck(8) itself skips a path it cannot probe, so the helper is run).
+    let o = Command::new("/sbin/fsck.ufs")
+        .arg("-n")
+        .arg(t.path().join("missing"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(8), "{o:?}");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("missing"), "{o:?}");
+}
+
 /// The mount helper's convention: `mount -t fuse.ufskit IMAGE DIR -o
 /// OPTS` (what an `/etc/fstab` line of type `fuse.ufskit` does) runs
 /// `ufskit IMAGE DIR -o OPTS` through mount.fuse3, with the generic options
@@ -890,45 +990,13 @@ fn mount_helper_and_plain_umount() {
     // test is put at /usr/local/bin/ufskit for the test when nothing is
     // there, and taken away after; an installed ufskit that is a different
     // build fails the test rather than testing something else.
-    let exe = Path::new(env!("CARGO_BIN_EXE_ufskit"));
-    let installed = Path::new("/usr/local/bin/ufskit");
-    struct Unlink(Option<&'static Path>);
-    impl Drop for Unlink {
-        fn drop(&mut self) {
-            if let Some(p) = self.0 {
-                let _ = std::fs::remove_file(p);
-            }
-        }
-    }
-    let _link = if std::fs::symlink_metadata(installed).is_ok() {
-        assert!(
-            std::fs::read(installed).unwrap() == std::fs::read(exe).unwrap(),
-            "{} is another build of ufskit than the one under test; run scripts/install.sh or remove it",
-            installed.display()
-        );
-        Unlink(None)
-    } else {
-        std::fs::create_dir_all("/usr/local/bin").unwrap();
-        std::os::unix::fs::symlink(exe, installed).unwrap();
-        Unlink(Some(installed))
-    };
+    let _link = installed_for_the_test(Path::new("/usr/local/bin/ufskit"));
     // First through mount.fuse3; then through ufskit's own helper,
     // /sbin/mount.fuse.ufskit (scripts/install.sh), put there for the test
     // when nothing is there.
-    mount8_as_a_kernel_fs_would(&img, &mnt, "noatime,nodev,nosuid,x-test.option");
-    let helper = Path::new("/sbin/mount.fuse.ufskit");
-    let _helper = if std::fs::symlink_metadata(helper).is_ok() {
-        assert!(
-            std::fs::read(helper).unwrap() == std::fs::read(exe).unwrap(),
-            "{} is another build of ufskit than the one under test; run scripts/install.sh or remove it",
-            helper.display()
-        );
-        Unlink(None)
-    } else {
-        std::os::unix::fs::symlink(exe, helper).unwrap();
-        Unlink(Some(helper))
-    };
-    mount8_as_a_kernel_fs_would(&img, &mnt, "noatime,x-test.option");
+    mount8_as_a_kernel_fs_would(&img, &mnt, "noatime,nodev,nosuid,x-test.option", false);
+    let _helper = installed_for_the_test(Path::new("/sbin/mount.fuse.ufskit"));
+    mount8_as_a_kernel_fs_would(&img, &mnt, "noatime,x-test.option", true);
     let m = Mounted::new(&img, &mnt, &["ro"]);
     assert_eq!(
         std::fs::read(mnt.join("via-helper")).unwrap(),
@@ -944,7 +1012,9 @@ fn mount_helper_and_plain_umount() {
 /// options given are applied (`noatime` keeps access times);
 /// `mount -o remount,ro` refuses writes and `remount,rw` takes them again;
 /// after a plain umount(8), fsck runs at once and finds the image clean.
-fn mount8_as_a_kernel_fs_would(img: &Path, mnt: &Path, opts: &str) {
+/// ufskit's own helper also lets every user in (`allow_other`), as a
+/// kernel file system does; mount.fuse3 leaves that to the options.
+fn mount8_as_a_kernel_fs_would(img: &Path, mnt: &Path, opts: &str, own_helper: bool) {
     run(Command::new("mount")
         .args(["-t", "fuse.ufskit", "-o", opts])
         .arg(img)
@@ -961,6 +1031,7 @@ fn mount8_as_a_kernel_fs_would(img: &Path, mnt: &Path, opts: &str) {
     assert!(has("noatime"), "{fm}");
     assert_eq!(has("nosuid"), opts.contains("nosuid"), "{fm}");
     assert_eq!(has("nodev"), opts.contains("nodev"), "{fm}");
+    assert_eq!(has("allow_other"), own_helper, "{fm}");
     let df = run(Command::new("df").arg("--output=source,fstype").arg(mnt));
     let df = String::from_utf8_lossy(&df.stdout);
     assert!(

@@ -165,10 +165,10 @@ impl FsckReport {
     }
 }
 
-/// Checks (and, depending on `mode`, repairs) the UFS2 file system on `dev`.
+/// Checks (and, depending on `mode`, repairs) the file system on `dev`
+/// (UFS1 or UFS2, either byte order).
 ///
-/// Returns `Err` with kind `Incompatible` for UFS1 and big-endian images,
-/// `Corrupt` when no usable superblock exists, and `Io` for device errors.
+/// Returns `Err` with kind `Corrupt` when no usable superblock exists, and `Io` for device errors.
 /// Every inconsistency inside the file system is a [`Finding`].
 pub fn fsck(dev: &dyn BlockDevice, mode: FsckMode) -> Result<FsckReport> {
     fsck_with_progress(dev, mode, &mut |_| {})
