@@ -1364,6 +1364,38 @@ impl Session {
         Ok(())
     }
 
+    /// `renameat2(RENAME_WHITEOUT)`: `rename(from, to)`, and a whiteout
+    /// (a character device 0:0) at `from`, as overlayfs asks.
+    fn rename_whiteout(&mut self, from: &str, to: &str) -> ufs::Result<()> {
+        self.begin(format!("rename (whiteout) {from} -> {to}"));
+        let now = self.now();
+        self.claim(to);
+        self.extend_records(from, to, now);
+        let (fd, fname) = split(from);
+        let (td, tname) = split(to);
+        let (fp, tp) = (self.ino(fd)?, self.ino(td)?);
+        let replaced = self.nodes.get(to).copied();
+        self.fs.rename_whiteout(
+            fp,
+            fname.as_bytes(),
+            tp,
+            tname.as_bytes(),
+            RenameMode::Replace,
+            ROOT,
+        )?;
+        if let Some(old) = replaced {
+            self.nodes.remove(to);
+            self.dirs.remove(to);
+            if !self.nodes.values().any(|&i| i == old) {
+                self.content.remove(&old);
+            }
+        }
+        self.move_nodes(from, to);
+        let whiteout = self.fs.lookup(fp, fname.as_bytes())?;
+        self.nodes.insert(from.to_string(), whiteout.ino);
+        Ok(())
+    }
+
     /// `renameat2(RENAME_EXCHANGE)` of two names.
     fn exchange(&mut self, a: &str, b: &str) -> ufs::Result<()> {
         self.begin(format!("exchange {a} <-> {b}"));
@@ -1659,6 +1691,13 @@ fn run_rename(s: &mut Session) -> ufs::Result<()> {
     s.sync()?;
     s.rename("src/f4", "dst/f4")?;
     s.rename("dst/n1", "src/n1")?;
+    // overlayfs's rename: a whiteout stays at the old name.
+    s.rename_whiteout("src/f6", "dst/w6")?;
+    s.rename_whiteout("src/f7", "dst/f4")?; // over an existing file
+    s.mkdir("src/wd")?;
+    s.create("src/wd/f", 7000)?;
+    s.fsync("src/wd/f")?;
+    s.rename_whiteout("src/wd", "dst/wd")?; // a directory across directories
     Ok(())
 }
 

@@ -414,6 +414,7 @@ impl Filesystem for UfsFuse {
         self.serve(req, Op::Rename);
         Self::empty(
             self.svc.rename(
+                &caller(req),
                 parent.0,
                 name.as_bytes(),
                 newparent.0,

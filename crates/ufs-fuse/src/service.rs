@@ -140,6 +140,7 @@ impl Caller {
 /// `RENAME_*` flags of a RENAME2 request (Linux's values).
 pub const RENAME_NOREPLACE: u32 = 1;
 pub const RENAME_EXCHANGE: u32 = 2;
+pub const RENAME_WHITEOUT: u32 = 4;
 
 /// One entry of a directory snapshot.
 struct Snap {
@@ -934,20 +935,23 @@ impl Service {
         self.entry(self.retry_when_full(|| self.fs.symlink(to_ufs(parent), name, target, c.cred())))
     }
 
-    /// `flags`: `RENAME_NOREPLACE`, `RENAME_EXCHANGE`; anything else
-    /// (`RENAME_WHITEOUT` of overlayfs, newer flags) is EINVAL.
+    /// `flags`: `RENAME_NOREPLACE`, `RENAME_EXCHANGE`, `RENAME_WHITEOUT`
+    /// (overlayfs's upper layer; the whiteout is the caller's), with or
+    /// without `RENAME_NOREPLACE`; anything else (newer flags) is EINVAL.
     pub fn rename(
         &self,
+        c: &Caller,
         parent: u64,
         name: &[u8],
         newparent: u64,
         newname: &[u8],
         flags: u32,
     ) -> Result<(), Errno> {
-        let mode = match flags {
+        let whiteout = flags & RENAME_WHITEOUT != 0;
+        let mode = match flags & !RENAME_WHITEOUT {
             0 => RenameMode::Replace,
             RENAME_NOREPLACE => RenameMode::NoReplace,
-            RENAME_EXCHANGE => RenameMode::Exchange,
+            RENAME_EXCHANGE if !whiteout => RenameMode::Exchange,
             _ => return Err(libc::EINVAL),
         };
         let (from, to) = (to_ufs(parent), to_ufs(newparent));
@@ -966,9 +970,15 @@ impl Service {
                 moved.extend(moving(to, newname));
             }
         }
-        self.fs
-            .rename(from, name, to, newname, mode)
-            .map_err(|e| errno(&e))?;
+        if whiteout {
+            self.retry_when_full(|| {
+                self.fs
+                    .rename_whiteout(from, name, to, newname, mode, c.cred())
+            })
+        } else {
+            self.fs.rename(from, name, to, newname, mode)
+        }
+        .map_err(|e| errno(&e))?;
         for ino in moved {
             self.drop_cached_listing(ino);
         }

@@ -797,7 +797,33 @@ impl Fs {
         newname: &[u8],
         mode: RenameMode,
     ) -> Result<()> {
-        let r = self.finish(|c| Self::rename_op(c, parent, name, newparent, newname, mode));
+        let r = self.finish(|c| Self::rename_op(c, parent, name, newparent, newname, mode, None));
+        self.counted(Call::Rename, 0, r)
+    }
+
+    /// Linux's `RENAME_WHITEOUT` (overlayfs's upper layer): renames as
+    /// [`rename`](Self::rename) (`mode` Replace or NoReplace) and leaves
+    /// at the old name a whiteout, a character device 0:0 with mode 0
+    /// owned by `cred`. The old name is rewritten to point at the whiteout
+    /// (one entry changed in place), so no crash state has lost it.
+    pub fn rename_whiteout(
+        &self,
+        parent: u64,
+        name: &[u8],
+        newparent: u64,
+        newname: &[u8],
+        mode: RenameMode,
+        cred: Cred,
+    ) -> Result<()> {
+        if mode == RenameMode::Exchange {
+            return Err(Error::new(
+                ErrorKind::Invalid,
+                "RENAME_WHITEOUT cannot be combined with RENAME_EXCHANGE",
+            ));
+        }
+        let r = self.finish(|c| {
+            Self::rename_op(c, parent, name, newparent, newname, mode, Some(cred))
+        });
         self.counted(Call::Rename, 0, r)
     }
 
@@ -1129,6 +1155,7 @@ impl Fs {
         Ok(())
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn rename_op(
         c: &mut FsCore,
         parent: u64,
@@ -1136,6 +1163,7 @@ impl Fs {
         newparent: u64,
         newname: &[u8],
         mode: RenameMode,
+        whiteout: Option<Cred>,
     ) -> Result<()> {
         check_name(name)?;
         check_name(newname)?;
@@ -1233,7 +1261,7 @@ impl Fs {
         // written where the old one stands: a single chunk change replaces
         // one name with the other, so no crash state has both or neither
         // and no other order is needed (nor a link count raised).
-        if parent == newparent && dst.is_none() {
+        if parent == newparent && dst.is_none() && whiteout.is_none() {
             let mut pdi = dir_inode(c, parent)?;
             if c.dir_rename_in_place(parent, &pdi, name, newname)?
                 .is_some()
@@ -1251,6 +1279,22 @@ impl Fs {
         // it; the old name goes only once the new one is durable; counts go
         // down only after the names they counted are gone.
         let moving_dir = src_is_dir && parent != newparent;
+        // 0. A whiteout to leave behind: made (and on its way to disk)
+        //    before anything changes, so running out of inodes fails the
+        //    rename cleanly. Linux makes it as mknod(S_IFCHR | 0, 0) by
+        //    the renaming process (vfs_whiteout).
+        let whiteout_ino = match whiteout {
+            Some(cred) => {
+                let pdi = dir_inode(c, parent)?;
+                let wino = c.alloc_inode(parent, false)?;
+                let mut wdi = fresh_inode(c, wino, dinode::IFCHR, cred, &pdi)?;
+                wdi.set_nlink(1);
+                wdi.set_di_rdev(0);
+                c.write_inode(wino, &wdi)?;
+                Some(wino)
+            }
+            None => None,
+        };
         // 1. Bump the source's link count.
         let mut sdi = sdi;
         sdi.set_nlink(sdi.nlink() + 1);
@@ -1284,6 +1328,9 @@ impl Fs {
                     c.write_inode(newparent, &npdi)?;
                     sdi.set_nlink(sdi.nlink() - 1);
                     c.write_inode(src.ino, &sdi)?;
+                    if let Some(wino) = whiteout_ino {
+                        undo_create(c, wino)?;
+                    }
                     return Err(e);
                 }
             },
@@ -1305,12 +1352,18 @@ impl Fs {
                 c.write_inode(newparent, &npdi)?;
             }
         }
-        // 5. Remove the old name, once the new one is durable.
+        // 5. Remove the old name, once the new one is durable (or point it
+        //    at the whiteout: the entry changes in place).
         let mut pdi = dir_inode(c, parent)?;
         let mut new_name_there = new_name;
         new_name_there.push(covered);
-        let (_, old_name_gone) =
-            c.dir_remove(parent, &mut pdi, name, Reserve::Privileged, &new_name_there)?;
+        let old_name_gone = match whiteout_ino {
+            Some(wino) => c.dir_rewrite(parent, &pdi, name, wino, dt::DT_CHR, &new_name_there)?,
+            None => {
+                c.dir_remove(parent, &mut pdi, name, Reserve::Privileged, &new_name_there)?
+                    .1
+            }
+        };
         touch(&mut pdi, true, true, false);
         c.write_inode(parent, &pdi)?;
         let mut sdi = live_inode(c, src.ino)?;

@@ -674,3 +674,91 @@ fn security_and_trusted_attributes_have_one_name_and_are_roots() {
     m.umount();
     fsck_clean(&img);
 }
+
+/// `renameat2(RENAME_WHITEOUT)`, what overlayfs asks of its upper layer
+/// (xfstests generic/631 and the overlay group): the file moves and a
+/// whiteout, a character device 0:0 with mode 0, takes its old name, for
+/// files and for directories moving between parents, in the default
+/// (ordered) mode; `RENAME_NOREPLACE` still refuses an existing target.
+/// Then overlayfs itself on the mount: a removed and a renamed lower file
+/// leave whiteouts in the upper directory, and the image stays clean.
+#[test]
+fn rename_whiteout_for_overlayfs() {
+    use nix::fcntl::{renameat2, RenameFlags, AT_FDCWD};
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    if !needs_fuse("rename_whiteout_for_overlayfs") {
+        return;
+    }
+    let (t, img, mnt, m) = fresh_mount("64m", &[]);
+    let is_whiteout = |p: &Path| {
+        let md = std::fs::symlink_metadata(p).unwrap();
+        md.file_type().is_char_device() && md.rdev() == 0 && md.mode() & 0o7777 == 0
+    };
+    std::fs::write(mnt.join("a"), b"moved").unwrap();
+    renameat2(AT_FDCWD, &mnt.join("a"), AT_FDCWD, &mnt.join("b"), RenameFlags::RENAME_WHITEOUT)
+        .unwrap();
+    assert_eq!(std::fs::read(mnt.join("b")).unwrap(), b"moved");
+    assert!(is_whiteout(&mnt.join("a")));
+    std::fs::create_dir_all(mnt.join("d/inner")).unwrap();
+    std::fs::create_dir(mnt.join("p")).unwrap();
+    renameat2(
+        AT_FDCWD,
+        &mnt.join("d"),
+        AT_FDCWD,
+        &mnt.join("p/d2"),
+        RenameFlags::RENAME_WHITEOUT | RenameFlags::RENAME_NOREPLACE,
+    )
+    .unwrap();
+    assert!(is_whiteout(&mnt.join("d")));
+    assert!(mnt.join("p/d2/inner").is_dir());
+    assert_eq!(
+        std::fs::metadata(mnt.join("p/d2/inner/..")).unwrap().ino(),
+        std::fs::metadata(mnt.join("p/d2")).unwrap().ino()
+    );
+    std::fs::write(mnt.join("c"), b"c").unwrap();
+    let e = renameat2(
+        AT_FDCWD,
+        &mnt.join("c"),
+        AT_FDCWD,
+        &mnt.join("b"),
+        RenameFlags::RENAME_WHITEOUT | RenameFlags::RENAME_NOREPLACE,
+    )
+    .unwrap_err();
+    assert_eq!(e, nix::errno::Errno::EEXIST);
+    assert_eq!(std::fs::read(mnt.join("c")).unwrap(), b"c");
+
+    let overlay = std::fs::read_to_string("/proc/filesystems").is_ok_and(|f| f.contains("overlay"));
+    if prerequisite(overlay, "rename_whiteout_for_overlayfs", "overlayfs (modprobe overlay)") {
+        let lower = t.path().join("lower");
+        let merged = t.path().join("merged");
+        std::fs::create_dir_all(&lower).unwrap();
+        std::fs::create_dir_all(&merged).unwrap();
+        std::fs::write(lower.join("gone"), b"lower").unwrap();
+        std::fs::write(lower.join("old"), b"renamed").unwrap();
+        std::fs::create_dir_all(mnt.join("upper")).unwrap();
+        std::fs::create_dir_all(mnt.join("work")).unwrap();
+        let opts = format!(
+            "lowerdir={},upperdir={},workdir={}",
+            lower.display(),
+            mnt.join("upper").display(),
+            mnt.join("work").display()
+        );
+        run(Command::new("mount")
+            .args(["-t", "overlay", "overlay", "-o", &opts])
+            .arg(&merged));
+        std::fs::remove_file(merged.join("gone")).unwrap();
+        std::fs::rename(merged.join("old"), merged.join("new")).unwrap();
+        let names: Vec<_> = std::fs::read_dir(&merged)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["new"], "merged view");
+        assert_eq!(std::fs::read(merged.join("new")).unwrap(), b"renamed");
+        run(Command::new("umount").arg(&merged));
+        assert!(is_whiteout(&mnt.join("upper/gone")));
+        assert!(is_whiteout(&mnt.join("upper/old")));
+        assert_eq!(std::fs::read(mnt.join("upper/new")).unwrap(), b"renamed");
+    }
+    m.umount();
+    fsck_clean(&img);
+}

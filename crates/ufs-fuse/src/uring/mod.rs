@@ -259,7 +259,7 @@ pub fn dispatch(svc: &Service, h: &InHeader, op_in: &[u8], payload: &[u8]) -> Ou
                 (r.newdir, r.flags)
             };
             let n = names(payload, 2)?;
-            empty(svc.rename(node, n[0], newdir, n[1], flags))
+            empty(svc.rename(&c, node, n[0], newdir, n[1], flags))
         }
         op::LINK => {
             count(Op::Link);
