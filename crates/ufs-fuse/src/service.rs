@@ -893,6 +893,14 @@ impl Service {
         }))
     }
 
+    /// FUSE_TMPFILE (`open(O_TMPFILE)`): an unnamed regular file in
+    /// `parent`'s place; `mode` and `umask` as a create's.
+    pub fn tmpfile(&self, c: &Caller, parent: u64, mode: u32, umask: u32) -> Result<Attr, Errno> {
+        let parent = to_ufs(parent);
+        let umask = self.acls.then_some(umask);
+        self.entry(self.retry_when_full(|| self.fs.tmpfile(parent, mode, umask, c.cred())))
+    }
+
     pub fn mkdir(
         &self,
         c: &Caller,

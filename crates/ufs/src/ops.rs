@@ -475,6 +475,36 @@ impl Fs {
         )
     }
 
+    fn tmpfile_op(
+        c: &mut FsCore,
+        parent: u64,
+        mode: u32,
+        umask: Option<u32>,
+        cred: Cred,
+    ) -> Result<Attr> {
+        c.check_writable()?;
+        let pdi = dir_inode(c, parent)?;
+        may_enter(&pdi)?;
+        let (mode, acls) =
+            acl::inherit(c, parent, &pdi, dinode::IFREG | (mode as u16 & 0o7777), umask)?;
+        let ino = c.alloc_inode(parent, false)?;
+        let mut di = fresh_inode(c, ino, mode, cred, &pdi)?;
+        di.set_nlink(0);
+        let r = if acls.is_empty() {
+            Ok(())
+        } else {
+            let area = ufs_format::extattr::encode_area(c.g.v.endian, &acls);
+            c.replace_ext_area(ino, &mut di, &area, cred.reserve())
+        };
+        c.write_inode(ino, &di)?;
+        if let Err(e) = r {
+            undo_create(c, ino)?;
+            return Err(e);
+        }
+        c.orphans.insert(ino);
+        attr_of(ino, &di, c.g.bsize)
+    }
+
     fn mkdir_op(
         c: &mut FsCore,
         parent: u64,
@@ -771,6 +801,17 @@ impl Fs {
 
     pub fn symlink(&self, parent: u64, name: &[u8], target: &[u8], cred: Cred) -> Result<Attr> {
         let r = self.finish(|c| Self::symlink_op(c, parent, name, target, cred));
+        self.counted(Call::Create, 0, r)
+    }
+
+    /// Linux's `O_TMPFILE`: a regular file in no directory, placed as a
+    /// file of `parent` would be, mode and ACLs from it as a create's. It
+    /// has no link: it lives while the kernel holds it (an orphan, as an
+    /// open file whose last name went), and [`link`](Self::link) can give
+    /// it a name (`linkat` of the descriptor). A crash before that leaves
+    /// an unreferenced inode, which fsck's preen frees.
+    pub fn tmpfile(&self, parent: u64, mode: u32, umask: Option<u32>, cred: Cred) -> Result<Attr> {
+        let r = self.finish(|c| Self::tmpfile_op(c, parent, mode, umask, cred));
         self.counted(Call::Create, 0, r)
     }
 
@@ -1082,6 +1123,10 @@ impl Fs {
         may_enter(&pdi)?;
         may_change(&di)?;
         // Raise the count first so a crash leaves it too high, never too low.
+        // An inode with no link (an O_TMPFILE file) stops being an orphan.
+        if di.nlink() == 0 {
+            c.orphans.remove(&ino);
+        }
         di.set_nlink(di.nlink() + 1);
         touch(&mut di, false, true, false);
         c.write_inode(ino, &di)?;

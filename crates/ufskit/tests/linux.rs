@@ -762,3 +762,87 @@ fn rename_whiteout_for_overlayfs() {
     m.umount();
     fsck_clean(&img);
 }
+
+/// `open(O_TMPFILE)` (xfstests generic/004, 509, 530; overlayfs's copy-up
+/// and `linkat`-based atomic file creation use it): an unnamed file in the
+/// directory's file system, with no link and no entry, which `linkat` of
+/// the descriptor names (unless opened `O_EXCL`) and whose space comes
+/// back when it is closed unnamed. FUSE sends it as FUSE_TMPFILE, which the
+/// mount serves on its io_uring transport (Linux 6.14+, as root); without
+/// it the kernel answers EOPNOTSUPP, as for any file system lacking it.
+#[test]
+fn o_tmpfile_is_unnamed_until_linked() {
+    use std::io::Write;
+    use std::os::unix::fs::MetadataExt;
+    if !needs_fuse("o_tmpfile_is_unnamed_until_linked") {
+        return;
+    }
+    let (_t, img, mnt, m) = fresh_mount("64m", &[]);
+    let uring = Path::new("/sys/module/fuse/parameters/enable_uring").exists();
+    let open_tmp = |extra: i32| -> std::io::Result<std::fs::File> {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_TMPFILE | extra)
+            .mode(0o640)
+            .open(&mnt)
+    };
+    let linkat = |f: &std::fs::File, name: &str| -> std::io::Result<()> {
+        let proc_path = format!("/proc/self/fd/{}", f.as_raw_fd());
+        nix::unistd::linkat(
+            nix::fcntl::AT_FDCWD,
+            proc_path.as_str(),
+            nix::fcntl::AT_FDCWD,
+            &mnt.join(name),
+            nix::fcntl::AtFlags::AT_SYMLINK_FOLLOW,
+        )
+        .map_err(std::io::Error::from)
+    };
+    let free = || {
+        let s = nix::sys::statvfs::statvfs(&mnt).unwrap();
+        s.blocks_free() as u64 * s.fragment_size() as u64
+    };
+    let mut f = match open_tmp(0) {
+        Ok(f) => f,
+        Err(e) if !uring => {
+            assert_eq!(e.raw_os_error(), Some(libc::EOPNOTSUPP), "{e}");
+            m.umount();
+            fsck_clean(&img);
+            return;
+        }
+        Err(e) => panic!("O_TMPFILE on the io_uring transport: {e}"),
+    };
+    f.write_all(b"written unnamed").unwrap();
+    let md = f.metadata().unwrap();
+    assert_eq!(md.nlink(), 0);
+    assert!(md.is_file());
+    assert_eq!(md.mode() & 0o7777 & !0o640, 0, "mode {:o} beyond 0640", md.mode());
+    assert_eq!(std::fs::read_dir(&mnt).unwrap().count(), 1, "only .snap is listed");
+    linkat(&f, "named").unwrap();
+    assert_eq!(std::fs::read(mnt.join("named")).unwrap(), b"written unnamed");
+    assert_eq!(std::fs::metadata(mnt.join("named")).unwrap().ino(), md.ino());
+    assert_eq!(f.metadata().unwrap().nlink(), 1);
+    drop(f);
+
+    // O_EXCL: never to be named.
+    let g = open_tmp(libc::O_EXCL).unwrap();
+    let e = linkat(&g, "never").unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::ENOENT), "{e}");
+    drop(g);
+
+    // An unnamed file's blocks come back when it is closed.
+    let before = free();
+    let mut h = open_tmp(0).unwrap();
+    h.write_all(&vec![7u8; 4 << 20]).unwrap();
+    h.sync_all().unwrap();
+    assert!(free() + (3 << 20) < before, "4 MiB written: {} -> {}", before, free());
+    drop(h);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while free() + (1 << 20) < before && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(free() + (1 << 20) >= before, "space of a closed unnamed file: {} of {}", free(), before);
+    m.umount();
+    fsck_clean(&img);
+}

@@ -43,6 +43,7 @@ pub mod op {
     pub const RENAME2: u32 = 45;
     pub const FALLOCATE: u32 = 43;
     pub const LSEEK: u32 = 46;
+    pub const TMPFILE: u32 = 51;
     pub const IOCTL: u32 = 39;
     pub const SETXATTR: u32 = 21;
     pub const GETXATTR: u32 = 22;

@@ -411,6 +411,22 @@ pub fn dispatch(svc: &Service, h: &InHeader, op_in: &[u8], payload: &[u8]) -> Ou
             );
             Ok(out)
         }
+        op::TMPFILE => {
+            // As CREATE's, with a name ("/") that names nothing.
+            count(Op::Create);
+            let ci: CreateIn = arg(op_in)?;
+            let a = svc.tmpfile(&c, node, ci.mode, ci.umask)?;
+            let mut out = entry_out(&a).as_bytes().to_vec();
+            out.extend_from_slice(
+                OpenOut {
+                    fh: 0,
+                    open_flags: svc.open_reply_flags(ci.flags),
+                    backing_id: 0,
+                }
+                .as_bytes(),
+            );
+            Ok(out)
+        }
         op::FALLOCATE => {
             count(Op::Fallocate);
             let f: FallocateIn = arg(op_in)?;
