@@ -21,6 +21,7 @@ pub mod control;
 pub mod cpulatency;
 mod devfuse;
 mod doorbell;
+mod fresh_bind;
 pub mod handoff;
 mod mountinfo;
 pub mod pressure;
@@ -607,14 +608,27 @@ pub fn mount_again(
         ));
     }
     let none = None::<&str>;
-    mount(Some(&first.mount_point), dir, none, MsFlags::MS_BIND, none).map_err(|e| {
-        format!(
-            "cannot mount {} on {}: {}",
-            image.display(),
-            dir.display(),
-            e.desc()
-        )
-    })?;
+    // As a fresh mount: in no peer group of the first mount's.
+    match fresh_bind::mount_clone_private(&first.mount_point, dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::Unsupported => {
+            mount(Some(&first.mount_point), dir, none, MsFlags::MS_BIND, none).map_err(|e| {
+                format!(
+                    "cannot mount {} on {}: {}",
+                    image.display(),
+                    dir.display(),
+                    e.desc()
+                )
+            })?
+        }
+        Err(e) => {
+            return Err(format!(
+                "cannot mount {} on {}: {e}",
+                image.display(),
+                dir.display()
+            ))
+        }
+    }
     // The flags of this mount (a bind takes none of its own): as asked,
     // and never fewer restrictions than the first mount has.
     let here = KernelFlags {

@@ -846,3 +846,54 @@ fn o_tmpfile_is_unnamed_until_linked() {
     m.umount();
     fsck_clean(&img);
 }
+
+/// A second mount of a mounted image is a new mount, as a kernel file
+/// system's is, not a peer of the first (xfstests generic/409-411, shared
+/// subtrees): with the first mount shared, a mount under the second does
+/// not appear under the first, and the second is in no group of the
+/// first's.
+#[test]
+fn a_second_mount_is_no_peer_of_the_first() {
+    if !needs_fuse("a_second_mount_is_no_peer_of_the_first") {
+        return;
+    }
+    let (t, img, one, m) = fresh_mount("64m", &[]);
+    std::fs::create_dir(one.join("sub")).unwrap();
+    run(Command::new("mount").arg("--make-shared").arg(&one));
+    let two = t.path().join("two");
+    let second = Mounted::new(&img, &two, &[]);
+    run(Command::new("mount")
+        .args(["-t", "tmpfs", "tmpfs"])
+        .arg(two.join("sub")));
+    std::fs::write(two.join("sub/on-tmpfs"), b"t").unwrap();
+    assert!(
+        !one.join("sub/on-tmpfs").exists(),
+        "a mount under the second mount propagated to the first"
+    );
+    // The optional fields of /proc/self/mountinfo: `shared:N` names the
+    // peer group.
+    let groups = |dir: &Path| -> Vec<String> {
+        let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+        let line = info
+            .lines()
+            .rfind(|l| l.split(' ').nth(4) == Some(dir.to_str().unwrap()))
+            .unwrap_or_else(|| panic!("{} not in mountinfo", dir.display()))
+            .to_string();
+        line.split(' ')
+            .skip(6)
+            .take_while(|f| *f != "-")
+            .filter(|f| f.starts_with("shared:"))
+            .map(str::to_string)
+            .collect()
+    };
+    let first_group = groups(&one);
+    assert_eq!(first_group.len(), 1, "the first mount is shared");
+    assert!(
+        !groups(&two).contains(&first_group[0]),
+        "the second mount joined the first's peer group"
+    );
+    run(Command::new("umount").arg(two.join("sub")));
+    second.umount();
+    m.umount();
+    fsck_clean(&img);
+}
