@@ -88,18 +88,22 @@ const NEWFS_VALUED: &str = "bfimoghecksLOB";
 ///
 ///   mkfs.fuse.ufskit [-V] [-q] [-F] [NEWFS OPTIONS] DEVICE [BLOCKS]
 ///
-/// is `ufskit newfs [NEWFS OPTIONS] [-s BLOCKSk] DEVICE`: the options are
-/// newfs's (FreeBSD's letters), BLOCKS counts 1 KiB blocks as mke2fs's
-/// does, `-V`/`-v` (verbose), `-q` (quiet) and `-F` (force: newfs never
-/// asks) need nothing.
+/// is `ufskit newfs --ask [NEWFS OPTIONS] [-s BLOCKSk] DEVICE`: the
+/// options are newfs's (FreeBSD's letters), BLOCKS counts 1 KiB blocks as
+/// mke2fs's does; a file system already on DEVICE is written over only
+/// when the answer on stdin is yes (`--ask`), or with `-F` (force), as
+/// Linux's mkfs tools do; `-V`/`-v` (verbose) and `-q` (quiet) need
+/// nothing.
 fn mkfs_args(a: &[OsString]) -> Vec<OsString> {
     let mut opts: Vec<OsString> = Vec::new();
     let mut positional: Vec<OsString> = Vec::new();
+    let mut force = false;
     let mut it = a[1..].iter();
     while let Some(arg) = it.next() {
         let s = arg.to_string_lossy();
         match s.as_ref() {
-            "-V" | "-v" | "-q" | "-F" => {}
+            "-V" | "-v" | "-q" => {}
+            "-F" => force = true,
             "--" => positional.extend(it.by_ref().cloned()),
             _ if s.starts_with("--") => {
                 // Long options: --seed N and --time N take a value.
@@ -119,6 +123,9 @@ fn mkfs_args(a: &[OsString]) -> Vec<OsString> {
         }
     }
     let mut out: Vec<OsString> = vec!["ufskit".into(), "newfs".into()];
+    if !force {
+        out.push("--ask".into());
+    }
     out.extend(opts);
     if positional.len() == 2 {
         let blocks = positional.pop().unwrap();
@@ -195,9 +202,9 @@ mod tests {
         let a = v(&["mkfs.fuse.ufskit", "-b", "8192", "-O1", "-q", "/dev/loop3", "1048576"]);
         assert_eq!(
             mkfs_args(&a),
-            v(&["ufskit", "newfs", "-b", "8192", "-O1", "-s", "1048576k", "/dev/loop3"])
+            v(&["ufskit", "newfs", "--ask", "-b", "8192", "-O1", "-s", "1048576k", "/dev/loop3"])
         );
-        let a = v(&["mkfs.fuse.ufskit", "-V", "--", "img"]);
+        let a = v(&["mkfs.fuse.ufskit", "-V", "-F", "--", "img"]);
         assert_eq!(mkfs_args(&a), v(&["ufskit", "newfs", "img"]));
     }
 

@@ -206,6 +206,12 @@ struct NewfsArgs {
     /// Timestamp (seconds since the epoch) for reproducible images.
     #[arg(long)]
     time: Option<i64>,
+    /// Ask on standard input before writing over a file system found on
+    /// TARGET (UFS, or any type blkid knows), and refuse unless the answer
+    /// is yes, as Linux's mkfs tools do; what `mkfs -t fuse.ufskit` runs
+    /// unless given -F. (FreeBSD's newfs, and newfs without this, never ask.)
+    #[arg(long)]
+    ask: bool,
     /// Image file or block device.
     target: PathBuf,
 }
@@ -339,6 +345,51 @@ pub(crate) fn parse_size(s: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("size '{s}' is too large"))
 }
 
+/// The file system `target` holds, if any: UFS as ufskit reads it, else
+/// what blkid's low-level probe (`blkid -p`, util-linux) names.
+fn existing_file_system(target: &Path) -> Option<String> {
+    if let Ok(dev) = ufs::dev::FileDevice::open(target, false) {
+        if let Ok((_, g, _)) = ufs::fs::read_superblock(&dev) {
+            return Some(format!("UFS ({})", g.v.describe()));
+        }
+    }
+    let out = std::process::Command::new("blkid")
+        .args(["-p", "-o", "value", "-s", "TYPE"])
+        .arg(target)
+        .output()
+        .ok()?;
+    let kind = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    (out.status.success() && !kind.is_empty()).then_some(kind)
+}
+
+/// Asks whether to write over the `kind` file system on `target`,
+/// reading the answer from stdin (`yes | mkfs ...` answers). The question
+/// is shown on a terminal only, so a piped yes leaves no trace on stderr.
+fn confirm_overwrite(target: &Path, kind: &str) -> Result<(), String> {
+    use std::io::{IsTerminal, Write};
+    let terminal = std::io::stdin().is_terminal();
+    if terminal {
+        eprint!(
+            "{} holds a {kind} file system; make a new one over it? [y/N] ",
+            target.display()
+        );
+        let _ = std::io::stderr().flush();
+    }
+    let mut line = String::new();
+    let _ = std::io::stdin().read_line(&mut line);
+    let answer = line.trim().to_ascii_lowercase();
+    if answer == "y" || answer == "yes" {
+        return Ok(());
+    }
+    if terminal && line.is_empty() {
+        eprintln!();
+    }
+    Err(format!(
+        "{} holds a {kind} file system and was left as it is: answer y, or give -F to mkfs",
+        target.display()
+    ))
+}
+
 fn parse_optim(s: &str) -> Result<i32, String> {
     match s {
         "time" => Ok(ufs_format::FS_OPTTIME),
@@ -445,6 +496,11 @@ fn cmd_newfs(a: NewfsArgs) -> Result<(), String> {
                 .map_err(|e| e.to_string())?;
             f.set_len(sz)
                 .map_err(|e| format!("cannot grow {}: {e}", a.target.display()))?;
+        }
+    }
+    if a.ask && !created && partition.is_none() {
+        if let Some(kind) = existing_file_system(&a.target) {
+            confirm_overwrite(&a.target, &kind)?;
         }
     }
     let bar = progress::bar(0, "cylinder groups");

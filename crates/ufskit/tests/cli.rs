@@ -894,7 +894,8 @@ fn installed_for_the_test(path: &'static Path) -> impl Drop {
 /// mkfs(8) and fsck(8) with the mount's type, as suites and fstab's fsck
 /// pass use them (xfstests with `FSTYP=fuse.ufskit` makes and checks its
 /// scratch device this way): `mkfs -t fuse.ufskit DEV [BLOCKS]` makes a
-/// file system of that many KiB with newfs's options; `fsck -t
+/// file system of that many KiB with newfs's options, and asks before
+/// writing over one that is there (unless -F); `fsck -t
 /// fuse.ufskit` (whose helper is picked by blkid's type, `ufs`) checks
 /// it, exiting with fsck(8)'s codes: 0 clean, 4 errors left by `-n`,
 /// 1 errors corrected by `-y`.
@@ -923,6 +924,35 @@ fn mkfs_and_fsck_by_the_mount_type() {
     assert!(dumpfs.contains("UFS1"), "{dumpfs}");
     assert!(dumpfs.contains("bsize\t8192"), "{dumpfs}");
     assert!(dumpfs.contains("\tsize\t65536\t"), "{dumpfs}");
+    // A file system is there now: mkfs asks before writing over it, and
+    // without a yes (stdin at its end) leaves it alone; `yes |` or -F go on.
+    let mkfs_again = |args: &[&str], answer: &[u8]| {
+        let mut c = Command::new("mkfs")
+            .args(["-t", "fuse.ufskit"])
+            .args(args)
+            .arg(&img)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        c.stdin.take().unwrap().write_all(answer).unwrap();
+        c.wait_with_output().unwrap()
+    };
+    let o = mkfs_again(&["-b", "16384"], b"");
+    assert!(!o.status.success(), "{o:?}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("holds a UFS (UFS1") && err.contains("-F"), "{err}");
+    let o = mkfs_again(&["-b", "16384"], b"n\n");
+    assert!(!o.status.success(), "{o:?}");
+    let kept = run(ufskit().args(["dumpfs", "-s"]).arg(&img));
+    assert!(String::from_utf8_lossy(&kept.stdout).contains("bsize\t8192"));
+    let o = mkfs_again(&["-O", "1", "-b", "8192", "-f", "1024"], b"y\n");
+    assert!(o.status.success(), "{o:?}");
+    let o = mkfs_again(&["-F", "-O", "1", "-b", "8192", "-f", "1024"], b"");
+    assert!(o.status.success(), "{o:?}");
+    let dumpfs = run(ufskit().args(["dumpfs", "-s"]).arg(&img));
+    assert!(String::from_utf8_lossy(&dumpfs.stdout).contains("bsize\t8192"));
     let fsck = |opt: &str| {
         Command::new("fsck")
             .args(["-t", "fuse.ufskit", opt])
