@@ -243,6 +243,8 @@ pub struct DirItem<'a> {
 /// The state of one mount's FUSE service over its engine.
 pub struct Service {
     pub(crate) fs: Arc<Fs>,
+    /// UFS2 (its inodes keep a birth time; UFS1's do not).
+    has_birthtime: bool,
     /// Snapshots of directories being listed, by the handle in the upper
     /// half of their cookies (see [`Service::readdir`]).
     dirs: Mutex<Listings>,
@@ -440,6 +442,7 @@ impl Service {
     pub fn new(fs: Arc<Fs>, writeback: bool, follow_clients: bool) -> Self {
         let requests = Arc::new(Requests::default());
         Service {
+            has_birthtime: !fs.variant().is_ufs1(),
             fs,
             dirs: Mutex::new(Listings::default()),
             next_fh: AtomicU64::new(1),
@@ -683,6 +686,11 @@ impl Service {
     /// `with_handle`: the kernel asks on behalf of an open file (a write
     /// with write-back caching asks this way after its file ran out of
     /// space, see [`Service::write`]).
+    /// Whether files have a birth time to report (statx's btime).
+    pub fn has_birthtime(&self) -> bool {
+        self.has_birthtime
+    }
+
     pub fn getattr(&self, nodeid: u64, with_handle: bool) -> Result<Attr, Errno> {
         let ino = to_ufs(nodeid);
         if self.writeback && with_handle && lock(&self.out_of_space).remove(&ino) {

@@ -334,6 +334,10 @@ impl Fs {
     pub fn block_size(&self) -> u64 {
         self.lock().g.bsize
     }
+    /// UFS1 or UFS2, and the byte order.
+    pub fn variant(&self) -> ufs_format::Variant {
+        self.lock().g.v
+    }
 
     pub fn getattr(&self, ino: u64) -> Result<Attr> {
         let r = (|| {

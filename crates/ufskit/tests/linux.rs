@@ -897,3 +897,54 @@ fn a_second_mount_is_no_peer_of_the_first() {
     m.umount();
     fsck_clean(&img);
 }
+
+/// statx's birth time (`stat` prints it as "Birth", `ls --time=birth`):
+/// UFS2 keeps one per inode (`di_birthtime`), set at creation and never
+/// changed by writes, `touch` or renames; the mount gives it through
+/// FUSE_STATX on its io_uring transport. UFS1 inodes have none, and a
+/// UFS1 mount says so (no STATX_BTIME), as ext2 does.
+#[test]
+fn birth_time_through_statx() {
+    use std::io::Write;
+    if !needs_fuse("birth_time_through_statx") {
+        return;
+    }
+    let uring = Path::new("/sys/module/fuse/parameters/enable_uring").exists();
+    let (t, img, mnt, m) = fresh_mount("64m", &[]);
+    let before = std::time::SystemTime::now() - std::time::Duration::from_secs(1);
+    std::fs::write(mnt.join("f"), b"born").unwrap();
+    let after = std::time::SystemTime::now() + std::time::Duration::from_secs(1);
+    match std::fs::metadata(mnt.join("f")).unwrap().created() {
+        Ok(born) => {
+            assert!(before <= born && born <= after, "{born:?} not at creation");
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            run(Command::new("touch")
+                .args(["-d", "2001-01-01"])
+                .arg(mnt.join("f")));
+            std::fs::OpenOptions::new()
+                .append(true)
+                .open(mnt.join("f"))
+                .unwrap()
+                .write_all(b" again")
+                .unwrap();
+            std::fs::rename(mnt.join("f"), mnt.join("g")).unwrap();
+            drop_caches();
+            let md = std::fs::metadata(mnt.join("g")).unwrap();
+            assert_eq!(md.created().unwrap(), born, "birth time changed");
+            assert!(md.modified().unwrap() > born);
+        }
+        Err(e) => assert!(!uring, "no birth time on the io_uring transport: {e}"),
+    }
+    m.umount();
+    fsck_clean(&img);
+
+    let old = t.path().join("ufs1");
+    run(ufskit().args(["newfs", "-O", "1", "-s", "32m"]).arg(&old));
+    let mnt1 = t.path().join("m1");
+    let m1 = Mounted::new(&old, &mnt1, &[]);
+    std::fs::write(mnt1.join("f"), b"no birth").unwrap();
+    let e = std::fs::metadata(mnt1.join("f")).unwrap().created().unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::Unsupported, "{e}");
+    m1.umount();
+    fsck_clean(&old);
+}

@@ -44,6 +44,7 @@ pub mod op {
     pub const FALLOCATE: u32 = 43;
     pub const LSEEK: u32 = 46;
     pub const TMPFILE: u32 = 51;
+    pub const STATX: u32 = 52;
     pub const IOCTL: u32 = 39;
     pub const SETXATTR: u32 = 21;
     pub const GETXATTR: u32 = 22;
@@ -140,6 +141,64 @@ pub struct AttrOut {
     pub attr_valid_nsec: u32,
     pub dummy: u32,
     pub attr: FuseAttr,
+}
+
+/// `struct fuse_statx_in` (Linux 6.6+).
+#[derive(Debug, Clone, Copy, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[repr(C)]
+pub struct StatxIn {
+    pub getattr_flags: u32,
+    pub reserved: u32,
+    pub fh: u64,
+    pub sx_flags: u32,
+    pub sx_mask: u32,
+}
+
+/// `struct fuse_sx_time`.
+#[derive(Debug, Clone, Copy, Default, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[repr(C)]
+pub struct SxTime {
+    pub tv_sec: i64,
+    pub tv_nsec: u32,
+    pub reserved: i32,
+}
+
+/// `struct fuse_statx`.
+#[derive(Debug, Clone, Copy, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[repr(C)]
+pub struct FuseStatx {
+    pub mask: u32,
+    pub blksize: u32,
+    pub attributes: u64,
+    pub nlink: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub mode: u16,
+    pub spare0: u16,
+    pub ino: u64,
+    pub size: u64,
+    pub blocks: u64,
+    pub attributes_mask: u64,
+    pub atime: SxTime,
+    pub btime: SxTime,
+    pub ctime: SxTime,
+    pub mtime: SxTime,
+    pub rdev_major: u32,
+    pub rdev_minor: u32,
+    pub dev_major: u32,
+    pub dev_minor: u32,
+    pub spare2: [u64; 14],
+}
+
+/// `struct fuse_statx_out`.
+#[derive(Debug, Clone, Copy, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[repr(C)]
+pub struct StatxOut {
+    pub attr_valid: u64,
+    pub attr_valid_nsec: u32,
+    pub flags: u32,
+    pub spare: [u64; 2],
+    pub stat: FuseStatx,
 }
 
 /// `struct fuse_getattr_in`.
@@ -446,3 +505,8 @@ const _: () = {
     assert!(size_of::<RingEntInOut>() == 32);
     assert!(size_of::<RingCmdReq>() == 24);
 };
+
+// The kernel's sizes (include/uapi/linux/fuse.h).
+const _: () = assert!(std::mem::size_of::<FuseStatx>() == 256);
+const _: () = assert!(std::mem::size_of::<StatxOut>() == 288);
+const _: () = assert!(std::mem::size_of::<StatxIn>() == 24);
