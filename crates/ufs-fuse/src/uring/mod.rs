@@ -1531,11 +1531,38 @@ mod tests {
         )
         .unwrap();
         assert!(dispatch(&svc, &header(op::LOOKUP, 1), &[], b"moved\0").is_ok());
-        let bad = Rename2In { flags: 4, ..r2 };
+        let bad = Rename2In { flags: 8, ..r2 };
         assert_eq!(
             dispatch(&svc, &header(op::RENAME2, 1), bad.as_bytes(), b"moved\0x\0"),
             Err(libc::EINVAL)
         );
+        // RENAME_WHITEOUT: a character device 0:0 takes the old name.
+        let wh = Rename2In { flags: 4, ..r2 };
+        dispatch(&svc, &header(op::RENAME2, 1), wh.as_bytes(), b"moved\0x\0").unwrap();
+        let w = entry_of(&dispatch(&svc, &header(op::LOOKUP, 1), &[], b"moved\0").unwrap());
+        assert_eq!((w.attr.mode, w.attr.rdev), (libc::S_IFCHR, 0));
+        // STATX: the attributes with the birth time (UFS2).
+        let sx = StatxIn {
+            getattr_flags: 0,
+            reserved: 0,
+            fh: 0,
+            sx_flags: 0,
+            sx_mask: 0xfff,
+        };
+        let out = dispatch(&svc, &header(op::STATX, 1), sx.as_bytes(), &[]).unwrap();
+        let st = StatxOut::read_from_prefix(&out).unwrap().0.stat;
+        assert_eq!(st.mask, 0xfff);
+        assert_eq!(u32::from(st.mode) & libc::S_IFMT, libc::S_IFDIR);
+        assert!(st.btime.tv_sec > 0);
+        // TMPFILE: an entry with no link.
+        let ci = CreateIn {
+            flags: libc::O_RDWR as u32,
+            mode: 0o600,
+            umask: 0,
+            open_flags: 0,
+        };
+        let out = dispatch(&svc, &header(op::TMPFILE, 1), ci.as_bytes(), b"/\0").unwrap();
+        assert_eq!(entry_of(&out).attr.nlink, 0);
         // Truncated arguments are EIO, not a panic; unserved opcodes ENOSYS.
         assert_eq!(
             dispatch(&svc, &header(op::SETATTR, 1), &[0; 8], &[]),
