@@ -671,6 +671,29 @@ impl Filesystem for UfsFuse {
         }
     }
 
+    fn copy_file_range(
+        &self,
+        req: &Request,
+        ino_in: INodeNo,
+        _fh_in: FileHandle,
+        offset_in: u64,
+        ino_out: INodeNo,
+        _fh_out: FileHandle,
+        offset_out: u64,
+        len: u64,
+        _flags: fuser::CopyFileRangeFlags,
+        reply: ReplyWrite,
+    ) {
+        self.serve(req, Op::CopyFileRange);
+        match self
+            .svc
+            .copy_file_range(&caller(req), ino_in.0, offset_in, ino_out.0, offset_out, len)
+        {
+            Ok(n) => reply.written(u32::try_from(n).unwrap_or(u32::MAX)),
+            Err(e) => reply.error(err(e)),
+        }
+    }
+
     fn lseek(
         &self,
         req: &Request,

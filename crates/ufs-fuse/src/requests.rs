@@ -41,9 +41,10 @@ pub enum Op {
     Removexattr,
     Fallocate,
     Lseek,
+    CopyFileRange,
 }
 
-const N: usize = Op::Lseek as usize + 1;
+const N: usize = Op::CopyFileRange as usize + 1;
 
 const NAMES: [&str; N] = [
     "lookup",
@@ -77,6 +78,7 @@ const NAMES: [&str; N] = [
     "removexattr",
     "fallocate",
     "lseek",
+    "copy_file_range",
 ];
 
 #[derive(Debug, Default)]

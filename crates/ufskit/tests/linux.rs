@@ -948,3 +948,73 @@ fn birth_time_through_statx() {
     m1.umount();
     fsck_clean(&old);
 }
+
+/// `copy_file_range(2)` between two files of the mount is done by the
+/// daemon (FUSE_COPY_FILE_RANGE): the data is read and written inside it,
+/// with no READ or WRITE request for it; the copy equals the source, a
+/// copy onto the middle of an existing file changes only that range, and
+/// zeros past the destination's end stay a hole (xfstests generic/430-434
+/// exercise the call).
+#[test]
+fn copy_file_range_is_done_by_the_daemon() {
+    use std::os::unix::fs::MetadataExt;
+    if !needs_fuse("copy_file_range_is_done_by_the_daemon") {
+        return;
+    }
+    let (_t, img, mnt, m) = fresh_mount("128m", &[]);
+    let requests = |op: &str| {
+        let out = run(ufskit().args(["stats", "--json"]).arg(&mnt));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["fuse_requests"]["by_op"][op].as_u64().unwrap_or(0)
+    };
+    // 6 MiB of data, then 10 MiB of hole.
+    let data: Vec<u8> = (0..6u32 << 20).map(|i| (i * 2_654_435_761u32 >> 24) as u8).collect();
+    std::fs::write(mnt.join("src"), &data).unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(mnt.join("src"))
+        .unwrap()
+        .set_len(16 << 20)
+        .unwrap();
+    drop_caches();
+    let (reads, writes, copies) = (requests("read"), requests("write"), requests("copy_file_range"));
+    let src = std::fs::File::open(mnt.join("src")).unwrap();
+    let dst = std::fs::File::create(mnt.join("dst")).unwrap();
+    let mut copied = 0usize;
+    loop {
+        let n = nix::fcntl::copy_file_range(&src, None, &dst, None, 64 << 20).unwrap();
+        if n == 0 {
+            break;
+        }
+        copied += n;
+    }
+    assert_eq!(copied, 16 << 20);
+    assert!(requests("copy_file_range") > copies, "no COPY_FILE_RANGE request");
+    assert_eq!(requests("read"), reads, "data went through READ");
+    assert_eq!(requests("write"), writes, "data went through WRITE");
+    drop(dst);
+    drop_caches();
+    let got = std::fs::read(mnt.join("dst")).unwrap();
+    assert_eq!(got.len(), 16 << 20);
+    assert!(got[..6 << 20] == data[..], "copied data differs");
+    assert!(got[6 << 20..].iter().all(|&b| b == 0));
+    let md = std::fs::metadata(mnt.join("dst")).unwrap();
+    assert!(md.blocks() * 512 < 8 << 20, "the hole was filled: {} bytes", md.blocks() * 512);
+
+    // Onto the middle of an existing file: only that range changes.
+    std::fs::write(mnt.join("mid"), vec![0xeeu8; 3 << 20]).unwrap();
+    let mid = std::fs::File::options().write(true).open(mnt.join("mid")).unwrap();
+    let (mut off_in, mut off_out) = (100i64, (1 << 20) as i64);
+    let n = nix::fcntl::copy_file_range(&src, Some(&mut off_in), &mid, Some(&mut off_out), 4096)
+        .unwrap();
+    assert_eq!(n, 4096);
+    drop(mid);
+    let got = std::fs::read(mnt.join("mid")).unwrap();
+    assert_eq!(got.len(), 3 << 20);
+    assert!(got[..1 << 20].iter().all(|&b| b == 0xee));
+    assert!(got[1 << 20..(1 << 20) + 4096] == data[100..4196]);
+    assert!(got[(1 << 20) + 4096..].iter().all(|&b| b == 0xee));
+    drop(src);
+    m.umount();
+    fsck_clean(&img);
+}

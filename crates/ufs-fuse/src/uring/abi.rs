@@ -45,6 +45,7 @@ pub mod op {
     pub const LSEEK: u32 = 46;
     pub const TMPFILE: u32 = 51;
     pub const STATX: u32 = 52;
+    pub const COPY_FILE_RANGE: u32 = 47;
     pub const IOCTL: u32 = 39;
     pub const SETXATTR: u32 = 21;
     pub const GETXATTR: u32 = 22;
@@ -379,6 +380,19 @@ pub struct FallocateIn {
     pub length: u64,
     pub mode: u32,
     pub padding: u32,
+}
+
+/// `struct fuse_copy_file_range_in`.
+#[derive(Debug, Clone, Copy, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[repr(C)]
+pub struct CopyFileRangeIn {
+    pub fh_in: u64,
+    pub off_in: u64,
+    pub nodeid_out: u64,
+    pub fh_out: u64,
+    pub off_out: u64,
+    pub len: u64,
+    pub flags: u64,
 }
 
 /// `struct fuse_lseek_in`.

@@ -502,6 +502,19 @@ pub fn dispatch(svc: &Service, h: &InHeader, op_in: &[u8], payload: &[u8]) -> Ou
             let f: FallocateIn = arg(op_in)?;
             empty(svc.fallocate(&c, node, f.offset, f.length, f.mode as i32))
         }
+        op::COPY_FILE_RANGE => {
+            count(Op::CopyFileRange);
+            let r: CopyFileRangeIn = arg(op_in)?;
+            svc.copy_file_range(&c, node, r.off_in, r.nodeid_out, r.off_out, r.len)
+                .map(|n| {
+                    WriteOut {
+                        size: u32::try_from(n).unwrap_or(u32::MAX),
+                        padding: 0,
+                    }
+                    .as_bytes()
+                    .to_vec()
+                })
+        }
         op::LSEEK => {
             count(Op::Lseek);
             let l: LseekIn = arg(op_in)?;
