@@ -1,103 +1,134 @@
 #!/usr/bin/env bash
-# The test suite: installs what it needs, builds, runs every test.
-set -euo pipefail
+# The test suite: installs what it needs, builds, runs every test and every
+# end-to-end step, goes on after a failure, and ends with one line counting
+# them all: "N passed, N failed, N skipped" (exit 1 on any failure). Each
+# run keeps its scratch files in a directory of its own (printed at the
+# start), so two runs at once do not meet.
+set -uo pipefail
 cd "$(dirname "$0")/.."
-scripts/deps.sh
-cargo build --release --workspace
+scripts/deps.sh || exit 1
+work=$(mktemp -d "${TMPDIR:-/tmp}/ufskit-test.XXXXXX")
+echo "scratch files of this run: $work"
 # A test whose prerequisite (makefs, root, /dev/fuse, stress-ng...) is
 # missing fails; with UFSKIT_ALLOW_SKIPS=1 (a developer without root) it is
-# skipped instead and counted here. CI never allows skips.
-skips=${TMPDIR:-/tmp}/ufskit-skipped-tests.txt
-rm -f "$skips"
+# skipped instead and counted. CI never allows skips.
+export UFSKIT_SKIP_LEDGER=$work/skipped.txt
+: > "$UFSKIT_SKIP_LEDGER"
 if [ -n "${CI:-}" ]; then unset UFSKIT_ALLOW_SKIPS; fi
-cargo test --workspace --release 2>&1
+. scripts/steps.sh
+step "build" cargo build --release --workspace
+tests_step "workspace tests" cargo test --workspace --release --no-fail-fast
 # The POSIX harness again over /dev/fuse alone (the run above used the
 # io_uring rings where the kernel has them), on big-endian images (as a
-# powerpc or sparc64 machine writes them); then on UFS1 images.
-UFSKIT_TEST_URING=off UFSKIT_TEST_BYTE_ORDER=be cargo test --release -p ufs-fuse --test mount 2>&1
-UFSKIT_TEST_UFS=1 cargo test --release -p ufs-fuse --test mount 2>&1
-if [ -s "$skips" ]; then
-  echo "SKIPPED: $(wc -l < "$skips") tests, prerequisites missing:"
-  sed 's/^/  /' "$skips"
-fi
-python3 analysis/test_plot_dirhash.py
-python3 analysis/test_plot_largedir.py
-python3 analysis/test_plot_writeorder.py
-python3 analysis/test_paper_stats.py
-UFSKIT_REQUIRE_CHROMIUM=1 python3 analysis/test_paper_report.py
+# powerpc or sparc64 machine writes them); then on UFS1 images. Built as
+# part of the workspace (no second build).
+UFSKIT_TEST_URING=off UFSKIT_TEST_BYTE_ORDER=be tests_step "mount harness, /dev/fuse, big-endian" \
+  cargo test --workspace --release --no-fail-fast --test mount
+UFSKIT_TEST_UFS=1 tests_step "mount harness, UFS1" \
+  cargo test --workspace --release --no-fail-fast --test mount
+for t in test_plot_dirhash test_plot_largedir test_plot_writeorder test_paper_stats; do
+  step "analysis/$t.py" python3 "analysis/$t.py"
+done
+step "analysis/test_paper_report.py" env UFSKIT_REQUIRE_CHROMIUM=1 python3 analysis/test_paper_report.py
+bench=$work/bench
 # The quick dirhash benchmark end to end: JSON, summary, plots, fsck clean.
-target/release/ufskit bench dirhash --quick --out "${TMPDIR:-/tmp}/ufskit-ci-bench"
+step "bench dirhash --quick" target/release/ufskit bench dirhash --quick --out "$bench"
 # Seed 000's dirpref experiment, quick profile, on the modeled disk: table,
 # JSON, plots, fsck clean.
-target/release/ufskit bench dirpref --quick --out "${TMPDIR:-/tmp}/ufskit-ci-bench"
-test -s "${TMPDIR:-/tmp}/ufskit-ci-bench/dirpref_times.png"
+dirpref() {
+  target/release/ufskit bench dirpref --quick --out "$bench"
+  test -s "$bench/dirpref_times.png"
+}
+step "bench dirpref --quick" dirpref
 # Seed 001's large-directory workload, quick profile: table, JSON, plots,
 # fsck clean.
-target/release/ufskit bench largedir --quick --out "${TMPDIR:-/tmp}/ufskit-ci-bench"
-test -s "${TMPDIR:-/tmp}/ufskit-ci-bench/largedir_per_file.png"
+largedir() {
+  target/release/ufskit bench largedir --quick --out "$bench"
+  test -s "$bench/largedir_per_file.png"
+}
+step "bench largedir --quick" largedir
 # Write modes on the modeled disk (quick profile) and the crash tester in
 # soft-updates mode over every workload.
-target/release/ufskit bench writeorder --quick --out "${TMPDIR:-/tmp}/ufskit-ci-bench"
-target/release/ufskit crashtest --mode softdep --out "${TMPDIR:-/tmp}/ufskit-ci-bench"
+step "bench writeorder --quick" target/release/ufskit bench writeorder --quick --out "$bench"
+step "crashtest softdep" target/release/ufskit crashtest --mode softdep --out "$bench"
 # The same on UFS1, the paper's format.
-target/release/ufskit crashtest --format ufs1 --mode softdep --prefixes 300 --reorders 300 \
-  --out "${TMPDIR:-/tmp}/ufskit-ci-bench-ufs1"
+step "crashtest softdep, UFS1" target/release/ufskit crashtest --format ufs1 --mode softdep \
+  --prefixes 300 --reorders 300 --out "$work/bench-ufs1"
 # The real mount daemon killed with SIGKILL under load (tar, cp, mv, rm, a
 # maildir writer with fsyncs, stress-ng), two kills per mode and image
 # kind: every image classified, repaired, its fsynced mail checked and
-# mounted again (exit 2 on a broken guarantee).
-target/release/ufskit crashtest --mount --iterations 2 --size 1G \
-  --work "${TMPDIR:-/tmp}/ufskit-ci-crashmount" --out "${TMPDIR:-/tmp}/ufskit-ci-bench"
+# mounted again (exit 2 on a broken guarantee). fsx and fsstress join
+# when installed (xfstests'); their absence is counted as a skip.
+for tool in fsx fsstress; do
+  command -v "$tool" >/dev/null 2>&1 ||
+    echo "crashtest --mount: $tool not installed (xfstests' tools), load ran without it" >> "$UFSKIT_SKIP_LEDGER"
+done
+step "crashtest --mount" target/release/ufskit crashtest --mount --iterations 2 --size 1G \
+  --work "$work/crashmount" --out "$bench"
 # And on a big-endian UFS1 image (newfs -O 1 -B be), soft updates.
-target/release/ufskit crashtest --mount --format ufs1-be --mode softdep --iterations 1 --size 1G \
-  --work "${TMPDIR:-/tmp}/ufskit-ci-crashmount-ufs1be" --out "${TMPDIR:-/tmp}/ufskit-ci-bench-ufs1be"
+step "crashtest --mount, UFS1 big-endian" target/release/ufskit crashtest --mount \
+  --format ufs1-be --mode softdep --iterations 1 --size 1G \
+  --work "$work/crashmount-ufs1be" --out "$work/bench-ufs1be"
 # An independent reader on what ufskit writes through the mount: dissect.ffs
 # (fox-it's Python UFS reader, from PyPI), on a UFS1 and a UFS2 image
 # holding a copy of /usr/include/linux: every name, type, size, byte,
 # symlink target, mode and mtime as on the host.
-venv=${TMPDIR:-/tmp}/ufskit-venv-dissect
-[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-"$venv/bin/pip" install -q dissect.ffs
-indep=$(mktemp -d "${TMPDIR:-/tmp}/ufskit-independent.XXXXXX")
-cp -a /usr/include/linux "$indep/tree"
-for fmt in "-O 1" "-O 2"; do
-  # shellcheck disable=SC2086
-  target/release/ufskit newfs $fmt -s 256M "$indep/img" >/dev/null
+independent_reader() {
+  local venv=$work/venv-dissect indep=$work/independent
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install -q dissect.ffs
   mkdir -p "$indep/mnt"
-  target/release/ufskit mount "$indep/img" "$indep/mnt"
-  cp -a "$indep/tree" "$indep/mnt/tree"
-  target/release/ufskit umount "$indep/mnt"
-  target/release/ufskit fsck -n "$indep/img" >/dev/null
-  "$venv/bin/python" scripts/independent-read.py "$indep/img" /tree "$indep/tree"
-  rm -f "$indep/img"
-done
-rm -rf "$indep"
+  cp -a /usr/include/linux "$indep/tree"
+  for fmt in "-O 1" "-O 2"; do
+    # shellcheck disable=SC2086
+    target/release/ufskit newfs $fmt -s 256M "$indep/img" >/dev/null
+    target/release/ufskit mount "$indep/img" "$indep/mnt"
+    cp -a "$indep/tree" "$indep/mnt/tree"
+    target/release/ufskit umount "$indep/mnt"
+    target/release/ufskit fsck -n "$indep/img" >/dev/null
+    "$venv/bin/python" scripts/independent-read.py "$indep/img" /tree "$indep/tree"
+    rm -f "$indep/img"
+  done
+  rm -rf "$indep"
+}
+step "independent reader (dissect.ffs)" independent_reader
 # The paper's evaluation, quick profile, in-process on the modeled disk
 # and CPU: every workload under the 16 combinations (SU, DP, VM, DH), JSON,
 # CSV, rank tables, linear models, figures, the HTML report and the
 # findings; the report opened in headless Chromium, every figure rendered.
-target/release/ufskit bench paper --quick --out "${TMPDIR:-/tmp}/ufskit-ci-paper"
-test -s "${TMPDIR:-/tmp}/ufskit-ci-paper/paper_tables.md"
-test -s "${TMPDIR:-/tmp}/ufskit-ci-paper/fig10_summary.png"
-test -s "${TMPDIR:-/tmp}/ufskit-ci-paper/findings.md"
-python3 analysis/render_report.py "${TMPDIR:-/tmp}/ufskit-ci-paper/report.html"
+paper() {
+  target/release/ufskit bench paper --quick --out "$work/paper"
+  test -s "$work/paper/paper_tables.md"
+  test -s "$work/paper/fig10_summary.png"
+  test -s "$work/paper/findings.md"
+  python3 analysis/render_report.py "$work/paper/report.html"
+}
+step "bench paper --quick" paper
 # This project's further factors beside two of the paper's, quick sizes:
 # inode order (io) and the growing dirhash budget (gd) with soft updates
 # and dirhash on the workloads they concern; the report's claim m (inode
 # order saves on the large directory's listings) must agree.
 # On UFS2 and on UFS1 (the paper's machine's format), set side by side
 # in the report.
-target/release/ufskit bench paper --quick --factors su,dh,io,gd --workloads tar,maildir,largedir \
-  --format ufs2,ufs1 --out "${TMPDIR:-/tmp}/ufskit-ci-further"
-grep -q '^| m |.*| agrees |' "${TMPDIR:-/tmp}/ufskit-ci-further/findings.md"
-grep -q 'On-disk formats side by side' "${TMPDIR:-/tmp}/ufskit-ci-further/report.html"
-test -s "${TMPDIR:-/tmp}/ufskit-ci-further/format-ufs1/findings.md"
-python3 analysis/render_report.py "${TMPDIR:-/tmp}/ufskit-ci-further/report.html"
+further() {
+  target/release/ufskit bench paper --quick --factors su,dh,io,gd --workloads tar,maildir,largedir \
+    --format ufs2,ufs1 --out "$work/further"
+  grep -q '^| m |.*| agrees |' "$work/further/findings.md"
+  grep -q 'On-disk formats side by side' "$work/further/report.html"
+  test -s "$work/further/format-ufs1/findings.md"
+  python3 analysis/render_report.py "$work/further/report.html"
+}
+step "bench paper, further factors" further
 # The evaluation with real programs through the FUSE mount, quick profile:
 # tar, find, rm, bonnie++, postmark, nmh's folder -pack, Andrew (cp, ls,
 # du, grep, wc, make), a build, seed 002's maildir and seed 001's large
 # directory under the 16 combinations, every image
 # fsck clean (the script stops otherwise), its report rendered.
-scripts/paper-mount.sh --quick --out "${TMPDIR:-/tmp}/ufskit-ci-mount"
-test -s "${TMPDIR:-/tmp}/ufskit-ci-mount/findings.md"
-python3 analysis/render_report.py "${TMPDIR:-/tmp}/ufskit-ci-mount/report.html"
+paper_mount() {
+  scripts/paper-mount.sh --quick --out "$work/mount"
+  test -s "$work/mount/findings.md"
+  python3 analysis/render_report.py "$work/mount/report.html"
+}
+step "paper evaluation through the mount" paper_mount
+
+summary

@@ -38,9 +38,13 @@ pub fn prerequisite(ok: bool, test: &str, needs: &str) -> bool {
     false
 }
 
-/// Where skipped tests are counted (one line each).
+/// Where skipped tests are counted (one line each): `UFSKIT_SKIP_LEDGER`
+/// (scripts/test.sh gives each run its own), else a file in the
+/// temporary directory.
 pub fn skip_ledger() -> PathBuf {
-    std::env::temp_dir().join("ufskit-skipped-tests.txt")
+    std::env::var_os("UFSKIT_SKIP_LEDGER")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| std::env::temp_dir().join("ufskit-skipped-tests.txt"))
 }
 
 /// [`prerequisite`] for Debian's makefs.
@@ -602,4 +606,93 @@ pub fn patch_cg(
     f(&mut cg);
     cg.update_ckhash(sb.ckhash_enabled(ufs_format::CK_CYLGRP));
     dev.write_at(addr, cg.as_bytes()).expect("write cg");
+}
+
+/// The environment variable that marks a test run inside its own mount
+/// namespace (see [`rerun_in_private_mount_namespace`]).
+const PRIVATE_NS_MARK: &str = "UFSKIT_TEST_IN_PRIVATE_NS";
+
+/// For tests that must put programs where other programs look for them
+/// (mount(8)'s, mkfs(8)'s and fsck(8)'s helpers in /sbin, `ufskit` in
+/// /usr/local/bin): runs the test `test` of this test binary again, alone,
+/// inside a private mount namespace (`unshare --mount`), where
+/// [`Shadow`] can lay the build under test over those directories without
+/// the machine seeing it, whatever is installed there. Returns true in the
+/// outer call, after the inner run passed (it fails the test otherwise);
+/// false inside, where the test goes on.
+pub fn rerun_in_private_mount_namespace(test: &str) -> bool {
+    if std::env::var_os(PRIVATE_NS_MARK).is_some() {
+        return false;
+    }
+    let exe = std::env::current_exe().unwrap();
+    let out = Command::new("unshare")
+        .args(["--mount", "--propagation", "private"])
+        .arg(&exe)
+        .args(["--exact", test, "--nocapture", "--test-threads", "1"])
+        .env(PRIVATE_NS_MARK, "1")
+        .output()
+        .unwrap_or_else(|e| panic!("unshare (util-linux): {e}"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stdout.contains("1 passed"),
+        "{test} in its own mount namespace failed ({}):\n{stdout}\n{stderr}",
+        out.status
+    );
+    true
+}
+
+/// A directory seen through an overlay inside the test's private mount
+/// namespace: names can be added (links to the build under test) or
+/// hidden, and nothing changes outside the namespace. Only inside
+/// [`rerun_in_private_mount_namespace`]; keep the value for as long as the
+/// names are needed (its upper layer goes with it).
+pub struct Shadow {
+    dir: PathBuf,
+    _upper: tempfile::TempDir,
+}
+
+impl Shadow {
+    pub fn over(dir: &Path) -> Shadow {
+        assert!(
+            std::env::var_os(PRIVATE_NS_MARK).is_some(),
+            "Shadow outside a private mount namespace would change the machine"
+        );
+        let dir = dir.canonicalize().unwrap();
+        let upper = tempfile::tempdir().unwrap();
+        let run = |c: &mut Command| {
+            let o = c.output().unwrap();
+            assert!(o.status.success(), "{c:?}: {}", String::from_utf8_lossy(&o.stderr));
+        };
+        // The upper layer on a tmpfs of its own (an overlay's upper layer
+        // cannot be on another overlay, which the root often is).
+        run(Command::new("mount")
+            .args(["-t", "tmpfs", "tmpfs"])
+            .arg(upper.path()));
+        std::fs::create_dir(upper.path().join("u")).unwrap();
+        std::fs::create_dir(upper.path().join("w")).unwrap();
+        let opts = format!(
+            "lowerdir={},upperdir={},workdir={}",
+            dir.display(),
+            upper.path().join("u").display(),
+            upper.path().join("w").display()
+        );
+        run(Command::new("mount")
+            .args(["-t", "overlay", "overlay", "-o", &opts])
+            .arg(&dir));
+        Shadow { dir, _upper: upper }
+    }
+
+    /// `name` in the directory becomes a link to `target`.
+    pub fn link(&self, name: &str, target: &Path) -> &Self {
+        self.hide(name);
+        std::os::unix::fs::symlink(target, self.dir.join(name)).unwrap();
+        self
+    }
+
+    /// `name` is no longer seen in the directory.
+    pub fn hide(&self, name: &str) -> &Self {
+        let _ = std::fs::remove_file(self.dir.join(name));
+        self
+    }
 }

@@ -863,34 +863,6 @@ fn manual_pages_and_completions() {
     );
 }
 
-/// `path` (where mount(8), mkfs(8) or fsck(8) look for a helper, or the
-/// shell's default path) made a link to the build under test for the life
-/// of the value, when nothing is there; an installed ufskit that is a
-/// different build fails the test rather than testing something else.
-fn installed_for_the_test(path: &'static Path) -> impl Drop {
-    struct Unlink(Option<&'static Path>);
-    impl Drop for Unlink {
-        fn drop(&mut self) {
-            if let Some(p) = self.0 {
-                let _ = std::fs::remove_file(p);
-            }
-        }
-    }
-    let exe = Path::new(env!("CARGO_BIN_EXE_ufskit"));
-    if std::fs::symlink_metadata(path).is_ok() {
-        assert!(
-            std::fs::read(path).unwrap() == std::fs::read(exe).unwrap(),
-            "{} is another build of ufskit than the one under test; run scripts/install.sh or remove it",
-            path.display()
-        );
-        Unlink(None)
-    } else {
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::os::unix::fs::symlink(exe, path).unwrap();
-        Unlink(Some(path))
-    }
-}
-
 /// mkfs(8) and fsck(8) with the mount's type, as suites and fstab's fsck
 /// pass use them (xfstests with `FSTYP=fuse.ufskit` makes and checks its
 /// scratch device this way): `mkfs -t fuse.ufskit DEV [BLOCKS]` makes a
@@ -902,11 +874,16 @@ fn installed_for_the_test(path: &'static Path) -> impl Drop {
 #[test]
 fn mkfs_and_fsck_by_the_mount_type() {
     let root = std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0);
-    if !prerequisite(root, "mkfs_and_fsck_by_the_mount_type", "root (helpers go in /sbin)") {
+    if !prerequisite(root, "mkfs_and_fsck_by_the_mount_type", "root (helpers go in /sbin)")
+        || rerun_in_private_mount_namespace("mkfs_and_fsck_by_the_mount_type")
+    {
         return;
     }
-    let _mkfs = installed_for_the_test(Path::new("/sbin/mkfs.fuse.ufskit"));
-    let _fsck = installed_for_the_test(Path::new("/sbin/fsck.ufs"));
+    // The build under test as the helpers, seen in this test's own mount
+    // namespace only, whatever is installed.
+    let exe = Path::new(env!("CARGO_BIN_EXE_ufskit"));
+    let sbin = Shadow::over(Path::new("/sbin"));
+    sbin.link("mkfs.fuse.ufskit", exe).link("fsck.ufs", exe);
     let t = tempfile::tempdir().unwrap();
     let img = t.path().join("dev");
     std::fs::File::create(&img)
@@ -1006,6 +983,7 @@ fn mount_helper_and_plain_umount() {
             "mount_helper_and_plain_umount",
             "mount.fuse3 (apt-get install fuse3)",
         )
+        || rerun_in_private_mount_namespace("mount_helper_and_plain_umount")
     {
         return;
     }
@@ -1013,19 +991,24 @@ fn mount_helper_and_plain_umount() {
     let img = new_image(t.path(), "img", "64m");
     let mnt = t.path().join("m");
     std::fs::create_dir(&mnt).unwrap();
-    // mount(8) runs its helpers without the caller's PATH, and mount.fuse3
-    // starts `ufskit` through /bin/sh, whose default path is
-    // /usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin: the
-    // binary has to be installed there (scripts/install.sh). The build under
-    // test is put at /usr/local/bin/ufskit for the test when nothing is
-    // there, and taken away after; an installed ufskit that is a different
-    // build fails the test rather than testing something else.
-    let _link = installed_for_the_test(Path::new("/usr/local/bin/ufskit"));
+    // The build under test where mount.fuse3 finds `ufskit` (mount(8)
+    // starts helpers without the caller's PATH; mount.fuse3 runs it through
+    // /bin/sh's default path), and no ufskit helper of its own at first,
+    // in this test's mount namespace only, whatever is installed.
+    let exe = Path::new(env!("CARGO_BIN_EXE_ufskit"));
+    let sbin = Shadow::over(Path::new("/sbin"));
+    sbin.hide("mount.fuse.ufskit");
+    let local_bin = Shadow::over(Path::new("/usr/local/bin"));
+    local_bin.link("ufskit", exe);
+    let _local_sbin = Path::new("/usr/local/sbin/ufskit").exists().then(|| {
+        let s = Shadow::over(Path::new("/usr/local/sbin"));
+        s.hide("ufskit");
+        s
+    });
     // First through mount.fuse3; then through ufskit's own helper,
-    // /sbin/mount.fuse.ufskit (scripts/install.sh), put there for the test
-    // when nothing is there.
+    // /sbin/mount.fuse.ufskit (scripts/install.sh).
     mount8_as_a_kernel_fs_would(&img, &mnt, "noatime,nodev,nosuid,x-test.option", false);
-    let _helper = installed_for_the_test(Path::new("/sbin/mount.fuse.ufskit"));
+    sbin.link("mount.fuse.ufskit", exe);
     mount8_as_a_kernel_fs_would(&img, &mnt, "noatime,x-test.option", true);
     let m = Mounted::new(&img, &mnt, &["ro"]);
     assert_eq!(
@@ -2483,4 +2466,50 @@ fn a_busy_mount_holds_cpu_latency_and_an_idle_one_gives_it_back() {
         );
         m.umount();
     }
+}
+
+/// scripts/test.sh's closing line counts every harness and step: a test
+/// harness's "test result" lines (cargo's, and the mount harness's in the
+/// same words), one count per other step, skipped tests moved from passed
+/// to skipped (their harness counted them as passed), a missing tool of a
+/// step named among the skipped; a failure anywhere makes the exit status
+/// non-zero, and the steps after it still run.
+#[test]
+fn the_test_script_counts_everything_in_one_line() {
+    let steps = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/steps.sh");
+    let t = tempfile::tempdir().unwrap();
+    let ledger = t.path().join("skipped.txt");
+    std::fs::write(
+        &ledger,
+        "some_test: needs makefs\ncrashtest --mount: fsx not installed\n",
+    )
+    .unwrap();
+    let script = r#"
+        set -uo pipefail
+        . "$STEPS"
+        tests_step "harness" sh -c 'echo "test result: ok. 5 passed; 0 failed; 0 ignored"; echo "test result: FAILED. 2 passed; 1 failed; 0 ignored"; exit 101'
+        tests_step "build error" sh -c 'echo "error[E0425]"; exit 101'
+        step "a step that passes" true
+        step "a failing step" sh -c 'exit 3'
+        multi() { false; echo "not reached"; }
+        step "a function step" multi
+        step "after the failures" true
+        summary
+    "#;
+    let o = Command::new("bash")
+        .arg("-c")
+        .arg(script)
+        .env("STEPS", &steps)
+        .env("work", t.path())
+        .env("UFSKIT_SKIP_LEDGER", &ledger)
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(!out.contains("not reached"), "{out}");
+    // 5 + 2 tests and 2 steps passed, less the one skipped test; 1 test,
+    // the build error and 2 steps failed; 2 skipped.
+    assert_eq!(out.trim().lines().last(), Some("8 passed, 4 failed, 2 skipped"), "{out}");
+    assert!(out.contains("fsx not installed"), "{out}");
+    assert!(out.contains("a function step (exit 1)"), "{out}");
 }
