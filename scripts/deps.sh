@@ -15,6 +15,11 @@ command -v mkfs.ext4 >/dev/null 2>&1 || [ -x /usr/sbin/mkfs.ext4 ] || need+=(e2f
 # fallocate and SEEK_DATA through the mount (xfs_io), as xfstests drives them.
 command -v xfs_io >/dev/null 2>&1 || [ -x /usr/sbin/xfs_io ] || need+=(xfsprogs)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
+# An NFS export of the mount over loopback: NFS-Ganesha (user-space server,
+# VFS back end by file handles) and libnfs's client tools.
+command -v ganesha.nfsd >/dev/null 2>&1 || need+=(nfs-ganesha nfs-ganesha-vfs)
+[ -e /usr/lib/x86_64-linux-gnu/ganesha/libfsalvfs.so ] || [ -n "$(ls /usr/lib/*/ganesha/libfsalvfs.so 2>/dev/null)" ] || need+=(nfs-ganesha-vfs)
+command -v nfs-cat >/dev/null 2>&1 || need+=(libnfs-utils)
 command -v bonnie++ >/dev/null 2>&1 || [ -x /usr/sbin/bonnie++ ] || need+=(bonnie++)
 command -v postmark >/dev/null 2>&1 || need+=(postmark)
 command -v folder >/dev/null 2>&1 || [ -x /usr/bin/mh/folder ] || need+=(nmh)

@@ -1018,3 +1018,100 @@ fn copy_file_range_is_done_by_the_daemon() {
     m.umount();
     fsck_clean(&img);
 }
+
+/// An NFS export of the mount, served by NFS-Ganesha's VFS back end (a
+/// user-space NFS server that, like the kernel's nfsd, keeps every object
+/// as a file handle from `name_to_handle_at` and reopens it with
+/// `open_by_handle_at`) and read and written over loopback NFSv4 by
+/// libnfs's client: it survives a server-side cache drop and a read-only
+/// and read-write remount of the ufskit mount. (This machine's kernel has
+/// neither nfsd nor the NFS client, so the kernel server cannot be used.)
+#[test]
+fn nfs_export_survives_a_cache_drop_and_a_remount() {
+    if !needs_fuse("nfs_export_survives_a_cache_drop_and_a_remount") {
+        return;
+    }
+    let have = |p: &str| Command::new("sh").args(["-c", &format!("command -v {p}")]).output().is_ok_and(|o| o.status.success());
+    if !prerequisite(
+        have("ganesha.nfsd") && have("nfs-cat") && have("nfs-cp"),
+        "nfs_export_survives_a_cache_drop_and_a_remount",
+        "NFS-Ganesha and libnfs's tools (apt-get install nfs-ganesha nfs-ganesha-vfs libnfs-utils)",
+    ) {
+        return;
+    }
+    let (t, img, mnt, m) = fresh_mount("64m", &[]);
+    std::fs::create_dir(mnt.join("d")).unwrap();
+    std::fs::write(mnt.join("d/f"), b"exported").unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let conf = t.path().join("ganesha.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "NFS_CORE_PARAM {{ Protocols = 4; NFS_Port = {port}; Enable_NLM = false; Enable_RQUOTA = false; }}\n\
+             NFSV4 {{ Graceless = true; }}\n\
+             EXPORT {{ Export_Id = 1; Path = {}; Pseudo = /ufs; Access_Type = RW; Squash = No_Root_Squash;\n\
+             Protocols = 4; Transports = TCP; SecType = sys; FSAL {{ Name = VFS; }} Filesystem_id = 77.77; }}\n",
+            mnt.display()
+        ),
+    )
+    .unwrap();
+    let pid = t.path().join("ganesha.pid");
+    let log = t.path().join("ganesha.log");
+    run(Command::new("ganesha.nfsd")
+        .arg("-f")
+        .arg(&conf)
+        .arg("-L")
+        .arg(&log)
+        .arg("-p")
+        .arg(&pid));
+    struct Server(std::path::PathBuf);
+    impl Drop for Server {
+        fn drop(&mut self) {
+            if let Ok(p) = std::fs::read_to_string(&self.0) {
+                let _ = Command::new("kill").arg(p.trim()).status();
+                std::thread::sleep(std::time::Duration::from_millis(500));
+            }
+        }
+    }
+    let server = Server(pid.clone());
+    let url = |p: &str| format!("nfs://127.0.0.1/ufs/{p}?version=4&nfsport={port}");
+    let cat = |p: &str| Command::new("nfs-cat").arg(url(p)).output().unwrap();
+    // The server takes a moment to answer.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !cat("d/f").status.success() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let o = cat("d/f");
+    assert_eq!(o.stdout, b"exported", "{o:?}; server log: {}", std::fs::read_to_string(&log).unwrap_or_default());
+    let local = t.path().join("local");
+    std::fs::write(&local, b"written over NFS").unwrap();
+    // Read-only and back while exported (the server holds no file open
+    // for writing yet: like nfsd's file cache, Ganesha keeps written files
+    // open, and Linux refuses a read-only remount while one is).
+    run(ufskit().args(["mount", "-o", "remount,ro"]).arg(&img).arg(&mnt));
+    assert_eq!(cat("d/f").stdout, b"exported");
+    let refused = Command::new("nfs-cp").arg(&local).arg(url("d/g")).output().unwrap();
+    assert!(!refused.status.success(), "a write through a read-only mount: {refused:?}");
+    run(ufskit().args(["mount", "-o", "remount,rw"]).arg(&img).arg(&mnt));
+    run(Command::new("nfs-cp").arg(&local).arg(url("d/g")));
+    assert_eq!(std::fs::read(mnt.join("d/g")).unwrap(), b"written over NFS");
+    // The server's objects are handles: after the kernel dropped every
+    // cached inode and dentry of the mount, and after another remount,
+    // they still open.
+    drop_caches();
+    assert_eq!(cat("d/g").stdout, b"written over NFS");
+    assert_eq!(cat("d/f").stdout, b"exported");
+    run(ufskit().args(["mount", "-o", "remount,noatime"]).arg(&img).arg(&mnt));
+    drop_caches();
+    std::fs::write(&local, b"again").unwrap();
+    run(Command::new("nfs-cp").arg(&local).arg(url("d/h")));
+    assert_eq!(std::fs::read(mnt.join("d/h")).unwrap(), b"again");
+    assert_eq!(cat("d/g").stdout, b"written over NFS");
+    drop(server);
+    m.umount();
+    fsck_clean(&img);
+}
