@@ -82,6 +82,12 @@ pub struct MountConfig {
     /// Zero-message opendir, the kernel caching listings
     /// (`-o dircache=on|off`; on by default).
     pub dircache: bool,
+    /// Birth times through statx (`-o btime=on|off`; off by default): on,
+    /// the kernel asks the daemon (FUSE_STATX) at the first statx of each
+    /// file that wants the birth time, which Rust's `metadata()` always
+    /// does; off, FUSE_STATX is refused and the kernel serves statx from
+    /// its cache, without a birth time.
+    pub btime: bool,
     /// Seconds between background flushes of dirty blocks (0: never). The
     /// kernel does not pass `sync(2)` on to FUSE servers, so this bounds
     /// what a crash can lose, as FreeBSD's syncer does.
@@ -763,7 +769,8 @@ fn serve_fs(
             .with_xattrs(cfg.xattrs)
             .with_acls(cfg.acls)
             .with_readdirplus(cfg.readdirplus)
-            .with_dircache(cfg.dircache),
+            .with_dircache(cfg.dircache)
+            .with_btime(cfg.btime),
     );
     let offer_uring = cfg.uring != UringMode::Off && kernel_offers_uring();
     if cfg.uring == UringMode::On && !offer_uring {

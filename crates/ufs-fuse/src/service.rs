@@ -248,6 +248,9 @@ pub struct Service {
     pub(crate) fs: Arc<Fs>,
     /// UFS2 (its inodes keep a birth time; UFS1's do not).
     has_birthtime: bool,
+    /// FUSE_STATX served (`-o btime=on`); refused otherwise, which turns
+    /// the kernel's statx requests off for the connection.
+    btime: bool,
     /// Snapshots of directories being listed, by the handle in the upper
     /// half of their cookies (see [`Service::readdir`]).
     dirs: Mutex<Listings>,
@@ -446,6 +449,7 @@ impl Service {
         let requests = Arc::new(Requests::default());
         Service {
             has_birthtime: !fs.variant().is_ufs1(),
+            btime: false,
             fs,
             dirs: Mutex::new(Listings::default()),
             next_fh: AtomicU64::new(1),
@@ -692,6 +696,17 @@ impl Service {
     /// Whether files have a birth time to report (statx's btime).
     pub fn has_birthtime(&self) -> bool {
         self.has_birthtime
+    }
+
+    /// Serve FUSE_STATX (birth times) or refuse it (see `btime`).
+    pub fn with_btime(mut self, on: bool) -> Self {
+        self.btime = on;
+        self
+    }
+
+    /// Whether FUSE_STATX is served.
+    pub fn serves_statx(&self) -> bool {
+        self.btime
     }
 
     pub fn getattr(&self, nodeid: u64, with_handle: bool) -> Result<Attr, Errno> {

@@ -247,7 +247,8 @@ struct MountArgs {
     /// writeback=on|off (kernel write-back caching, default off),
     /// xattr=on|off, acl=on|off, readdirplus=auto|on|off,
     /// dircache=on|off (directories opened without a request and listings
-    /// cached by the kernel, default on). README.md lists them all.
+    /// cached by the kernel, default on), btime=on|off (birth times
+    /// through statx, default off). README.md lists them all.
     #[arg(short = 'o', action = clap::ArgAction::Append)]
     options: Vec<String>,
     /// Stay in the foreground.
@@ -538,6 +539,7 @@ struct FuseOpts {
     acls: bool,
     readdirplus: ufs_fuse::ReaddirPlus,
     dircache: bool,
+    btime: bool,
     follow_clients: bool,
     cpu_latency: bool,
     spin: ufs_fuse::handoff::SpinMode,
@@ -590,6 +592,7 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
     let mut acls = true;
     let mut readdirplus = ufs_fuse::ReaddirPlus::Auto;
     let mut dircache = true;
+    let mut btime = false;
     let mut sync_interval = 30;
     let mut threads = 3;
     let mut lowmem_watch = true;
@@ -671,6 +674,7 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
             ("readdirplus", Some("on")) => readdirplus = ufs_fuse::ReaddirPlus::On,
             ("readdirplus", Some("off")) => readdirplus = ufs_fuse::ReaddirPlus::Off,
             ("dircache", Some(v)) => dircache = on_off(k, v)?,
+            ("btime", Some(v)) => btime = on_off(k, v)?,
             ("syncer", Some(v)) => sync_interval = v.parse().map_err(|_| format!("bad syncer interval '{v}' (seconds)"))?,
             ("dirpref", Some("orlov")) => o.dirpref = DirPref::Orlov,
             ("dirpref", Some("traditional")) => o.dirpref = DirPref::Traditional,
@@ -723,7 +727,7 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
             }
             _ => {
                 return Err(format!(
-                    "unknown mount option '{item}' (known: ro, rw, force, allow_other, remount, dev, nodev, suid, nosuid, exec, noexec, dirsync, relatime, strictatime, noatime, nodiratime, fstype=fuse|fuse.ufskit, writeback=on|off, xattr=on|off, acl=on|off, readdirplus=auto|on|off, dircache=on|off, syncer=SECS, dirpref=orlov|traditional, cache=SIZE, readahead=SIZE, seed=N, threads=N, dirhash=on|off, dirhash_maxmem=SIZE, dirhash_minsize=SIZE, dirhash_reclaimage=SECS, dirhash_check=on|off, lowmem=on|off, affinity=follow|off, cpulatency=auto|off, spin=auto|on|off, uring=auto|on|off, nice=N|off, disk=MODEL, disk_sleep=on|off, inodeorder=offset|name|hash|off, inodeorder_min=SIZE, contigdirs=on|off, normal|sync|async|softdep, barrier=flush|write, vmiodir=on|off)"
+                    "unknown mount option '{item}' (known: ro, rw, force, allow_other, remount, dev, nodev, suid, nosuid, exec, noexec, dirsync, relatime, strictatime, noatime, nodiratime, fstype=fuse|fuse.ufskit, writeback=on|off, xattr=on|off, acl=on|off, readdirplus=auto|on|off, dircache=on|off, btime=on|off, syncer=SECS, dirpref=orlov|traditional, cache=SIZE, readahead=SIZE, seed=N, threads=N, dirhash=on|off, dirhash_maxmem=SIZE, dirhash_minsize=SIZE, dirhash_reclaimage=SECS, dirhash_check=on|off, lowmem=on|off, affinity=follow|off, cpulatency=auto|off, spin=auto|on|off, uring=auto|on|off, nice=N|off, disk=MODEL, disk_sleep=on|off, inodeorder=offset|name|hash|off, inodeorder_min=SIZE, contigdirs=on|off, normal|sync|async|softdep, barrier=flush|write, vmiodir=on|off)"
                 ))
             }
         }
@@ -743,6 +747,7 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
             acls,
             readdirplus,
             dircache,
+            btime,
             follow_clients,
             cpu_latency,
             spin,
@@ -854,6 +859,7 @@ fn cmd_mount(a: MountArgs) -> Result<(), String> {
         acls: f.acls,
         readdirplus: f.readdirplus,
         dircache: f.dircache,
+        btime: f.btime,
         sync_interval: f.sync_interval,
         lowmem_watch: f.lowmem_watch,
         follow_clients: f.follow_clients,

@@ -898,11 +898,13 @@ fn a_second_mount_is_no_peer_of_the_first() {
     fsck_clean(&img);
 }
 
-/// statx's birth time (`stat` prints it as "Birth", `ls --time=birth`):
-/// UFS2 keeps one per inode (`di_birthtime`), set at creation and never
-/// changed by writes, `touch` or renames; the mount gives it through
-/// FUSE_STATX on its io_uring transport. UFS1 inodes have none, and a
-/// UFS1 mount says so (no STATX_BTIME), as ext2 does.
+/// statx's birth time (`stat` prints it as "Birth", `ls --time=birth`)
+/// with `-o btime=on`: UFS2 keeps one per inode (`di_birthtime`), set at
+/// creation and never changed by writes, `touch` or renames; the mount
+/// gives it through FUSE_STATX on its io_uring transport. UFS1 inodes have
+/// none, and a UFS1 mount says so (no STATX_BTIME), as ext2 does. By
+/// default (`btime=off`) there is none, and a statx asks the daemon
+/// nothing more than a stat does.
 #[test]
 fn birth_time_through_statx() {
     use std::io::Write;
@@ -910,7 +912,15 @@ fn birth_time_through_statx() {
         return;
     }
     let uring = Path::new("/sys/module/fuse/parameters/enable_uring").exists();
-    let (t, img, mnt, m) = fresh_mount("64m", &[]);
+    {
+        let (_t, img, mnt, m) = fresh_mount("64m", &[]);
+        std::fs::write(mnt.join("f"), b"no birth time asked for").unwrap();
+        let e = std::fs::metadata(mnt.join("f")).unwrap().created().unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::Unsupported, "{e}");
+        m.umount();
+        fsck_clean(&img);
+    }
+    let (t, img, mnt, m) = fresh_mount("64m", &["btime=on"]);
     let before = std::time::SystemTime::now() - std::time::Duration::from_secs(1);
     std::fs::write(mnt.join("f"), b"born").unwrap();
     let after = std::time::SystemTime::now() + std::time::Duration::from_secs(1);
@@ -941,7 +951,7 @@ fn birth_time_through_statx() {
     let old = t.path().join("ufs1");
     run(ufskit().args(["newfs", "-O", "1", "-s", "32m"]).arg(&old));
     let mnt1 = t.path().join("m1");
-    let m1 = Mounted::new(&old, &mnt1, &[]);
+    let m1 = Mounted::new(&old, &mnt1, &["btime=on"]);
     std::fs::write(mnt1.join("f"), b"no birth").unwrap();
     let e = std::fs::metadata(mnt1.join("f")).unwrap().created().unwrap_err();
     assert_eq!(e.kind(), std::io::ErrorKind::Unsupported, "{e}");

@@ -282,7 +282,11 @@ pub fn dispatch(svc: &Service, h: &InHeader, op_in: &[u8], payload: &[u8]) -> Ou
                 .map(|a| attr_out(&a))
         }
         op::STATX => {
-            // stat(1), ls --time=birth: GETATTR with the birth time.
+            // stat(1), ls --time=birth: GETATTR with the birth time, with
+            // `-o btime=on`; refused otherwise (the kernel stops asking).
+            if !svc.serves_statx() {
+                return Err(libc::ENOSYS);
+            }
             count(Op::Getattr);
             let g: StatxIn = arg(op_in)?;
             svc.getattr(node, g.getattr_flags & GETATTR_FH != 0)
@@ -1554,7 +1558,8 @@ mod tests {
         dispatch(&svc, &header(op::RENAME2, 1), wh.as_bytes(), b"moved\0x\0").unwrap();
         let w = entry_of(&dispatch(&svc, &header(op::LOOKUP, 1), &[], b"moved\0").unwrap());
         assert_eq!((w.attr.mode, w.attr.rdev), (libc::S_IFCHR, 0));
-        // STATX: the attributes with the birth time (UFS2).
+        // STATX: refused by default (`btime=off`); with `btime=on` the
+        // attributes with the birth time (UFS2).
         let sx = StatxIn {
             getattr_flags: 0,
             reserved: 0,
@@ -1562,6 +1567,11 @@ mod tests {
             sx_flags: 0,
             sx_mask: 0xfff,
         };
+        assert_eq!(
+            dispatch(&svc, &header(op::STATX, 1), sx.as_bytes(), &[]),
+            Err(libc::ENOSYS)
+        );
+        let svc = svc.with_btime(true);
         let out = dispatch(&svc, &header(op::STATX, 1), sx.as_bytes(), &[]).unwrap();
         let st = StatxOut::read_from_prefix(&out).unwrap().0.stat;
         assert_eq!(st.mask, 0xfff);
