@@ -38,7 +38,7 @@ quietly() {
 }
 
 quietly "building ufskit (cargo build --release; minutes the first time)" \
-  "$work/build.log" cargo build --release -p ufskit
+  "$work/build.log" cargo build --release --workspace
 $U newfs -s 1G "$img" > "$work/newfs.log"
 $U mount "$img" "$mnt"
 echo "made a 1 GiB UFS2 image and mounted it: $(head -1 "$work/newfs.log")"
