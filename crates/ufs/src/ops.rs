@@ -1258,14 +1258,6 @@ impl Fs {
             ));
         }
         if mode == RenameMode::Exchange {
-            if c.cache.mode().tracks() {
-                // Two entries in two places change at once: no order of
-                // the two writes keeps both files named after a crash.
-                return Err(Error::new(
-                    ErrorKind::Invalid,
-                    "RENAME_EXCHANGE is not supported with ordered writes (mount -o async to allow it)",
-                ));
-            }
             let d = dst
                 .clone()
                 .ok_or_else(|| Error::new(ErrorKind::NotFound, "target vanished"))?;
@@ -1275,6 +1267,11 @@ impl Fs {
                     ErrorKind::Invalid,
                     "cannot move a directory into itself",
                 ));
+            }
+            if c.cache.mode().tracks() {
+                return exchange_ordered(
+                    c, parent, name, src.ino, &sdi, newparent, newname, d.ino, &ddi,
+                );
             }
             return exchange(
                 c, parent, name, src.ino, &sdi, newparent, newname, d.ino, &ddi,
@@ -2180,6 +2177,118 @@ fn set_depths(c: &mut FsCore, ino: u64, depth: u32) -> Result<()> {
 /// Swaps two names (only without ordered writes: the ordered modes refuse
 /// it, since no order of the two directory writes keeps both files named).
 #[allow(clippy::too_many_arguments)]
+/// RENAME_EXCHANGE with ordered writes (normal, sync, soft updates). Two
+/// entries, perhaps in two directories, each change with a write of its
+/// own, and no order of two writes keeps both files named at every crash:
+/// so the first file gets a third name first, a hidden entry beside its
+/// own, which goes once both entries are swapped. Every crash state names
+/// both files (a file may have an extra name, as after an interrupted
+/// FFS rename: the swapped entry's old target, or the hidden
+/// `.ufskit-exchange-N`); counts go up before the names they count and
+/// down after; a directory changing parent is counted by its new parent
+/// first and has its `..` rewritten once it is named there alone (FFS's
+/// rename rules, applied to each half).
+#[allow(clippy::too_many_arguments)]
+fn exchange_ordered(
+    c: &mut FsCore,
+    p1: u64,
+    n1: &[u8],
+    i1: u64,
+    d1: &Dinode,
+    p2: u64,
+    n2: &[u8],
+    i2: u64,
+    d2: &Dinode,
+) -> Result<()> {
+    let (moving1, moving2) = (d1.is_dir() && p1 != p2, d2.is_dir() && p1 != p2);
+    if d1.nlink() >= UFS_LINK_MAX || d2.nlink() >= UFS_LINK_MAX {
+        return Err(Error::new(ErrorKind::TooManyLinks, "too many links"));
+    }
+    // 1. A third name for i1 in p1 (its count first).
+    let mut pd1 = dir_inode(c, p1)?;
+    let mut tmp = format!(".ufskit-exchange-{i1}").into_bytes();
+    while c.dir_lookup(p1, &pd1, &tmp)?.is_some() {
+        tmp.push(b'_');
+    }
+    let mut x = live_inode(c, i1)?;
+    x.set_nlink(x.nlink() + 1);
+    c.write_inode(i1, &x)?;
+    let mut named = match c.dir_enter(
+        p1,
+        &mut pd1,
+        &tmp,
+        i1,
+        iftodt(d1.di_mode()),
+        Reserve::Privileged,
+        &[],
+    ) {
+        Ok(seen) => seen,
+        Err(e) => {
+            c.write_inode(p1, &pd1)?;
+            x.set_nlink(x.nlink() - 1);
+            c.write_inode(i1, &x)?;
+            return Err(e);
+        }
+    };
+    named.push(c.write_inode(p1, &pd1)?);
+    // 2. n1 names i2 (its count first; a directory moving into p1 is
+    //    counted by p1 first), once i1's third name is on disk.
+    let mut y = live_inode(c, i2)?;
+    y.set_nlink(y.nlink() + 1);
+    touch(&mut y, false, true, false);
+    c.write_inode(i2, &y)?;
+    if moving2 {
+        let mut pd = dir_inode(c, p1)?;
+        pd.set_nlink(pd.nlink() + 1);
+        named.push(c.write_inode(p1, &pd)?);
+    }
+    let pd = dir_inode(c, p1)?;
+    let first_done = c.dir_rewrite(p1, &pd, n1, i2, iftodt(d2.di_mode()), &named)?;
+    // 3. n2 names i1, once n1 names i2 on disk (i2 keeps a name).
+    let mut needs = first_done.clone();
+    if moving1 {
+        let mut pd = dir_inode(c, p2)?;
+        pd.set_nlink(pd.nlink() + 1);
+        needs.push(c.write_inode(p2, &pd)?);
+    }
+    let pd = dir_inode(c, p2)?;
+    let second_done = c.dir_rewrite(p2, &pd, n2, i1, iftodt(d1.di_mode()), &needs)?;
+    // 4. The third name goes once n2 names i1; the counts come down
+    //    after the names they counted (the entries' writes order them).
+    let mut pd1 = dir_inode(c, p1)?;
+    let (_, tmp_gone) = c.dir_remove(p1, &mut pd1, &tmp, Reserve::Privileged, &second_done)?;
+    touch(&mut pd1, true, true, false);
+    c.write_inode(p1, &pd1)?;
+    let mut x = live_inode(c, i1)?;
+    x.set_nlink(x.nlink() - 1);
+    touch(&mut x, false, true, false);
+    c.write_inode(i1, &x)?;
+    let mut y = live_inode(c, i2)?;
+    y.set_nlink(y.nlink() - 1);
+    c.write_inode(i2, &y)?;
+    // 5. A directory that changed parent: its '..' once it is named in
+    //    the new parent alone; the old parent's count after that.
+    for (moving, child, newp, oldp, gone) in [
+        (moving2, i2, p1, p2, &second_done),
+        (moving1, i1, p2, p1, &tmp_gone),
+    ] {
+        if !moving {
+            continue;
+        }
+        let d = dir_inode(c, child)?;
+        c.dir_rewrite(child, &d, b"..", newp, dt::DT_DIR, gone)?;
+        let mut op = dir_inode(c, oldp)?;
+        op.set_nlink(op.nlink().saturating_sub(1));
+        c.write_inode(oldp, &op)?;
+        let np = dir_inode(c, newp)?;
+        set_depths(c, child, dirdepth(&np) + 1)?;
+    }
+    let mut pd2 = dir_inode(c, p2)?;
+    touch(&mut pd2, true, true, false);
+    c.write_inode(p2, &pd2)?;
+    Ok(())
+}
+
 fn exchange(
     c: &mut FsCore,
     p1: u64,

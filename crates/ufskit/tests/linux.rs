@@ -681,7 +681,10 @@ fn security_and_trusted_attributes_have_one_name_and_are_roots() {
 /// files and for directories moving between parents, in the default
 /// (ordered) mode; `RENAME_NOREPLACE` still refuses an existing target.
 /// Then overlayfs itself on the mount: a removed and a renamed lower file
-/// leave whiteouts in the upper directory, and the image stays clean.
+/// leave whiteouts in the upper directory, a removed lower directory can
+/// be made again (overlayfs's RENAME_EXCHANGE of a whiteout and a
+/// directory, done in the ordered default mode), and the image stays
+/// clean.
 #[test]
 fn rename_whiteout_for_overlayfs() {
     use nix::fcntl::{renameat2, RenameFlags, AT_FDCWD};
@@ -735,6 +738,8 @@ fn rename_whiteout_for_overlayfs() {
         std::fs::create_dir_all(&merged).unwrap();
         std::fs::write(lower.join("gone"), b"lower").unwrap();
         std::fs::write(lower.join("old"), b"renamed").unwrap();
+        std::fs::create_dir_all(lower.join("dir")).unwrap();
+        std::fs::write(lower.join("dir/inside"), b"lower").unwrap();
         std::fs::create_dir_all(mnt.join("upper")).unwrap();
         std::fs::create_dir_all(mnt.join("work")).unwrap();
         let opts = format!(
@@ -748,11 +753,23 @@ fn rename_whiteout_for_overlayfs() {
             .arg(&merged));
         std::fs::remove_file(merged.join("gone")).unwrap();
         std::fs::rename(merged.join("old"), merged.join("new")).unwrap();
-        let names: Vec<_> = std::fs::read_dir(&merged)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        assert_eq!(names, ["new"], "merged view");
+        // A lower directory removed, and one of the same name made again:
+        // overlayfs swaps a whiteout and the directory with
+        // RENAME_EXCHANGE, and makes the new one opaque (an attribute).
+        std::fs::remove_dir_all(merged.join("dir")).unwrap();
+        assert!(!merged.join("dir").exists());
+        std::fs::create_dir(merged.join("dir")).unwrap();
+        std::fs::write(merged.join("dir/fresh"), b"upper").unwrap();
+        let names = |d: &Path| {
+            let mut v: Vec<_> = std::fs::read_dir(d)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            v.sort();
+            v
+        };
+        assert_eq!(names(&merged), ["dir", "new"], "merged view");
+        assert_eq!(names(&merged.join("dir")), ["fresh"], "the new directory is opaque");
         assert_eq!(std::fs::read(merged.join("new")).unwrap(), b"renamed");
         run(Command::new("umount").arg(&merged));
         assert!(is_whiteout(&mnt.join("upper/gone")));
