@@ -510,6 +510,20 @@ pub fn remount(
             }
         })
     };
+    // The daemon listens at the mount point it mounted; a second mount of
+    // the same image (`mount_again`) reaches it through the first's.
+    let control_at = if control::socket_path(0, &mp).exists() {
+        mp.clone()
+    } else {
+        let image = ufskit_image(entry);
+        entries
+            .iter()
+            .find(|e| {
+                ufskit_image(e) == image && control::socket_path(0, &e.mount_point).exists()
+            })
+            .map(|e| e.mount_point.clone())
+            .unwrap_or_else(|| mp.clone())
+    };
     let engine = |ro: bool| {
         let atime = match atime {
             ufs::Atime::Never => "never",
@@ -517,7 +531,7 @@ pub fn remount(
             ufs::Atime::Relatime => "relatime",
         };
         control::query(
-            &mp,
+            &control_at,
             &control::Request::Remount {
                 read_only: ro,
                 atime: atime.into(),

@@ -108,6 +108,7 @@ fn child_serve() -> ! {
         acls: true,
         readdirplus: ufs_fuse::ReaddirPlus::Auto,
         dircache: true,
+        btime: false,
         sync_interval: 30,
         lowmem_watch: true,
         follow_clients: true,

@@ -868,7 +868,7 @@ fn o_tmpfile_is_unnamed_until_linked() {
 /// system's is, not a peer of the first (xfstests generic/409-411, shared
 /// subtrees): with the first mount shared, a mount under the second does
 /// not appear under the first, and the second is in no group of the
-/// first's.
+/// first's. A remount through either place changes the file system.
 #[test]
 fn a_second_mount_is_no_peer_of_the_first() {
     if !needs_fuse("a_second_mount_is_no_peer_of_the_first") {
@@ -910,6 +910,13 @@ fn a_second_mount_is_no_peer_of_the_first() {
         "the second mount joined the first's peer group"
     );
     run(Command::new("umount").arg(two.join("sub")));
+    // A remount through the second mount point is the file system's, as
+    // for a kernel file system (the daemon answers at the first's).
+    run(ufskit().args(["mount", "-o", "remount,ro"]).arg(&img).arg(&two));
+    let e = std::fs::write(one.join("x"), b"x").unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EROFS), "{e}");
+    run(ufskit().args(["mount", "-o", "remount,rw"]).arg(&img).arg(&two));
+    std::fs::write(one.join("x"), b"x").unwrap();
     second.umount();
     m.umount();
     fsck_clean(&img);
