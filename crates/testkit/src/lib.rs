@@ -662,7 +662,11 @@ impl Shadow {
         let upper = tempfile::tempdir().unwrap();
         let run = |c: &mut Command| {
             let o = c.output().unwrap();
-            assert!(o.status.success(), "{c:?}: {}", String::from_utf8_lossy(&o.stderr));
+            assert!(
+                o.status.success(),
+                "{c:?}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
         };
         // The upper layer on a tmpfs of its own (an overlay's upper layer
         // cannot be on another overlay, which the root often is).

@@ -1684,8 +1684,8 @@ fn run_rename(s: &mut Session) -> ufs::Result<()> {
     s.rename("src/f5", "dst/f5")?; // over an existing file
     s.rename("src/sub1", "dst/sub1")?; // a directory across directories
     s.rename("src/sub2", "dst/empty")?; // over an existing empty directory
-    // RENAME_EXCHANGE: two files in two directories, then a directory
-    // and a file in two directories (the directory changes parent).
+                                        // RENAME_EXCHANGE: two files in two directories, then a directory
+                                        // and a file in two directories (the directory changes parent).
     s.exchange("src/f2", "dst/g2")?;
     s.mkdir("src/xd")?;
     s.create("src/xd/in", 3000)?;

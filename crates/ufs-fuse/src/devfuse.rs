@@ -685,10 +685,14 @@ impl Filesystem for UfsFuse {
         reply: ReplyWrite,
     ) {
         self.serve(req, Op::CopyFileRange);
-        match self
-            .svc
-            .copy_file_range(&caller(req), ino_in.0, offset_in, ino_out.0, offset_out, len)
-        {
+        match self.svc.copy_file_range(
+            &caller(req),
+            ino_in.0,
+            offset_in,
+            ino_out.0,
+            offset_out,
+            len,
+        ) {
             Ok(n) => reply.written(u32::try_from(n).unwrap_or(u32::MAX)),
             Err(e) => reply.error(err(e)),
         }

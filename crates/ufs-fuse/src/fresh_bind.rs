@@ -13,7 +13,7 @@
 #![allow(unsafe_code)]
 use std::ffi::CString;
 use std::io;
-use std::os::fd::{FromRawFd, OwnedFd, AsRawFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 

@@ -518,9 +518,7 @@ pub fn remount(
         let image = ufskit_image(entry);
         entries
             .iter()
-            .find(|e| {
-                ufskit_image(e) == image && control::socket_path(0, &e.mount_point).exists()
-            })
+            .find(|e| ufskit_image(e) == image && control::socket_path(0, &e.mount_point).exists())
             .map(|e| e.mount_point.clone())
             .unwrap_or_else(|| mp.clone())
     };

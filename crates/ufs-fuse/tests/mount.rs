@@ -1067,8 +1067,10 @@ fn t_rename(c: &Ctx) -> R {
             l2 - 1
         );
         ensure!(
-            !io("ls", fs::read_dir(m("")))?
-                .any(|e| e.is_ok_and(|e| e.file_name().to_string_lossy().starts_with(".ufskit-exchange"))),
+            !io("ls", fs::read_dir(m("")))?.any(|e| e.is_ok_and(|e| e
+                .file_name()
+                .to_string_lossy()
+                .starts_with(".ufskit-exchange"))),
             "the exchange's hidden name stayed"
         );
     }
@@ -3025,7 +3027,11 @@ fn main() {
     }
     println!(
         "test result: {}. {} passed; {} failed; 0 ignored; 0 measured; 0 filtered out",
-        if rep.failed.is_empty() { "ok" } else { "FAILED" },
+        if rep.failed.is_empty() {
+            "ok"
+        } else {
+            "FAILED"
+        },
         rep.passed,
         rep.failed.len()
     );

@@ -489,8 +489,13 @@ impl Fs {
         c.check_writable()?;
         let pdi = dir_inode(c, parent)?;
         may_enter(&pdi)?;
-        let (mode, acls) =
-            acl::inherit(c, parent, &pdi, dinode::IFREG | (mode as u16 & 0o7777), umask)?;
+        let (mode, acls) = acl::inherit(
+            c,
+            parent,
+            &pdi,
+            dinode::IFREG | (mode as u16 & 0o7777),
+            umask,
+        )?;
         let ino = c.alloc_inode(parent, false)?;
         let mut di = fresh_inode(c, ino, mode, cred, &pdi)?;
         di.set_nlink(0);
@@ -866,9 +871,8 @@ impl Fs {
                 "RENAME_WHITEOUT cannot be combined with RENAME_EXCHANGE",
             ));
         }
-        let r = self.finish(|c| {
-            Self::rename_op(c, parent, name, newparent, newname, mode, Some(cred))
-        });
+        let r =
+            self.finish(|c| Self::rename_op(c, parent, name, newparent, newname, mode, Some(cred)));
         self.counted(Call::Rename, 0, r)
     }
 

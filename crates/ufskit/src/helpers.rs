@@ -191,18 +191,42 @@ mod tests {
 
     #[test]
     fn names_pick_the_helper() {
-        assert_eq!(helper_of(&"/sbin/mkfs.fuse.ufskit".into()), Some(Helper::Mkfs));
+        assert_eq!(
+            helper_of(&"/sbin/mkfs.fuse.ufskit".into()),
+            Some(Helper::Mkfs)
+        );
         assert_eq!(helper_of(&"fsck.fuse.ufskit".into()), Some(Helper::Fsck));
-        assert_eq!(helper_of(&"/sbin/mount.fuse.ufskit".into()), Some(Helper::Mount));
+        assert_eq!(
+            helper_of(&"/sbin/mount.fuse.ufskit".into()),
+            Some(Helper::Mount)
+        );
         assert_eq!(helper_of(&"ufskit".into()), None);
     }
 
     #[test]
     fn mkfs_options_and_block_count() {
-        let a = v(&["mkfs.fuse.ufskit", "-b", "8192", "-O1", "-q", "/dev/loop3", "1048576"]);
+        let a = v(&[
+            "mkfs.fuse.ufskit",
+            "-b",
+            "8192",
+            "-O1",
+            "-q",
+            "/dev/loop3",
+            "1048576",
+        ]);
         assert_eq!(
             mkfs_args(&a),
-            v(&["ufskit", "newfs", "--ask", "-b", "8192", "-O1", "-s", "1048576k", "/dev/loop3"])
+            v(&[
+                "ufskit",
+                "newfs",
+                "--ask",
+                "-b",
+                "8192",
+                "-O1",
+                "-s",
+                "1048576k",
+                "/dev/loop3"
+            ])
         );
         let a = v(&["mkfs.fuse.ufskit", "-V", "-F", "--", "img"]);
         assert_eq!(mkfs_args(&a), v(&["ufskit", "newfs", "img"]));
@@ -213,7 +237,14 @@ mod tests {
         let a = v(&["fsck.fuse.ufskit", "-C", "3", "-a", "/dev/loop3"]);
         assert_eq!(
             fsck_args(&a),
-            v(&["ufskit", "fsck", "-p", "--exit-codes", "fsck8", "/dev/loop3"])
+            v(&[
+                "ufskit",
+                "fsck",
+                "-p",
+                "--exit-codes",
+                "fsck8",
+                "/dev/loop3"
+            ])
         );
         let a = v(&["fsck.fuse.ufskit", "-fn", "img"]);
         assert_eq!(
@@ -227,7 +258,16 @@ mod tests {
         let a = v(&["mount.fuse.ufskit", "img", "/mnt", "-o", "rw,noatime"]);
         assert_eq!(
             mount_args(&a, true).unwrap(),
-            v(&["ufskit", "mount", "-o", "dev,suid,allow_other", "-o", "rw,noatime", "img", "/mnt"])
+            v(&[
+                "ufskit",
+                "mount",
+                "-o",
+                "dev,suid,allow_other",
+                "-o",
+                "rw,noatime",
+                "img",
+                "/mnt"
+            ])
         );
         let a = v(&["mount.fuse.ufskit", "img", "/mnt", "-o", "remount,ro"]);
         assert_eq!(

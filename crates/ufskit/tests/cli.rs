@@ -874,8 +874,11 @@ fn manual_pages_and_completions() {
 #[test]
 fn mkfs_and_fsck_by_the_mount_type() {
     let root = std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0);
-    if !prerequisite(root, "mkfs_and_fsck_by_the_mount_type", "root (helpers go in /sbin)")
-        || rerun_in_private_mount_namespace("mkfs_and_fsck_by_the_mount_type")
+    if !prerequisite(
+        root,
+        "mkfs_and_fsck_by_the_mount_type",
+        "root (helpers go in /sbin)",
+    ) || rerun_in_private_mount_namespace("mkfs_and_fsck_by_the_mount_type")
     {
         return;
     }
@@ -919,7 +922,10 @@ fn mkfs_and_fsck_by_the_mount_type() {
     let o = mkfs_again(&["-b", "16384"], b"");
     assert!(!o.status.success(), "{o:?}");
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("holds a UFS (UFS1") && err.contains("-F"), "{err}");
+    assert!(
+        err.contains("holds a UFS (UFS1") && err.contains("-F"),
+        "{err}"
+    );
     let o = mkfs_again(&["-b", "16384"], b"n\n");
     assert!(!o.status.success(), "{o:?}");
     let kept = run(ufskit().args(["dumpfs", "-s"]).arg(&img));
@@ -939,14 +945,21 @@ fn mkfs_and_fsck_by_the_mount_type() {
     };
     let o = fsck("-n");
     assert_eq!(o.status.code(), Some(0), "{o:?}");
-    assert!(String::from_utf8_lossy(&o.stdout).contains("FILE SYSTEM IS CLEAN"), "{o:?}");
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("FILE SYSTEM IS CLEAN"),
+        "{o:?}"
+    );
     // One free inode too many in the superblock's totals: fs_cstotal's
     // cs_nifree, a little-endian 64-bit count at byte 1,024 of the UFS1
     // superblock (at 8 KiB), which a post-5.0 superblock reads over the
     // old 32-bit copy (FreeBSD's ffs_oldfscompat_read).
     {
         use std::os::unix::fs::FileExt;
-        let f = std::fs::OpenOptions::new().read(true).write(true).open(&img).unwrap();
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&img)
+            .unwrap();
         let off = 8192 + 1008 + 16;
         let mut w = [0u8; 8];
         f.read_exact_at(&mut w, off).unwrap();
@@ -967,7 +980,10 @@ fn mkfs_and_fsck_by_the_mount_type() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(8), "{o:?}");
-    assert!(String::from_utf8_lossy(&o.stderr).contains("missing"), "{o:?}");
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("missing"),
+        "{o:?}"
+    );
 }
 
 /// The mount helper's convention: `mount -t fuse.ufskit IMAGE DIR -o
@@ -2509,7 +2525,11 @@ fn the_test_script_counts_everything_in_one_line() {
     assert!(!out.contains("not reached"), "{out}");
     // 5 + 2 tests and 2 steps passed, less the one skipped test; 1 test,
     // the build error and 2 steps failed; 2 skipped.
-    assert_eq!(out.trim().lines().last(), Some("8 passed, 4 failed, 2 skipped"), "{out}");
+    assert_eq!(
+        out.trim().lines().last(),
+        Some("8 passed, 4 failed, 2 skipped"),
+        "{out}"
+    );
     assert!(out.contains("fsx not installed"), "{out}");
     assert!(out.contains("a function step (exit 1)"), "{out}");
 }

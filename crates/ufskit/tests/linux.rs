@@ -698,8 +698,14 @@ fn rename_whiteout_for_overlayfs() {
         md.file_type().is_char_device() && md.rdev() == 0 && md.mode() & 0o7777 == 0
     };
     std::fs::write(mnt.join("a"), b"moved").unwrap();
-    renameat2(AT_FDCWD, &mnt.join("a"), AT_FDCWD, &mnt.join("b"), RenameFlags::RENAME_WHITEOUT)
-        .unwrap();
+    renameat2(
+        AT_FDCWD,
+        &mnt.join("a"),
+        AT_FDCWD,
+        &mnt.join("b"),
+        RenameFlags::RENAME_WHITEOUT,
+    )
+    .unwrap();
     assert_eq!(std::fs::read(mnt.join("b")).unwrap(), b"moved");
     assert!(is_whiteout(&mnt.join("a")));
     std::fs::create_dir_all(mnt.join("d/inner")).unwrap();
@@ -731,7 +737,11 @@ fn rename_whiteout_for_overlayfs() {
     assert_eq!(std::fs::read(mnt.join("c")).unwrap(), b"c");
 
     let overlay = std::fs::read_to_string("/proc/filesystems").is_ok_and(|f| f.contains("overlay"));
-    if prerequisite(overlay, "rename_whiteout_for_overlayfs", "overlayfs (modprobe overlay)") {
+    if prerequisite(
+        overlay,
+        "rename_whiteout_for_overlayfs",
+        "overlayfs (modprobe overlay)",
+    ) {
         let lower = t.path().join("lower");
         let merged = t.path().join("merged");
         std::fs::create_dir_all(&lower).unwrap();
@@ -769,7 +779,11 @@ fn rename_whiteout_for_overlayfs() {
             v
         };
         assert_eq!(names(&merged), ["dir", "new"], "merged view");
-        assert_eq!(names(&merged.join("dir")), ["fresh"], "the new directory is opaque");
+        assert_eq!(
+            names(&merged.join("dir")),
+            ["fresh"],
+            "the new directory is opaque"
+        );
         assert_eq!(std::fs::read(merged.join("new")).unwrap(), b"renamed");
         run(Command::new("umount").arg(&merged));
         assert!(is_whiteout(&mnt.join("upper/gone")));
@@ -834,11 +848,26 @@ fn o_tmpfile_is_unnamed_until_linked() {
     let md = f.metadata().unwrap();
     assert_eq!(md.nlink(), 0);
     assert!(md.is_file());
-    assert_eq!(md.mode() & 0o7777 & !0o640, 0, "mode {:o} beyond 0640", md.mode());
-    assert_eq!(std::fs::read_dir(&mnt).unwrap().count(), 1, "only .snap is listed");
+    assert_eq!(
+        md.mode() & 0o7777 & !0o640,
+        0,
+        "mode {:o} beyond 0640",
+        md.mode()
+    );
+    assert_eq!(
+        std::fs::read_dir(&mnt).unwrap().count(),
+        1,
+        "only .snap is listed"
+    );
     linkat(&f, "named").unwrap();
-    assert_eq!(std::fs::read(mnt.join("named")).unwrap(), b"written unnamed");
-    assert_eq!(std::fs::metadata(mnt.join("named")).unwrap().ino(), md.ino());
+    assert_eq!(
+        std::fs::read(mnt.join("named")).unwrap(),
+        b"written unnamed"
+    );
+    assert_eq!(
+        std::fs::metadata(mnt.join("named")).unwrap().ino(),
+        md.ino()
+    );
     assert_eq!(f.metadata().unwrap().nlink(), 1);
     drop(f);
 
@@ -853,13 +882,23 @@ fn o_tmpfile_is_unnamed_until_linked() {
     let mut h = open_tmp(0).unwrap();
     h.write_all(&vec![7u8; 4 << 20]).unwrap();
     h.sync_all().unwrap();
-    assert!(free() + (3 << 20) < before, "4 MiB written: {} -> {}", before, free());
+    assert!(
+        free() + (3 << 20) < before,
+        "4 MiB written: {} -> {}",
+        before,
+        free()
+    );
     drop(h);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while free() + (1 << 20) < before && std::time::Instant::now() < deadline {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
-    assert!(free() + (1 << 20) >= before, "space of a closed unnamed file: {} of {}", free(), before);
+    assert!(
+        free() + (1 << 20) >= before,
+        "space of a closed unnamed file: {} of {}",
+        free(),
+        before
+    );
     m.umount();
     fsck_clean(&img);
 }
@@ -912,10 +951,16 @@ fn a_second_mount_is_no_peer_of_the_first() {
     run(Command::new("umount").arg(two.join("sub")));
     // A remount through the second mount point is the file system's, as
     // for a kernel file system (the daemon answers at the first's).
-    run(ufskit().args(["mount", "-o", "remount,ro"]).arg(&img).arg(&two));
+    run(ufskit()
+        .args(["mount", "-o", "remount,ro"])
+        .arg(&img)
+        .arg(&two));
     let e = std::fs::write(one.join("x"), b"x").unwrap_err();
     assert_eq!(e.raw_os_error(), Some(libc::EROFS), "{e}");
-    run(ufskit().args(["mount", "-o", "remount,rw"]).arg(&img).arg(&two));
+    run(ufskit()
+        .args(["mount", "-o", "remount,rw"])
+        .arg(&img)
+        .arg(&two));
     std::fs::write(one.join("x"), b"x").unwrap();
     second.umount();
     m.umount();
@@ -939,7 +984,10 @@ fn birth_time_through_statx() {
     {
         let (_t, img, mnt, m) = fresh_mount("64m", &[]);
         std::fs::write(mnt.join("f"), b"no birth time asked for").unwrap();
-        let e = std::fs::metadata(mnt.join("f")).unwrap().created().unwrap_err();
+        let e = std::fs::metadata(mnt.join("f"))
+            .unwrap()
+            .created()
+            .unwrap_err();
         assert_eq!(e.kind(), std::io::ErrorKind::Unsupported, "{e}");
         m.umount();
         fsck_clean(&img);
@@ -977,7 +1025,10 @@ fn birth_time_through_statx() {
     let mnt1 = t.path().join("m1");
     let m1 = Mounted::new(&old, &mnt1, &["btime=on"]);
     std::fs::write(mnt1.join("f"), b"no birth").unwrap();
-    let e = std::fs::metadata(mnt1.join("f")).unwrap().created().unwrap_err();
+    let e = std::fs::metadata(mnt1.join("f"))
+        .unwrap()
+        .created()
+        .unwrap_err();
     assert_eq!(e.kind(), std::io::ErrorKind::Unsupported, "{e}");
     m1.umount();
     fsck_clean(&old);
@@ -1002,7 +1053,9 @@ fn copy_file_range_is_done_by_the_daemon() {
         v["fuse_requests"]["by_op"][op].as_u64().unwrap_or(0)
     };
     // 6 MiB of data, then 10 MiB of hole.
-    let data: Vec<u8> = (0..6u32 << 20).map(|i| (i * 2_654_435_761u32 >> 24) as u8).collect();
+    let data: Vec<u8> = (0..6u32 << 20)
+        .map(|i| (i * 2_654_435_761u32 >> 24) as u8)
+        .collect();
     std::fs::write(mnt.join("src"), &data).unwrap();
     std::fs::File::options()
         .write(true)
@@ -1011,7 +1064,11 @@ fn copy_file_range_is_done_by_the_daemon() {
         .set_len(16 << 20)
         .unwrap();
     drop_caches();
-    let (reads, writes, copies) = (requests("read"), requests("write"), requests("copy_file_range"));
+    let (reads, writes, copies) = (
+        requests("read"),
+        requests("write"),
+        requests("copy_file_range"),
+    );
     let src = std::fs::File::open(mnt.join("src")).unwrap();
     let dst = std::fs::File::create(mnt.join("dst")).unwrap();
     let mut copied = 0usize;
@@ -1023,7 +1080,10 @@ fn copy_file_range_is_done_by_the_daemon() {
         copied += n;
     }
     assert_eq!(copied, 16 << 20);
-    assert!(requests("copy_file_range") > copies, "no COPY_FILE_RANGE request");
+    assert!(
+        requests("copy_file_range") > copies,
+        "no COPY_FILE_RANGE request"
+    );
     assert_eq!(requests("read"), reads, "data went through READ");
     assert_eq!(requests("write"), writes, "data went through WRITE");
     drop(dst);
@@ -1033,11 +1093,18 @@ fn copy_file_range_is_done_by_the_daemon() {
     assert!(got[..6 << 20] == data[..], "copied data differs");
     assert!(got[6 << 20..].iter().all(|&b| b == 0));
     let md = std::fs::metadata(mnt.join("dst")).unwrap();
-    assert!(md.blocks() * 512 < 8 << 20, "the hole was filled: {} bytes", md.blocks() * 512);
+    assert!(
+        md.blocks() * 512 < 8 << 20,
+        "the hole was filled: {} bytes",
+        md.blocks() * 512
+    );
 
     // Onto the middle of an existing file: only that range changes.
     std::fs::write(mnt.join("mid"), vec![0xeeu8; 3 << 20]).unwrap();
-    let mid = std::fs::File::options().write(true).open(mnt.join("mid")).unwrap();
+    let mid = std::fs::File::options()
+        .write(true)
+        .open(mnt.join("mid"))
+        .unwrap();
     let (mut off_in, mut off_out) = (100i64, (1 << 20) as i64);
     let n = nix::fcntl::copy_file_range(&src, Some(&mut off_in), &mid, Some(&mut off_out), 4096)
         .unwrap();
@@ -1065,7 +1132,12 @@ fn nfs_export_survives_a_cache_drop_and_a_remount() {
     if !needs_fuse("nfs_export_survives_a_cache_drop_and_a_remount") {
         return;
     }
-    let have = |p: &str| Command::new("sh").args(["-c", &format!("command -v {p}")]).output().is_ok_and(|o| o.status.success());
+    let have = |p: &str| {
+        Command::new("sh")
+            .args(["-c", &format!("command -v {p}")])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
     if !prerequisite(
         have("ganesha.nfsd") && have("nfs-cat") && have("nfs-cp"),
         "nfs_export_survives_a_cache_drop_and_a_remount",
@@ -1120,17 +1192,35 @@ fn nfs_export_survives_a_cache_drop_and_a_remount() {
         std::thread::sleep(std::time::Duration::from_millis(200));
     }
     let o = cat("d/f");
-    assert_eq!(o.stdout, b"exported", "{o:?}; server log: {}", std::fs::read_to_string(&log).unwrap_or_default());
+    assert_eq!(
+        o.stdout,
+        b"exported",
+        "{o:?}; server log: {}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
     let local = t.path().join("local");
     std::fs::write(&local, b"written over NFS").unwrap();
     // Read-only and back while exported (the server holds no file open
     // for writing yet: like nfsd's file cache, Ganesha keeps written files
     // open, and Linux refuses a read-only remount while one is).
-    run(ufskit().args(["mount", "-o", "remount,ro"]).arg(&img).arg(&mnt));
+    run(ufskit()
+        .args(["mount", "-o", "remount,ro"])
+        .arg(&img)
+        .arg(&mnt));
     assert_eq!(cat("d/f").stdout, b"exported");
-    let refused = Command::new("nfs-cp").arg(&local).arg(url("d/g")).output().unwrap();
-    assert!(!refused.status.success(), "a write through a read-only mount: {refused:?}");
-    run(ufskit().args(["mount", "-o", "remount,rw"]).arg(&img).arg(&mnt));
+    let refused = Command::new("nfs-cp")
+        .arg(&local)
+        .arg(url("d/g"))
+        .output()
+        .unwrap();
+    assert!(
+        !refused.status.success(),
+        "a write through a read-only mount: {refused:?}"
+    );
+    run(ufskit()
+        .args(["mount", "-o", "remount,rw"])
+        .arg(&img)
+        .arg(&mnt));
     run(Command::new("nfs-cp").arg(&local).arg(url("d/g")));
     assert_eq!(std::fs::read(mnt.join("d/g")).unwrap(), b"written over NFS");
     // The server's objects are handles: after the kernel dropped every
@@ -1139,7 +1229,10 @@ fn nfs_export_survives_a_cache_drop_and_a_remount() {
     drop_caches();
     assert_eq!(cat("d/g").stdout, b"written over NFS");
     assert_eq!(cat("d/f").stdout, b"exported");
-    run(ufskit().args(["mount", "-o", "remount,noatime"]).arg(&img).arg(&mnt));
+    run(ufskit()
+        .args(["mount", "-o", "remount,noatime"])
+        .arg(&img)
+        .arg(&mnt));
     drop_caches();
     std::fs::write(&local, b"again").unwrap();
     run(Command::new("nfs-cp").arg(&local).arg(url("d/h")));

@@ -145,7 +145,11 @@ fn statx_out(a: &Attr, has_birthtime: bool) -> Vec<u8> {
             blocks: a.blocks,
             attributes_mask: STATX_ATTR_IMMUTABLE | STATX_ATTR_APPEND | STATX_ATTR_NODUMP,
             atime: t(a.atime),
-            btime: if has_birthtime { t(a.birthtime) } else { SxTime::default() },
+            btime: if has_birthtime {
+                t(a.birthtime)
+            } else {
+                SxTime::default()
+            },
             ctime: t(a.ctime),
             mtime: t(a.mtime),
             rdev_major: major,
