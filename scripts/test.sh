@@ -17,6 +17,7 @@ export UFSKIT_SKIP_LEDGER=$work/skipped.txt
 if [ -n "${CI:-}" ]; then unset UFSKIT_ALLOW_SKIPS; fi
 . scripts/steps.sh
 step "build" cargo build --release --workspace
+step "rustfmt" cargo fmt --all --check
 tests_step "workspace tests" cargo test --workspace --release --no-fail-fast
 # The POSIX harness again over /dev/fuse alone (the run above used the
 # io_uring rings where the kernel has them), on big-endian images (as a

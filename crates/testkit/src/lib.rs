@@ -546,30 +546,6 @@ pub fn walk_rufs(img: &Path) -> BTreeMap<PathBuf, Node> {
     out
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A missing prerequisite fails the test unless skips are allowed.
-    #[test]
-    #[should_panic(expected = "needs a thing nobody has")]
-    fn a_missing_prerequisite_fails() {
-        if std::env::var_os("UFSKIT_ALLOW_SKIPS").is_some() {
-            // The developer's mode: skipped and counted instead.
-            assert!(!prerequisite(false, "a_missing_prerequisite_fails", "x"));
-            let ledger = std::fs::read_to_string(skip_ledger()).unwrap_or_default();
-            assert!(ledger.contains("a_missing_prerequisite_fails: needs x"));
-            panic!("needs a thing nobody has (skipped and counted)");
-        }
-        prerequisite(false, "a_missing_prerequisite_fails", "a thing nobody has");
-    }
-
-    #[test]
-    fn a_present_prerequisite_runs() {
-        assert!(prerequisite(true, "a_present_prerequisite_runs", "nothing"));
-    }
-}
-
 /// Changes inode `ino` on an unmounted device, as damage or an old
 /// writer would leave it: `f` edits the on-disk inode, whose check-hash is
 /// then made right again when the file system keeps them (so what the
@@ -698,5 +674,29 @@ impl Shadow {
     pub fn hide(&self, name: &str) -> &Self {
         let _ = std::fs::remove_file(self.dir.join(name));
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A missing prerequisite fails the test unless skips are allowed.
+    #[test]
+    #[should_panic(expected = "needs a thing nobody has")]
+    fn a_missing_prerequisite_fails() {
+        if std::env::var_os("UFSKIT_ALLOW_SKIPS").is_some() {
+            // The developer's mode: skipped and counted instead.
+            assert!(!prerequisite(false, "a_missing_prerequisite_fails", "x"));
+            let ledger = std::fs::read_to_string(skip_ledger()).unwrap_or_default();
+            assert!(ledger.contains("a_missing_prerequisite_fails: needs x"));
+            panic!("needs a thing nobody has (skipped and counted)");
+        }
+        prerequisite(false, "a_missing_prerequisite_fails", "a thing nobody has");
+    }
+
+    #[test]
+    fn a_present_prerequisite_runs() {
+        assert!(prerequisite(true, "a_present_prerequisite_runs", "nothing"));
     }
 }

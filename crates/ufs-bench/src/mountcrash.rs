@@ -421,7 +421,7 @@ fn mail_writer(
             // read: moved into cur with a flag; one in five of those is
             // then deleted.
             let k = n - first;
-            if k >= 3 && k % 3 == 0 {
+            if k >= 3 && k.is_multiple_of(3) {
                 let old = n - 3;
                 let oname = format!("{old}.M{old}.tester");
                 let to = format!("cur/{oname}:2,S");
@@ -435,7 +435,7 @@ fn mail_writer(
                 std::fs::rename(new.join(&oname), root.join(&to))?;
                 fsync_dir(&cur)?;
                 set_names(vec![to.clone()]);
-                if old % 5 == 0 {
+                if old.is_multiple_of(5) {
                     records
                         .lock()
                         .unwrap_or_else(|p| p.into_inner())

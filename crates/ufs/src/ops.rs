@@ -2178,9 +2178,6 @@ fn set_depths(c: &mut FsCore, ino: u64, depth: u32) -> Result<()> {
     Ok(())
 }
 
-/// Swaps two names (only without ordered writes: the ordered modes refuse
-/// it, since no order of the two directory writes keeps both files named).
-#[allow(clippy::too_many_arguments)]
 /// RENAME_EXCHANGE with ordered writes (normal, sync, soft updates). Two
 /// entries, perhaps in two directories, each change with a write of its
 /// own, and no order of two writes keeps both files named at every crash:
@@ -2293,6 +2290,8 @@ fn exchange_ordered(
     Ok(())
 }
 
+/// Swaps two names with no order between the writes (`-o async`).
+#[allow(clippy::too_many_arguments)]
 fn exchange(
     c: &mut FsCore,
     p1: u64,

@@ -1443,7 +1443,7 @@ fn big_directory_size_past_end_is_preen_adjusted() {
             .unwrap();
         i += 1;
         let size = fs.getattr(big).unwrap().size;
-        if size > 13 * 4096 && size % 4096 == 0 {
+        if size > 13 * 4096 && size.is_multiple_of(4096) {
             break;
         }
         assert!(i < 20_000);

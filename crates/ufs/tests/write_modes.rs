@@ -461,7 +461,7 @@ fn softdep_ordering_state_stays_within_the_cache_bound() {
     let fs = Fs::open(Box::new(dev.clone()), o).unwrap();
     let d = fs.mkdir(fs.root(), b"d", 0o755, Cred::ROOT).unwrap().ino;
     // One per 512 bytes of cache, at least 4,096.
-    let bound = ((1u64 << 20) / 512).max(4096);
+    let bound = 4096;
     let mut most = 0;
     for i in 0..12_000u64 {
         fs.mknod(

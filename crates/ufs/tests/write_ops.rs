@@ -30,7 +30,7 @@ fn files_dirs_links_renames_survive_reopen() {
         let mut model = Vec::new();
         for step in 0..40u32 {
             let chunk: Vec<u8> = (0..(step * 7919) % 70000)
-                .map(|i| (i as u32 ^ step) as u8)
+                .map(|i| (i ^ step) as u8)
                 .collect();
             let off = model.len() as u64;
             assert_eq!(fs.write(f.ino, off, &chunk, root).unwrap(), chunk.len());

@@ -1054,7 +1054,7 @@ fn copy_file_range_is_done_by_the_daemon() {
     };
     // 6 MiB of data, then 10 MiB of hole.
     let data: Vec<u8> = (0..6u32 << 20)
-        .map(|i| (i * 2_654_435_761u32 >> 24) as u8)
+        .map(|i| ((i * 2_654_435_761u32) >> 24) as u8)
         .collect();
     std::fs::write(mnt.join("src"), &data).unwrap();
     std::fs::File::options()
