@@ -43,3 +43,7 @@ if ! command -v cargo >/dev/null 2>&1; then
   echo "cargo not found: install Rust (https://rustup.rs)" >&2
   exit 1
 fi
+# The formatting check (rustup's default profile has it; a minimal one not).
+if ! cargo fmt --version >/dev/null 2>&1; then
+  command -v rustup >/dev/null 2>&1 && rustup component add rustfmt >/dev/null 2>&1 || true
+fi
