@@ -218,38 +218,59 @@ struct NewfsArgs {
 
 #[derive(clap::Args)]
 struct MountArgs {
-    /// Comma-separated options: ro, rw, force, dirpref=orlov|traditional,
-    /// cache=SIZE, allow_other, seed=N, threads=N, dirhash=on|off,
-    /// dirhash_maxmem=SIZE, dirhash_minsize=SIZE, dirhash_reclaimage=SECS,
-    /// dirhash_check=on|off, lowmem=on|off (see docs/DIRHASH.md),
-    /// affinity=follow|off (serve each request on its client's CPU),
-    /// cpulatency=auto|off (while requests flow, keep idle CPUs polling
-    /// rather than halting: a CPU latency request of 0 µs, released when
-    /// the mount goes quiet),
-    /// spin=auto|on|off (while requests flow on a quiet machine, a ring
-    /// thread that replied polls for the next request from another CPU
-    /// instead of sleeping; on: busy machine or not; off: always sleep),
-    /// uring=auto|on|off (FUSE over io_uring: requests served by a thread
-    /// on the CPU that made them; auto uses it when the kernel offers it),
-    /// nice=N|off (the daemon threads' nice value, default -10: a busy
-    /// machine's other programs do not delay each request; off: as started),
-    /// disk=dtla-307045|ide-20g-2001|hp97560 (modeled disk, docs/LAYOUT.md),
-    /// disk_sleep=on|off (also sleep the modeled time),
-    /// inodeorder=offset|name|hash|off and inodeorder_min=SIZE (inode order
-    /// in large directories, docs/LAYOUT.md), contigdirs=on|off (Orlov's
-    /// limit on directories in a row per group; off for experiments),
-    /// normal|sync|async|softdep (write mode; default from the
-    /// superblock's soft-updates flag), barrier=flush|write (what an
-    /// ordered write waits for: a cache flush, holding across a power cut,
-    /// or completion, as FreeBSD; default flush with softdep, write
-    /// otherwise; also barrier, nobarrier), vmiodir=on|off,
-    /// readahead=SIZE, syncer=SECS (background flush, default 30),
-    /// writeback=on|off (kernel write-back caching, default off),
-    /// xattr=on|off, acl=on|off, readdirplus=auto|on|off,
-    /// dircache=on|off (directories opened without a request and listings
-    /// cached by the kernel, default on), btime=on|off (birth times
-    /// through statx, default off). README.md lists them all.
-    #[arg(short = 'o', action = clap::ArgAction::Append)]
+    /// Comma-separated options, by group (defaults first; docs/LINUX.md
+    /// and README.md say more of each):
+    ///
+    /// mount(8)'s (as for a kernel file system):
+    ///   rw | ro             read-write or read-only
+    ///   remount             change a live mount (with ro, rw, the flags below)
+    ///   force               mount a file system that is not clean
+    ///   allow_other         let other users in (root's mount(8) helper adds it)
+    ///   nodev,nosuid | dev,suid, exec | noexec, dirsync
+    ///   relatime | strictatime | noatime | nodiratime
+    ///   fstype=fuse.ufskit | fuse   the type mount(8) shows
+    ///
+    /// Write ordering and durability:
+    ///   softdep | normal | sync | async   (default: the superblock's soft-updates flag)
+    ///   barrier=flush | write   what an ordered write waits for (flush with softdep)
+    ///   syncer=SECS         background flush of dirty blocks (30; 0 off)
+    ///
+    /// Caching:
+    ///   cache=SIZE          buffer cache (1/32 of memory, 64M to 1G)
+    ///   readahead=SIZE      read on a small-block miss (128k; 0 off)
+    ///   writeback=off | on  kernel write-back caching of file data
+    ///   vmiodir=on | off    directory blocks cached as file data (FreeBSD's vmiodir)
+    ///   dircache=on | off   directories opened without a request, listings cached
+    ///   readdirplus=auto | on | off   listings with attributes
+    ///   lowmem=on | off     give dirhash memory back under memory pressure
+    ///
+    /// What the mount serves:
+    ///   xattr=on | off, acl=on | off, btime=off | on (statx birth time; costs a request)
+    ///
+    /// Placement and directory policies (the paper's factors):
+    ///   dirpref=orlov | traditional, contigdirs=on | off, seed=N
+    ///   dirhash=on | off, dirhash_maxmem=SIZE, dirhash_minsize=SIZE,
+    ///   dirhash_reclaimage=SECS, dirhash_check=off | on   (docs/DIRHASH.md)
+    ///   inodeorder=offset | name | hash | off, inodeorder_min=SIZE   (docs/LAYOUT.md)
+    ///
+    /// Transport and latency (machine-wide effects noted):
+    ///   uring=auto | on | off   FUSE over io_uring (auto: when the kernel offers it;
+    ///                       as root, sets the fuse module's enable_uring: machine-wide)
+    ///   threads=N           /dev/fuse threads (3)
+    ///   affinity=follow | off   serve a pinned client's requests on its CPU
+    ///   cpulatency=auto | off   hold a 0 µs CPU latency request while busy (machine-wide)
+    ///   spin=auto | on | off    poll for the next request on a quiet machine
+    ///   nice=N | off        the daemon's nice value (-10)
+    ///
+    /// Experiments:
+    ///   disk=dtla-307045 | ide-20g-2001 | hp97560   modeled disk (docs/LAYOUT.md)
+    ///   disk_sleep=on | off   also sleep the modeled time
+    #[arg(
+        short = 'o',
+        action = clap::ArgAction::Append,
+        value_name = "OPTIONS",
+        verbatim_doc_comment
+    )]
     options: Vec<String>,
     /// Stay in the foreground.
     #[arg(short = 'f')]
