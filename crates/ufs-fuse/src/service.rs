@@ -1175,7 +1175,10 @@ impl Service {
         if punch {
             self.fs.punch_hole(ino, offset, length, c.cred())
         } else {
-            self.fs.allocate(ino, offset, length, keep, zero, c.cred())
+            // Space that removed files still hold comes back with their
+            // forgets (see `retry_when_full`); an allocation fills holes
+            // only, so trying again after a partial one is harmless.
+            self.retry_when_full(|| self.fs.allocate(ino, offset, length, keep, zero, c.cred()))
         }
         .map_err(|e| errno(&e))?;
         // Once the request proved valid (Linux kills after its checks).
