@@ -1337,7 +1337,22 @@ impl Session {
 
     /// `rename(from, to)`, replacing a file or empty directory at `to`.
     fn rename(&mut self, from: &str, to: &str) -> ufs::Result<()> {
-        self.begin(format!("rename {from} -> {to}"));
+        self.rename_with(from, to, false)
+    }
+
+    /// `renameat2(RENAME_WHITEOUT)`: `rename(from, to)`, and a whiteout
+    /// (a character device 0:0) at `from`, as overlayfs asks.
+    fn rename_whiteout(&mut self, from: &str, to: &str) -> ufs::Result<()> {
+        self.rename_with(from, to, true)
+    }
+
+    fn rename_with(&mut self, from: &str, to: &str, whiteout: bool) -> ufs::Result<()> {
+        let kind = if whiteout {
+            "rename (whiteout)"
+        } else {
+            "rename"
+        };
+        self.begin(format!("{kind} {from} -> {to}"));
         let now = self.now();
         // The replaced target's records end; the moved ones gain a name.
         self.claim(to);
@@ -1346,13 +1361,13 @@ impl Session {
         let (td, tname) = split(to);
         let (fp, tp) = (self.ino(fd)?, self.ino(td)?);
         let replaced = self.nodes.get(to).copied();
-        self.fs.rename(
-            fp,
-            fname.as_bytes(),
-            tp,
-            tname.as_bytes(),
-            RenameMode::Replace,
-        )?;
+        let (fname, tname) = (fname.as_bytes(), tname.as_bytes());
+        if whiteout {
+            self.fs
+                .rename_whiteout(fp, fname, tp, tname, RenameMode::Replace, ROOT)?;
+        } else {
+            self.fs.rename(fp, fname, tp, tname, RenameMode::Replace)?;
+        }
         if let Some(old) = replaced {
             self.nodes.remove(to);
             self.dirs.remove(to);
@@ -1361,38 +1376,10 @@ impl Session {
             }
         }
         self.move_nodes(from, to);
-        Ok(())
-    }
-
-    /// `renameat2(RENAME_WHITEOUT)`: `rename(from, to)`, and a whiteout
-    /// (a character device 0:0) at `from`, as overlayfs asks.
-    fn rename_whiteout(&mut self, from: &str, to: &str) -> ufs::Result<()> {
-        self.begin(format!("rename (whiteout) {from} -> {to}"));
-        let now = self.now();
-        self.claim(to);
-        self.extend_records(from, to, now);
-        let (fd, fname) = split(from);
-        let (td, tname) = split(to);
-        let (fp, tp) = (self.ino(fd)?, self.ino(td)?);
-        let replaced = self.nodes.get(to).copied();
-        self.fs.rename_whiteout(
-            fp,
-            fname.as_bytes(),
-            tp,
-            tname.as_bytes(),
-            RenameMode::Replace,
-            ROOT,
-        )?;
-        if let Some(old) = replaced {
-            self.nodes.remove(to);
-            self.dirs.remove(to);
-            if !self.nodes.values().any(|&i| i == old) {
-                self.content.remove(&old);
-            }
+        if whiteout {
+            let w = self.fs.lookup(fp, fname)?;
+            self.nodes.insert(from.to_string(), w.ino);
         }
-        self.move_nodes(from, to);
-        let whiteout = self.fs.lookup(fp, fname.as_bytes())?;
-        self.nodes.insert(from.to_string(), whiteout.ino);
         Ok(())
     }
 

@@ -489,27 +489,18 @@ impl Fs {
         c.check_writable()?;
         let pdi = dir_inode(c, parent)?;
         may_enter(&pdi)?;
-        let (mode, acls) = acl::inherit(
+        let mode = dinode::IFREG | (mode as u16 & 0o7777);
+        let (ino, di) = new_inode(
             c,
             parent,
             &pdi,
-            dinode::IFREG | (mode as u16 & 0o7777),
+            mode,
             umask,
+            cred,
+            0,
+            None,
+            |_, _, _| Ok(()),
         )?;
-        let ino = c.alloc_inode(parent, false)?;
-        let mut di = fresh_inode(c, ino, mode, cred, &pdi)?;
-        di.set_nlink(0);
-        let r = if acls.is_empty() {
-            Ok(())
-        } else {
-            let area = ufs_format::extattr::encode_area(c.g.v.endian, &acls);
-            c.replace_ext_area(ino, &mut di, &area, cred.reserve())
-        };
-        c.write_inode(ino, &di)?;
-        if let Err(e) = r {
-            undo_create(c, ino)?;
-            return Err(e);
-        }
         c.orphans.insert(ino);
         attr_of(ino, &di, c.g.bsize)
     }
@@ -645,31 +636,14 @@ impl Fs {
         let mut pdi = dir_inode(c, parent)?;
         must_be_absent(c, parent, &pdi, name)?;
         may_enter(&pdi)?;
-        let (mode, acls) = acl::inherit(c, parent, &pdi, mode, umask)?;
-        let ino = match c.placement_goal(parent, &pdi, name)? {
-            Some(goal) => c.alloc_placed(parent, goal)?,
-            None => c.alloc_inode(parent, false)?,
-        };
-        let mut di = fresh_inode(c, ino, mode, cred, &pdi)?;
-        di.set_nlink(1);
-        let r = if acls.is_empty() {
-            Ok(())
-        } else {
-            let area = ufs_format::extattr::encode_area(c.g.v.endian, &acls);
-            c.replace_ext_area(ino, &mut di, &area, cred.reserve())
-        }
-        .and_then(|()| init(c, ino, &mut di));
-        c.write_inode(ino, &di)?;
-        if let Err(e) = r {
-            undo_create(c, ino)?;
-            return Err(e);
-        }
+        let goal = c.placement_goal(parent, &pdi, name)?;
+        let (ino, di) = new_inode(c, parent, &pdi, mode, umask, cred, 1, goal, init)?;
         if let Err(e) = c.dir_enter(
             parent,
             &mut pdi,
             name,
             ino,
-            iftodt(mode),
+            iftodt(di.di_mode()),
             cred.reserve(),
             &[],
         ) {
@@ -2096,6 +2070,45 @@ fn may_change(di: &Dinode) -> Result<()> {
         return Err(flag_refusal("file is immutable or append-only"));
     }
     Ok(())
+}
+
+/// A new inode for a file of directory `parent` (`pdi`), written: placed
+/// at `goal` (inode order) or by the usual policy, its mode and ACLs
+/// inherited from the directory (`umask` as a create's), `nlink` links,
+/// then `init` (a symlink's target, a device number). Freed again if
+/// anything fails. Not yet named anywhere.
+#[allow(clippy::too_many_arguments)]
+fn new_inode(
+    c: &mut FsCore,
+    parent: u64,
+    pdi: &Dinode,
+    mode: u16,
+    umask: Option<u32>,
+    cred: Cred,
+    nlink: u32,
+    goal: Option<crate::alloc::placement::Goal>,
+    init: impl FnOnce(&mut FsCore, u64, &mut Dinode) -> Result<()>,
+) -> Result<(u64, Dinode)> {
+    let (mode, acls) = acl::inherit(c, parent, pdi, mode, umask)?;
+    let ino = match goal {
+        Some(goal) => c.alloc_placed(parent, goal)?,
+        None => c.alloc_inode(parent, false)?,
+    };
+    let mut di = fresh_inode(c, ino, mode, cred, pdi)?;
+    di.set_nlink(nlink);
+    let r = if acls.is_empty() {
+        Ok(())
+    } else {
+        let area = ufs_format::extattr::encode_area(c.g.v.endian, &acls);
+        c.replace_ext_area(ino, &mut di, &area, cred.reserve())
+    }
+    .and_then(|()| init(c, ino, &mut di));
+    c.write_inode(ino, &di)?;
+    if let Err(e) = r {
+        undo_create(c, ino)?;
+        return Err(e);
+    }
+    Ok((ino, di))
 }
 
 /// Frees an inode whose creation failed half-way.

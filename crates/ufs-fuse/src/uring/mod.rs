@@ -114,15 +114,10 @@ fn statx_out(a: &Attr, has_birthtime: bool) -> Vec<u8> {
         tv_nsec: t.nsec,
         reserved: 0,
     };
-    let linux = ufs::linux_inode_flags(a.flags);
-    let attributes = [
-        (0x10, STATX_ATTR_IMMUTABLE),
-        (0x20, STATX_ATTR_APPEND),
-        (0x40, STATX_ATTR_NODUMP),
-    ]
-    .iter()
-    .filter(|(fl, _)| linux & fl != 0)
-    .fold(0, |m, (_, at)| m | at);
+    // statx's bits for these three are Linux's inode flags' own
+    // (FS_IMMUTABLE_FL 0x10, FS_APPEND_FL 0x20, FS_NODUMP_FL 0x40).
+    let mask = STATX_ATTR_IMMUTABLE | STATX_ATTR_APPEND | STATX_ATTR_NODUMP;
+    let attributes = u64::from(ufs::linux_inode_flags(a.flags)) & mask;
     // fuse_attr's rdev is Linux's new_encode_dev; statx's is split.
     let major = (a.rdev & 0xfff00) >> 8;
     let minor = (a.rdev & 0xff) | ((a.rdev >> 12) & 0xfff00);
@@ -143,7 +138,7 @@ fn statx_out(a: &Attr, has_birthtime: bool) -> Vec<u8> {
             ino: to_fuse(a.ino),
             size: a.size,
             blocks: a.blocks,
-            attributes_mask: STATX_ATTR_IMMUTABLE | STATX_ATTR_APPEND | STATX_ATTR_NODUMP,
+            attributes_mask: mask,
             atime: t(a.atime),
             btime: if has_birthtime {
                 t(a.birthtime)
@@ -161,6 +156,20 @@ fn statx_out(a: &Attr, has_birthtime: bool) -> Vec<u8> {
     }
     .as_bytes()
     .to_vec()
+}
+
+/// CREATE's and TMPFILE's answer: the entry, then the open.
+fn created_out(svc: &Service, a: &Attr, open_flags: u32) -> Vec<u8> {
+    let mut out = entry_out(a).as_bytes().to_vec();
+    out.extend_from_slice(
+        OpenOut {
+            fh: 0,
+            open_flags: svc.open_reply_flags(open_flags),
+            backing_id: 0,
+        }
+        .as_bytes(),
+    );
+    out
 }
 
 fn attr_out(a: &Attr) -> Vec<u8> {
@@ -478,32 +487,14 @@ pub fn dispatch(svc: &Service, h: &InHeader, op_in: &[u8], payload: &[u8]) -> Ou
             count(Op::Create);
             let ci: CreateIn = arg(op_in)?;
             let a = svc.create(&c, node, names(payload, 1)?[0], ci.mode, ci.umask)?;
-            let mut out = entry_out(&a).as_bytes().to_vec();
-            out.extend_from_slice(
-                OpenOut {
-                    fh: 0,
-                    open_flags: svc.open_reply_flags(ci.flags),
-                    backing_id: 0,
-                }
-                .as_bytes(),
-            );
-            Ok(out)
+            Ok(created_out(svc, &a, ci.flags))
         }
         op::TMPFILE => {
             // As CREATE's, with a name ("/") that names nothing.
             count(Op::Create);
             let ci: CreateIn = arg(op_in)?;
             let a = svc.tmpfile(&c, node, ci.mode, ci.umask)?;
-            let mut out = entry_out(&a).as_bytes().to_vec();
-            out.extend_from_slice(
-                OpenOut {
-                    fh: 0,
-                    open_flags: svc.open_reply_flags(ci.flags),
-                    backing_id: 0,
-                }
-                .as_bytes(),
-            );
-            Ok(out)
+            Ok(created_out(svc, &a, ci.flags))
         }
         op::FALLOCATE => {
             count(Op::Fallocate);
