@@ -1059,13 +1059,12 @@ impl Service {
         }
     }
 
-    /// COPY_FILE_RANGE (`copy_file_range(2)`, `cp --reflink=auto` and
-    /// coreutils' cp in general): the daemon copies from one file to the
-    /// other itself, so the data crosses neither the kernel nor the FUSE
-    /// channel. At most [`COPY_CHUNK`] times 64 per request (the caller
-    /// asks again for the rest, as with any short copy). A zero chunk past
-    /// the end of the destination is not written: the destination grows
-    /// by a hole there, as the source has one. The kernel has written back
+    /// COPY_FILE_RANGE (`copy_file_range(2)`): the daemon copies from one
+    /// file to the other itself, so the data crosses neither the kernel nor
+    /// the FUSE channel. At most [`COPY_CHUNK`] times 64 per request (the
+    /// caller asks again for the rest, as with any short copy). Zeros that
+    /// end a piece past the end of the destination are not written: the
+    /// destination grows by a hole there, as the source has one. The kernel has written back
     /// its cached pages of both ranges before asking, and drops the
     /// destination's after (fs/fuse/file.c).
     pub fn copy_file_range(
