@@ -47,3 +47,12 @@ fi
 if ! cargo fmt --version >/dev/null 2>&1; then
   command -v rustup >/dev/null 2>&1 && rustup component add rustfmt >/dev/null 2>&1 || true
 fi
+# FUSE over io_uring (Linux 6.14+) is offered by the kernel only while the
+# fuse module's enable_uring switch is on. A mount's defaults leave that
+# machine-wide switch alone (-o uring=on turns it on); the tests and the
+# benchmarks exercise the io_uring transport, so running them turns it on,
+# as installing their packages does, and says so.
+param=/sys/module/fuse/parameters/enable_uring
+if [ -w "$param" ] && [ "$(cat "$param")" != Y ] && [ "$(id -u)" = 0 ]; then
+  echo Y > "$param" && echo "turned on FUSE over io_uring for this machine (fuse.enable_uring=Y)"
+fi

@@ -43,3 +43,16 @@ case ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:" in
 esac
 command -v mount.fuse3 >/dev/null 2>&1 || [ -x /sbin/mount.fuse3 ] ||
   echo "note: mount.fuse3 (Debian's fuse3) is needed for mount -t fuse.ufskit and fstab"
+# FUSE over io_uring, which ufskit's mounts use when the kernel offers it:
+# the fuse module's machine-wide switch, left alone by a mount unless it is
+# told -o uring=on. Installing as root is the administrator asking.
+param=/sys/module/fuse/parameters/enable_uring
+if [ -e "$param" ]; then
+  if [ "$(cat "$param")" = Y ]; then
+    echo "FUSE over io_uring: on (fuse.enable_uring=Y)"
+  elif [ -w "$param" ] && echo Y > "$param" 2>/dev/null; then
+    echo "FUSE over io_uring: turned on (fuse.enable_uring=Y) until the next boot; to keep it, add fuse.enable_uring=1 to the kernel command line (or 'options fuse enable_uring=1' in /etc/modprobe.d/ when fuse is a module)"
+  else
+    echo "note: FUSE over io_uring is off (fuse.enable_uring=N): mounts use /dev/fuse, slower; as root: echo Y > $param"
+  fi
+fi

@@ -65,6 +65,15 @@ pub fn have_fuse() -> bool {
         .is_ok()
 }
 
+/// Whether the kernel offers FUSE over io_uring to a default mount now
+/// (Linux 6.14+ with the fuse module's `enable_uring` on, which a mount
+/// leaves alone unless told `-o uring=on`; `scripts/deps.sh` turns it on
+/// for the tests).
+pub fn uring_offered() -> bool {
+    std::fs::read_to_string("/sys/module/fuse/parameters/enable_uring")
+        .is_ok_and(|v| v.trim() == "Y" || v.trim() == "1")
+}
+
 /// [`prerequisite`] for FUSE mounts.
 pub fn needs_fuse(test: &str) -> bool {
     prerequisite(have_fuse(), test, "root and /dev/fuse")

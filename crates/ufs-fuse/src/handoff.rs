@@ -1,8 +1,10 @@
-//! On a quiet machine, a ring thread that has just replied keeps polling
-//! for the next request from another CPU instead of sleeping
-//! (`-o spin=auto`, the default; `off` never polls).
+//! Two ways of handing a request over between a client and a ring thread
+//! faster while requests flow on a quiet machine: polling from another
+//! CPU (`-o spin=auto`, the default, taken only while the CPU latency
+//! request is held) and sharing the client's CPU (`-o share=auto`, the
+//! default, taken otherwise). `spin=off` and `share=off` turn each off.
 //!
-//! Why: a serial stream of FUSE requests (`tar -x`, `rm -rf`, one
+//! Polling. A serial stream of FUSE requests (`tar -x`, `rm -rf`, one
 //! program creating files) costs two context switches per round trip
 //! when the ring thread sleeps between requests on its client's CPU: the
 //! client blocks and the thread runs, the thread replies and blocks and
@@ -11,46 +13,79 @@
 //! the reply wakes a client that never left its CPU. Measured on the
 //! 2-CPU development VM, `tar -x` of /usr/include (8,908 entries): 1.42 s
 //! sleeping, 0.93-0.98 s polling (docs/DESIGN.md, "Hand-off polling").
+//! But the client's own CPU halts while it waits unless the machine-wide
+//! CPU latency request holds idle CPUs polling (`cpulatency.rs`); without
+//! it polling made `tar -x` of /usr/include slower, not faster (4.26 s
+//! against 3.30 s sleeping, 2026-11-28), so it is only taken with it.
 //!
-//! A poller is worth its CPU only when that CPU would otherwise be idle.
-//! On a busy machine (a CPU hog on each CPU) the same polling made the
+//! Sharing. Without the latency request, the cost of a round trip is the
+//! wake-up of a halted CPU: the ring thread's reply wakes the client, and
+//! the scheduler puts a woken task on an idle CPU rather than on the busy
+//! one that woke it, and the idle one is halted (in a VM, a trip through
+//! the hypervisor). A CPU whose only runnable tasks are in the idle
+//! scheduling class (SCHED_IDLE, sched(7)) counts as idle to that choice,
+//! so while sharing the ring threads run in that class: the reply wakes
+//! the client on the ring thread's own CPU, where it preempts the thread
+//! at once, and the next request wakes the thread there again (ring
+//! threads are pinned to their queue's CPU, and the kernel queues a
+//! request on the queue of the CPU it was made on). No CPU halts between
+//! the two. Measured: `tar -x` of /usr/include (24,398 entries), 3.30 s
+//! sleeping, 2.50-2.59 s sharing; the CPU latency request, a machine-wide
+//! setting, gives 1.77 s (2026-11-28, docs/DESIGN.md, "Sharing the
+//! client's CPU"). A thread in the idle class gets almost no CPU when
+//! anything else wants it (57 s for the same extraction with a CPU hog on
+//! each CPU), so sharing is only done on a quiet machine, ends within a
+//! window when CPU pressure appears, and the watcher, a normal thread,
+//! sets the class of the ring threads from outside (a starved thread could
+//! not end its own). Leaving the idle class needs CAP_SYS_NICE or an
+//! RLIMIT_NICE that allows the thread's nice value; without either the
+//! mount does not share (one log line).
+//!
+//! A hand-off of either kind is worth it only when a CPU would otherwise be
+//! idle. On a busy machine (a CPU hog on each CPU) polling made the
 //! extraction 2-5x slower: the poller and the hogs took turns on a CPU
 //! the client needed, and a thread on another CPU than its client must be
 //! woken across CPUs; with one hog on one of the two CPUs, 1.4-1.5 s
-//! became 2.3-2.6 s. So polling starts only when, over a [`WINDOW`]:
+//! became 2.3-2.6 s. So a hand-off starts only when, over a [`WINDOW`]:
 //! - requests flow: at least [`MIN_REQUESTS`];
 //! - a CPU is free: the machine's CPUs were idle at least half the window
 //!   in all (`/proc/stat`, idle and iowait). Measured during `tar -x`
 //!   without polling: 0.97 CPUs idle on the quiet VM, 0.007 with one hog;
+//!   while sharing, 1.0;
 //! - nothing waits: runnable tasks waited for a CPU less than
 //!   [`MAX_STALL_PERCENT`] of the window ([`STOP_STALL_PERCENT`] to go on
-//!   polling), by the kernel's CPU pressure
+//!   with it), by the kernel's CPU pressure
 //!   figure (`/proc/pressure/cpu`, "some", cumulative µs;
 //!   Documentation/accounting/psi.rst). Measured during `tar -x`: 8-16%
-//!   quiet, polling or not; 52-65% with a hog on each CPU.
+//!   quiet, polling or not, 21% sharing (a ring thread waits while the
+//!   client it woke runs); 52-65% with a hog on each CPU.
 //!
 //! It starts after [`START_WINDOWS`] such windows in a row. Polling
 //! itself occupies the free CPU, so while it is on the flow and the
 //! pressure are checked, and every [`PROBE`] windows one window goes
-//! without polling to read the idle figure again. When pressure ends it, it may not
+//! without a hand-off to read the idle figure again. When pressure ends it, it may not
 //! start again for a back-off that doubles each time (up to [`MAX_BACKOFF`]
-//! windows) and resets after a long stretch of polling, so a machine
+//! windows) and resets after a long stretch of hand-offs, so a machine
 //! that is busy now and then does not pay for flapping.
 //!
 //! Invariants:
-//! - [`Handoff::polling`] is true only between a window that met both
-//!   conditions and the next window that did not; it is false while the
-//!   watcher sleeps, when it stops, on a 1-CPU machine, and without the
-//!   pressure file (never polled then: one log line says so).
+//! - [`Handoff::polling`] is true, or the ring threads are in the idle
+//!   class, only between a window that met both conditions and the next
+//!   window that did not; never both; neither while the watcher sleeps,
+//!   when it stops, on a 1-CPU machine, and without the pressure file
+//!   (one log line says so).
 //! - A ring thread polls for at most [`SPIN`] after each reply, then
 //!   sleeps in the kernel as before; it serves queue `q` from the next CPU
 //!   after `q` it may run on while polling is on and from CPU `q`
 //!   otherwise (each thread moves itself, only when the mode changed, after
 //!   sending its reply); a thread that cannot move does not poll.
+//! - Only the watcher changes a ring thread's scheduling class; every ring
+//!   thread registers itself ([`Handoff::register_ring_thread`]) before it
+//!   serves a request.
 //! - While the mount is idle the watcher sleeps; the first request rings
 //!   it ([`Handoff::touch`] is one relaxed load per request otherwise).
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::doorbell::{FlowThread, RequestBell};
@@ -113,6 +148,9 @@ pub struct Handoff {
     flow: RequestBell,
     /// Ring threads poll after a reply (see the invariants).
     polling: AtomicBool,
+    /// The thread ids of the ring threads, whose scheduling class the
+    /// watcher sets while sharing.
+    ring_tids: Mutex<Vec<i32>>,
 }
 
 impl Handoff {
@@ -127,6 +165,69 @@ impl Handoff {
     pub fn polling(&self) -> bool {
         self.polling.load(Ordering::Relaxed)
     }
+
+    /// Called by each ring thread before it serves: the watcher may put
+    /// it in the idle scheduling class while sharing.
+    pub fn register_ring_thread(&self) {
+        let tid = nix::unistd::gettid().as_raw();
+        if let Ok(mut t) = self.ring_tids.lock() {
+            t.push(tid);
+        }
+    }
+
+    /// Puts every registered ring thread in the idle scheduling class, or
+    /// back in the normal one (keeping its nice value); whether every
+    /// change was made. A thread that has ended is skipped.
+    fn set_idle_class(&self, idle: bool) -> bool {
+        let policy = if idle {
+            libc::SCHED_IDLE
+        } else {
+            libc::SCHED_OTHER
+        };
+        let param = libc::sched_param { sched_priority: 0 };
+        let tids = self.ring_tids.lock().map(|t| t.clone()).unwrap_or_default();
+        let mut ok = true;
+        for tid in tids {
+            if !sched_setscheduler(tid, policy, &param) {
+                ok = false;
+            }
+        }
+        ok
+    }
+}
+
+/// sched_setscheduler(2) on one thread; false on any error but ESRCH (the
+/// thread has ended).
+#[allow(unsafe_code)]
+fn sched_setscheduler(tid: i32, policy: i32, param: &libc::sched_param) -> bool {
+    // SAFETY: `param` is a valid sched_param for the duration of the call.
+    let r = unsafe { libc::sched_setscheduler(tid, policy, param) };
+    r == 0 || nix::errno::Errno::last() == nix::errno::Errno::ESRCH
+}
+
+/// Whether this process may take a thread out of the idle scheduling class
+/// again: CAP_SYS_NICE in its effective set, or an RLIMIT_NICE that allows
+/// its nice value (sched(7), "SCHED_IDLE"). Without it a thread put there
+/// would stay there.
+pub fn may_leave_idle_class() -> bool {
+    const CAP_SYS_NICE: u32 = 23;
+    let cap = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("CapEff:"))
+                .and_then(|h| u64::from_str_radix(h.trim(), 16).ok())
+        })
+        .is_some_and(|caps| caps & (1 << CAP_SYS_NICE) != 0);
+    if cap {
+        return true;
+    }
+    // RLIMIT_NICE n allows nice values down to 20 - n.
+    let limit = rustix::process::getrlimit(rustix::process::Resource::Nice)
+        .current
+        .unwrap_or(u64::MAX);
+    let nice = rustix::process::getpriority_process(None).unwrap_or(0);
+    limit >= u64::try_from(20 - i64::from(nice)).unwrap_or(0)
 }
 
 /// What the watcher reads of the machine each window, both cumulative
@@ -193,7 +294,25 @@ pub fn parse_some_total(text: &str) -> Option<u64> {
         .ok()
 }
 
-/// The thread that turns polling on and off; [`Watcher::stop`] ends it.
+/// The hand-offs a mount may make (`-o spin=`, `-o share=`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Allowed {
+    pub spin: SpinMode,
+    pub share: bool,
+}
+
+/// The hand-off in force.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Style {
+    /// Ring threads sleep between requests on their queue's CPU.
+    Sleep,
+    /// Ring threads poll from the next CPU.
+    Poll,
+    /// Ring threads sleep on their queue's CPU in the idle class.
+    Share,
+}
+
+/// The thread that starts and ends hand-offs; [`Watcher::stop`] ends it.
 pub struct Watcher {
     handoff: Arc<Handoff>,
     thread: FlowThread,
@@ -202,41 +321,46 @@ pub struct Watcher {
 impl Watcher {
     /// Starts watching when the machine has two CPUs or more and the
     /// kernel reports CPU pressure; `None` (with a log line) otherwise.
+    /// Sharing is dropped (with a log line) when the process could not
+    /// take a thread out of the idle class again.
     pub fn start(
         handoff: Arc<Handoff>,
         requests: Arc<Requests>,
         cpus: usize,
-        mode: SpinMode,
+        mut allowed: Allowed,
     ) -> Option<Watcher> {
-        if cpus < 2 || mode == SpinMode::Off {
+        if allowed.share && !may_leave_idle_class() {
+            log("share: no CAP_SYS_NICE or RLIMIT_NICE to take ring threads out of the idle scheduling class again; they do not share their clients' CPUs");
+            allowed.share = false;
+        }
+        if cpus < 2 || (allowed.spin == SpinMode::Off && !allowed.share) {
             return None;
         }
         let mut p = Proc::new();
         if p.stalled_us().is_none() || p.idle_us().is_none() {
             log(format_args!(
-                "spin: no CPU pressure figure ({PRESSURE}) or idle time (/proc/stat); ring threads sleep between requests"
+                "spin, share: no CPU pressure figure ({PRESSURE}) or idle time (/proc/stat); ring threads sleep between requests"
             ));
             return None;
         }
-        Watcher::start_with(handoff, requests, p, mode == SpinMode::On)
+        Watcher::start_with(handoff, requests, p, allowed)
     }
 
-    /// As [`Watcher::start`], with the figures read from `machine`;
-    /// `always`: poll whenever requests flow, whatever the figures.
+    /// As [`Watcher::start`], with the figures read from `machine`.
     pub fn start_with(
         handoff: Arc<Handoff>,
         requests: Arc<Requests>,
         machine: impl Machine,
-        always: bool,
+        allowed: Allowed,
     ) -> Option<Watcher> {
         let h = handoff.clone();
         let thread = FlowThread::start(&handoff.flow, "ufs-handoff", "spin", move || {
-            run(machine, &h, &requests, always)
+            run(machine, &h, &requests, allowed)
         })?;
         Some(Watcher { handoff, thread })
     }
 
-    /// Turns polling off and ends the thread.
+    /// Ends every hand-off and the thread.
     pub fn stop(self) {
         self.thread.stop(&self.handoff.flow);
         self.handoff.polling.store(false, Ordering::Relaxed);
@@ -339,27 +463,68 @@ fn delta(before: Option<u64>, after: Option<u64>) -> Option<u64> {
     Some(after?.saturating_sub(before?))
 }
 
-fn run(mut machine: impl Machine, h: &Handoff, requests: &Requests, always: bool) {
-    // When polling started, or was last counted in `spin_polling_ms`.
-    let mut since: Option<Instant> = None;
-    let set = |on: bool, since: &mut Option<Instant>| {
-        h.polling.store(on, Ordering::Relaxed);
-        requests.spin_polling.store(on, Ordering::Relaxed);
-        if on && since.is_none() {
-            requests.spin_turns.fetch_add(1, Ordering::Relaxed);
-        }
-        // The time polled so far counts now, so `ufskit stats` shows it
-        // during a long stretch too.
-        if let Some(s) = since.take() {
+/// Switches between hand-offs and keeps their counters.
+struct Active<'a> {
+    h: &'a Handoff,
+    requests: &'a Requests,
+    style: Style,
+    /// When the current style started, or was last counted in the
+    /// milliseconds of `ufskit stats`.
+    since: Option<Instant>,
+}
+
+impl Active<'_> {
+    fn set(&mut self, want: Style) {
+        // The time so far counts now, so `ufskit stats` shows it during a
+        // long stretch too.
+        if let Some(s) = self.since {
             let ms = s.elapsed().as_millis() as u64;
-            requests.spin_polling_ms.fetch_add(ms, Ordering::Relaxed);
-            *since = Some(s + Duration::from_millis(ms));
+            let counter = match self.style {
+                Style::Poll => Some(&self.requests.spin_polling_ms),
+                Style::Share => Some(&self.requests.share_ms),
+                Style::Sleep => None,
+            };
+            if let Some(c) = counter {
+                c.fetch_add(ms, Ordering::Relaxed);
+            }
+            self.since = Some(s + Duration::from_millis(ms));
         }
-        if on {
-            since.get_or_insert_with(Instant::now);
-        } else {
-            *since = None;
+        if want == self.style {
+            return;
         }
+        let mut got = want;
+        if self.style == Style::Share && !self.h.set_idle_class(false) {
+            log("share: a ring thread could not leave the idle scheduling class");
+        }
+        if want == Style::Share && !self.h.set_idle_class(true) {
+            // Some thread may be in the idle class: take them all back.
+            self.h.set_idle_class(false);
+            got = Style::Sleep;
+        }
+        self.h.polling.store(got == Style::Poll, Ordering::Relaxed);
+        self.requests
+            .spin_polling
+            .store(got == Style::Poll, Ordering::Relaxed);
+        self.requests
+            .sharing
+            .store(got == Style::Share, Ordering::Relaxed);
+        match got {
+            Style::Poll => self.requests.spin_turns.fetch_add(1, Ordering::Relaxed),
+            Style::Share => self.requests.share_turns.fetch_add(1, Ordering::Relaxed),
+            Style::Sleep => 0,
+        };
+        self.style = got;
+        self.since = (got != Style::Sleep).then(Instant::now);
+    }
+}
+
+fn run(mut machine: impl Machine, h: &Handoff, requests: &Requests, allowed: Allowed) {
+    let always = allowed.spin == SpinMode::On;
+    let mut active = Active {
+        h,
+        requests,
+        style: Style::Sleep,
+        since: None,
     };
     let mut policy = Policy::default();
     while h.flow.bell.wait_rung() {
@@ -368,7 +533,7 @@ fn run(mut machine: impl Machine, h: &Handoff, requests: &Requests, always: bool
         let mut at = Instant::now();
         loop {
             if !h.flow.bell.sleep(WINDOW) {
-                set(false, &mut since);
+                active.set(Style::Sleep);
                 return;
             }
             let now = requests.total();
@@ -380,7 +545,8 @@ fn run(mut machine: impl Machine, h: &Handoff, requests: &Requests, always: bool
             at = Instant::now();
             let (idle_now, stalled_now) = (machine.idle_us(), machine.stalled_us());
             let free = delta(idle, idle_now).is_some_and(|i| i * 2 >= window_us);
-            let limit = if h.polling() {
+            let handing = active.style != Style::Sleep;
+            let limit = if handing {
                 STOP_STALL_PERCENT
             } else {
                 MAX_STALL_PERCENT
@@ -388,7 +554,7 @@ fn run(mut machine: impl Machine, h: &Handoff, requests: &Requests, always: bool
             let calm = delta(stalled, stalled_now).is_some_and(|s| s * 100 < window_us * limit);
             (idle, stalled) = (idle_now, stalled_now);
             if seen < MIN_REQUESTS {
-                set(false, &mut since);
+                active.set(Style::Sleep);
                 policy.steady = 0;
                 policy.free_run = 0;
                 // A request between the count and this store rings no
@@ -399,12 +565,26 @@ fn run(mut machine: impl Machine, h: &Handoff, requests: &Requests, always: bool
             let next = if always {
                 Next::Poll
             } else {
-                policy.next(h.polling(), free, calm)
+                policy.next(handing, free, calm)
             };
             if next == Next::Stopped {
                 requests.spin_pressure_stops.fetch_add(1, Ordering::Relaxed);
             }
-            set(next == Next::Poll, &mut since);
+            // Polling pays only while idle CPUs poll too (the CPU latency
+            // request); sharing otherwise.
+            let want = if next != Next::Poll {
+                Style::Sleep
+            } else if always
+                || (allowed.spin == SpinMode::Auto
+                    && requests.cpu_latency_held.load(Ordering::Relaxed))
+            {
+                Style::Poll
+            } else if allowed.share {
+                Style::Share
+            } else {
+                Style::Sleep
+            };
+            active.set(want);
         }
     }
 }
@@ -447,12 +627,19 @@ mod tests {
         }
     }
 
+    const POLL: Allowed = Allowed {
+        spin: SpinMode::Auto,
+        share: false,
+    };
+
     #[test]
     fn polls_while_requests_flow_with_a_cpu_free_and_nothing_waiting() {
         let h = Arc::new(Handoff::default());
         let r = Arc::new(Requests::default());
         let m = Fake::default();
-        let w = Watcher::start_with(h.clone(), r.clone(), m.clone(), false).unwrap();
+        // Polling is for a machine whose idle CPUs poll too.
+        r.cpu_latency_held.store(true, Ordering::Relaxed);
+        let w = Watcher::start_with(h.clone(), r.clone(), m.clone(), POLL).unwrap();
         // A trickle: no polling.
         for _ in 0..3 {
             r.count(Op::Getattr);
@@ -483,6 +670,78 @@ mod tests {
         assert!(!h.polling());
         h.touch();
         assert!(!h.flow.bell.is_armed(), "a stopped watcher was woken");
+    }
+
+    /// The scheduling policy of thread `tid` of this process (the 41st
+    /// field of its stat file).
+    fn policy_of(tid: i32) -> i32 {
+        let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).unwrap();
+        let after = &stat[stat.rfind(')').unwrap() + 2..];
+        // Fields from the third on; the policy is the 41st.
+        after.split_whitespace().nth(38).unwrap().parse().unwrap()
+    }
+
+    #[test]
+    fn without_the_latency_request_ring_threads_share_their_clients_cpus_while_quiet() {
+        let h = Arc::new(Handoff::default());
+        let r = Arc::new(Requests::default());
+        if !may_leave_idle_class() {
+            // Then the mount declines to share rather than strand a thread
+            // in the idle class.
+            let allowed = Allowed {
+                spin: SpinMode::Off,
+                share: true,
+            };
+            assert!(Watcher::start(h, r, 2, allowed).is_none());
+            return;
+        }
+        // A stand-in ring thread, registered as ring threads are.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
+        let hh = h.clone();
+        let ring = std::thread::spawn(move || {
+            hh.register_ring_thread();
+            tx.send(nix::unistd::gettid().as_raw()).unwrap();
+            let _ = stop_rx.recv();
+        });
+        let tid = rx.recv().unwrap();
+        assert_eq!(policy_of(tid), libc::SCHED_OTHER);
+        let m = Fake::default();
+        let allowed = Allowed {
+            spin: SpinMode::Auto,
+            share: true,
+        };
+        let w = Watcher::start_with(h.clone(), r.clone(), m.clone(), allowed).unwrap();
+        // A stream on a quiet machine, no latency request: sharing, not
+        // polling.
+        stream(&h, &r, &m, WINDOW * 5, 100, 5);
+        assert!(!h.polling(), "polled without the latency request");
+        assert!(r.snapshot().sharing);
+        assert_eq!(policy_of(tid), libc::SCHED_IDLE);
+        // Tasks wait for CPUs: back to the normal class at once.
+        stream(&h, &r, &m, WINDOW * 3, 0, 60);
+        assert!(!r.snapshot().sharing);
+        assert_eq!(policy_of(tid), libc::SCHED_OTHER);
+        assert!(r.snapshot().spin_pressure_stops >= 1);
+        // Quiet again: sharing again; with the latency request held,
+        // polling replaces it.
+        stream(&h, &r, &m, WINDOW * 6, 100, 0);
+        assert_eq!(policy_of(tid), libc::SCHED_IDLE);
+        r.cpu_latency_held.store(true, Ordering::Relaxed);
+        stream(&h, &r, &m, WINDOW * 3, 100, 0);
+        assert!(h.polling());
+        assert_eq!(policy_of(tid), libc::SCHED_OTHER);
+        r.cpu_latency_held.store(false, Ordering::Relaxed);
+        stream(&h, &r, &m, WINDOW * 3, 100, 0);
+        assert_eq!(policy_of(tid), libc::SCHED_IDLE);
+        // The stream stops: the normal class, and the watcher sleeps.
+        assert!(wait_for(|| policy_of(tid) == libc::SCHED_OTHER));
+        let s = r.snapshot();
+        assert_eq!(s.share_turns, 3, "{s:?}");
+        assert!(s.share_ms >= WINDOW.as_millis() as u64, "{s:?}");
+        w.stop();
+        stop_tx.send(()).unwrap();
+        ring.join().unwrap();
     }
 
     #[test]

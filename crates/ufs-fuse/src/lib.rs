@@ -104,6 +104,10 @@ pub struct MountConfig {
     /// Ring threads poll between requests while they flow on a quiet
     /// machine (`-o spin=auto|on|off`); see `handoff.rs`.
     pub spin: handoff::SpinMode,
+    /// Ring threads share their clients' CPUs in the idle scheduling class
+    /// while requests flow on a quiet machine (`-o share=auto|off`); see
+    /// `handoff.rs`.
+    pub share: bool,
     /// FUSE over io_uring (`-o uring=auto|on|off`).
     pub uring: UringMode,
     /// A modeled spinning disk between the image and the engine
@@ -188,10 +192,12 @@ pub enum ReaddirPlus {
 /// Whether requests travel through per-CPU io_uring rings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum UringMode {
-    /// When the kernel offers it; as root, the fuse module's
-    /// `enable_uring` parameter is turned on first if it is off.
+    /// When the kernel offers it (the fuse module's `enable_uring`
+    /// parameter is on); the parameter is left as it is.
     Auto,
-    /// As `Auto`, and the mount fails when the kernel does not grant it.
+    /// Always: as root, turns the module's `enable_uring` parameter on if
+    /// it is off (a machine-wide setting, asked for by this option), and
+    /// the mount fails when the kernel does not grant io_uring.
     On,
     /// Never: `/dev/fuse` only.
     Off,
@@ -200,19 +206,24 @@ pub enum UringMode {
 /// The fuse module's switch for FUSE-over-io_uring (Linux 6.14+).
 const ENABLE_URING: &str = "/sys/module/fuse/parameters/enable_uring";
 
-/// Whether the kernel will offer io_uring at the next INIT; turns the
-/// module's switch on when allowed (root). The switch only lets servers
-/// ask for io_uring: servers that do not ask are not affected.
-fn kernel_offers_uring() -> bool {
+/// Whether the kernel will offer io_uring at the next INIT. Only `-o
+/// uring=on` turns the module's switch on (root): it is machine-wide
+/// state, if a harmless one (it only lets servers ask for io_uring), and a
+/// default changes none.
+fn kernel_offers_uring(mode: UringMode) -> bool {
     match std::fs::read_to_string(ENABLE_URING) {
         Ok(v) if v.trim() == "Y" || v.trim() == "1" => true,
-        Ok(_) => {
+        Ok(_) if mode == UringMode::On => {
             if std::fs::write(ENABLE_URING, "Y").is_ok() {
-                log("turned on FUSE-over-io_uring in the kernel (fuse.enable_uring=Y)");
+                log("turned on FUSE-over-io_uring in the kernel (fuse.enable_uring=Y), as -o uring=on asks");
                 true
             } else {
                 false
             }
+        }
+        Ok(_) => {
+            log("FUSE over io_uring is off in this kernel (fuse.enable_uring=N): requests go through /dev/fuse, slower; -o uring=on, or Y written to /sys/module/fuse/parameters/enable_uring, turns it on for the whole machine");
+            false
         }
         Err(_) => false,
     }
@@ -784,7 +795,7 @@ fn serve_fs(
             .with_dircache(cfg.dircache)
             .with_btime(cfg.btime),
     );
-    let offer_uring = cfg.uring != UringMode::Off && kernel_offers_uring();
+    let offer_uring = cfg.uring != UringMode::Off && kernel_offers_uring(cfg.uring);
     if cfg.uring == UringMode::On && !offer_uring {
         signals.stop();
         return Err(format!(
@@ -854,7 +865,10 @@ fn serve_fs(
             std::thread::available_parallelism()
                 .map_or(1, |n| n.get())
                 .min(uring::possible_cpus()),
-            cfg.spin,
+            handoff::Allowed {
+                spin: cfg.spin,
+                share: cfg.share,
+            },
         )
     } else {
         None

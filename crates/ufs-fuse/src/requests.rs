@@ -101,8 +101,14 @@ pub struct Requests {
     pub spin_polling_ms: AtomicU64,
     pub spin_polling: std::sync::atomic::AtomicBool,
     pub spin_hits: AtomicU64,
-    /// Times CPU pressure ended polling.
+    /// Times CPU pressure ended polling or sharing.
     pub spin_pressure_stops: AtomicU64,
+    /// Times ring threads started sharing their clients' CPUs in the idle
+    /// scheduling class, milliseconds they shared in all, and whether they
+    /// share now (`handoff.rs`).
+    pub share_turns: AtomicU64,
+    pub share_ms: AtomicU64,
+    pub sharing: std::sync::atomic::AtomicBool,
     /// READDIRPLUS entries sent with names alone, and the times entries
     /// turned bare or full (`bare_names.rs`).
     pub bare_entries: AtomicU64,
@@ -125,6 +131,9 @@ pub struct RequestCounts {
     pub spin_polling: bool,
     pub spin_hits: u64,
     pub spin_pressure_stops: u64,
+    pub share_turns: u64,
+    pub share_ms: u64,
+    pub sharing: bool,
     pub bare_entries: u64,
     pub bare_turns: u64,
     pub full_turns: u64,
@@ -166,6 +175,9 @@ impl Requests {
             spin_polling: self.spin_polling.load(Relaxed),
             spin_hits: self.spin_hits.load(Relaxed),
             spin_pressure_stops: self.spin_pressure_stops.load(Relaxed),
+            share_turns: self.share_turns.load(Relaxed),
+            share_ms: self.share_ms.load(Relaxed),
+            sharing: self.sharing.load(Relaxed),
             bare_entries: self.bare_entries.load(Relaxed),
             bare_turns: self.bare_turns.load(Relaxed),
             full_turns: self.full_turns.load(Relaxed),

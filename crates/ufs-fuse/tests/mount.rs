@@ -112,8 +112,10 @@ fn child_serve() -> ! {
         sync_interval: 30,
         lowmem_watch: true,
         follow_clients: true,
-        cpu_latency: true,
+        // As `ufskit mount` by default: no machine-wide setting.
+        cpu_latency: false,
         spin: ufs_fuse::handoff::SpinMode::Auto,
+        share: true,
         // UFSKIT_TEST_URING=off runs the harness over /dev/fuse only.
         disk: None,
         disk_sleep: false,

@@ -258,8 +258,9 @@ struct MountArgs {
     ///                       as root, sets the fuse module's enable_uring: machine-wide)
     ///   threads=N           /dev/fuse threads (3)
     ///   affinity=follow | off   serve a pinned client's requests on its CPU
-    ///   cpulatency=auto | off   hold a 0 µs CPU latency request while busy (machine-wide)
-    ///   spin=auto | on | off    poll for the next request on a quiet machine
+    ///   share=auto | off    serve on the client's CPU in the idle class on a quiet machine
+    ///   cpulatency=off | auto   hold a 0 µs CPU latency request while busy (machine-wide)
+    ///   spin=auto | on | off    poll from another CPU while cpulatency holds
     ///   nice=N | off        the daemon's nice value (-10)
     ///
     /// Experiments:
@@ -564,6 +565,7 @@ struct FuseOpts {
     follow_clients: bool,
     cpu_latency: bool,
     spin: ufs_fuse::handoff::SpinMode,
+    share: bool,
     uring: ufs_fuse::UringMode,
     disk: Option<ufs_sim::model::DiskSpec>,
     disk_sleep: bool,
@@ -618,10 +620,14 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
     let mut threads = 3;
     let mut lowmem_watch = true;
     let mut follow_clients = true;
-    // Idle CPUs poll while requests flow (see ufs-fuse's cpulatency.rs).
-    let mut cpu_latency = true;
-    // Ring threads poll between requests on a quiet machine (handoff.rs).
+    // Idle CPUs poll while requests flow (see ufs-fuse's cpulatency.rs): a
+    // machine-wide setting, so only when asked for.
+    let mut cpu_latency = false;
+    // Ring threads poll between requests on a quiet machine while the CPU
+    // latency request holds, and share their clients' CPUs otherwise
+    // (handoff.rs).
     let mut spin = ufs_fuse::handoff::SpinMode::Auto;
+    let mut share = true;
     let mut uring = ufs_fuse::UringMode::Auto;
     let mut disk = None;
     let mut disk_sleep = false;
@@ -739,6 +745,8 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
             ("spin", Some("auto")) => spin = ufs_fuse::handoff::SpinMode::Auto,
             ("spin", Some("on")) => spin = ufs_fuse::handoff::SpinMode::On,
             ("spin", Some("off")) => spin = ufs_fuse::handoff::SpinMode::Off,
+            ("share", Some("auto")) => share = true,
+            ("share", Some("off")) => share = false,
             ("uring", Some("auto")) => uring = ufs_fuse::UringMode::Auto,
             ("uring", Some("on")) => uring = ufs_fuse::UringMode::On,
             ("uring", Some("off")) => uring = ufs_fuse::UringMode::Off,
@@ -748,7 +756,7 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
             }
             _ => {
                 return Err(format!(
-                    "unknown mount option '{item}' (known: ro, rw, force, allow_other, remount, dev, nodev, suid, nosuid, exec, noexec, dirsync, relatime, strictatime, noatime, nodiratime, fstype=fuse|fuse.ufskit, writeback=on|off, xattr=on|off, acl=on|off, readdirplus=auto|on|off, dircache=on|off, btime=on|off, syncer=SECS, dirpref=orlov|traditional, cache=SIZE, readahead=SIZE, seed=N, threads=N, dirhash=on|off, dirhash_maxmem=SIZE, dirhash_minsize=SIZE, dirhash_reclaimage=SECS, dirhash_check=on|off, lowmem=on|off, affinity=follow|off, cpulatency=auto|off, spin=auto|on|off, uring=auto|on|off, nice=N|off, disk=MODEL, disk_sleep=on|off, inodeorder=offset|name|hash|off, inodeorder_min=SIZE, contigdirs=on|off, normal|sync|async|softdep, barrier=flush|write, vmiodir=on|off)"
+                    "unknown mount option '{item}' (known: ro, rw, force, allow_other, remount, dev, nodev, suid, nosuid, exec, noexec, dirsync, relatime, strictatime, noatime, nodiratime, fstype=fuse|fuse.ufskit, writeback=on|off, xattr=on|off, acl=on|off, readdirplus=auto|on|off, dircache=on|off, btime=on|off, syncer=SECS, dirpref=orlov|traditional, cache=SIZE, readahead=SIZE, seed=N, threads=N, dirhash=on|off, dirhash_maxmem=SIZE, dirhash_minsize=SIZE, dirhash_reclaimage=SECS, dirhash_check=on|off, lowmem=on|off, affinity=follow|off, cpulatency=off|auto, spin=auto|on|off, share=auto|off, uring=auto|on|off, nice=N|off, disk=MODEL, disk_sleep=on|off, inodeorder=offset|name|hash|off, inodeorder_min=SIZE, contigdirs=on|off, normal|sync|async|softdep, barrier=flush|write, vmiodir=on|off)"
                 ))
             }
         }
@@ -772,6 +780,7 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
             follow_clients,
             cpu_latency,
             spin,
+            share,
             uring,
             disk,
             disk_sleep,
@@ -886,6 +895,7 @@ fn cmd_mount(a: MountArgs) -> Result<(), String> {
         follow_clients: f.follow_clients,
         cpu_latency: f.cpu_latency,
         spin: f.spin,
+        share: f.share,
         uring: f.uring,
         disk: f.disk,
         disk_sleep: f.disk_sleep,

@@ -176,6 +176,13 @@ pub fn cmd_stats(
                 fr["spin_polling_ms"], fr["spin_hits"], fr["spin_pressure_stops"]
             );
         }
+        let shared = fr["share_turns"].as_u64().unwrap_or(0);
+        if shared > 0 {
+            println!(
+                "  ring threads shared their clients' CPUs in the idle scheduling class {shared} times, {} ms in all; {} stops by CPU pressure in all (-o share)",
+                fr["share_ms"], fr["spin_pressure_stops"]
+            );
+        }
         let bare = fr["bare_entries"].as_u64().unwrap_or(0);
         if bare > 0 {
             println!(

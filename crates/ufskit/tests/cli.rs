@@ -1100,8 +1100,8 @@ fn mount8_as_a_kernel_fs_would(img: &Path, mnt: &Path, opts: &str, own_helper: b
 }
 
 /// The default mount: requests travel through the per-CPU io_uring rings
-/// where the kernel has FUSE-over-io_uring (Linux 6.14+, the fuse
-/// module's `enable_uring`, which the daemon turns on as root); a stat of
+/// where the kernel offers FUSE-over-io_uring (Linux 6.14+, the fuse
+/// module's `enable_uring` on, which the daemon leaves as it is); a stat of
 /// a file created and closed asks the daemon nothing and an unlink needs
 /// its own request and the directory's GETATTR only (no write-back
 /// caching: no GETATTR after each close, no SETATTR of the kernel's times
@@ -1116,7 +1116,7 @@ fn default_mount_transport_and_requests_per_stat_and_unlink() {
     let mnt = t.path().join("m");
     let m = Mounted::new(&img, &mnt, &[]);
     let stats = || stats_json(&mnt);
-    let uring_kernel = Path::new("/sys/module/fuse/parameters/enable_uring").exists();
+    let uring_kernel = uring_offered();
     let d = mnt.join("d");
     std::fs::create_dir(&d).unwrap();
     let n = 200u64;
@@ -2413,10 +2413,11 @@ fn cpu_latency_now() -> i32 {
     i32::from_ne_bytes(b)
 }
 
-/// `-o cpulatency=auto` (the default): while a program makes requests in
-/// a stream, idle CPUs are held polling (CPU latency 0, in the kernel's
-/// own figure and in `ufskit stats`); soon after the stream stops the
-/// request is given back. `cpulatency=off` never asks. (Other tests' mounts
+/// `-o cpulatency=auto`: while a program makes requests in a stream, idle
+/// CPUs are held polling (CPU latency 0, in the kernel's own figure and in
+/// `ufskit stats`); soon after the stream stops the request is given back.
+/// The default, a machine-wide setting left alone, never asks, nor does
+/// `cpulatency=off`. (Other tests' mounts
 /// run beside this one and may hold the kernel's figure at 0 themselves:
 /// only this mount's own account says it gave its request back.)
 #[test]
@@ -2431,10 +2432,15 @@ fn a_busy_mount_holds_cpu_latency_and_an_idle_one_gives_it_back() {
         return;
     }
     let t = tempfile::tempdir().unwrap();
-    for (opts, holds) in [("cpulatency=auto", true), ("cpulatency=off", false)] {
+    for (opts, holds) in [
+        ("cpulatency=auto", true),
+        ("", false),
+        ("cpulatency=off", false),
+    ] {
         let img = new_image(t.path(), &format!("img-{opts}"), "64m");
         let mnt = t.path().join("m");
-        let m = Mounted::new(&img, &mnt, &[opts]);
+        let options: Vec<&str> = [opts].into_iter().filter(|o| !o.is_empty()).collect();
+        let m = Mounted::new(&img, &mnt, &options);
         // A stream of lookups of names that do not exist (each one reaches
         // the daemon) on a thread of its own, while this one looks at the
         // mount's account and the kernel's figure now and then.

@@ -809,7 +809,7 @@ fn o_tmpfile_is_unnamed_until_linked() {
         return;
     }
     let (_t, img, mnt, m) = fresh_mount("64m", &[]);
-    let uring = Path::new("/sys/module/fuse/parameters/enable_uring").exists();
+    let uring = uring_offered();
     let open_tmp = |extra: i32| -> std::io::Result<std::fs::File> {
         use std::os::unix::fs::OpenOptionsExt;
         std::fs::OpenOptions::new()
@@ -980,7 +980,7 @@ fn birth_time_through_statx() {
     if !needs_fuse("birth_time_through_statx") {
         return;
     }
-    let uring = Path::new("/sys/module/fuse/parameters/enable_uring").exists();
+    let uring = uring_offered();
     {
         let (_t, img, mnt, m) = fresh_mount("64m", &[]);
         std::fs::write(mnt.join("f"), b"no birth time asked for").unwrap();

@@ -820,6 +820,7 @@ fn poll_for_request(ring: &mut Ring, maker: &mut ufs::cache::warm::Maker) -> std
 }
 
 fn ring_thread(fd: &OwnedFd, qid: usize, svc: &Service, payload_len: usize) {
+    svc.handoff.register_ring_thread();
     let mut place = Placement::new(qid, possible_cpus());
     // Whether this thread sits on the next CPU, polling (handoff.rs).
     let mut polling = false;
