@@ -1,6 +1,7 @@
 //! While requests flow, asks the kernel to keep idle CPUs polling instead
 //! of halting, and gives the request back soon after they stop
-//! (`-o cpulatency=auto`, the default; `off` never asks).
+//! (`-o cpulatency=auto`; `off`, the default, never asks: the request
+//! is machine-wide, so a mount takes it only when the administrator asks).
 //!
 //! Why: every FUSE request is a hand-off between two threads. The client
 //! blocks, a ring thread serves the request, and the reply wakes the

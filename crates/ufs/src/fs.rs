@@ -174,6 +174,10 @@ pub struct FsCore {
     /// Per directory, the chunk where the last linear lookup succeeded
     /// (FreeBSD's `i_diroff`); only a hint for where to start scanning.
     pub(crate) dir_hints: HashMap<u64, u64>,
+    /// Per file being read in order, where its next read would start and
+    /// how far ahead the device was asked to read (memory only; see
+    /// `FsCore::read_ahead`).
+    pub(crate) seq_reads: HashMap<u64, crate::inode::SeqRead>,
     /// Inode ranges of large directories (memory only).
     pub(crate) placement: crate::alloc::placement::Placement,
     /// Per-inode dependencies, releases that wait, and the rest of the
@@ -518,6 +522,7 @@ impl FsCore {
             cg_kept: Vec::new(),
             dirhash,
             dir_hints: HashMap::default(),
+            seq_reads: HashMap::default(),
             placement: Default::default(),
             order: Default::default(),
             op_log: None,

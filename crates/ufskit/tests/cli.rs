@@ -2539,3 +2539,40 @@ fn the_test_script_counts_everything_in_one_line() {
     assert!(out.contains("fsx not installed"), "{out}");
     assert!(out.contains("a function step (exit 1)"), "{out}");
 }
+
+/// The mount's own read-ahead (its backing device info, as `blockdev
+/// --setra` sets a disk's) is one request's worth, 1 MiB, so a sequential
+/// reader's read-ahead travels in 1 MiB requests; and a file read in
+/// order through it reads back as written.
+#[test]
+fn a_mount_reads_ahead_a_megabyte_and_reads_a_large_file_back() {
+    if !needs_fuse("a_mount_reads_ahead_a_megabyte_and_reads_a_large_file_back") {
+        return;
+    }
+    let t = tempfile::tempdir().unwrap();
+    let img = new_image(t.path(), "img", "256m");
+    let mnt = t.path().join("m");
+    let m = Mounted::new(&img, &mnt, &[]);
+    use std::os::unix::fs::MetadataExt;
+    let dev = std::fs::metadata(&mnt).unwrap().dev();
+    let (major, minor) = (libc::major(dev), libc::minor(dev));
+    let ra =
+        std::fs::read_to_string(format!("/sys/class/bdi/{major}:{minor}/read_ahead_kb")).unwrap();
+    assert_eq!(ra.trim(), "1024");
+    let data: Vec<u8> = (0..(40u32 << 20) / 4)
+        .flat_map(|i| i.wrapping_mul(2_654_435_761).to_le_bytes())
+        .collect();
+    std::fs::write(mnt.join("big"), &data).unwrap();
+    // Cold: the daemon's cache dropped, so the reads go to the image.
+    run(ufskit().args(["stats", "--drop-caches"]).arg(&mnt));
+    let back = std::fs::read(mnt.join("big")).unwrap();
+    assert!(back == data, "the file read back differs");
+    let reads = stats_json(&mnt)["fuse_requests"]["by_op"]["read"]
+        .as_u64()
+        .unwrap_or(0);
+    assert!(
+        reads <= 40 + 4,
+        "{reads} READ requests for 40 MiB read in order"
+    );
+    m.umount();
+}

@@ -1088,6 +1088,20 @@ impl BufferCache {
         victims
     }
 
+    /// Whether any cached buffer overlaps `[addr, addr+nfrags)`: if none,
+    /// the device holds those fragments as the file system last wrote them.
+    pub fn holds_any(&self, addr: u64, nfrags: u64) -> bool {
+        if let Some((&a, b)) = self.bufs.range(..addr).next_back() {
+            if a + self.nfrags(b.data.len()) > addr {
+                return true;
+            }
+        }
+        self.bufs
+            .range(addr..addr.saturating_add(nfrags))
+            .next()
+            .is_some()
+    }
+
     /// Writes one buffer to the device if dirty: the single write path.
     /// Regions whose oldest held change still needs an undurable change
     /// are written as they were before it; the buffer stays dirty until

@@ -28,6 +28,27 @@ enum Path {
     Indirect(usize, [u64; 3]),
 }
 
+/// A file read in order (FreeBSD's `cluster_read` keeps the same in the
+/// vnode: `v_lastr`, and a read-ahead window that grows while reads stay
+/// sequential).
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct SeqRead {
+    /// Where the next read starts if the reader goes on in order.
+    next: u64,
+    /// The device was asked for the file's bytes up to here.
+    ahead_to: u64,
+    /// Bytes asked for ahead of each read (0: not sequential yet).
+    window: u64,
+}
+
+/// The read-ahead window of a sequential reader: it starts at the first
+/// read that follows another and doubles with each one, up to the most.
+const READ_AHEAD_FIRST: u64 = 256 << 10;
+const READ_AHEAD_MOST: u64 = 4 << 20;
+/// Files followed at once; past it the table starts again (a reader that
+/// loses its entry just starts a new window).
+const SEQ_READS_KEPT: usize = 4096;
+
 /// A write or truncation that may grow a file: its new end, and the
 /// inode change that first stored that size (0 until one was needed).
 struct Growth {
@@ -534,6 +555,18 @@ impl FsCore {
         let end = (off + len as u64).min(size);
         let mut out = Vec::with_capacity((end - off) as usize);
         let kind = Self::kind_of(di);
+        // File data the cache does not hold is read straight from the
+        // device into the reply, a run of contiguous blocks per read,
+        // instead of through a cache buffer per block: one copy fewer, a
+        // large read instead of many, and a file read once does not push
+        // the metadata out of the cache (FreeBSD's file data lives in the
+        // VM's pages, not in the metadata buffers either). Only on a real
+        // device (one that takes read-ahead hints): the modeled disks of
+        // the experiments see the block reads FFS's buffer cache made.
+        let direct = kind == BlockKind::Data && self.cache.prefetches();
+        // The run being gathered: device byte offset, bytes, and the
+        // fragment that would continue it.
+        let mut run: Option<(u64, usize, u64)> = None;
         let mut pos = off;
         while pos < end {
             let lbn = g.lblkno(pos);
@@ -541,22 +574,115 @@ impl FsCore {
             let n = ((g.bsize - boff as u64).min(end - pos)) as usize;
             let addr = self.bmap(ino, di, lbn)?;
             if addr == 0 {
+                self.read_run(&mut run, &mut out)?;
                 out.resize(out.len() + n, 0);
             } else {
                 let bsz = self.alloc_size(size, lbn) as usize;
-                self.check_ptr(ino, addr, g.numfrags(bsz as u64))?;
-                let b = self.cache.read(addr, bsz, kind)?;
-                if boff + n > b.len() {
+                let nfrags = g.numfrags(bsz as u64);
+                self.check_ptr(ino, addr, nfrags)?;
+                if boff + n > bsz {
                     return Err(Error::damaged(
                         crate::error::Damage::Inode(ino),
                         format!("inode {ino}: block {lbn} shorter than the file size implies"),
                     ));
                 }
-                out.extend_from_slice(&b[boff..boff + n]);
+                if direct && !self.cache.holds_any(addr, nfrags) {
+                    match &mut run {
+                        Some((_, len, next)) if *next == addr && boff == 0 => {
+                            *len += n;
+                            *next = addr + nfrags;
+                        }
+                        _ => {
+                            self.read_run(&mut run, &mut out)?;
+                            run = Some((addr * g.fsize + boff as u64, n, addr + nfrags));
+                        }
+                    }
+                } else {
+                    self.read_run(&mut run, &mut out)?;
+                    let b = self.cache.read(addr, bsz, kind)?;
+                    out.extend_from_slice(&b[boff..boff + n]);
+                }
             }
             pos += n as u64;
         }
+        self.read_run(&mut run, &mut out)?;
+        if kind == BlockKind::Data && self.cache.prefetches() {
+            self.read_ahead(ino, di, off, end)?;
+        }
         Ok(out)
+    }
+
+    /// Reads the gathered run of uncached data blocks (if any) from the
+    /// device onto the end of `out`.
+    fn read_run(&mut self, run: &mut Option<(u64, usize, u64)>, out: &mut Vec<u8>) -> Result<()> {
+        if let Some((at, len, _)) = run.take() {
+            let start = out.len();
+            out.resize(start + len, 0);
+            self.cache
+                .read_raw(at, &mut out[start..], BlockKind::Data)?;
+        }
+        Ok(())
+    }
+
+    /// After a read of `[off, end)` of a file: when it continues the
+    /// previous read, asks the device to start reading the file's next
+    /// blocks (a window that doubles with each read in order, from
+    /// [`READ_AHEAD_FIRST`] to [`READ_AHEAD_MOST`]), in runs of contiguous
+    /// fragments, so that the reads to come find them in memory. Without
+    /// it a cold sequential read waited for the disk at every request
+    /// (315 MB/s against 1.1 GB/s with the image in the host's cache, 1
+    /// GiB file, 2026-11-28). Holes and blocks already cached are skipped.
+    fn read_ahead(&mut self, ino: u64, di: &Dinode, off: u64, end: u64) -> Result<()> {
+        let g = self.g;
+        if self.seq_reads.len() >= SEQ_READS_KEPT && !self.seq_reads.contains_key(&ino) {
+            self.seq_reads.clear();
+        }
+        let st = self.seq_reads.entry(ino).or_default();
+        if off != st.next {
+            // A jump: no window until reads go on in order. (A first read
+            // from the file's start counts as in order: `next` starts at 0.)
+            *st = SeqRead {
+                next: end,
+                ahead_to: end,
+                window: 0,
+            };
+            return Ok(());
+        }
+        st.next = end;
+        st.window = if st.window == 0 {
+            READ_AHEAD_FIRST
+        } else {
+            (st.window * 2).min(READ_AHEAD_MOST)
+        };
+        let from = st.ahead_to.max(end);
+        let to = (end + st.window).min(di.di_size());
+        if to <= from {
+            return Ok(());
+        }
+        st.ahead_to = to;
+        let size = di.di_size();
+        // Contiguous runs of fragments: (first fragment, bytes).
+        let mut run: Option<(u64, u64)> = None;
+        for lbn in g.lblkno(from)..=g.lblkno(to - 1) {
+            let addr = self.bmap(ino, di, lbn)?;
+            let bytes = self.alloc_size(size, lbn);
+            if addr == 0 || self.check_ptr(ino, addr, g.numfrags(bytes)).is_err() {
+                continue;
+            }
+            match &mut run {
+                Some((a, n)) if *a + g.numfrags(*n) == addr => *n += bytes,
+                _ => {
+                    if let Some((a, n)) = run.take() {
+                        self.cache.prefetch(a, n as usize);
+                    }
+                    run = Some((addr, bytes));
+                }
+            }
+        }
+        if let Some((a, n)) = run {
+            self.cache.prefetch(a, n as usize);
+        }
+        Ok(())
     }
 
     /// Writes `data` at `off`, allocating as needed; updates `di` (size,
