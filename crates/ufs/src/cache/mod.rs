@@ -13,21 +13,24 @@
 //!   capacity, the memory it holds; growth reserves exactly what it needs.
 //! - Counters by block kind count every hit, miss, read and write.
 //!
-//! - Writes go through [`BufferCache::write_buf`], the single place the
-//!   write-ordering policy ([`crate::order`]) acts: a region whose oldest
-//!   held change needs something undurable is written as it was before
-//!   that change, and the buffer stays dirty; it is never dropped dirty
-//!   (eviction forces out what it waits for first).
+//! - Writes go through [`BufferCache::write_buf`]. The cache knows no
+//!   write ordering: it carries each buffer's ordering state (`deps`)
+//!   without looking inside and calls the ordering at each event of a
+//!   buffer's life (`order::buffers`, the role of FreeBSD's `bioops`): to
+//!   choose the image a write sends (regions rolled back), when the write
+//!   completed, when a buffer is dropped unwritten, moved or cut. A buffer
+//!   the ordering keeps dirty is never dropped dirty: eviction has the
+//!   ordering force out what it waits for first (`order::sync`).
 //! - With vmiodir off, directory blocks count against a small pool of their
 //!   own and are evicted within it; with it on they share the main budget.
 //! - The cache knows no on-disk format: check-hashes, which blocks go out
 //!   whole and how a region of named entries is written with some of its
 //!   changes held back are the file system's [`Formats`], the hooks it
-//!   calls in the write path (the role of FreeBSD's `bioops`).
+//!   calls in the write path.
 use crate::dev::BlockDevice;
 use crate::error::Result;
-use crate::order::{BufDeps, ChangeId, EntryOp, Held, Ledger, OrderStats, WriteMode};
-use foldhash::HashSet;
+use crate::order::buffers::Ordering;
+use crate::order::{BufDeps, ChangeId, Held, Ledger};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -212,8 +215,9 @@ pub struct BufferCache {
     /// since 2000) or live in a pool of this many bytes (vmiodir off).
     dir_pool: Option<u64>,
     stats: CacheStats,
-    mode: WriteMode,
-    ledger: Ledger,
+    /// The write ordering, called at each event of a buffer's life
+    /// (`order::buffers`); it reads and changes the buffers' `deps`.
+    order: Ordering,
     /// Why writing stopped: set by the first failed device write or flush,
     /// or by the file system when an operation panicked half-way. Nothing
     /// reaches the device after it (what the ledger says is durable may no
@@ -221,7 +225,80 @@ pub struct BufferCache {
     failed: Option<String>,
 }
 
+/// What the write ordering sees of one cached buffer (`order::sync`).
+pub(crate) struct BufRef<'a> {
+    pub deps: &'a BufDeps,
+    pub kind: BlockKind,
+    pub dirty: bool,
+    /// Bytes of the block.
+    pub len: usize,
+}
+
 impl BufferCache {
+    /// The write ordering's state (for `order::sync`).
+    pub(crate) fn order(&self) -> &Ordering {
+        &self.order
+    }
+    pub(crate) fn order_mut(&mut self) -> &mut Ordering {
+        &mut self.order
+    }
+
+    /// The cached buffer at `addr`, as the write ordering sees it.
+    pub(crate) fn buf_ref(&self, addr: u64) -> Option<BufRef<'_>> {
+        self.bufs.get(&addr).map(|b| BufRef {
+            deps: &b.deps,
+            kind: b.kind,
+            dirty: b.dirty,
+            len: b.data.len(),
+        })
+    }
+
+    /// The cached buffers from fragment `from` on, in address order.
+    pub(crate) fn bufs_from(&self, from: u64) -> impl Iterator<Item = (u64, BufRef<'_>)> {
+        self.bufs.range(from..).map(|(&a, b)| {
+            (
+                a,
+                BufRef {
+                    deps: &b.deps,
+                    kind: b.kind,
+                    dirty: b.dirty,
+                    len: b.data.len(),
+                },
+            )
+        })
+    }
+
+    /// Makes the buffer of `len` bytes at `addr` present (read on a miss),
+    /// of `kind`, and dirty: a change is about to be made to it.
+    pub(crate) fn prepare_change(&mut self, addr: u64, len: usize, kind: BlockKind) -> Result<()> {
+        self.ensure(addr, len, kind)?;
+        self.set_kind(addr, kind);
+        let b = self.bufs.get_mut(&addr).expect("buffer just ensured");
+        if !b.dirty {
+            self.ndirty += 1;
+        }
+        b.dirty = true;
+        Ok(())
+    }
+
+    /// The bytes and ordering state of the buffer at `addr` (present), and
+    /// the cache's ordering: what a change being recorded needs at once.
+    pub(crate) fn change_parts(&mut self, addr: u64) -> (&mut [u8], &mut BufDeps, &mut Ordering) {
+        let b = self.bufs.get_mut(&addr).expect("buffer present");
+        (&mut b.data[..], &mut b.deps, &mut self.order)
+    }
+
+    /// Drops the buffer at `addr` without writing it and without telling
+    /// the write ordering (which has settled its changes another way).
+    pub(crate) fn forget_unwritten(&mut self, addr: u64) {
+        self.remove_buf(addr);
+    }
+
+    /// The cache's byte limit.
+    pub(crate) fn limit(&self) -> u64 {
+        self.limit
+    }
+
     pub fn new(dev: Box<dyn BlockDevice>, fsize: u64, limit_bytes: u64) -> Self {
         BufferCache {
             warm: &warm::WARM,
@@ -236,8 +313,7 @@ impl BufferCache {
             limit: limit_bytes.max(MIN_LIMIT),
             dir_pool: None,
             stats: CacheStats::default(),
-            mode: WriteMode::Async,
-            ledger: Ledger::default(),
+            order: Ordering::default(),
             failed: None,
         }
     }
@@ -278,29 +354,6 @@ impl BufferCache {
         self.formats = f;
     }
 
-    /// Chooses the write-ordering mode; only before the first change.
-    pub fn set_mode(&mut self, mode: WriteMode) {
-        self.mode = mode;
-        self.ledger.stats.mode = mode.name().to_string();
-    }
-    pub fn mode(&self) -> WriteMode {
-        self.mode
-    }
-
-    /// Chooses what ordered writes wait for; only before the first change.
-    pub fn set_barrier(&mut self, b: crate::order::Barrier) {
-        self.ledger.set_barrier(b);
-    }
-    pub fn barrier(&self) -> crate::order::Barrier {
-        self.ledger.barrier()
-    }
-
-    /// Writes and flushes that made changes durable so far: releases that
-    /// wait for durability are looked at again when this moved.
-    pub fn settled_changes(&self) -> u64 {
-        self.ledger.settled()
-    }
-
     /// vmiodir off: directory blocks get a pool of their own of `bytes`.
     pub fn set_dir_pool(&mut self, bytes: Option<u64>) {
         self.dir_pool = bytes.map(|b| b.max(64 << 10));
@@ -329,19 +382,6 @@ impl BufferCache {
         s.warm = self.warm.stats();
         s
     }
-    pub fn order_stats(&self) -> OrderStats {
-        let mut s = self.ledger.stats.clone();
-        s.pending_now = self.ledger.pending();
-        s
-    }
-
-    /// Counts a finished background sync of `rounds` rounds.
-    pub fn note_background_sync(&mut self, rounds: u64) {
-        let st = &mut self.ledger.stats;
-        st.background_syncs += 1;
-        st.background_rounds += rounds;
-        st.longest_background_sync = st.longest_background_sync.max(rounds);
-    }
 
     fn pool(&self, kind: BlockKind) -> Pool {
         if self.dir_pool.is_some() && kind == BlockKind::Dir {
@@ -357,7 +397,7 @@ impl BufferCache {
         }
     }
 
-    fn nfrags(&self, len: usize) -> u64 {
+    pub(crate) fn nfrags(&self, len: usize) -> u64 {
         (len as u64).div_ceil(1 << self.fshift)
     }
 
@@ -438,7 +478,7 @@ impl BufferCache {
         }
         if let Some(b) = self.remove_buf(addr) {
             if !write {
-                self.ledger.moot(&b.deps.ids());
+                self.order.abandon(&b.deps);
             }
         }
         Ok(())
@@ -593,15 +633,9 @@ impl BufferCache {
 
     /// The buffer's changes since its last write join its epoch (they may
     /// go to disk with the next write).
-    fn join_epoch(&mut self, addr: u64) -> ChangeId {
-        if !self.mode.tracks() {
-            return 0;
-        }
+    pub(crate) fn join_epoch(&mut self, addr: u64) -> ChangeId {
         let b = self.bufs.get_mut(&addr).expect("buffer present");
-        if b.deps.epoch == 0 {
-            b.deps.epoch = self.ledger.new_id(addr);
-        }
-        b.deps.epoch
+        self.order.dirtied(addr, &mut b.deps)
     }
 
     /// Like [`read`](Self::read), for changing the bytes; marks the buffer
@@ -620,213 +654,9 @@ impl BufferCache {
         Ok(&mut b.data[..])
     }
 
-    /// A change to the region `[roff, roff+rlen)` of a buffer that must not
-    /// reach the disk before the changes `needs`. Returns the change's id
-    /// and the bytes to change. In normal and sync modes the needs are
-    /// forced to disk first; in soft-updates mode the change waits in
-    /// memory and writes of the buffer roll the region back until then.
-    #[allow(clippy::too_many_arguments)]
-    pub fn modify_tracked(
-        &mut self,
-        addr: u64,
-        len: usize,
-        kind: BlockKind,
-        roff: usize,
-        rlen: usize,
-        needs: &[ChangeId],
-        entries: Vec<EntryOp>,
-    ) -> Result<(ChangeId, &mut [u8])> {
-        if !self.mode.tracks() {
-            return Ok((0, self.modify(addr, len, kind)?));
-        }
-        let mut unmet: Vec<ChangeId> = needs
-            .iter()
-            .copied()
-            .filter(|&n| !self.ledger.durable(n))
-            .collect();
-        unmet.sort_unstable();
-        unmet.dedup();
-        if !unmet.is_empty() && !self.mode.delays() {
-            self.force_ids(&unmet)?;
-            unmet.retain(|&n| !self.ledger.durable(n));
-        }
-        self.ensure(addr, len, kind)?;
-        self.set_kind(addr, kind);
-        if roff + rlen > len {
-            return Err(crate::error::Error::corrupt(format!(
-                "region {roff}+{rlen} outside a buffer of {len} bytes"
-            )));
-        }
-        let b = self.bufs.get_mut(&addr).expect("buffer just ensured");
-        if !b.dirty {
-            self.ndirty += 1;
-        }
-        b.dirty = true;
-        let region = b.deps.held.get(&(roff as u32));
-        // Earlier changes of the same region go to disk in the same write
-        // (unless directory entries may go one by one).
-        // (A region's held changes are in the order made, so by id: a
-        // binary search, as a big directory's inode can hold a change per
-        // entry made since its block was last written.)
-        if let (Some((_, stack)), true) = (region, entries.is_empty()) {
-            unmet.retain(|n| stack.binary_search_by_key(n, |h| h.id).is_err());
-        }
-        // A change with nothing to wait for, behind held changes of a
-        // region written whole or not at all: it goes to disk in the same
-        // write as the newest of them, and is durable when that one is, so
-        // it is that change (a big directory's inode otherwise stacked a
-        // change per entry made, each with its ledger entry, for as long
-        // as one of them waited).
-        let joins = match region {
-            Some((_, stack)) if unmet.is_empty() && entries.is_empty() => {
-                stack.last().filter(|h| h.entries.is_empty()).map(|h| h.id)
-            }
-            _ => None,
-        };
-        let id = if let Some(last) = joins {
-            last
-        } else if unmet.is_empty() && region.is_none() {
-            self.join_epoch(addr)
-        } else {
-            let id = self.ledger.new_id(addr);
-            let b = self.bufs.get_mut(&addr).expect("buffer present");
-            let before = if unmet.is_empty() {
-                None
-            } else {
-                Some(b.data[roff..roff + rlen].to_vec().into_boxed_slice())
-            };
-            if before.is_some() {
-                self.ledger.stats.held += 1;
-            }
-            b.deps
-                .held
-                .entry(roff as u32)
-                .or_insert_with(|| (rlen as u32, Vec::new()))
-                .1
-                .push(Held {
-                    id,
-                    needs: unmet,
-                    before,
-                    entries,
-                });
-            id
-        };
-        let b = self.bufs.get_mut(&addr).expect("buffer present");
-        Ok((id, &mut b.data[..]))
-    }
-
-    /// The newest undurable change of the buffer at `addr` (0: none): what
-    /// a pointer to the block needs.
-    pub fn latest(&self, addr: u64) -> ChangeId {
-        let Some(b) = self.bufs.get(&addr) else {
-            return 0;
-        };
-        let held = b
-            .deps
-            .held
-            .values()
-            .filter_map(|(_, s)| s.last().map(|h| h.id))
-            .max()
-            .unwrap_or(0);
-        [held, b.deps.epoch, b.deps.written]
-            .into_iter()
-            .filter(|&i| !self.ledger.durable(i))
-            .max()
-            .unwrap_or(0)
-    }
-
-    /// The newest undurable change of one region (0: none): what a pointer
-    /// to the structure in that region (an inode) needs.
-    pub fn region_latest(&self, addr: u64, roff: usize) -> ChangeId {
-        let Some(b) = self.bufs.get(&addr) else {
-            return 0;
-        };
-        if let Some((_, s)) = b.deps.held.get(&(roff as u32)) {
-            if let Some(h) = s.last() {
-                return h.id;
-            }
-        }
-        [b.deps.epoch, b.deps.written]
-            .into_iter()
-            .filter(|&i| !self.ledger.durable(i))
-            .max()
-            .unwrap_or(0)
-    }
-
-    /// Counts releases made to wait (statistics).
-    pub fn note_deferred(&mut self, n: u64) {
-        self.ledger.stats.deferred_frees += n;
-    }
-
-    pub fn is_durable(&self, id: ChangeId) -> bool {
-        self.ledger.durable(id)
-    }
-
     /// The kind of the cached buffer at `addr`.
     pub fn kind(&self, addr: u64) -> Option<BlockKind> {
         self.bufs.get(&addr).map(|b| b.kind)
-    }
-
-    /// Changes not yet durable (each holds ledger entries, and a held one
-    /// the bytes of its region as they were).
-    pub fn pending(&self) -> u64 {
-        self.ledger.pending()
-    }
-
-    /// Whether every change made up to `id` (an id of
-    /// [`last_change`](Self::last_change)) is durable, or moot.
-    pub fn durable_upto(&self, id: ChangeId) -> bool {
-        self.ledger.oldest_undurable().is_none_or(|o| o > id)
-    }
-
-    /// The newest change recorded so far.
-    pub fn last_change(&self) -> ChangeId {
-        self.ledger.last_id()
-    }
-
-    /// How many undurable changes the ordering state may hold before the
-    /// file system writes everything out: one per KiB of cache (64 Ki
-    /// changes for 64 MiB: some 20-30 MiB of state with the regions held
-    /// changes keep), so that the daemon stays within `cache=` plus the
-    /// dirhash budget plus 64 MiB (FreeBSD bounds its soft-updates
-    /// structures the same way, `max_softdeps`, and speeds up the syncer
-    /// past it). One per 512 bytes let the state reach 60% of `cache=`;
-    /// one per 2 KiB made 100,000 unlinks after 100,000 creates in one
-    /// directory write everything out in the middle.
-    pub fn max_pending(&self) -> u64 {
-        (self.limit >> 10).max(4096)
-    }
-
-    /// Whether the ordering state is past its bound: more undurable
-    /// changes than [`max_pending`](Self::max_pending), or ids spanning
-    /// four times that from the oldest undurable one (the ledger keeps 8
-    /// bytes per id of the span: an old change that stays undurable keeps
-    /// every later id's slot).
-    pub fn ordering_full(&self) -> bool {
-        let max = self.max_pending();
-        self.ledger.pending() > max || self.ledger.span() > 4 * max
-    }
-
-    /// Device flushes so far.
-    pub fn flushes(&self) -> u64 {
-        self.ledger.stats.flushes
-    }
-
-    /// Writes the buffers holding the changes `ids` (rolled back where
-    /// they must be), without a flush.
-    pub fn write_ids(&mut self, ids: &[ChangeId]) -> Result<()> {
-        let mut addrs: Vec<u64> = ids.iter().filter_map(|&i| self.ledger.owner(i)).collect();
-        addrs.sort_unstable();
-        addrs.dedup();
-        for a in addrs {
-            self.write_buf(a)?;
-        }
-        Ok(())
-    }
-
-    /// The address of the buffer holding the undurable change `id`.
-    pub fn owner(&self, id: ChangeId) -> Option<u64> {
-        self.ledger.owner(id)
     }
 
     /// A zero-filled dirty buffer for a freshly allocated block, without
@@ -844,7 +674,7 @@ impl BufferCache {
             }
             b.dirty = true;
             let old = std::mem::take(&mut b.deps);
-            self.ledger.moot(&old.ids());
+            self.order.abandon(&old);
         } else {
             self.insert(addr, new_buffer(self.warm, len), kind, true)?;
         }
@@ -868,7 +698,7 @@ impl BufferCache {
     ) -> Result<()> {
         self.read(from, from_len, kind)?;
         let mut deps = BufDeps::default();
-        if self.mode.tracks() {
+        if self.order.tracks() {
             if kind != BlockKind::Data && self.latest(from) != 0 {
                 self.write_buf(from)?;
             }
@@ -882,7 +712,7 @@ impl BufferCache {
         let mut moved = self
             .remove_buf(from)
             .expect("buffer just read stays until discarded");
-        self.ledger.moot(&moved.deps.ids());
+        self.order.abandon(&moved.deps);
         self.discard(from, self.nfrags(from_len));
         resize_exact(self.warm, &mut moved.data, to_len);
         self.clear_overlaps(to, self.nfrags(to_len), Some(to_len))?;
@@ -893,8 +723,7 @@ impl BufferCache {
         self.join_epoch(to);
         self.touch(to);
         if !deps.held.is_empty() {
-            let ids: Vec<ChangeId> = deps.ids();
-            self.ledger.moved(&ids, to);
+            self.order.moved(&deps, to);
             let b = self.bufs.get_mut(&to).expect("buffer just created");
             b.deps.held = deps.held;
         }
@@ -912,7 +741,7 @@ impl BufferCache {
     ) -> Result<()> {
         self.ensure(addr, old_len, kind)?;
         self.set_kind(addr, kind);
-        if new_len < old_len && self.mode.tracks() && self.latest(addr) != 0 {
+        if new_len < old_len && self.order.tracks() && self.latest(addr) != 0 {
             // What is cut off must not be lost to a pointer that still
             // covers it: write the buffer (rolled back where it must be)
             // before the tail's changes become moot.
@@ -936,7 +765,7 @@ impl BufferCache {
             }
             keep
         });
-        self.ledger.moot(&cut);
+        self.order.abandon_ids(&cut);
         self.bytes[p] = self.bytes[p] + new_cap as u64 - cap as u64;
         // Cached copies of the fragments just added are stale.
         let (n_old, n_new) = (self.nfrags(old_len), self.nfrags(new_len));
@@ -972,108 +801,7 @@ impl BufferCache {
         }
     }
 
-    /// Drops the buffers of a directory's released blocks (`[addr,
-    /// addr+nfrags)`, buffers wholly inside) unwritten, if that is safe:
-    /// once the change `by` (the inode write that cut them off: the
-    /// directory zeroed, or shrunk) is durable, nothing on disk reaches
-    /// them, so what they
-    /// hold (removed names that link counts wait for) is settled by `by`
-    /// instead of by writing blocks that are about to be freed. Not done
-    /// when `by` itself waits, however indirectly, for one of their
-    /// changes. Returns whether they were dropped.
-    pub fn abandon_dir_blocks(&mut self, addr: u64, nfrags: u64, by: ChangeId) -> bool {
-        if !self.mode.tracks() || by == 0 || self.ledger.durable(by) {
-            return false;
-        }
-        let victims = self.overlapping(addr, nfrags);
-        let mut ids: Vec<ChangeId> = Vec::new();
-        for a in &victims {
-            match self.bufs.get(a) {
-                Some(b)
-                    if b.kind == BlockKind::Dir
-                        && *a >= addr
-                        && a + self.nfrags(b.data.len()) <= addr + nfrags =>
-                {
-                    ids.extend(b.deps.ids())
-                }
-                _ => return false,
-            }
-        }
-        ids.retain(|&i| !self.ledger.durable(i));
-        ids.sort_unstable();
-        ids.dedup();
-        if !ids.is_empty() && self.needs_any(by, &ids, 4096) != Some(false) {
-            return false;
-        }
-        for a in victims {
-            self.remove_buf(a);
-        }
-        self.ledger.ride_on(&ids, by);
-        self.ledger.stats.abandoned += ids.len() as u64;
-        true
-    }
-
-    /// Whether change `id` waits, directly or not, for one of `targets`:
-    /// through its needs, those of the earlier held changes of its region
-    /// (it goes to disk only with them), and the changes that carry riders
-    /// (a rider is durable only with its carrier: waiting for a rider is
-    /// waiting for the carrier and what it waits for). None if that takes
-    /// more than `cap` undurable changes to tell.
-    ///
-    /// A change needs only changes made before it (smaller ids: needs are
-    /// named when a change is made, and a region's earlier held changes
-    /// are older), so the search never follows a change older than the
-    /// oldest target: nothing behind it can lead to one. Riders break that
-    /// order (an older change carried by a newer one), so while there are
-    /// any the search follows older changes too, within `cap`.
-    /// `targets` is sorted.
-    fn needs_any(&self, id: ChangeId, targets: &[ChangeId], cap: usize) -> Option<bool> {
-        let Some(&oldest) = targets.first() else {
-            return Some(false);
-        };
-        let mut seen = HashSet::default();
-        let mut todo = vec![id];
-        let riders = self.ledger.has_riders();
-        while let Some(id) = todo.pop() {
-            // A rider (a dead directory's change dropped unwritten) is
-            // durable only with the change it stands on: follow that.
-            if let Some(by) = self.ledger.carrier(id) {
-                if !self.ledger.durable(by) && seen.insert(by) {
-                    todo.push(by);
-                }
-            }
-            let Some(a) = self.ledger.owner(id) else {
-                continue;
-            };
-            let Some(b) = self.bufs.get(&a) else {
-                continue;
-            };
-            for (_, stack) in b.deps.held.values() {
-                let Some(pos) = stack.iter().position(|h| h.id == id) else {
-                    continue;
-                };
-                for h in &stack[..=pos] {
-                    for &n in &h.needs {
-                        // Older changes lead to no target, unless a rider
-                        // (older, carried by a newer change) is on the way.
-                        if (n < oldest && !riders) || self.ledger.durable(n) || !seen.insert(n) {
-                            continue;
-                        }
-                        if targets.binary_search(&n).is_ok() {
-                            return Some(true);
-                        }
-                        if seen.len() > cap {
-                            return None;
-                        }
-                        todo.push(n);
-                    }
-                }
-            }
-        }
-        Some(false)
-    }
-
-    fn overlapping(&self, addr: u64, nfrags: u64) -> Vec<u64> {
+    pub(crate) fn overlapping(&self, addr: u64, nfrags: u64) -> Vec<u64> {
         let mut victims = Vec::new();
         if let Some((&a, b)) = self.bufs.range(..addr).next_back() {
             if a + self.nfrags(b.data.len()) > addr {
@@ -1103,9 +831,11 @@ impl BufferCache {
     }
 
     /// Writes one buffer to the device if dirty: the single write path.
-    /// Regions whose oldest held change still needs an undurable change
-    /// are written as they were before it; the buffer stays dirty until
-    /// every held change has gone out. Returns whether anything was written.
+    /// The write ordering chooses the image ([`Ordering::initiate`]:
+    /// regions whose oldest held change still needs an undurable change go
+    /// as they were before it) and hears of the write's completion; the
+    /// buffer stays dirty until every held change has gone out. Returns
+    /// whether anything was written.
     pub fn write_buf(&mut self, addr: u64) -> Result<bool> {
         let fshift = self.fshift;
         let Some(b) = self.bufs.get_mut(&addr) else {
@@ -1114,51 +844,11 @@ impl BufferCache {
         if !b.dirty {
             return Ok(false);
         }
-        let mut progress = b.deps.epoch != 0 || !self.mode.tracks();
-        // Regions written as they were before their oldest waiting change:
-        // (offset, the image to write). They are swapped into the buffer
-        // for the write and back after it, instead of writing a copy of
-        // the whole block (32 KiB per rolled-back write).
-        let mut rollbacks: Vec<(usize, Vec<u8>)> = Vec::new();
-        let mut written: Vec<ChangeId> = Vec::new();
-        if !b.deps.held.is_empty() {
-            for (&off, (len, stack)) in b.deps.held.iter_mut() {
-                let range = off as usize..(off + *len) as usize;
-                if by_entries(stack) {
-                    let entry_image = self.formats.as_ref().and_then(|f| {
-                        f.entry_image(b.kind, &b.data[range.clone()], stack, &self.ledger)
-                    });
-                    if let Some((image, done)) = entry_image {
-                        progress |= !done.is_empty();
-                        written.extend(done.iter().copied());
-                        stack.retain(|h| !done.contains(&h.id));
-                        if !stack.is_empty() {
-                            rollbacks.push((range.start, image));
-                            self.ledger.stats.entry_rollbacks += 1;
-                        }
-                        continue;
-                    }
-                }
-                let first_unmet = stack
-                    .iter()
-                    .position(|h| !self.ledger.all_durable(&h.needs));
-                let k = first_unmet.unwrap_or(stack.len());
-                written.extend(stack.drain(..k).map(|h| h.id));
-                progress |= k > 0;
-                if let Some(h) = stack.first() {
-                    let before = h
-                        .before
-                        .as_ref()
-                        .expect("a held change with needs keeps its region");
-                    rollbacks.push((off as usize, before.to_vec()));
-                }
-            }
-            b.deps.held.retain(|_, (_, s)| !s.is_empty());
-        }
-        if !progress {
+        let formats = self.formats.as_deref();
+        let Some(img) = self.order.initiate(&mut b.deps, b.kind, &b.data, formats) else {
             return Ok(false);
-        }
-        let rolled = !rollbacks.is_empty();
+        };
+        let rolled = !img.rollbacks.is_empty();
         let off = addr.checked_mul(1 << fshift).ok_or_else(|| {
             crate::error::Error::damaged(
                 crate::error::Damage::Block(addr),
@@ -1173,13 +863,15 @@ impl BufferCache {
         }
         // The image to write: the rolled-back regions swapped in (what
         // they held kept aside), its check-hash; then the buffer as it is.
-        let mut kept: Vec<(usize, Vec<u8>)> = Vec::with_capacity(rollbacks.len());
-        for (at, image) in &rollbacks {
+        // (Swapped in place instead of writing a copy of the whole block:
+        // 32 KiB per rolled-back write.)
+        let mut kept: Vec<(usize, Vec<u8>)> = Vec::with_capacity(img.rollbacks.len());
+        for (at, image) in &img.rollbacks {
             let r = *at..*at + image.len();
             kept.push((*at, b.data[r.clone()].to_vec()));
             b.data[r].copy_from_slice(image);
         }
-        let untorn = match &self.formats {
+        let untorn = match formats {
             Some(f) => {
                 f.seal(b.kind, &mut b.data);
                 f.untorn(b.kind)
@@ -1194,19 +886,14 @@ impl BufferCache {
         for (at, bytes) in kept.iter().rev() {
             b.data[*at..*at + bytes.len()].copy_from_slice(bytes);
         }
-        if let (true, Some(f)) = (rolled, &self.formats) {
+        if let (true, Some(f)) = (rolled, formats) {
             f.seal(b.kind, &mut b.data);
         }
         if let Err(e) = w {
             self.failed = Some(format!("device: {}", e.msg));
             return Err(e);
         }
-        written.push(std::mem::take(&mut b.deps.epoch));
-        let top = written.iter().copied().max().unwrap_or(0);
-        if top != 0 {
-            b.deps.written = top;
-        }
-        let still = !b.deps.held.is_empty();
+        let still = self.order.complete(&mut b.deps, img);
         if b.dirty && !still {
             self.ndirty -= 1;
         }
@@ -1214,12 +901,6 @@ impl BufferCache {
         let st = &mut self.stats.by_kind[b.kind.idx()];
         st.writes += 1;
         st.write_bytes += b.data.len() as u64;
-        if rolled {
-            self.ledger.stats.rollbacks += 1;
-        }
-        for id in written {
-            self.ledger.written(id);
-        }
         Ok(true)
     }
 
@@ -1234,7 +915,7 @@ impl BufferCache {
         crate::order::FlushWithoutLock,
     )> {
         self.healthy()?;
-        Ok((self.dev.clone(), self.ledger.unflushed_snapshot()))
+        Ok((self.dev.clone(), self.order.unflushed_snapshot()))
     }
 
     /// The device's answer to a flush begun with
@@ -1244,228 +925,12 @@ impl BufferCache {
         self.latched(r)
     }
 
-    /// After a successful flush begun with
-    /// [`unlocked_flush_begin`](Self::unlocked_flush_begin): makes up to
-    /// `max` more of its changes durable; whether all are (hundreds of
-    /// thousands after a big directory's worth of creates, so a part per
-    /// hold of the lock).
-    pub fn unlocked_flush_settle(
-        &mut self,
-        f: &mut crate::order::FlushWithoutLock,
-        max: usize,
-    ) -> bool {
-        self.ledger.settle_flushed(f, max)
-    }
-
     pub fn flush(&mut self) -> Result<()> {
         self.healthy()?;
         let r = self.dev.flush();
         self.latched(r)?;
-        self.ledger.flushed();
+        self.order.flushed();
         Ok(())
-    }
-
-    /// Whether writing `b` now would write every change it holds.
-    fn writes_whole(&self, b: &Buf) -> bool {
-        b.deps
-            .held
-            .values()
-            .all(|(_, s)| s.iter().all(|h| self.ledger.all_durable(&h.needs)))
-    }
-
-    /// Whether writing `b` now would write a change made up to `upto`
-    /// (one the sync under way waits for): its unheld changes, or a held
-    /// change whose needs are all durable. A buffer with such a change and
-    /// others that must wait is not [`writes_whole`](Self::writes_whole);
-    /// left out of the plan, its old change would wait for the new ones
-    /// beside it, and the sync would go round until they cleared.
-    fn has_ready_upto(&self, b: &Buf, upto: ChangeId) -> bool {
-        if b.deps.epoch != 0 && b.deps.epoch <= upto {
-            return true;
-        }
-        let ready = |h: &Held| h.id <= upto && self.ledger.all_durable(&h.needs);
-        b.deps.held.values().any(|(_, s)| {
-            if by_entries(s) {
-                // Named entries go one by one (`entry_image`).
-                s.iter().take_while(|h| h.id <= upto).any(ready)
-            } else {
-                // A region goes up to its first change that must wait.
-                s.first().is_some_and(ready)
-            }
-        })
-    }
-
-    /// The undurable needs of the oldest held change of each region of the
-    /// buffer at `addr`.
-    fn blocking_needs(&self, addr: u64) -> Vec<ChangeId> {
-        let Some(b) = self.bufs.get(&addr) else {
-            return Vec::new();
-        };
-        b.deps
-            .held
-            .values()
-            .filter_map(|(_, s)| s.first())
-            .flat_map(|h| h.needs.iter().copied())
-            .filter(|&n| !self.ledger.durable(n))
-            .collect()
-    }
-
-    /// Makes the changes `ids` durable now: writes their buffers and every
-    /// buffer they wait for, flushes (with [`Barrier::Flush`]; with
-    /// [`Barrier::Write`] a completed write is what counts), and repeats
-    /// until done.
-    ///
-    /// [`Barrier::Flush`]: crate::order::Barrier::Flush
-    /// [`Barrier::Write`]: crate::order::Barrier::Write
-    pub fn force_ids(&mut self, ids: &[ChangeId]) -> Result<()> {
-        let flush_each_round = self.ledger.barrier() == crate::order::Barrier::Flush;
-        for _round in 0..100_000 {
-            let pending: Vec<ChangeId> = ids
-                .iter()
-                .copied()
-                .filter(|&i| !self.ledger.durable(i))
-                .collect();
-            if pending.is_empty() {
-                return Ok(());
-            }
-            let before = self.ledger.pending();
-            let mut set = std::collections::BTreeSet::new();
-            let mut todo: Vec<ChangeId> = pending;
-            while let Some(id) = todo.pop() {
-                let Some(a) = self.ledger.owner(id) else {
-                    continue;
-                };
-                if set.insert(a) {
-                    todo.extend(self.blocking_needs(a));
-                }
-            }
-            let mut wrote = false;
-            for a in set {
-                if self.write_buf(a)? {
-                    self.ledger.stats.forced_writes += 1;
-                    wrote = true;
-                }
-            }
-            if flush_each_round {
-                self.flush()?;
-            }
-            if !wrote && self.ledger.pending() == before {
-                return Err(crate::error::Error::new(
-                    crate::error::ErrorKind::Io,
-                    "write ordering: changes wait for each other (internal error)",
-                ));
-            }
-        }
-        Err(crate::error::Error::new(
-            crate::error::ErrorKind::Io,
-            "write ordering: forcing did not finish (internal error)",
-        ))
-    }
-
-    /// Writes the buffer at `addr` completely, forcing out what it waits for.
-    fn force_buf(&mut self, addr: u64) -> Result<()> {
-        for _ in 0..100_000 {
-            self.write_buf(addr)?;
-            if !self.bufs.get(&addr).is_some_and(|b| b.dirty) {
-                return Ok(());
-            }
-            let needs = self.blocking_needs(addr);
-            self.force_ids(&needs)?;
-        }
-        Err(crate::error::Error::new(
-            crate::error::ErrorKind::Io,
-            "write ordering: a buffer could not be written (internal error)",
-        ))
-    }
-
-    /// The buffers holding an undurable change that a held change of
-    /// another buffer waits for and that would be written now (its own
-    /// needs durable, or not held at all), in address order.
-    fn unblocking_buffers(&self) -> Vec<u64> {
-        let mut out = std::collections::BTreeSet::new();
-        for (&a, b) in &self.bufs {
-            if b.dirty {
-                self.add_unblocking(a, &mut out);
-            }
-        }
-        out.into_iter().collect()
-    }
-
-    /// Adds to `out` the buffers holding a change that the dirty buffer
-    /// at `a` waits for and that would be written now.
-    fn add_unblocking(&self, a: u64, out: &mut std::collections::BTreeSet<u64>) {
-        for n in self.blocking_needs(a) {
-            let Some(o) = self.ledger.owner(n) else {
-                continue;
-            };
-            if o == a || out.contains(&o) {
-                continue;
-            }
-            let Some(ob) = self.bufs.get(&o) else {
-                continue;
-            };
-            let held = ob
-                .deps
-                .held
-                .values()
-                .flat_map(|(_, st)| st.iter())
-                .find(|h| h.id == n);
-            let goes = match held {
-                Some(h) => self.ledger.all_durable(&h.needs),
-                None => ob.dirty,
-            };
-            if goes {
-                out.insert(o);
-            }
-        }
-    }
-
-    /// What holds a sync up: up to `max` held changes, each with the
-    /// buffer holding it and what it waits for (the change, whether it is
-    /// durable, the buffer holding it and whether that one is dirty).
-    fn describe_stall(&self, max: usize) -> String {
-        let mut out = Vec::new();
-        for (&a, b) in &self.bufs {
-            for (&off, (len, stack)) in &b.deps.held {
-                for h in stack {
-                    if out.len() >= max {
-                        break;
-                    }
-                    let needs: Vec<String> = h
-                        .needs
-                        .iter()
-                        .filter(|&&n| !self.ledger.durable(n))
-                        .map(|&n| match self.ledger.owner(n) {
-                            Some(o) => format!(
-                                "{n} in {o} ({})",
-                                match self.bufs.get(&o) {
-                                    Some(ob) if ob.dirty => format!("{:?}, dirty", ob.kind),
-                                    Some(ob) => format!("{:?}, clean", ob.kind),
-                                    None => "not cached".to_string(),
-                                }
-                            ),
-                            None => format!("{n} (no owner)"),
-                        })
-                        .collect();
-                    out.push(format!(
-                        "change {} in {a} ({:?}{}) at {off}+{len} waits for [{}]",
-                        h.id,
-                        b.kind,
-                        if b.dirty { ", dirty" } else { "" },
-                        needs.join(", ")
-                    ));
-                }
-            }
-        }
-        format!(
-            "{} pending; {}",
-            self.ledger.pending(),
-            if out.is_empty() {
-                "no held change".to_string()
-            } else {
-                out.join("; ")
-            }
-        )
     }
 
     /// Writes every dirty buffer in address order (held regions rolled back).
@@ -1494,124 +959,6 @@ impl BufferCache {
             self.write_buf(a)?;
         }
         Ok(())
-    }
-
-    /// Makes everything durable: rounds of writing every dirty buffer and
-    /// flushing, until no change waits (one round without ordering).
-    /// Each round writes only the buffers that can go out whole (nothing
-    /// they hold waits for an undurable change), so a buffer is normally
-    /// written once per sync; only when every dirty buffer waits is one
-    /// round written rolled back.
-    pub fn sync(&mut self) -> Result<()> {
-        while !self.sync_round()? {}
-        Ok(())
-    }
-
-    /// Whether each sync round ends with a device flush (the barrier is a
-    /// flush); otherwise a completed write is durable and one flush at the
-    /// end of a sync is enough.
-    pub fn flushes_each_round(&self) -> bool {
-        self.ledger.barrier() == crate::order::Barrier::Flush
-    }
-
-    /// The buffers a sync round writes, in address order: those whose
-    /// every change can go now. If there is none: the cylinder groups
-    /// (their held part is a few bytes, and their maps are what most
-    /// changes wait for); with none dirty, only the buffers holding a
-    /// change that another one waits for and that can go now (a chain of
-    /// renames advances one link a round without rewriting every block of
-    /// the directory each time). Empty only if everything waits for
-    /// something not dirty here; the round then writes everything, rolled
-    /// back.
-    pub fn round_plan(&self) -> Vec<u64> {
-        let whole: Vec<u64> = self
-            .bufs
-            .iter()
-            .filter(|(_, b)| b.dirty && self.writes_whole(b))
-            .map(|(&a, _)| a)
-            .collect();
-        if !whole.is_empty() {
-            return whole;
-        }
-        let cgs: Vec<u64> = self
-            .bufs
-            .iter()
-            .filter(|(_, b)| b.dirty && b.kind == BlockKind::Cg)
-            .map(|(&a, _)| a)
-            .collect();
-        if !cgs.is_empty() {
-            return cgs;
-        }
-        self.unblocking_buffers()
-    }
-
-    /// Part of the plan of a sync round that requests interleave with,
-    /// from the buffers at fragment `from` on, at most `max` of them
-    /// looked at (a part per hold of the lock: a million-entry directory's
-    /// cache holds a hundred thousand buffers): the dirty ones that can be
-    /// written whole, those holding a change made up to `upto` (the last
-    /// change when the sync began) that can go now, and, always, the
-    /// buffers holding a change one of them waits for that can go now.
-    /// Without the last two, buffers that new
-    /// requests keep making writable whole would fill every round, and a
-    /// chain of old changes would never advance. Returns the part and
-    /// where the next one starts (`None`: this was the last).
-    pub fn background_plan_part(
-        &self,
-        from: u64,
-        max: usize,
-        upto: ChangeId,
-    ) -> (Vec<u64>, Option<u64>) {
-        let mut out = std::collections::BTreeSet::new();
-        for (i, (&a, b)) in self.bufs.range(from..).enumerate() {
-            if i == max {
-                return (out.into_iter().collect(), Some(a));
-            }
-            if b.dirty {
-                if self.writes_whole(b) || self.has_ready_upto(b, upto) {
-                    out.insert(a);
-                }
-                self.add_unblocking(a, &mut out);
-            }
-        }
-        (out.into_iter().collect(), None)
-    }
-
-    /// One round of [`sync`](Self::sync): returns whether nothing is dirty
-    /// any more (and the device flushed); an error if the round made no
-    /// progress.
-    pub fn sync_round(&mut self) -> Result<bool> {
-        // With completion as the barrier, a round's writes are durable as
-        // they complete: one flush at the end makes it all survive a power
-        // cut too (what sync and fsync promise in every mode).
-        let flush_each_round = self.flushes_each_round();
-        {
-            let before = self.ledger.pending();
-            let whole = self.round_plan();
-            let mut wrote = false;
-            for a in whole {
-                wrote |= self.write_buf(a)?;
-            }
-            if !wrote {
-                self.write_all()?;
-            }
-            if flush_each_round || self.dirty_count() == 0 {
-                self.flush()?;
-            }
-            if self.dirty_count() == 0 {
-                return Ok(true);
-            }
-            if self.ledger.pending() == before {
-                return Err(crate::error::Error::new(
-                    crate::error::ErrorKind::Io,
-                    format!(
-                        "write ordering: sync made no progress (internal error): {}",
-                        self.describe_stall(40)
-                    ),
-                ));
-            }
-        }
-        Ok(false)
     }
 
     /// Bytes written directly (superblock, summary area), counted by kind.
@@ -1691,13 +1038,4 @@ impl BufferCache {
     }
 }
 
-/// Whether a region's held changes go to disk name by name (all of them
-/// directory entry changes: `Formats::entry_image`) rather than the region
-/// whole or not at all.
-fn by_entries(stack: &[Held]) -> bool {
-    stack.iter().all(|h| !h.entries.is_empty())
-}
-
-#[cfg(test)]
-mod tests;
 pub mod warm;

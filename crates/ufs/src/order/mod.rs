@@ -23,6 +23,14 @@
 //! - resources (blocks, inodes) are returned to the bitmaps only after the
 //!   pointers to them are durably gone ([`Deferred`]).
 //!
+//! Where it lives: this file holds the modes, the change ids and the
+//! ledger of undurable changes; `buffers.rs` what the buffer cache calls at
+//! each event of a buffer's life (the image a write sends, its completion,
+//! a buffer dropped, moved or cut); `sync.rs` what a change waits for,
+//! forcing, and the plan of each sync round, on the cache's interface. The
+//! releases that wait for durability are recorded in [`OrderState`] and
+//! made by the file system (`fs.rs`), which owns the maps they free into.
+//!
 //! Invariants: a change's needs all have smaller ids than the change (needs
 //! point at the past), so the oldest undurable change can always be written
 //! and forcing terminates; a region's held changes are kept in the order
@@ -31,6 +39,9 @@
 //! block any more.
 use foldhash::HashMap;
 use serde::Serialize;
+
+pub(crate) mod buffers;
+mod sync;
 
 /// How metadata writes are ordered (`-o normal|sync|async|softdep`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

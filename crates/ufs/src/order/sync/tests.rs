@@ -1,7 +1,9 @@
-//! The write-ordering rules the cache applies, on a bare device (no file
-//! system): what a held region writes, and what a background sync plans.
+//! The write-ordering rules, on a bare device under a buffer cache (no
+//! file system): what a held region writes, and what a background sync
+//! plans.
 use super::*;
-use crate::dev::MemDevice;
+use crate::dev::{BlockDevice, MemDevice};
+use crate::order::WriteMode;
 use std::sync::Arc;
 
 const FSIZE: u64 = 4096;
@@ -139,10 +141,10 @@ fn a_background_sync_plans_an_old_change_that_can_go_beside_a_new_one_that_waits
 /// exactly the memory its buffers hold, so `cache=` bounds it.
 #[test]
 fn new_and_grown_buffers_from_warm_memory_hold_what_fresh_ones_would() {
-    static STOCK: super::warm::Warm = super::warm::Warm::new();
+    static STOCK: crate::cache::warm::Warm = crate::cache::warm::Warm::new();
     let (dev, mut c) = softdep_cache();
     c.set_warm_stock(&STOCK);
-    let mut maker = super::warm::Maker::new(&STOCK);
+    let mut maker = crate::cache::warm::Maker::new(&STOCK);
     maker.step();
     for _ in 0..4 {
         for n in [3, 5, 8] {
