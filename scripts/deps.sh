@@ -43,9 +43,13 @@ if ! command -v cargo >/dev/null 2>&1; then
   echo "cargo not found: install Rust (https://rustup.rs)" >&2
   exit 1
 fi
-# The formatting check (rustup's default profile has it; a minimal one not).
+# The formatting and lint checks (rustup's default profile has them; a
+# minimal one not).
 if ! cargo fmt --version >/dev/null 2>&1; then
   command -v rustup >/dev/null 2>&1 && rustup component add rustfmt >/dev/null 2>&1 || true
+fi
+if ! cargo clippy --version >/dev/null 2>&1; then
+  command -v rustup >/dev/null 2>&1 && rustup component add clippy >/dev/null 2>&1 || true
 fi
 # FUSE over io_uring (Linux 6.14+) is offered by the kernel only while the
 # fuse module's enable_uring switch is on. A mount's defaults leave that

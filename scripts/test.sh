@@ -18,6 +18,10 @@ if [ -n "${CI:-}" ]; then unset UFSKIT_ALLOW_SKIPS; fi
 . scripts/steps.sh
 step "build" cargo build --release --workspace
 step "rustfmt" cargo fmt --all --check
+# Clippy's default lints, as errors; the write ordering and the buffer cache
+# also deny lossy casts (their modules say so; the rest of the engine is
+# to follow, docs/DESIGN.md "Typed numbers and lints").
+step "clippy" cargo clippy --release --workspace --all-targets -- -D warnings
 tests_step "workspace tests" cargo test --workspace --release --no-fail-fast
 # The POSIX harness again over /dev/fuse alone (the run above used the
 # io_uring rings where the kernel has them), on big-endian images (as a

@@ -227,7 +227,7 @@ impl Drop for Op<'_> {
         if !self.ended && !std::thread::panicking() {
             let log = self.core.op_log.take().unwrap_or_default();
             if let Err(e) = self.core.end_op(log) {
-                self.core.cache.fail(&format!("ending an operation: {e}"));
+                self.core.cache.fail(format!("ending an operation: {e}"));
             }
         } else if !self.ended {
             self.core.op_log = None;
@@ -707,7 +707,7 @@ impl FsCore {
         };
         let old = Dinode::decode(v, &b[off..off + dsize]);
         di.encode_into(v, &mut b[off..off + dsize], ckhash);
-        if id != 0 && !di.holds_short_link(self.g.maxsymlinklen()) {
+        if id != ChangeId::NONE && !di.holds_short_link(self.g.maxsymlinklen()) {
             let new_ptrs = (0..UFS_NDADDR)
                 .map(|i| (old.di_db(i), di.di_db(i)))
                 .chain((0..UFS_NIADDR).map(|i| (old.di_ib(i), di.di_ib(i))));
@@ -750,7 +750,7 @@ impl FsCore {
         let off = self.inode_offset(ino);
         let inode = self.cache.region_latest(addr, off);
         if !self.cache.mode().orders_maps() {
-            return [inode, 0, 0];
+            return [inode, ChangeId::NONE, ChangeId::NONE];
         }
         let cg = self.g.cgtod(self.g.ino_to_cg(ino));
         [
@@ -804,7 +804,14 @@ impl FsCore {
                 self.cache.kind(bno),
                 Some(BlockKind::Indir | BlockKind::Dir | BlockKind::ExtAttr)
             );
-            return [if meta { self.cache.latest(bno) } else { 0 }, 0];
+            return [
+                if meta {
+                    self.cache.latest(bno)
+                } else {
+                    ChangeId::NONE
+                },
+                ChangeId::NONE,
+            ];
         }
         [
             self.cache.latest(bno),
@@ -819,7 +826,7 @@ impl FsCore {
             self.order
                 .inode_deps(ino)
                 .needs
-                .extend(n.into_iter().filter(|&i| i != 0));
+                .extend(n.into_iter().filter(|&i| i != ChangeId::NONE));
         }
     }
 
@@ -1077,7 +1084,7 @@ impl FsCore {
     pub fn release_inode(&mut self, ino: u64) -> Result<ChangeId> {
         let mut di = self.read_inode(ino)?;
         if di.di_mode() == 0 || di.nlink() != 0 {
-            return Ok(0);
+            return Ok(ChangeId::NONE);
         }
         let was_dir = di.is_dir();
         if was_dir {

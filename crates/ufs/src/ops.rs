@@ -539,7 +539,7 @@ impl Fs {
         // (a crash leaves the count high, never low), as FFS's mkdir.
         pdi.set_nlink(pdi.nlink() + 1);
         let counted = c.write_inode(parent, &pdi)?;
-        if counted != 0 {
+        if counted != crate::order::ChangeId::NONE {
             c.order.inode_deps(ino).needs.push(counted);
         }
         let r = c
@@ -1609,7 +1609,7 @@ impl Fs {
 
     /// Makes `ino` durable (currently: the whole file system).
     pub fn fsync(&self, _ino: u64) -> Result<()> {
-        let r = (|| self.lock().sync())();
+        let r = self.lock().sync();
         self.counted(Call::Fsync, 0, r)
     }
 
@@ -2131,7 +2131,7 @@ fn drop_link(c: &mut FsCore, ino: u64, n: u32) -> Result<crate::order::ChangeId>
             c.orphans.insert(ino);
         } else {
             let cleared = c.release_inode(ino)?;
-            if cleared != 0 {
+            if cleared != crate::order::ChangeId::NONE {
                 last = cleared;
             }
         }

@@ -97,7 +97,8 @@ fn named_corruptions_fail_cleanly() {
     let base = base_image(t.path());
     let sb = 65536usize;
     let set = |img: &mut Vec<u8>, off: usize, v: &[u8]| img[off..off + v.len()].copy_from_slice(v);
-    let cases: Vec<(&str, Box<dyn Fn(&mut Vec<u8>)>)> = vec![
+    type Corruption = Box<dyn Fn(&mut Vec<u8>)>;
+    let cases: Vec<(&str, Corruption)> = vec![
         (
             "bad magic",
             Box::new(move |i| set(i, sb + 1372, &[0, 0, 0, 0])),

@@ -1568,6 +1568,7 @@ fn exec_while_pages_are_dirty_does_not_deadlock_the_daemon() {
         for i in 0..200u32 {
             let mut f = std::fs::OpenOptions::new()
                 .create(true)
+                .truncate(true)
                 .write(true)
                 .open(&p)
                 .unwrap();

@@ -254,6 +254,7 @@ fn fallocate_and_seeking_holes_and_data() {
     let p = mnt.join("f");
     let f = std::fs::OpenOptions::new()
         .create(true)
+        .truncate(true)
         .read(true)
         .write(true)
         .open(&p)

@@ -280,7 +280,7 @@ impl FsCore {
     ) -> Result<u64> {
         let BlockPref { bno: bpref, exact } = pref;
         self.check_writable()?;
-        debug_assert!(size > 0 && size <= self.g.bsize && size % self.g.fsize == 0);
+        debug_assert!(size > 0 && size <= self.g.bsize && size.is_multiple_of(self.g.fsize));
         let need = self.g.numfrags(size) as i64;
         if who == Reserve::Unprivileged && self.freespace(self.g.minfree) - need < 0 {
             return Err(self.nospace("blocks (the rest is reserved for root)"));
@@ -740,9 +740,7 @@ impl FsCore {
         if is_dir {
             cs.cs_ndir += 1;
             let cd = &mut self.contigdirs[c as usize];
-            if *cd < 255 {
-                *cd += 1;
-            }
+            *cd = cd.saturating_add(1);
         } else {
             let cd = &mut self.contigdirs[c as usize];
             if *cd > 0 {
@@ -756,7 +754,7 @@ impl FsCore {
             // soft updates' inode-map dependency): an inode on disk is
             // never in use while its map calls it free.
             let bit = self.cache.region_latest(g.cgtod(c), 0);
-            if bit != 0 {
+            if bit != crate::order::ChangeId::NONE {
                 self.order.inode_deps(ino).needs.push(bit);
             }
         } else if !made.is_empty() && self.cache.mode().tracks() {
@@ -975,7 +973,7 @@ impl FsCore {
             return BlockPref::near(ib0 + g.frag);
         }
         let prev = if prev >= g.size { 0 } else { prev };
-        if indx % g.maxbpg == 0 || prev == 0 {
+        if indx.is_multiple_of(g.maxbpg) || prev == 0 {
             // Directories start next to the inodes (the metadata zone).
             if is_dir {
                 return BlockPref::near(g.cgdmin(inocg));

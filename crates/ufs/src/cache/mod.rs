@@ -27,6 +27,11 @@
 //!   whole and how a region of named entries is written with some of its
 //!   changes held back are the file system's [`Formats`], the hooks it
 //!   calls in the write path.
+#![warn(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::cast_possible_wrap
+)]
 use crate::dev::BlockDevice;
 use crate::error::Result;
 use crate::order::buffers::Ordering;
@@ -699,7 +704,7 @@ impl BufferCache {
         self.read(from, from_len, kind)?;
         let mut deps = BufDeps::default();
         if self.order.tracks() {
-            if kind != BlockKind::Data && self.latest(from) != 0 {
+            if kind != BlockKind::Data && self.latest(from) != ChangeId::NONE {
                 self.write_buf(from)?;
             }
             if let Some(b) = self.bufs.get_mut(&from) {
@@ -741,7 +746,7 @@ impl BufferCache {
     ) -> Result<()> {
         self.ensure(addr, old_len, kind)?;
         self.set_kind(addr, kind);
-        if new_len < old_len && self.order.tracks() && self.latest(addr) != 0 {
+        if new_len < old_len && self.order.tracks() && self.latest(addr) != ChangeId::NONE {
             // What is cut off must not be lost to a pointer that still
             // covers it: write the buffer (rolled back where it must be)
             // before the tail's changes become moot.

@@ -25,6 +25,11 @@
 //!   caches) and forgets what was asked; a buffer half made then is dropped
 //!   by its maker when finished, not stocked (each drain starts a new
 //!   generation).
+#![warn(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::cast_possible_wrap
+)]
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -68,7 +73,11 @@ impl Stock {
         if let Some(c) = self.counts.get_mut(old as usize) {
             *c -= 1;
         }
-        self.asks[self.next] = class as u8;
+        // CLASSES (16) fits a byte: the ring of asks keeps classes small.
+        let Ok(small) = u8::try_from(class) else {
+            return;
+        };
+        self.asks[self.next] = small;
         self.counts[class] += 1;
         self.next = (self.next + 1) % ASKS;
     }

@@ -139,7 +139,10 @@ impl FileDevice {
     /// A direct write of `buf` at `off`, if the file takes one: Ok(false)
     /// when it does not (unaligned request, or O_DIRECT refused).
     fn write_direct(&self, off: u64, buf: &[u8]) -> Result<bool> {
-        if off % DIRECT_ALIGN as u64 != 0 || buf.len() % DIRECT_ALIGN != 0 || buf.is_empty() {
+        if !off.is_multiple_of(DIRECT_ALIGN as u64)
+            || !buf.len().is_multiple_of(DIRECT_ALIGN)
+            || buf.is_empty()
+        {
             return Ok(false);
         }
         let mut g = self.direct.lock().unwrap_or_else(|p| p.into_inner());

@@ -274,7 +274,7 @@ impl DirIndex {
         if block >= self.blkfree.len() {
             return Err(Stale::Grew);
         }
-        if block != self.dirblks || off % DIRBLKSIZ as u64 != 0 {
+        if block != self.dirblks || !off.is_multiple_of(DIRBLKSIZ as u64) {
             return Err(Stale::Inconsistent(format!(
                 "new chunk at {off}, index ends at {}",
                 self.dir_size()

@@ -132,7 +132,7 @@ fn chunk_of(off: u64) -> u64 {
 
 impl FsCore {
     fn check_dir_size(&self, ino: u64, di: &Dinode) -> Result<()> {
-        if di.di_size() % DIRBLKSIZ as u64 != 0 {
+        if !di.di_size().is_multiple_of(DIRBLKSIZ as u64) {
             return Err(Error::damaged(
                 crate::error::Damage::Inode(ino),
                 format!(
@@ -188,10 +188,10 @@ impl FsCore {
                 .modify_tracked(addr, bsz, BlockKind::Dir, o, DIRBLKSIZ, needs, ops)?;
         let r = f(&mut b[o..o + DIRBLKSIZ]);
         let mut seen = vec![id];
-        if id != 0 {
+        if id != ChangeId::NONE {
             seen.extend(self.reach_needs(addr));
         }
-        if self.cache.mode() == crate::order::WriteMode::Normal && id != 0 {
+        if self.cache.mode() == crate::order::WriteMode::Normal && id != ChangeId::NONE {
             match self.op_log.as_mut() {
                 Some(log) => log.dir_changes.push(id),
                 // Only an operation changes directories; should anything
@@ -216,12 +216,12 @@ impl FsCore {
         self.order
             .inode_deps(ino)
             .needs
-            .extend(seen.iter().filter(|&&i| i != 0));
+            .extend(seen.iter().filter(|&&i| i != ChangeId::NONE));
     }
 
     /// Records that `name` left directory `dino` with change `id`.
     fn note_name_gone(&mut self, dino: u64, name: &[u8], seen: &[ChangeId]) {
-        if !self.cache.mode().tracks() || seen.iter().all(|&i| i == 0) {
+        if !self.cache.mode().tracks() || seen.iter().all(|&i| i == ChangeId::NONE) {
             return;
         }
         let o = &mut self.order;
@@ -334,7 +334,7 @@ impl FsCore {
     /// name. An offset that does not hold a live, well-formed entry means
     /// the index is wrong: `Corrupt`.
     fn dir_entry_at(&mut self, ino: u64, di: &Dinode, off: u64, name: &[u8]) -> Result<AtOffset> {
-        if off >= di.di_size() || off % 4 != 0 {
+        if off >= di.di_size() || !off.is_multiple_of(4) {
             return Err(Error::damaged(
                 crate::error::Damage::Inode(ino),
                 format!("directory {ino}: index points at offset {off}"),
@@ -545,7 +545,7 @@ impl FsCore {
         needs.extend(
             self.inode_pointer_needs(child)
                 .into_iter()
-                .filter(|&n| n != 0),
+                .filter(|&n| n != ChangeId::NONE),
         );
         needs.extend(self.name_reuse_need(dino, name));
         let e = NewEntry {
@@ -782,7 +782,7 @@ impl FsCore {
             ));
         }
         let formatted = self.chunk_change(dino, ddi, size)?;
-        if formatted != 0 {
+        if formatted != ChangeId::NONE {
             self.order.inode_deps(dino).needs.push(formatted);
         }
         let ((), seen) = self.dir_chunk_mut(dino, ddi, size, e.needs, vec![e.op()], |c| {
@@ -948,7 +948,7 @@ impl FsCore {
         needs.extend(
             self.inode_pointer_needs(ino)
                 .into_iter()
-                .filter(|&n| n != 0),
+                .filter(|&n| n != ChangeId::NONE),
         );
         let op = EntryOp {
             name: name.to_vec(),

@@ -42,7 +42,7 @@ impl Bitmap {
         let b = b.min(self.nbits);
         let mut i = a;
         while i < b {
-            if i % 64 == 0 && b - i >= 64 {
+            if i.is_multiple_of(64) && b - i >= 64 {
                 self.words[(i / 64) as usize] = u64::MAX;
                 i += 64;
             } else {
@@ -82,7 +82,7 @@ impl Bitmap {
     pub fn find_free_run(&self, from: u64, n: u64, frag: u64) -> Option<u64> {
         let mut blk = from - from % frag;
         while blk + frag <= self.nbits {
-            if frag == 8 && blk % 64 == 0 && self.get64(blk) == u64::MAX {
+            if frag == 8 && blk.is_multiple_of(64) && self.get64(blk) == u64::MAX {
                 blk += 64;
                 continue;
             }

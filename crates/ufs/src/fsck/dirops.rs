@@ -28,7 +28,7 @@ pub(crate) fn chunk_entries(en: Endian, chunk: &[u8]) -> Vec<(usize, u32, usize,
     let mut off = 0usize;
     while off + 8 <= chunk.len().min(DIRBLKSIZ) {
         let reclen = (ufs_format::dir::header(en, chunk, off).1) as usize;
-        if reclen == 0 || reclen % 4 != 0 || off + reclen > DIRBLKSIZ.min(chunk.len()) {
+        if reclen == 0 || !reclen.is_multiple_of(4) || off + reclen > DIRBLKSIZ.min(chunk.len()) {
             break;
         }
         let namlen = chunk[off + 7] as usize;

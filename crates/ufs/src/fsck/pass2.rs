@@ -230,7 +230,7 @@ fn dircheck(en: Endian, buf: &[u8], off: usize, filesize: i64) -> bool {
         || reclen > spaceleft
         || reclen < size
         || filesize < size as i64
-        || reclen % 4 != 0
+        || !reclen.is_multiple_of(4)
     {
         return false;
     }
@@ -260,11 +260,11 @@ fn next_entry(ctx: &mut Ctx, buf: &mut [u8], st: &mut Scan) -> R<Option<usize>> 
     }
     let off = st.loc;
     let mut subsume = false;
-    if off % DIRBLKSIZ != 0 || dircheck(en, buf, off, st.filesize) {
+    if !off.is_multiple_of(DIRBLKSIZ) || dircheck(en, buf, off, st.filesize) {
         let reclen = (ufs_format::dir::header(en, buf, off).1) as usize;
         st.loc += reclen;
         st.filesize -= reclen as i64;
-        if st.filesize <= 0 || st.loc >= blksiz || st.loc % DIRBLKSIZ == 0 {
+        if st.filesize <= 0 || st.loc >= blksiz || st.loc.is_multiple_of(DIRBLKSIZ) {
             return Ok(Some(off));
         }
         if dircheck(en, buf, st.loc, st.filesize) {

@@ -144,22 +144,22 @@ impl FsCore {
         let v = self.g.v;
         let w = v.ptr_size();
         let i = idx as usize * w;
-        let mut needs: Vec<u64> = if val != 0 {
+        let mut needs: Vec<ChangeId> = if val != 0 {
             self.block_pointer_needs(val).to_vec()
         } else {
             Vec::new()
         };
-        if also != 0 {
+        if also != ChangeId::NONE {
             needs.push(also);
         }
         let (id, b) =
             self.cache
                 .modify_tracked(addr, bs, BlockKind::Indir, i, w, &needs, Vec::new())?;
         v.set_ptr(b, idx as usize, val);
-        if val != 0 && id != 0 {
+        if val != 0 && id != ChangeId::NONE {
             self.note_reach(val, id);
         }
-        if val == 0 && id != 0 {
+        if val == 0 && id != ChangeId::NONE {
             self.order.inode_deps(ino).cleared.push(id);
         }
         Ok(())
@@ -261,7 +261,7 @@ impl FsCore {
                 self.check_ptr(ino, leaf, g.frag)?;
                 // The pointer goes first: a failure leaves the block the
                 // file's, never released while still pointed at.
-                self.indir_set(ino, addr, idx[level - 1], 0, 0)?;
+                self.indir_set(ino, addr, idx[level - 1], 0, ChangeId::NONE)?;
                 self.free_blocks(ino, leaf, g.bsize)?;
             }
         }
@@ -275,7 +275,9 @@ impl FsCore {
     }
 
     /// `ffs_realloccg`: grows the fragment run of `lbn` at `bprev` from
-    /// `osize` to `nsize`, in place if possible, else by moving it.
+    /// `osize` to `nsize`, in place if possible, else by moving it. (The
+    /// arguments are `ffs_realloccg`'s.)
+    #[allow(clippy::too_many_arguments)]
     fn realloc_frags(
         &mut self,
         ino: u64,
@@ -392,7 +394,9 @@ impl FsCore {
                     Err(e) => {
                         for (slot, blk) in made.into_iter().rev() {
                             match slot {
-                                Some((parent, ix)) => self.indir_set(ino, parent, ix, 0, 0)?,
+                                Some((parent, ix)) => {
+                                    self.indir_set(ino, parent, ix, 0, ChangeId::NONE)?
+                                }
                                 None => di.set_di_ib(level - 1, 0),
                             }
                             self.free_blocks(ino, blk, g.bsize)?;
@@ -500,7 +504,7 @@ impl FsCore {
                 let need = if j == have {
                     self.size_need(ino, di, lbn, grow)?
                 } else {
-                    0
+                    ChangeId::NONE
                 };
                 self.indir_set(ino, nodes[j - 1], idx[j - 1], nodes[j], need)?;
                 made.push((Some((nodes[j - 1], idx[j - 1])), nodes[j]));
@@ -529,12 +533,12 @@ impl FsCore {
         grow: &mut Growth,
     ) -> Result<ChangeId> {
         if !self.cache.mode().tracks() {
-            return Ok(0);
+            return Ok(ChangeId::NONE);
         }
         if lbn * self.g.bsize < di.di_size() {
             return Ok(self.inode_pointer_needs(ino)[0]);
         }
-        if grow.early == 0 {
+        if grow.early == ChangeId::NONE {
             let mut early = di.clone();
             // The write's own end: never past what it will write, so
             // a directory's size never covers chunks it has not formatted.
@@ -709,7 +713,10 @@ impl FsCore {
             ));
         }
         let kind = Self::kind_of(di);
-        let mut grow = Growth { end, early: 0 };
+        let mut grow = Growth {
+            end,
+            early: ChangeId::NONE,
+        };
         let mut pos = off;
         let mut src = 0usize;
         while pos < end {
@@ -771,7 +778,7 @@ impl FsCore {
             };
             let mut grow = Growth {
                 end: length,
-                early: 0,
+                early: ChangeId::NONE,
             };
             if let Err(e) = self.balloc(ino, di, lbn, nsize, who, &mut grow) {
                 if di.di_size() != size {
@@ -796,7 +803,7 @@ impl FsCore {
                 who,
                 &mut Growth {
                     end: length,
-                    early: 0,
+                    early: ChangeId::NONE,
                 },
             )?;
         }
@@ -914,7 +921,7 @@ impl FsCore {
             // gone on disk it still describes the file (soft updates frees
             // a tree as a unit).
             for i in cleared {
-                self.indir_set(ino, addr, i, 0, 0)?;
+                self.indir_set(ino, addr, i, 0, ChangeId::NONE)?;
             }
         } else {
             self.free_blocks(ino, addr, g.bsize)?;

@@ -11,6 +11,11 @@
 //! its held changes alone (the bytes in memory are never rolled back: the
 //! image swaps regions in and out around the device write); a change is
 //! reported written only after its write completed.
+#![warn(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::cast_possible_wrap
+)]
 use super::{BufDeps, ChangeId, Held, Ledger, OrderStats, WriteMode};
 use crate::cache::{BlockKind, Formats};
 
@@ -57,9 +62,9 @@ impl Ordering {
     /// epoch (they may go to disk with the next write). The epoch's id.
     pub fn dirtied(&mut self, addr: u64, deps: &mut BufDeps) -> ChangeId {
         if !self.mode.tracks() {
-            return 0;
+            return ChangeId::NONE;
         }
-        if deps.epoch == 0 {
+        if deps.epoch == ChangeId::NONE {
             deps.epoch = self.ledger.new_id(addr);
         }
         deps.epoch
@@ -76,7 +81,7 @@ impl Ordering {
         data: &[u8],
         formats: Option<&dyn Formats>,
     ) -> Option<WriteImage> {
-        let mut progress = deps.epoch != 0 || !self.mode.tracks();
+        let mut progress = deps.epoch != ChangeId::NONE || !self.mode.tracks();
         let mut img = WriteImage::default();
         if !deps.held.is_empty() {
             for (&off, (len, stack)) in deps.held.iter_mut() {
@@ -122,8 +127,8 @@ impl Ordering {
     pub fn complete(&mut self, deps: &mut BufDeps, img: WriteImage) -> bool {
         let mut written = img.written;
         written.push(std::mem::take(&mut deps.epoch));
-        let top = written.iter().copied().max().unwrap_or(0);
-        if top != 0 {
+        let top = written.iter().copied().max().unwrap_or(ChangeId::NONE);
+        if top != ChangeId::NONE {
             deps.written = top;
         }
         if !img.rollbacks.is_empty() {

@@ -37,6 +37,11 @@
 //! they were made; ids of changes that can never be written (their block
 //! was freed) are dropped ("moot") only when nothing on disk can reach the
 //! block any more.
+#![warn(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::cast_possible_wrap
+)]
 use foldhash::HashMap;
 use serde::Serialize;
 
@@ -160,8 +165,49 @@ impl Barrier {
     }
 }
 
-/// Names one change to one buffer. 0 means "nothing to wait for".
-pub type ChangeId = u64;
+/// Names one change to one buffer. Ids are handed out in increasing
+/// order, so comparing two says which change was made first.
+/// [`ChangeId::NONE`] (0) means "nothing to wait for": it is older than
+/// every change and always durable.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(transparent)]
+pub struct ChangeId(u64);
+
+impl ChangeId {
+    /// No change: nothing to wait for.
+    pub const NONE: ChangeId = ChangeId(0);
+
+    /// Whether this names no change.
+    pub fn is_none(self) -> bool {
+        self.0 == 0
+    }
+
+    /// Whether this names a change.
+    pub fn is_some(self) -> bool {
+        self.0 != 0
+    }
+
+    /// The id as a number (reports and tests).
+    pub fn get(self) -> u64 {
+        self.0
+    }
+
+    /// The id handed out after this one.
+    fn next(self) -> ChangeId {
+        ChangeId(self.0 + 1)
+    }
+
+    /// How many ids from `base` to this one.
+    fn since(self, base: ChangeId) -> u64 {
+        self.0 - base.0
+    }
+}
+
+impl std::fmt::Display for ChangeId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
 
 /// What a directory change did to one name: its (inode, type) before and
 /// after. Lets a held directory chunk be written entry by entry (each name
@@ -213,7 +259,7 @@ impl BufDeps {
             .values()
             .flat_map(|(_, s)| s.iter().map(|h| h.id))
             .collect();
-        if self.epoch != 0 {
+        if self.epoch != ChangeId::NONE {
             v.push(self.epoch);
         }
         v
@@ -314,7 +360,7 @@ pub(crate) struct Ledger {
 impl Ledger {
     pub fn new_id(&mut self, addr: u64) -> ChangeId {
         debug_assert_ne!(addr, SETTLED);
-        self.next += 1;
+        self.next = self.next.next();
         let id = self.next;
         if self.slots.is_empty() {
             self.base = id;
@@ -329,7 +375,7 @@ impl Ledger {
         if id < self.base {
             return None;
         }
-        let i = (id - self.base) as usize;
+        let i = usize::try_from(id.since(self.base)).ok()?;
         (i < self.slots.len()).then_some(i)
     }
     pub fn durable(&self, id: ChangeId) -> bool {
@@ -343,7 +389,7 @@ impl Ledger {
     /// A write holding `id` completed: durable now with
     /// [`Barrier::Write`], at the next flush with [`Barrier::Flush`].
     pub fn written(&mut self, id: ChangeId) {
-        if id == 0 {
+        if id == ChangeId::NONE {
             return;
         }
         if self.settle_on_write {
@@ -440,7 +486,7 @@ impl Ledger {
         }
         while self.slots.front() == Some(&SETTLED) {
             self.slots.pop_front();
-            self.base += 1;
+            self.base = self.base.next();
         }
     }
     /// The undurable changes `ids`, whose buffer is dropped unwritten,
@@ -613,13 +659,14 @@ pub(crate) fn entry_image(
     ledger: &Ledger,
 ) -> Option<(Vec<u8>, Vec<ChangeId>)> {
     let mut done: Vec<ChangeId> = Vec::new();
-    let mut held_names: Vec<(&[u8], Option<(u32, u8)>)> = Vec::new();
+    // A name whose change waits, and its (inode, type) as the image has it.
+    type HeldName<'a> = (&'a [u8], Option<(u32, u8)>);
+    let mut held_names: Vec<HeldName> = Vec::new();
     for h in stack {
         if h.entries.is_empty() {
             return None;
         }
-        let is_held =
-            |n: &[u8], held: &[(&[u8], Option<(u32, u8)>)]| held.iter().any(|(m, _)| *m == n);
+        let is_held = |n: &[u8], held: &[HeldName]| held.iter().any(|(m, _)| *m == n);
         let blocked = h.entries.iter().any(|e| is_held(&e.name, &held_names));
         let ready = h
             .needs
@@ -685,7 +732,7 @@ mod tests {
         let mut l = Ledger::default();
         let a = l.new_id(10);
         let b = l.new_id(20);
-        assert!(!l.durable(a) && l.durable(0));
+        assert!(!l.durable(a) && l.durable(ChangeId::NONE));
         l.written(a);
         assert!(!l.durable(a), "written is not durable before a flush");
         assert_eq!(l.owner(b), Some(20));

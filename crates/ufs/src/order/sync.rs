@@ -10,6 +10,11 @@
 //! (an error, never a hang, if it does not: "internal error"); a sync
 //! round writes only buffers whose every change can go, unless none can;
 //! a plan part never looks at more buffers than it was allowed.
+#![warn(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::cast_possible_wrap
+)]
 use super::buffers::by_entries;
 use super::{BufDeps, ChangeId, EntryOp, Held, OrderStats, WriteMode};
 use crate::cache::{BlockKind, BufferCache};
@@ -34,7 +39,7 @@ impl BufferCache {
         entries: Vec<EntryOp>,
     ) -> Result<(ChangeId, &mut [u8])> {
         if !self.order().tracks() {
-            return Ok((0, self.modify(addr, len, kind)?));
+            return Ok((ChangeId::NONE, self.modify(addr, len, kind)?));
         }
         let mut unmet: Vec<ChangeId> = needs
             .iter()
@@ -47,6 +52,11 @@ impl BufferCache {
             self.force_ids(&unmet)?;
             unmet.retain(|&n| !self.order().ledger.durable(n));
         }
+        let (Ok(key), Ok(rlen32)) = (u32::try_from(roff), u32::try_from(rlen)) else {
+            return Err(crate::error::Error::corrupt(format!(
+                "region {roff}+{rlen} outside any block"
+            )));
+        };
         if roff + rlen > len {
             return Err(crate::error::Error::corrupt(format!(
                 "region {roff}+{rlen} outside a buffer of {len} bytes"
@@ -54,7 +64,7 @@ impl BufferCache {
         }
         self.prepare_change(addr, len, kind)?;
         let (data, deps, order) = self.change_parts(addr);
-        let region = deps.held.get(&(roff as u32));
+        let region = deps.held.get(&key);
         // Earlier changes of the same region go to disk in the same write
         // (unless directory entries may go one by one).
         // (A region's held changes are in the order made, so by id: a
@@ -90,8 +100,8 @@ impl BufferCache {
                 order.ledger.stats.held += 1;
             }
             deps.held
-                .entry(roff as u32)
-                .or_insert_with(|| (rlen as u32, Vec::new()))
+                .entry(key)
+                .or_insert_with(|| (rlen32, Vec::new()))
                 .1
                 .push(Held {
                     id,
@@ -108,7 +118,7 @@ impl BufferCache {
     /// a pointer to the block needs.
     pub fn latest(&self, addr: u64) -> ChangeId {
         let Some(b) = self.buf_ref(addr) else {
-            return 0;
+            return ChangeId::NONE;
         };
         let held = b
             .deps
@@ -116,21 +126,24 @@ impl BufferCache {
             .values()
             .filter_map(|(_, s)| s.last().map(|h| h.id))
             .max()
-            .unwrap_or(0);
+            .unwrap_or(ChangeId::NONE);
         [held, b.deps.epoch, b.deps.written]
             .into_iter()
             .filter(|&i| !self.order().ledger.durable(i))
             .max()
-            .unwrap_or(0)
+            .unwrap_or(ChangeId::NONE)
     }
 
     /// The newest undurable change of one region (0: none): what a pointer
     /// to the structure in that region (an inode) needs.
     pub fn region_latest(&self, addr: u64, roff: usize) -> ChangeId {
         let Some(b) = self.buf_ref(addr) else {
-            return 0;
+            return ChangeId::NONE;
         };
-        if let Some((_, s)) = b.deps.held.get(&(roff as u32)) {
+        let Ok(key) = u32::try_from(roff) else {
+            return ChangeId::NONE;
+        };
+        if let Some((_, s)) = b.deps.held.get(&key) {
             if let Some(h) = s.last() {
                 return h.id;
             }
@@ -139,7 +152,7 @@ impl BufferCache {
             .into_iter()
             .filter(|&i| !self.order().ledger.durable(i))
             .max()
-            .unwrap_or(0)
+            .unwrap_or(ChangeId::NONE)
     }
 
     /// Counts releases made to wait (statistics).
@@ -229,7 +242,7 @@ impl BufferCache {
     /// when `by` itself waits, however indirectly, for one of their
     /// changes. Returns whether they were dropped.
     pub fn abandon_dir_blocks(&mut self, addr: u64, nfrags: u64, by: ChangeId) -> bool {
-        if !self.order().mode.tracks() || by == 0 || self.order().ledger.durable(by) {
+        if !self.order().mode.tracks() || by == ChangeId::NONE || self.order().ledger.durable(by) {
             return false;
         }
         let victims = self.overlapping(addr, nfrags);
@@ -351,7 +364,7 @@ impl BufferCache {
     /// left out of the plan, its old change would wait for the new ones
     /// beside it, and the sync would go round until they cleared.
     fn has_ready_upto(&self, deps: &BufDeps, upto: ChangeId) -> bool {
-        if deps.epoch != 0 && deps.epoch <= upto {
+        if deps.epoch != ChangeId::NONE && deps.epoch <= upto {
             return true;
         }
         let ready = |h: &Held| h.id <= upto && self.order().ledger.all_durable(&h.needs);
