@@ -284,39 +284,47 @@ const IDLE_CACHE_BYTES: u64 = 64 << 20;
 /// on between rounds); after an interval without a request, trims the
 /// clean cache to [`IDLE_CACHE_BYTES`].
 struct Syncer {
-    stop: Arc<(Mutex<bool>, std::sync::Condvar)>,
+    bell: Arc<ufs::order::cleanup::SyncerBell>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl Syncer {
+    /// Every `interval` seconds, and at once when a writer finds the
+    /// soft-updates state past its bound (`ufs::order::cleanup`: the
+    /// writer rings the file system's syncer bell instead of writing
+    /// everything itself).
     fn start(fs: Arc<ufs::Fs>, interval: u64, requests: Arc<requests::Requests>) -> Syncer {
-        let stop = Arc::new((Mutex::new(false), std::sync::Condvar::new()));
+        let bell = fs.syncer_bell();
         // A read-only mount may be remounted read-write: the syncer runs,
         // and skips its rounds while the engine is read-only.
         if interval == 0 {
-            return Syncer { stop, thread: None };
+            return Syncer { bell, thread: None };
         }
-        let st = stop.clone();
+        bell.attach();
+        let b = bell.clone();
         let thread = std::thread::Builder::new()
             .name("ufs-syncer".into())
             .spawn(move || {
-                let (lock, cv) = &*st;
-                let mut stopped = lock.lock().unwrap_or_else(|p| p.into_inner());
                 let mut seen = requests.snapshot().total;
+                let mut last = Instant::now();
+                let every = Duration::from_secs(interval);
                 loop {
-                    let (g, _) = cv
-                        .wait_timeout(stopped, Duration::from_secs(interval))
-                        .unwrap_or_else(|p| p.into_inner());
-                    stopped = g;
-                    if *stopped {
+                    let wake = b.wait_for_work(last, every);
+                    if wake == ufs::order::cleanup::Wake::Stop {
+                        b.detach();
                         return;
                     }
                     if fs.is_read_only() {
+                        last = Instant::now();
                         continue;
                     }
                     if let Err(e) = fs.sync_background() {
                         log(format_args!("background sync: {e}"));
                     }
+                    if wake == ufs::order::cleanup::Wake::Hurry {
+                        continue;
+                    }
+                    last = Instant::now();
                     let now = requests.snapshot().total;
                     if now == seen {
                         let freed = fs.trim_cache(IDLE_CACHE_BYTES);
@@ -331,16 +339,18 @@ impl Syncer {
                 }
             })
             .ok();
-        Syncer { stop, thread }
+        if thread.is_none() {
+            bell.detach();
+        }
+        Syncer { bell, thread }
     }
 
     fn stop(mut self) {
-        let (lock, cv) = &*self.stop;
-        *lock.lock().unwrap_or_else(|p| p.into_inner()) = true;
-        cv.notify_all();
+        self.bell.stop();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+        self.bell.detach();
     }
 }
 

@@ -186,6 +186,11 @@ pub struct FsCore {
     /// The record of the operation in progress, while an [`Op`] holds
     /// the lock (None between operations).
     pub(crate) op_log: Option<OpLog>,
+    /// The doorbell to the background syncer (`order::cleanup`).
+    pub(crate) syncer_bell: std::sync::Arc<crate::order::cleanup::SyncerBell>,
+    /// The operation ending now is to wait for a syncer round once it has
+    /// let the lock go (the state is past twice its bound).
+    pub(crate) writer_waits: bool,
 }
 
 /// What one changing operation records as it goes, for its end: the
@@ -214,11 +219,19 @@ impl<'a> Op<'a> {
         Op { core, ended: false }
     }
 
-    /// Ends the operation (see [`FsCore::end_op`]).
+    /// Ends the operation (see [`FsCore::end_op`]); a writer that must
+    /// wait for the syncer waits after letting the lock go.
     pub(crate) fn end(mut self) -> Result<()> {
         self.ended = true;
         let log = self.core.op_log.take().unwrap_or_default();
-        self.core.end_op(log)
+        let r = self.core.end_op(log);
+        let wait =
+            std::mem::take(&mut self.core.writer_waits).then(|| self.core.syncer_bell.clone());
+        drop(self);
+        if let Some(bell) = wait {
+            bell.wait_for_round(crate::order::cleanup::WRITER_WAIT);
+        }
+        r
     }
 }
 
@@ -525,6 +538,8 @@ impl FsCore {
             seq_reads: HashMap::default(),
             placement: Default::default(),
             order: Default::default(),
+            syncer_bell: Default::default(),
+            writer_waits: false,
             op_log: None,
             read_only,
             opened_read_only: opts_read_only,
@@ -1033,9 +1048,19 @@ impl FsCore {
             WriteMode::Normal if !dir_changes.is_empty() => self.cache.write_ids(&dir_changes)?,
             WriteMode::Softdep if self.cache.ordering_full() => {
                 // The ordering state is bounded by the cache size: past
-                // it, everything goes out now instead of at the syncer's
-                // next run.
-                self.sync_blocks()?
+                // it the syncer runs now, past twice it this writer waits
+                // for a round of it, and past four times (or with no
+                // syncer) everything goes out now (`order::cleanup`).
+                use crate::order::cleanup::{WAIT_FACTOR, WRITE_ALL_FACTOR};
+                if self.syncer_bell.attached() && !self.cache.ordering_past(WRITE_ALL_FACTOR) {
+                    self.syncer_bell.hurry();
+                    let wait = self.cache.ordering_past(WAIT_FACTOR);
+                    self.writer_waits = wait;
+                    self.cache.count_cleanup(true, wait, false);
+                } else {
+                    self.cache.count_cleanup(false, false, true);
+                    self.sync_blocks()?
+                }
             }
             _ => {}
         }

@@ -1647,11 +1647,16 @@ impl Fs {
         /// Rounds before giving up (each writes what can go, so a sync
         /// takes as many rounds as its longest chain of changes: hundreds).
         const MAX_ROUNDS: u32 = 100_000;
-        let upto = self.lock().cache.last_change();
+        let (upto, bell) = {
+            let g = self.lock();
+            (g.cache.last_change(), g.syncer_bell.clone())
+        };
         for round in 0..MAX_ROUNDS {
             let mut g = self.lock();
             if g.background_sync_done(upto)? {
                 g.cache.note_background_sync(round as u64);
+                drop(g);
+                bell.round_done();
                 return Ok(());
             }
             drop(g);
@@ -1703,12 +1708,21 @@ impl Fs {
                     pause();
                 }
             }
+            // Writers slowed by a state past its bound go on (order::cleanup).
+            bell.round_done();
             pause();
         }
         Err(Error::new(
             ErrorKind::Io,
             format!("background sync: not done after {MAX_ROUNDS} rounds; the next sync goes on"),
         ))
+    }
+
+    /// The doorbell a background syncer waits on and writers ring when
+    /// the soft-updates state passes its bound (`order::cleanup`); the
+    /// syncer attaches to it.
+    pub fn syncer_bell(&self) -> std::sync::Arc<crate::order::cleanup::SyncerBell> {
+        self.lock().syncer_bell.clone()
     }
 
     /// Flushes, frees orphans and marks the file system clean.

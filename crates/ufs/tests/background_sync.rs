@@ -128,3 +128,89 @@ fn a_background_sync_lets_operations_in_and_leaves_what_came_before_on_disk() {
     let rep = fsck(&*dev, FsckMode::Check).unwrap();
     assert!(rep.findings.is_empty(), "{:?}", rep.findings);
 }
+
+/// Past the soft-updates state's bound (one change per KiB of cache, at
+/// least 4,096), a writer rings the background syncer instead of writing
+/// everything itself, and past twice the bound waits for a syncer round
+/// (FreeBSD's `request_cleanup`): no operation writes the world, the state
+/// stays within four times its bound, and the image is consistent. With
+/// no syncer (the library alone) a writer still writes everything, so the
+/// bound holds either way.
+#[test]
+fn past_its_bound_the_state_is_taken_away_by_the_syncer_not_by_a_writer() {
+    use ufs::order::cleanup::Wake;
+    use ufs::order::WriteMode;
+    let opts = || MountOptions {
+        cache_bytes: 4 << 20,
+        write_mode: Some(WriteMode::Softdep),
+        ..Default::default()
+    };
+    let dev = testkit::mem_image(256 << 20);
+    let fs = Arc::new(Fs::open(Box::new(dev.clone()), opts()).unwrap());
+    let bell = fs.syncer_bell();
+    bell.attach();
+    let syncer = {
+        let (fs, bell) = (fs.clone(), bell.clone());
+        std::thread::spawn(move || {
+            let mut last = std::time::Instant::now();
+            loop {
+                match bell.wait_for_work(last, std::time::Duration::from_secs(30)) {
+                    Wake::Stop => return,
+                    Wake::Interval => last = std::time::Instant::now(),
+                    Wake::Hurry => {}
+                }
+                fs.sync_background().unwrap();
+            }
+        })
+    };
+    // Some 100,000 changes: many times the bound of 4,096.
+    let peak = Arc::new(AtomicU64::new(0));
+    let t = fs.mkdir(fs.root(), b"t", 0o755, Cred::ROOT).unwrap().ino;
+    for d in 0..20 {
+        let dir = fs
+            .mkdir(t, format!("d{d}").as_bytes(), 0o755, Cred::ROOT)
+            .unwrap()
+            .ino;
+        for f in 0..1000 {
+            let ino = fs
+                .mknod(dir, format!("f{f}").as_bytes(), 0o100644, 0, Cred::ROOT)
+                .unwrap()
+                .ino;
+            fs.write(ino, 0, &[3; 3000], Cred::ROOT).unwrap();
+        }
+        let now = fs.stats(None, false).unwrap().order.pending_now;
+        peak.fetch_max(now, Ordering::Relaxed);
+    }
+    let order = fs.stats(None, false).unwrap().order;
+    eprintln!(
+        "changes {}, hurried {}, writer waits {}, syncs {}, peak {}",
+        order.changes,
+        order.syncer_hurried,
+        order.writer_waits,
+        order.background_syncs,
+        peak.load(Ordering::Relaxed)
+    );
+    bell.stop();
+    syncer.join().unwrap();
+    assert!(order.changes > 50_000, "{order:?}");
+    assert_eq!(
+        order.writer_syncs, 0,
+        "a writer wrote everything: {order:?}"
+    );
+    assert!(order.syncer_hurried > 0, "{order:?}");
+    assert!(order.background_syncs > 0, "{order:?}");
+    let peak = peak.load(Ordering::Relaxed);
+    assert!(peak <= 4 * 4096, "the state reached {peak} changes");
+    fs.unmount().unwrap();
+    let rep = fsck(&*dev, FsckMode::Check).unwrap();
+    assert!(rep.clean, "{:?}", rep.findings);
+
+    // No syncer: the writer keeps the bound itself.
+    let dev = testkit::mem_image(256 << 20);
+    let fs = Fs::open(Box::new(dev.clone()), opts()).unwrap();
+    make_tree(&fs, b"t", 10, 1000, 4);
+    let order = fs.stats(None, false).unwrap().order;
+    assert!(order.writer_syncs > 0, "{order:?}");
+    assert_eq!(order.syncer_hurried, 0, "{order:?}");
+    fs.unmount().unwrap();
+}

@@ -139,6 +139,12 @@ pub fn cmd_stats(
         "  background syncs: {} ({} rounds in all, the longest {})",
         o["background_syncs"], o["background_rounds"], o["longest_background_sync"]
     );
+    if o["syncer_hurried"].as_u64().unwrap_or(0) + o["writer_syncs"].as_u64().unwrap_or(0) > 0 {
+        println!(
+            "  past the state's bound: {} operations hurried the syncer, {} of them waited for it, {} wrote everything themselves",
+            o["syncer_hurried"], o["writer_waits"], o["writer_syncs"]
+        );
+    }
     if let Some(why) = v["failure"].as_str() {
         println!(
             "WRITING STOPPED: {why} (the file system stays marked unclean; unmount and run fsck)"

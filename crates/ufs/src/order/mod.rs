@@ -46,6 +46,7 @@ use foldhash::HashMap;
 use serde::Serialize;
 
 pub(crate) mod buffers;
+pub mod cleanup;
 mod sync;
 
 /// How metadata writes are ordered (`-o normal|sync|async|softdep`).
@@ -287,6 +288,13 @@ pub struct OrderStats {
     /// Writes forced out of order to satisfy a need (normal mode's
     /// synchronous writes, soft updates' evictions).
     pub forced_writes: u64,
+    /// Operations that ended with the state past its bound and hurried the
+    /// background syncer, those of them that then waited for a syncer
+    /// round (past twice the bound), and operations that wrote everything
+    /// themselves (past four times, or no syncer: `order::cleanup`).
+    pub syncer_hurried: u64,
+    pub writer_waits: u64,
+    pub writer_syncs: u64,
     pub flushes: u64,
     /// Block runs and inodes whose release waited for their pointers.
     pub deferred_frees: u64,

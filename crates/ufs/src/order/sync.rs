@@ -203,8 +203,23 @@ impl BufferCache {
     /// bytes per id of the span: an old change that stays undurable keeps
     /// every later id's slot).
     pub fn ordering_full(&self) -> bool {
-        let max = self.max_pending();
+        self.ordering_past(1)
+    }
+
+    /// Whether the ordering state is past `factor` times its bound.
+    pub fn ordering_past(&self, factor: u64) -> bool {
+        let max = self.max_pending() * factor;
         self.order().ledger.pending() > max || self.order().ledger.span() > 4 * max
+    }
+
+    /// Counts what a writer did about a state past its bound (see
+    /// `order::cleanup`): hurried the syncer, waited for it, or wrote
+    /// everything itself.
+    pub(crate) fn count_cleanup(&mut self, hurried: bool, waited: bool, wrote_all: bool) {
+        let st = &mut self.order_mut().ledger.stats;
+        st.syncer_hurried += u64::from(hurried);
+        st.writer_waits += u64::from(waited);
+        st.writer_syncs += u64::from(wrote_all);
     }
 
     /// Device flushes so far.
