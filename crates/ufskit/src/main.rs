@@ -1172,6 +1172,59 @@ fn main() -> ExitCode {
     }
 }
 
+/// The SYNOPSIS line of a manual page: every visible option with its value
+/// name (`[-o OPTIONS]`, `[-f]`, `[--json]`), then the operands
+/// (`IMAGE`, `[PATH]`). clap_mangen's own drops the value name of an option
+/// that has only a short name ("[-o ]").
+fn man_synopsis(name: &str, cmd: &clap::Command) -> String {
+    // Built, so each argument knows how many values it takes.
+    let mut cmd = cmd.clone();
+    cmd.build();
+    let value_name = |a: &clap::Arg| {
+        a.get_value_names()
+            .and_then(|v| v.first())
+            .map_or_else(|| a.get_id().as_str().to_uppercase(), |v| v.to_string())
+    };
+    let bracket = |a: &clap::Arg, item: String| {
+        if a.is_required_set() {
+            item
+        } else {
+            format!("[{item}]")
+        }
+    };
+    let mut options = Vec::new();
+    let mut operands = Vec::new();
+    for a in cmd.get_arguments().filter(|a| !a.is_hide_set()) {
+        if a.is_positional() {
+            let dots = if matches!(a.get_action(), clap::ArgAction::Append) {
+                " ..."
+            } else {
+                ""
+            };
+            operands.push(bracket(a, format!("{}{dots}", value_name(a))));
+            continue;
+        }
+        let flag = match (a.get_short(), a.get_long()) {
+            (_, Some("help")) => continue,
+            (Some(s), _) => format!("-{s}"),
+            (None, Some(l)) => format!("--{l}"),
+            (None, None) => continue,
+        };
+        let takes_value = a.get_num_args().is_some_and(|n| n.takes_values());
+        let item = if takes_value {
+            format!("{flag} {}", value_name(a))
+        } else {
+            flag
+        };
+        options.push(bracket(a, item));
+    }
+    std::iter::once(name.to_string())
+        .chain(options)
+        .chain(operands)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// ufskit.1 and one page per visible subcommand (ufskit-mount.1, ...),
 /// generated from the command-line definition.
 fn write_man_pages(dir: &Path) -> Result<(), String> {
@@ -1187,7 +1240,11 @@ fn write_man_pages(dir: &Path) -> Result<(), String> {
     };
     for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
         let name = format!("ufskit-{}", sub.get_name());
-        write(&name, sub.clone().name(name.clone()))?;
+        let synopsis = man_synopsis(&name, sub);
+        write(
+            &name,
+            sub.clone().name(name.clone()).override_usage(synopsis),
+        )?;
     }
     write("ufskit", cmd)?;
     println!("wrote manual pages in {}", dir.display());

@@ -855,6 +855,22 @@ fn manual_pages_and_completions() {
     }
     let mount = std::fs::read_to_string(t.path().join("ufskit-mount.1")).unwrap();
     assert!(mount.contains("FUSE"), "{mount}");
+    // The synopsis names every option's value: "[-o OPTIONS] [-f]", not
+    // "[-o ] [-f ]".
+    let synopsis = mount
+        .split(".SH SYNOPSIS")
+        .nth(1)
+        .and_then(|r| r.lines().nth(1))
+        .unwrap_or("")
+        .replace("\\-", "-")
+        .replace("\\fB", "")
+        .replace("\\fR", "");
+    assert!(
+        synopsis.contains("[-o OPTIONS]")
+            && synopsis.contains("[-f]")
+            && synopsis.ends_with("IMAGE DIR"),
+        "{synopsis}"
+    );
     let bash = run(ufskit().args(["completions", "bash"]));
     let text = String::from_utf8_lossy(&bash.stdout);
     assert!(
