@@ -16,6 +16,7 @@
 #                                client (-o affinity=follow, see docs/DIRHASH.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/bench-common.sh
 [ "$(id -u)" = 0 ] || { echo "bench-bigdir.sh must run as root (loop mount of the ext4 peer)" >&2; exit 1; }
 sizes=("$@")
 [ ${#sizes[@]} -gt 0 ] || sizes=(2000 100000 1000000)
@@ -29,15 +30,7 @@ bigdir=$(realpath -e "$tools/bigdir.py" 2>/dev/null) ||
   { echo "bench-bigdir.sh: $tools/bigdir.py not found (set UFSKIT_TOOLS=dir)" >&2; exit 1; }
 opts=${UFSKIT_MOUNT_OPTS:-}
 pin=${UFSKIT_PIN:-0}
-machine=quiet
-hogs=()
-if [ "${UFSKIT_BUSY:-0}" = 1 ]; then
-  machine=busy
-  for _ in $(seq "$(nproc)"); do
-    ( while :; do :; done ) &
-    hogs+=($!)
-  done
-fi
+start_hogs
 client=()
 if [ "$pin" != none ]; then
   taskset -c "$pin" true 2>/dev/null || { echo "bench-bigdir.sh: UFSKIT_PIN=$pin is not a usable CPU list" >&2; exit 2; }
@@ -53,7 +46,7 @@ U=$PWD/target/release/ufskit
 out=$PWD/results/bigdir.json
 work=$(mktemp -d /tmp/ufskit-bigdir.XXXXXX)
 cleanup() {
-  for h in "${hogs[@]}"; do kill "$h" 2>/dev/null || true; done
+  stop_hogs
   if mountpoint -q "$work/ufs"; then
     $U umount "$work/ufs" || umount -l "$work/ufs" || true
   fi

@@ -18,6 +18,7 @@
 # results/bench-data.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/bench-common.sh
 runs=${1:-3}
 [ "$(id -u)" = 0 ] || { echo "bench-data.sh must run as root (loop mount, drop_caches)" >&2; exit 1; }
 [[ $runs =~ ^[1-9][0-9]*$ ]] || { echo "bench-data.sh: RUNS must be a positive integer: $runs" >&2; exit 2; }
@@ -31,21 +32,14 @@ opts=${UFSKIT_OPTS:-}
 work=$(mktemp -d "${TMPDIR:-/tmp}/ufskit-data.XXXXXX")
 hogs=()
 cleanup() {
-  for h in "${hogs[@]}"; do kill "$h" 2>/dev/null || true; done
+  stop_hogs
   mountpoint -q "$work/ufs" && { $U umount "$work/ufs" || umount -l "$work/ufs"; } || true
   mountpoint -q "$work/ext4" && umount "$work/ext4" || true
   rm -rf "$work"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-machine=quiet
-if [ "${UFSKIT_BUSY:-0}" = 1 ]; then
-  machine=busy
-  for _ in $(seq "$(nproc)"); do
-    ( while :; do :; done ) &
-    hogs+=($!)
-  done
-fi
+start_hogs
 mkdir -p "$work/ext4" "$work/ufs"
 truncate -s 8G "$work/ext4.img" && mkfs.ext4 -q -F "$work/ext4.img"
 mount -o loop "$work/ext4.img" "$work/ext4"

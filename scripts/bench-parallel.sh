@@ -15,6 +15,7 @@
 # Results: results/bench-parallel.txt and .json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/bench-common.sh
 runs=${1:-3}
 tree=${2:-/usr/include}
 [ "$(id -u)" = 0 ] || { echo "bench-parallel.sh must run as root (loop mount, drop_caches)" >&2; exit 1; }
@@ -27,21 +28,14 @@ jobs=(${JOBS:-1 2 4})
 work=$(mktemp -d "${TMPDIR:-/tmp}/ufskit-parallel.XXXXXX")
 hogs=()
 cleanup() {
-  for h in "${hogs[@]}"; do kill "$h" 2>/dev/null || true; done
+  stop_hogs
   mountpoint -q "$work/ufs" && { $U umount "$work/ufs" || umount -l "$work/ufs"; } || true
   mountpoint -q "$work/ext4" && umount "$work/ext4" || true
   rm -rf "$work"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-machine=quiet
-if [ "${UFSKIT_BUSY:-0}" = 1 ]; then
-  machine=busy
-  for _ in $(seq "$(nproc)"); do
-    ( while :; do :; done ) &
-    hogs+=($!)
-  done
-fi
+start_hogs
 tar -C "$(dirname "$tree")" -cf "$work/tree.tar" "$(basename "$tree")"
 entries=$(tar -tf "$work/tree.tar" | wc -l)
 mkdir -p "$work/ext4" "$work/ufs"

@@ -23,6 +23,7 @@
 # configuration is reported too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/bench-common.sh
 runs=${1:-3}
 tree=${2:-/usr/include}
 [ "$(id -u)" = 0 ] || { echo "bench-tree.sh must run as root (loop mount, drop_caches)" >&2; exit 1; }
@@ -34,7 +35,7 @@ peer=$PWD/scripts/peer-tree.sh
 work=$(mktemp -d /tmp/ufskit-bench.XXXXXX)
 hogs=()
 cleanup() {
-  for h in "${hogs[@]}"; do kill "$h" 2>/dev/null || true; done
+  stop_hogs
   for d in "$work"/ufs-*; do
     mountpoint -q "$d" && { $U umount "$d" || umount -l "$d"; } || true
   done
@@ -66,15 +67,7 @@ mount_opts_of() {
   local m=${1#*@}
   case "$m" in default|baseline) echo "" ;; *) echo "$m" ;; esac
 }
-busy=${UFSKIT_BUSY:-0}
-machine=quiet
-if [ "$busy" = 1 ]; then
-  machine=busy
-  for _ in $(seq "$(nproc)"); do
-    ( while :; do :; done ) &
-    hogs+=($!)
-  done
-fi
+start_hogs
 echo "tree: $tree ($entries entries, $((bytes / 1000000)) MB), $runs runs, $machine machine, ufskit: ${modes[*]}"
 mkdir -p "$work/ext4"
 truncate -s 4G "$work/ext4.img" && mkfs.ext4 -q -F "$work/ext4.img"

@@ -19,6 +19,7 @@
 # put back as it was. Writes results/fuse-transport.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/bench-common.sh
 [ "$(id -u)" = 0 ] || { echo "eval-fuse-transport.sh must run as root" >&2; exit 1; }
 build=${1:?usage: scripts/eval-fuse-transport.sh LIBFUSE_BUILD_DIR [N] [TREE]}
 n=${2:-20000}
@@ -37,7 +38,7 @@ old_uring=$(cat "$param")
 hogs=()
 machine=quiet
 cleanup() {
-  for h in "${hogs[@]}"; do kill "$h" 2>/dev/null || true; done
+  stop_hogs
   for d in "$work"/mnt-*; do
     mountpoint -q "$d" && { umount "$d" 2>/dev/null || umount -l "$d"; } || true
   done
@@ -47,13 +48,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 echo Y > "$param"
-if [ "${UFSKIT_BUSY:-0}" = 1 ]; then
-  machine=busy
-  for _ in $(seq "$(nproc)"); do
-    ( while :; do :; done ) &
-    hogs+=($!)
-  done
-fi
+start_hogs
 # memfs_ll makes no symlinks: the tree is taken without them.
 mkdir -p "$work/src"
 cp -a "$tree" "$work/src/"

@@ -139,6 +139,52 @@ pub fn assert_same_tree(want: &BTreeMap<PathBuf, Node>, got: &BTreeMap<PathBuf, 
     }
 }
 
+/// A memory device that records the reads it serves and the read-ahead
+/// hints it is given, and takes hints or not (a device that takes none is
+/// what the modeled disks are): for tests of what the engine asks of a
+/// device.
+pub struct Recorded {
+    pub mem: std::sync::Arc<ufs::dev::MemDevice>,
+    pub takes_hints: bool,
+    /// (byte offset, length) of each hint, in order.
+    pub hints: std::sync::Arc<std::sync::Mutex<Vec<(u64, usize)>>>,
+    /// (byte offset, length) of each read, in order.
+    pub reads: std::sync::Arc<std::sync::Mutex<Vec<(u64, usize)>>>,
+}
+
+impl Recorded {
+    pub fn new(mem: &std::sync::Arc<ufs::dev::MemDevice>, takes_hints: bool) -> Recorded {
+        Recorded {
+            mem: mem.clone(),
+            takes_hints,
+            hints: Default::default(),
+            reads: Default::default(),
+        }
+    }
+}
+
+impl ufs::dev::BlockDevice for Recorded {
+    fn read_at(&self, off: u64, buf: &mut [u8]) -> ufs::Result<()> {
+        self.reads.lock().unwrap().push((off, buf.len()));
+        self.mem.read_at(off, buf)
+    }
+    fn write_at(&self, off: u64, buf: &[u8]) -> ufs::Result<()> {
+        self.mem.write_at(off, buf)
+    }
+    fn flush(&self) -> ufs::Result<()> {
+        self.mem.flush()
+    }
+    fn size(&self) -> u64 {
+        self.mem.size()
+    }
+    fn prefetches(&self) -> bool {
+        self.takes_hints
+    }
+    fn prefetch(&self, off: u64, len: usize) {
+        self.hints.lock().unwrap().push((off, len));
+    }
+}
+
 /// A fresh file system of `bytes` in memory, made the same way every time
 /// (seeded allocator, fixed time).
 pub fn mem_image(bytes: u64) -> std::sync::Arc<ufs::dev::MemDevice> {

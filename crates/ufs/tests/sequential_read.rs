@@ -5,52 +5,17 @@
 //! read must be the file as written, whatever mix of cached, dirty,
 //! uncached blocks and holes it crosses.
 use std::sync::{Arc, Mutex};
-use ufs::dev::{BlockDevice, MemDevice};
-use ufs::newfs::{newfs, NewfsParams};
-use ufs::{Cred, Fs, MountOptions, Result};
+use ufs::dev::MemDevice;
+use ufs::{Cred, Fs, MountOptions};
 
 const R: Cred = Cred::ROOT;
 
-/// A memory device that takes hints (or not) and records them and the
-/// reads it serves.
-struct Recorded {
-    mem: Arc<MemDevice>,
-    takes_hints: bool,
-    hints: Arc<Mutex<Vec<(u64, usize)>>>,
-    reads: Arc<Mutex<Vec<(u64, usize)>>>,
-}
-
-impl BlockDevice for Recorded {
-    fn read_at(&self, off: u64, buf: &mut [u8]) -> Result<()> {
-        self.reads.lock().unwrap().push((off, buf.len()));
-        self.mem.read_at(off, buf)
-    }
-    fn write_at(&self, off: u64, buf: &[u8]) -> Result<()> {
-        self.mem.write_at(off, buf)
-    }
-    fn flush(&self) -> Result<()> {
-        self.mem.flush()
-    }
-    fn size(&self) -> u64 {
-        self.mem.size()
-    }
-    fn prefetches(&self) -> bool {
-        self.takes_hints
-    }
-    fn prefetch(&self, off: u64, len: usize) {
-        self.hints.lock().unwrap().push((off, len));
-    }
-}
+use testkit::Recorded;
 
 type Log = Arc<Mutex<Vec<(u64, usize)>>>;
 
 fn open(mem: &Arc<MemDevice>, takes_hints: bool) -> (Fs, Log, Log) {
-    let dev = Recorded {
-        mem: mem.clone(),
-        takes_hints,
-        hints: Arc::default(),
-        reads: Arc::default(),
-    };
+    let dev = Recorded::new(mem, takes_hints);
     let (hints, reads) = (dev.hints.clone(), dev.reads.clone());
     (
         Fs::open(Box::new(dev), MountOptions::default()).unwrap(),
@@ -68,16 +33,7 @@ fn pattern(i: u64) -> u8 {
 /// 200 KiB hole from 1 MiB, on a fresh image; its inode number and the
 /// bytes it holds.
 fn image() -> (Arc<MemDevice>, u64, Vec<u8>) {
-    let mem = Arc::new(MemDevice::new(128 << 20));
-    newfs(
-        &*mem,
-        &NewfsParams {
-            seed: Some(1),
-            time: Some(1_700_000_000),
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let mem = testkit::mem_image(128 << 20);
     let (fs, _, _) = open(&mem, false);
     let f = fs.mknod(fs.root(), b"f", 0o100644, 0, R).unwrap();
     let size = (3 << 20) + 5_000u64;

@@ -2,68 +2,20 @@
 //! entries' inode blocks, each subdirectory's first block), so a cold
 //! `find` waits for the disk far less often; a device that takes no hints
 //! (the modeled disk) is left exactly as it was.
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use ufs::dev::{BlockDevice, MemDevice};
-use ufs::newfs::{newfs, NewfsParams};
-use ufs::{Cred, Fs, MountOptions, Result};
+use ufs::{Cred, Fs, MountOptions};
 
-/// A memory device that takes hints (or not) and records them, and the
-/// reads it serves.
-struct Hinted {
-    mem: Arc<MemDevice>,
-    takes_hints: bool,
-    hints: Arc<Mutex<Vec<(u64, usize)>>>,
-    reads: Arc<Mutex<Vec<(u64, usize)>>>,
-}
-
-impl Hinted {
-    fn new(mem: &Arc<MemDevice>, takes_hints: bool) -> Hinted {
-        Hinted {
-            mem: mem.clone(),
-            takes_hints,
-            hints: Arc::default(),
-            reads: Arc::default(),
-        }
-    }
-}
-
-impl BlockDevice for Hinted {
-    fn read_at(&self, off: u64, buf: &mut [u8]) -> Result<()> {
-        self.reads.lock().unwrap().push((off, buf.len()));
-        self.mem.read_at(off, buf)
-    }
-    fn write_at(&self, off: u64, buf: &[u8]) -> Result<()> {
-        self.mem.write_at(off, buf)
-    }
-    fn flush(&self) -> Result<()> {
-        self.mem.flush()
-    }
-    fn size(&self) -> u64 {
-        self.mem.size()
-    }
-    fn prefetches(&self) -> bool {
-        self.takes_hints
-    }
-    fn prefetch(&self, off: u64, len: usize) {
-        self.hints.lock().unwrap().push((off, len));
-    }
-}
+// A memory device that takes hints (or not) and records them, and the
+// reads it serves.
+use testkit::Recorded as Hinted;
 
 const R: Cred = Cred::ROOT;
 
 /// An image with /top holding `n` subdirectories and as many files; the
 /// byte address of each subdirectory's first block.
 fn image(n: usize) -> (Arc<MemDevice>, Vec<u64>) {
-    let mem = Arc::new(MemDevice::new(256 << 20));
-    newfs(
-        &*mem,
-        &NewfsParams {
-            seed: Some(1),
-            time: Some(1_700_000_000),
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let mem = testkit::mem_image(256 << 20);
     let fs = Fs::open(Box::new(mem.clone()), MountOptions::default()).unwrap();
     let top = fs.mkdir(fs.root(), b"top", 0o755, R).unwrap();
     let mut firsts = Vec::new();
