@@ -509,6 +509,7 @@ impl FsCore {
             // chunk would then take the next one's); one entry out of
             // order costs less. Past the range, as an append would go.
             self.placement.stats.fallbacks += 1;
+            self.hurry_releases();
             return match self.alloc_inode_in(hi, self.g.ninodes())? {
                 Some(ino) => Ok(ino),
                 None => self.alloc_inode(dir, false),
@@ -543,6 +544,7 @@ impl FsCore {
             None => {
                 r.full = true;
                 self.placement.stats.fallbacks += 1;
+                self.hurry_releases();
                 // Still keep to the order: the first free inode past the
                 // goal anywhere, before the ordinary policy.
                 match self.alloc_inode_in(goal.ino, self.g.ninodes())? {
@@ -550,6 +552,20 @@ impl FsCore {
                     None => self.alloc_inode(dir, false),
                 }
             }
+        }
+    }
+
+    /// A placed inode fell back out of order: if inodes removed earlier
+    /// wait to be released (soft updates free an inode only once the
+    /// removal of its name is on disk), the background syncer runs now, so
+    /// that the entries made next find them free in their windows. After
+    /// half of a 20,000-file directory was removed and as many files made
+    /// through the mount, readdir-order locality was 0.944 with the
+    /// releases left to the syncer's 30 s interval, 0.993 when they had
+    /// been made first (2026-11-28).
+    fn hurry_releases(&mut self) {
+        if !self.order.deferred.is_empty() {
+            self.syncer_bell.hurry();
         }
     }
 
