@@ -1246,14 +1246,22 @@ impl Fs {
                     "cannot move a directory into itself",
                 ));
             }
+            let a = Named {
+                parent,
+                name,
+                ino: src.ino,
+                di: &sdi,
+            };
+            let b = Named {
+                parent: newparent,
+                name: newname,
+                ino: d.ino,
+                di: &ddi,
+            };
             if c.cache.mode().tracks() {
-                return exchange_ordered(
-                    c, parent, name, src.ino, &sdi, newparent, newname, d.ino, &ddi,
-                );
+                return exchange_ordered(c, a, b);
             }
-            return exchange(
-                c, parent, name, src.ino, &sdi, newparent, newname, d.ino, &ddi,
-            );
+            return exchange(c, a, b);
         }
         if let Some(d) = &dst {
             let ddi = live_inode(c, d.ino)?;
@@ -2216,18 +2224,19 @@ fn set_depths(c: &mut FsCore, ino: u64, depth: u32) -> Result<()> {
 /// down after; a directory changing parent is counted by its new parent
 /// first and has its `..` rewritten once it is named there alone (FFS's
 /// rename rules, applied to each half).
-#[allow(clippy::too_many_arguments)]
-fn exchange_ordered(
-    c: &mut FsCore,
-    p1: u64,
-    n1: &[u8],
-    i1: u64,
-    d1: &Dinode,
-    p2: u64,
-    n2: &[u8],
-    i2: u64,
-    d2: &Dinode,
-) -> Result<()> {
+fn exchange_ordered(c: &mut FsCore, a: Named<'_>, b: Named<'_>) -> Result<()> {
+    let Named {
+        parent: p1,
+        name: n1,
+        ino: i1,
+        di: d1,
+    } = a;
+    let Named {
+        parent: p2,
+        name: n2,
+        ino: i2,
+        di: d2,
+    } = b;
     let (moving1, moving2) = (d1.is_dir() && p1 != p2, d2.is_dir() && p1 != p2);
     if d1.nlink() >= UFS_LINK_MAX || d2.nlink() >= UFS_LINK_MAX {
         return Err(Error::new(ErrorKind::TooManyLinks, "too many links"));
@@ -2317,19 +2326,29 @@ fn exchange_ordered(
     Ok(())
 }
 
+/// One side of a RENAME_EXCHANGE: a name in a directory, and the inode
+/// it names.
+struct Named<'a> {
+    parent: u64,
+    name: &'a [u8],
+    ino: u64,
+    di: &'a Dinode,
+}
+
 /// Swaps two names with no order between the writes (`-o async`).
-#[allow(clippy::too_many_arguments)]
-fn exchange(
-    c: &mut FsCore,
-    p1: u64,
-    n1: &[u8],
-    i1: u64,
-    d1: &Dinode,
-    p2: u64,
-    n2: &[u8],
-    i2: u64,
-    d2: &Dinode,
-) -> Result<()> {
+fn exchange(c: &mut FsCore, a: Named<'_>, b: Named<'_>) -> Result<()> {
+    let Named {
+        parent: p1,
+        name: n1,
+        ino: i1,
+        di: d1,
+    } = a;
+    let Named {
+        parent: p2,
+        name: n2,
+        ino: i2,
+        di: d2,
+    } = b;
     let pd1 = dir_inode(c, p1)?;
     c.dir_rewrite(p1, &pd1, n1, i2, iftodt(d2.di_mode()), &[])?;
     let pd2 = dir_inode(c, p2)?;
