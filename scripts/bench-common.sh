@@ -18,3 +18,13 @@ start_hogs() {
 stop_hogs() {
   for h in "${hogs[@]}"; do kill "$h" 2>/dev/null || true; done
 }
+
+# For scripts with one ufskit mount at $work/ufs (binary $U) and ext4 at
+# $work/ext4: on exit (any exit), the hogs stopped, both unmounted and
+# $work removed.
+cleanup_ufs_and_ext4() {
+  stop_hogs
+  mountpoint -q "$work/ufs" && { $U umount "$work/ufs" || umount -l "$work/ufs"; } || true
+  mountpoint -q "$work/ext4" && umount "$work/ext4" || true
+  rm -rf "$work"
+}

@@ -31,13 +31,7 @@ randsize=${RANDSIZE:-256M}
 opts=${UFSKIT_OPTS:-}
 work=$(mktemp -d "${TMPDIR:-/tmp}/ufskit-data.XXXXXX")
 hogs=()
-cleanup() {
-  stop_hogs
-  mountpoint -q "$work/ufs" && { $U umount "$work/ufs" || umount -l "$work/ufs"; } || true
-  mountpoint -q "$work/ext4" && umount "$work/ext4" || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
+trap cleanup_ufs_and_ext4 EXIT
 trap 'exit 130' INT TERM
 start_hogs
 mkdir -p "$work/ext4" "$work/ufs"

@@ -27,13 +27,7 @@ opts=${UFSKIT_OPTS:-}
 jobs=(${JOBS:-1 2 4})
 work=$(mktemp -d "${TMPDIR:-/tmp}/ufskit-parallel.XXXXXX")
 hogs=()
-cleanup() {
-  stop_hogs
-  mountpoint -q "$work/ufs" && { $U umount "$work/ufs" || umount -l "$work/ufs"; } || true
-  mountpoint -q "$work/ext4" && umount "$work/ext4" || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
+trap cleanup_ufs_and_ext4 EXIT
 trap 'exit 130' INT TERM
 start_hogs
 tar -C "$(dirname "$tree")" -cf "$work/tree.tar" "$(basename "$tree")"
