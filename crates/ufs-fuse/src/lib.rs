@@ -311,7 +311,6 @@ impl Syncer {
                 loop {
                     let wake = b.wait_for_work(last, every);
                     if wake == ufs::order::cleanup::Wake::Stop {
-                        b.detach();
                         return;
                     }
                     if fs.is_read_only() {
