@@ -178,6 +178,11 @@ pub struct FsCore {
     /// how far ahead the device was asked to read (memory only; see
     /// `FsCore::read_ahead`).
     pub(crate) seq_reads: HashMap<u64, crate::inode::SeqRead>,
+    /// How many times blocks went back to the free maps. A read that
+    /// fetched file blocks from the device without the engine lock checks
+    /// this did not move meanwhile: a block still the file's when the read
+    /// began and not freed since cannot hold another file's data.
+    pub(crate) block_frees: u64,
     /// Inode ranges of large directories (memory only).
     pub(crate) placement: crate::alloc::placement::Placement,
     /// Per-inode dependencies, releases that wait, and the rest of the
@@ -536,6 +541,7 @@ impl FsCore {
             dirhash,
             dir_hints: HashMap::default(),
             seq_reads: HashMap::default(),
+            block_frees: 0,
             placement: Default::default(),
             order: Default::default(),
             syncer_bell: Default::default(),

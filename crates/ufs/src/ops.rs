@@ -1516,13 +1516,43 @@ impl Fs {
         self.counted(Call::Read, n, r)
     }
 
+    /// A read: planned under the engine lock (cached blocks copied, holes
+    /// zeroed, atime), the file blocks the cache does not hold then read
+    /// from the device without it, so lookups, getattr, readdir and writes
+    /// go on beside a read that waits for the disk. If any block was freed
+    /// meanwhile (the file truncated, or another one removed) the blocks
+    /// read might since belong to another file, so the read is done again
+    /// under the lock.
     fn read_op(&self, ino: u64, off: u64, size: usize) -> Result<Vec<u8>> {
+        let (planned, frees, dev) = {
+            let mut c = self.lock();
+            let planned = self.read_planned(&mut c, ino, off, size)?;
+            (planned, c.block_frees, c.cache.device_handle())
+        };
+        if !planned.needs_device() {
+            return planned.finish(&*dev);
+        }
+        let data = planned.finish(&*dev);
         let mut c = self.lock();
-        let mut di = live_inode(&mut c, ino)?;
+        if c.block_frees == frees {
+            return data;
+        }
+        let di = live_inode(&mut c, ino)?;
+        c.read_data(ino, &di, off, size)
+    }
+
+    fn read_planned(
+        &self,
+        c: &mut FsCore,
+        ino: u64,
+        off: u64,
+        size: usize,
+    ) -> Result<crate::inode::DataRead> {
+        let mut di = live_inode(c, ino)?;
         if di.is_dir() {
             return Err(Error::new(ErrorKind::IsDir, "is a directory"));
         }
-        let data = c.read_data(ino, &di, off, size)?;
+        let data = c.plan_read(ino, &di, off, size)?;
         let at = (di.di_atime(), di.di_atimensec());
         let (now_s, _) = now();
         if !c.read_only

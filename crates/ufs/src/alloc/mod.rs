@@ -574,6 +574,7 @@ impl FsCore {
             for f in these {
                 let r = match *f {
                     Freed::Blocks { bno, size } | Freed::Moved { bno, size } => {
+                        self.block_frees += 1;
                         self.cache.discard(bno, g.numfrags(size));
                         free_blocks_in(&g, &mut cg, bno, size)
                     }

@@ -367,6 +367,11 @@ impl BufferCache {
     pub fn device(&self) -> &dyn BlockDevice {
         &*self.dev
     }
+    /// The device, to read from without holding the cache (file data the
+    /// cache does not hold; see `Fs::read`).
+    pub fn device_handle(&self) -> std::sync::Arc<dyn BlockDevice> {
+        self.dev.clone()
+    }
     /// Gives back the memory made ahead for new buffers ([`warm`]).
     pub fn drain_warm(&self) {
         self.warm.drain();
@@ -988,10 +993,16 @@ impl BufferCache {
     /// Bytes read directly, bypassing the cache, counted by kind.
     pub fn read_raw(&mut self, byte_off: u64, buf: &mut [u8], kind: BlockKind) -> Result<()> {
         self.dev.read_at(byte_off, buf)?;
+        self.count_raw_read(buf.len(), kind);
+        Ok(())
+    }
+
+    /// Counts a read of `len` bytes made around the cache (by the caller,
+    /// on [`device_handle`](Self::device_handle)).
+    pub fn count_raw_read(&mut self, len: usize, kind: BlockKind) {
         let st = &mut self.stats.by_kind[kind.idx()];
         st.reads += 1;
-        st.read_bytes += buf.len() as u64;
-        Ok(())
+        st.read_bytes += len as u64;
     }
 
     /// Drops every clean buffer (a cold cache for measurements), and the

@@ -28,6 +28,31 @@ enum Path {
     Indirect(usize, [u64; 3]),
 }
 
+/// A read of file data planned under the engine lock: the reply with
+/// every cached block and hole in place, and the runs of it still to come
+/// from the device.
+#[derive(Debug, Default)]
+pub struct DataRead {
+    out: Vec<u8>,
+    /// (offset in `out`, device byte offset, bytes).
+    runs: Vec<(usize, u64, usize)>,
+}
+
+impl DataRead {
+    /// Whether part of the reply must still come from the device.
+    pub fn needs_device(&self) -> bool {
+        !self.runs.is_empty()
+    }
+
+    /// Reads the runs from `dev` into their places; the whole reply.
+    pub fn finish(mut self, dev: &dyn crate::dev::BlockDevice) -> Result<Vec<u8>> {
+        for &(at, byte_off, len) in &self.runs {
+            dev.read_at(byte_off, &mut self.out[at..at + len])?;
+        }
+        Ok(self.out)
+    }
+}
+
 /// A file read in order (FreeBSD's `cluster_read` keeps the same in the
 /// vnode: `v_lastr`, and a read-ahead window that grows while reads stay
 /// sequential).
@@ -551,13 +576,26 @@ impl FsCore {
 
     /// Reads up to `len` bytes at `off`; short at end of file.
     pub fn read_data(&mut self, ino: u64, di: &Dinode, off: u64, len: usize) -> Result<Vec<u8>> {
+        let read = self.plan_read(ino, di, off, len)?;
+        read.finish(self.cache.device())
+    }
+
+    /// A read of up to `len` bytes at `off` (short at end of file) with
+    /// everything the cache holds and every hole already in place, and the
+    /// file data the cache does not hold still to be read from the device
+    /// ([`DataRead::finish`]), which the caller may do after letting go of
+    /// the engine (see `Fs::read`).
+    pub fn plan_read(&mut self, ino: u64, di: &Dinode, off: u64, len: usize) -> Result<DataRead> {
         let g = self.g;
         let size = di.di_size();
         if off >= size {
-            return Ok(Vec::new());
+            return Ok(DataRead::default());
         }
         let end = (off + len as u64).min(size);
-        let mut out = Vec::with_capacity((end - off) as usize);
+        let mut read = DataRead {
+            out: Vec::with_capacity((end - off) as usize),
+            runs: Vec::new(),
+        };
         let kind = Self::kind_of(di);
         // File data the cache does not hold is read straight from the
         // device into the reply, a run of contiguous blocks per read,
@@ -578,8 +616,8 @@ impl FsCore {
             let n = ((g.bsize - boff as u64).min(end - pos)) as usize;
             let addr = self.bmap(ino, di, lbn)?;
             if addr == 0 {
-                self.read_run(&mut run, &mut out)?;
-                out.resize(out.len() + n, 0);
+                self.end_run(&mut run, &mut read);
+                read.out.resize(read.out.len() + n, 0);
             } else {
                 let bsz = self.alloc_size(size, lbn) as usize;
                 let nfrags = g.numfrags(bsz as u64);
@@ -597,35 +635,34 @@ impl FsCore {
                             *next = addr + nfrags;
                         }
                         _ => {
-                            self.read_run(&mut run, &mut out)?;
+                            self.end_run(&mut run, &mut read);
                             run = Some((addr * g.fsize + boff as u64, n, addr + nfrags));
                         }
                     }
                 } else {
-                    self.read_run(&mut run, &mut out)?;
+                    self.end_run(&mut run, &mut read);
                     let b = self.cache.read(addr, bsz, kind)?;
-                    out.extend_from_slice(&b[boff..boff + n]);
+                    read.out.extend_from_slice(&b[boff..boff + n]);
                 }
             }
             pos += n as u64;
         }
-        self.read_run(&mut run, &mut out)?;
+        self.end_run(&mut run, &mut read);
         if kind == BlockKind::Data && self.cache.prefetches() {
             self.read_ahead(ino, di, off, end)?;
         }
-        Ok(out)
+        Ok(read)
     }
 
-    /// Reads the gathered run of uncached data blocks (if any) from the
-    /// device onto the end of `out`.
-    fn read_run(&mut self, run: &mut Option<(u64, usize, u64)>, out: &mut Vec<u8>) -> Result<()> {
+    /// Ends the gathered run of uncached data blocks (if any): its place
+    /// in the reply is reserved and it is counted as read now.
+    fn end_run(&mut self, run: &mut Option<(u64, usize, u64)>, read: &mut DataRead) {
         if let Some((at, len, _)) = run.take() {
-            let start = out.len();
-            out.resize(start + len, 0);
-            self.cache
-                .read_raw(at, &mut out[start..], BlockKind::Data)?;
+            let start = read.out.len();
+            read.out.resize(start + len, 0);
+            read.runs.push((start, at, len));
+            self.cache.count_raw_read(len, BlockKind::Data);
         }
-        Ok(())
     }
 
     /// After a read of `[off, end)` of a file: when it continues the
