@@ -136,7 +136,10 @@ fn requests_are_served_while_a_read_waits_for_the_device() {
     gate.let_go();
     let data = reader.join().unwrap();
     assert_eq!(data.len(), 1 << 20);
-    assert!(data.iter().all(|&b| b == 0x5a), "the read returned other bytes");
+    assert!(
+        data.iter().all(|&b| b == 0x5a),
+        "the read returned other bytes"
+    );
     fs.unmount().unwrap();
 }
 
