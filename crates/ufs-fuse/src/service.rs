@@ -29,6 +29,7 @@ use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
+use ufs::ops::linux_xattr::{acl_from_linux, acl_to_linux, linux_xattr_name, LinuxXattr};
 use ufs::{Attr, Cred, FileKind, Fs, RenameMode, SetAttr};
 
 /// How long the kernel may cache attributes and entries. The image is
@@ -322,68 +323,6 @@ fn fit(size: u32, bytes: Vec<u8>) -> Result<XattrReply, Errno> {
     }
 }
 
-/// What a Linux attribute name stands for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum XattrName<'a> {
-    /// A FreeBSD attribute: namespace and name.
-    Raw(ufs::XattrNs, &'a [u8]),
-    /// `system.posix_acl_access` / `_default`: an ACL, converted between
-    /// Linux's form and FreeBSD's `posix1e.acl_*` attributes.
-    Acl(ufs::AclKind),
-}
-
-/// Linux attribute names onto FreeBSD's namespaces:
-/// - `user.NAME` is the user namespace's NAME;
-/// - `system.posix_acl_access` and `system.posix_acl_default` are the ACLs
-///   FreeBSD keeps in `posix1e.acl_access` and `posix1e.acl_default`;
-/// - `security.NAME` is the system namespace's `security.NAME` (FreeBSD
-///   has no security namespace; its MAC labels are system attributes too);
-/// - `system.NAME` is the system namespace's NAME (`nfs4.acl`, MAC labels);
-/// - `trusted.NAME` (Linux's superuser's: overlayfs keeps its whiteouts
-///   and redirects there) is the system namespace's `trusted.NAME`, which
-///   FreeBSD's superuser alone reads and writes too.
-fn xattr_name(name: &[u8]) -> Option<XattrName<'_>> {
-    use ufs::XattrNs::*;
-    if let Some(n) = name.strip_prefix(b"user.") {
-        Some(XattrName::Raw(User, n))
-    } else if name == b"system.posix_acl_access" {
-        Some(XattrName::Acl(ufs::AclKind::Access))
-    } else if name == b"system.posix_acl_default" {
-        Some(XattrName::Acl(ufs::AclKind::Default))
-    } else if name.starts_with(b"security.") || name.starts_with(b"trusted.") {
-        Some(XattrName::Raw(System, name))
-    } else if let Some(n) = name.strip_prefix(b"system.") {
-        // Not a second name for a security.* or trusted.* attribute (the
-        // kernel checks CAP_SETFCAP and the security modules for
-        // security.*, nothing for system.*).
-        if n.starts_with(b"security.") || n.starts_with(b"trusted.") {
-            return None;
-        }
-        Some(XattrName::Raw(System, n))
-    } else {
-        None
-    }
-}
-
-/// The Linux name of a FreeBSD attribute, and whether anyone may see it
-/// (else only the superuser: the system namespace is FreeBSD's
-/// superuser's; Linux shows ACLs and `security.*` to everyone).
-fn linux_name(ns: ufs::XattrNs, name: &[u8]) -> (Vec<u8>, bool) {
-    use ufs_format::acl::{POSIX1E_ACL_ACCESS_EXTATTR_NAME, POSIX1E_ACL_DEFAULT_EXTATTR_NAME};
-    match ns {
-        ufs::XattrNs::User => ([b"user.", name].concat(), true),
-        ufs::XattrNs::System if name == POSIX1E_ACL_ACCESS_EXTATTR_NAME => {
-            (b"system.posix_acl_access".to_vec(), true)
-        }
-        ufs::XattrNs::System if name == POSIX1E_ACL_DEFAULT_EXTATTR_NAME => {
-            (b"system.posix_acl_default".to_vec(), true)
-        }
-        ufs::XattrNs::System if name.starts_with(b"security.") => (name.to_vec(), true),
-        ufs::XattrNs::System if name.starts_with(b"trusted.") => (name.to_vec(), false),
-        ufs::XattrNs::System => ([b"system.", name].concat(), false),
-    }
-}
-
 /// How long after a removal `statfs` waits for the removed files' forgets
 /// ([`Service::statfs`]), and for how long at most.
 pub const RECENT_REMOVAL: Duration = Duration::from_millis(100);
@@ -408,36 +347,6 @@ fn security_cred(name: &[u8], c: &Caller) -> ufs::Cred {
     } else {
         c.cred()
     }
-}
-
-/// Linux's `posix_acl_xattr` form: version 2, then entries of tag (u16),
-/// permissions (u16) and id (u32), little-endian.
-const POSIX_ACL_XATTR_VERSION: u32 = 2;
-
-fn acl_to_linux(entries: &[ufs_format::acl::AclEntry]) -> Vec<u8> {
-    let mut v = POSIX_ACL_XATTR_VERSION.to_le_bytes().to_vec();
-    for e in entries {
-        v.extend_from_slice(&(e.tag as u16).to_le_bytes());
-        v.extend_from_slice(&e.perm.to_le_bytes());
-        v.extend_from_slice(&e.id.to_le_bytes());
-    }
-    v
-}
-
-fn acl_from_linux(v: &[u8]) -> Option<Vec<ufs_format::acl::AclEntry>> {
-    let (head, rest) = v.split_at_checked(4)?;
-    if u32::from_le_bytes(head.try_into().ok()?) != POSIX_ACL_XATTR_VERSION || rest.len() % 8 != 0 {
-        return None;
-    }
-    Some(
-        rest.chunks_exact(8)
-            .map(|c| ufs_format::acl::AclEntry {
-                tag: u32::from(u16::from_le_bytes([c[0], c[1]])),
-                perm: u16::from_le_bytes([c[2], c[3]]),
-                id: u32::from_le_bytes([c[4], c[5], c[6], c[7]]),
-            })
-            .collect(),
-    )
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -797,13 +706,13 @@ impl Service {
         if name.starts_with(b"trusted.") && c.uid != 0 {
             return Err(libc::ENODATA);
         }
-        let v = match xattr_name(name).ok_or(libc::ENODATA)? {
-            XattrName::Acl(_) if !self.acls => return Err(libc::EOPNOTSUPP),
-            XattrName::Acl(kind) => match self.fs.get_acl(ino, kind).map_err(|e| errno(&e))? {
+        let v = match LinuxXattr::parse(name).ok_or(libc::ENODATA)? {
+            LinuxXattr::Acl(_) if !self.acls => return Err(libc::EOPNOTSUPP),
+            LinuxXattr::Acl(kind) => match self.fs.get_acl(ino, kind).map_err(|e| errno(&e))? {
                 Some(entries) => acl_to_linux(&entries),
                 None => return Err(libc::ENODATA),
             },
-            XattrName::Raw(ns, n) => self
+            LinuxXattr::Raw(ns, n) => self
                 .fs
                 .getxattr(ino, ns, n, security_cred(n, c))
                 .map_err(|e| errno(&e))?,
@@ -822,7 +731,7 @@ impl Service {
             .map_err(|e| errno(&e))?;
         let mut out = Vec::new();
         for (ns, n) in names {
-            let (linux, public) = linux_name(ns, &n);
+            let (linux, public) = linux_xattr_name(ns, &n);
             if (public || c.uid == 0) && (self.acls || !linux.starts_with(b"system.posix_acl_")) {
                 out.extend_from_slice(&linux);
                 out.push(0);
@@ -844,9 +753,9 @@ impl Service {
             return Err(libc::ENOSYS);
         }
         let ino = to_ufs(nodeid);
-        match xattr_name(name).ok_or(libc::EOPNOTSUPP)? {
-            XattrName::Acl(_) if !self.acls => Err(libc::EOPNOTSUPP),
-            XattrName::Acl(kind) => {
+        match LinuxXattr::parse(name).ok_or(libc::EOPNOTSUPP)? {
+            LinuxXattr::Acl(_) if !self.acls => Err(libc::EOPNOTSUPP),
+            LinuxXattr::Acl(kind) => {
                 let entries = acl_from_linux(value).ok_or(libc::EINVAL)?;
                 // posix_acl_update_mode: an access ACL that sets the mode
                 // drops setgid unless the caller may keep it (the kernel
@@ -859,7 +768,7 @@ impl Service {
                     .set_acl(ino, kind, Some(&entries), kill_sgid, c.cred())
                     .map_err(|e| errno(&e))
             }
-            XattrName::Raw(ns, n) => {
+            LinuxXattr::Raw(ns, n) => {
                 let how = match flags & 3 {
                     0 => ufs::XattrSet::Either,
                     1 => ufs::XattrSet::Create,
@@ -878,13 +787,13 @@ impl Service {
             return Err(libc::ENOSYS);
         }
         let ino = to_ufs(nodeid);
-        match xattr_name(name).ok_or(libc::ENODATA)? {
-            XattrName::Acl(_) if !self.acls => Err(libc::EOPNOTSUPP),
-            XattrName::Acl(kind) => self
+        match LinuxXattr::parse(name).ok_or(libc::ENODATA)? {
+            LinuxXattr::Acl(_) if !self.acls => Err(libc::EOPNOTSUPP),
+            LinuxXattr::Acl(kind) => self
                 .fs
                 .set_acl(ino, kind, None, false, c.cred())
                 .map_err(|e| errno(&e)),
-            XattrName::Raw(ns, n) => self
+            LinuxXattr::Raw(ns, n) => self
                 .fs
                 .removexattr(ino, ns, n, security_cred(n, c))
                 .map_err(|e| errno(&e)),

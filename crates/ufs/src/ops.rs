@@ -18,6 +18,7 @@
 //! - Directory depth (`di_dirdepth`, FreeBSD 14 fsck checks it) is the
 //!   parent's plus one, root 0, kept right across renames.
 mod acl;
+pub mod linux_xattr;
 mod xattr;
 use crate::alloc::Reserve;
 use crate::cache::CacheStats;
