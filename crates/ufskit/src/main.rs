@@ -27,6 +27,7 @@ use ufs::dev::BlockDevice;
 use ufs::{DirPref, MountOptions};
 
 mod bench;
+mod image;
 mod crashtest;
 mod daemon;
 mod helpers;
@@ -126,6 +127,19 @@ enum Cmd {
     /// Run a benchmark and write JSON results (and plots when Python's
     /// matplotlib is installed).
     Bench(bench::BenchArgs),
+    /// Copy a tree out of an image onto the host, without a mount or root:
+    /// data (holes kept), hard links, symlinks, device nodes and fifos (as
+    /// root), modes, times, owners (as root), extended attributes and ACLs.
+    /// Read-only on the image: a file system that is not clean is read as
+    /// it stands, with a warning.
+    Extract(image::ExtractArgs),
+    /// List a directory inside an image, without a mount.
+    Ls(image::LsArgs),
+    /// Write files inside an image to standard output, without a mount.
+    Cat(image::CatArgs),
+    /// Show an inode inside an image (attributes, times, flags, extended
+    /// attribute names), without a mount.
+    Stat(image::StatArgs),
     /// Crash-test the write modes: run small workloads on a recording
     /// device, check every crash state with fsck and against what fsync
     /// promised (exit 2 when normal, sync or softdep broke a guarantee);
@@ -425,7 +439,7 @@ fn parse_optim(s: &str) -> Result<i32, String> {
 
 /// An image, a device, or one partition of either (`disk.img:p2`); a disk
 /// with a single UFS partition opens at it, said on stderr.
-fn open_dev(path: &Path, writable: bool) -> Result<Box<dyn BlockDevice>, String> {
+pub(crate) fn open_dev(path: &Path, writable: bool) -> Result<Box<dyn BlockDevice>, String> {
     ufs_fuse::await_finishing_daemon(path);
     let (dev, part) = ufs::dev::partition::open_image(path, writable).map_err(|e| e.to_string())?;
     if let (Some(p), (_, None)) = (&part, ufs::dev::partition::split_spec(path)) {
@@ -1143,6 +1157,10 @@ fn run() -> Result<ExitCode, String> {
             dir,
         } => stats::cmd_stats(&dir, json, verify, lowmem, drop_caches)?,
         Cmd::Bench(a) => bench::cmd_bench(a)?,
+        Cmd::Extract(a) => image::cmd_extract(a)?,
+        Cmd::Ls(a) => image::cmd_ls(a)?,
+        Cmd::Cat(a) => image::cmd_cat(a)?,
+        Cmd::Stat(a) => image::cmd_stat(a)?,
         Cmd::Crashtest(a) => return crashtest::cmd_crashtest(a),
         Cmd::Man { dir } => write_man_pages(&dir)?,
         Cmd::Completions { shell } => {

@@ -17,3 +17,8 @@ pub fn bar(total: u64, unit: &str) -> ProgressBar {
     }
     b
 }
+
+/// Whether bars are drawn here (worth counting the work ahead for).
+pub fn shown() -> bool {
+    std::env::var_os("CI").is_none() && std::io::stderr().is_terminal()
+}
