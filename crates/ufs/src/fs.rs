@@ -418,7 +418,25 @@ pub fn is_apple_ufs(dev: &dyn BlockDevice) -> bool {
         && ufs_format::sb::is_apple_ufs_label(&b)
 }
 
+thread_local! {
+    /// The time [`now`] answers on this thread, if fixed ([`set_thread_clock`]).
+    static FIXED_CLOCK: std::cell::Cell<Option<i64>> = const { std::cell::Cell::new(None) };
+}
+
+/// Makes [`now`] answer `t` seconds (and no nanoseconds) on the calling
+/// thread, or the system clock again with `None`: every time the engine
+/// stamps (inode times, cylinder groups, the superblock) is then `t`, so
+/// `makefs -T` (and `SOURCE_DATE_EPOCH`) gives the same bytes every run.
+/// Per thread, so engines on other threads keep the real clock.
+pub fn set_thread_clock(t: Option<i64>) {
+    FIXED_CLOCK.with(|c| c.set(t));
+}
+
+/// The time now, (seconds, nanoseconds) since the epoch.
 pub fn now() -> (i64, i32) {
+    if let Some(t) = FIXED_CLOCK.with(|c| c.get()) {
+        return (t, 0);
+    }
     let d = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();

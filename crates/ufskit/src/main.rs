@@ -28,6 +28,7 @@ use ufs::{DirPref, MountOptions};
 
 mod bench;
 mod image;
+mod makefs;
 mod crashtest;
 mod daemon;
 mod helpers;
@@ -127,6 +128,12 @@ enum Cmd {
     /// Run a benchmark and write JSON results (and plots when Python's
     /// matplotlib is installed).
     Bench(bench::BenchArgs),
+    /// Make an image from a directory tree, without a mount or root
+    /// (FreeBSD's and NetBSD's makefs option names): data with holes kept,
+    /// hard links, symlinks, nodes, attributes and ACLs; owners and modes
+    /// from the tree, -r or an mtree spec (-F); reproducible with -T or
+    /// SOURCE_DATE_EPOCH; the smallest size that fits unless -s is given.
+    Makefs(makefs::MakefsArgs),
     /// Copy a tree out of an image onto the host, without a mount or root:
     /// data (holes kept), hard links, symlinks, device nodes and fifos (as
     /// root), modes, times, owners (as root), extended attributes and ACLs.
@@ -458,7 +465,7 @@ pub(crate) fn open_dev(path: &Path, writable: bool) -> Result<Box<dyn BlockDevic
 }
 
 /// A byte order as newfs -B and makefs -B take it.
-fn parse_byte_order(s: &str) -> Result<ufs_format::Endian, String> {
+pub(crate) fn parse_byte_order(s: &str) -> Result<ufs_format::Endian, String> {
     match s.to_ascii_lowercase().as_str() {
         "le" | "little" | "1234" => Ok(ufs_format::Endian::Little),
         "be" | "big" | "4321" => Ok(ufs_format::Endian::Big),
@@ -1157,6 +1164,7 @@ fn run() -> Result<ExitCode, String> {
             dir,
         } => stats::cmd_stats(&dir, json, verify, lowmem, drop_caches)?,
         Cmd::Bench(a) => bench::cmd_bench(a)?,
+        Cmd::Makefs(a) => makefs::cmd_makefs(a)?,
         Cmd::Extract(a) => image::cmd_extract(a)?,
         Cmd::Ls(a) => image::cmd_ls(a)?,
         Cmd::Cat(a) => image::cmd_cat(a)?,
