@@ -138,7 +138,9 @@ impl Tally {
     fn warn(&mut self, kind: &str, what: String) {
         self.warnings += 1;
         if self.said.insert(kind.to_string()) {
-            eprintln!("ufskit: warning: {what} (further warnings of this kind are counted, not shown)");
+            eprintln!(
+                "ufskit: warning: {what} (further warnings of this kind are counted, not shown)"
+            );
         }
     }
 }
@@ -272,8 +274,7 @@ impl Extractor<'_> {
             }
             FileKind::Symlink => {
                 let target = self.fs.readlink(a.ino).map_err(|e| from(&e))?;
-                std::os::unix::fs::symlink(OsStr::from_bytes(&target), to)
-                    .map_err(|e| here(&e))?;
+                std::os::unix::fs::symlink(OsStr::from_bytes(&target), to).map_err(|e| here(&e))?;
                 self.tally.symlinks += 1;
             }
             FileKind::Fifo => {
@@ -298,7 +299,10 @@ impl Extractor<'_> {
                     Err(e) => {
                         self.tally.warn(
                             "mknod",
-                            format!("{}: device node not made ({e}; only root may)", to.display()),
+                            format!(
+                                "{}: device node not made ({e}; only root may)",
+                                to.display()
+                            ),
                         );
                         return Ok(());
                     }
@@ -307,7 +311,10 @@ impl Extractor<'_> {
             FileKind::Socket => {
                 self.tally.warn(
                     "socket",
-                    format!("{}: a socket, skipped (nothing listens on it)", src.display()),
+                    format!(
+                        "{}: a socket, skipped (nothing listens on it)",
+                        src.display()
+                    ),
                 );
                 return Ok(());
             }
@@ -513,11 +520,7 @@ fn print_entry(
     let size = match a.kind {
         FileKind::CharDev | FileKind::BlockDev => {
             let d = host_dev(a.rdev);
-            format!(
-                "{}, {}",
-                nix::sys::stat::major(d),
-                nix::sys::stat::minor(d)
-            )
+            format!("{}, {}", nix::sys::stat::major(d), nix::sys::stat::minor(d))
         }
         _ => a.size.to_string(),
     };

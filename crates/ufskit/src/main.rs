@@ -27,11 +27,11 @@ use ufs::dev::BlockDevice;
 use ufs::{DirPref, MountOptions};
 
 mod bench;
-mod image;
-mod makefs;
 mod crashtest;
 mod daemon;
 mod helpers;
+mod image;
+mod makefs;
 mod progress;
 mod stats;
 

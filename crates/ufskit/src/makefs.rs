@@ -275,9 +275,7 @@ fn parse_timestamp(t: &str) -> Result<i64, String> {
 /// `-b`/`-f`: a number (with a unit for bytes) or a percentage of `of`.
 fn amount(s: &str, of: u64) -> Result<u64, String> {
     if let Some(pc) = s.strip_suffix('%') {
-        let pc: u64 = pc
-            .parse()
-            .map_err(|_| format!("bad percentage '{s}'"))?;
+        let pc: u64 = pc.parse().map_err(|_| format!("bad percentage '{s}'"))?;
         return Ok(of / 100 * pc + of % 100 * pc / 100);
     }
     crate::parse_size(s)
@@ -304,8 +302,8 @@ fn scan(top: &Path, meta: std::fs::Metadata) -> Result<Vec<Node>, String> {
             for n in names {
                 let rel = nodes[i].rel.join(&n);
                 let path = top.join(&rel);
-                let meta =
-                    std::fs::symlink_metadata(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+                let meta = std::fs::symlink_metadata(&path)
+                    .map_err(|e| format!("{}: {e}", path.display()))?;
                 let at = nodes.len();
                 nodes.push(Node {
                     rel,
@@ -325,8 +323,17 @@ fn scan(top: &Path, meta: std::fs::Metadata) -> Result<Vec<Node>, String> {
 /// allocates: whole blocks but for a short file's last, in fragments.
 fn estimate(nodes: &[Node], p: &ufs::newfs::NewfsParams) -> u64 {
     let bsize = if p.bsize == 0 { 32768 } else { p.bsize };
-    let fsize = if p.fsize == 0 { (bsize / 8).max(4096) } else { p.fsize };
-    let ptrs = bsize / if p.format == ufs_format::Ufs::Ufs1 { 4 } else { 8 };
+    let fsize = if p.fsize == 0 {
+        (bsize / 8).max(4096)
+    } else {
+        p.fsize
+    };
+    let ptrs = bsize
+        / if p.format == ufs_format::Ufs::Ufs1 {
+            4
+        } else {
+            8
+        };
     let up = |n: u64, to: u64| n.div_ceil(to) * to;
     let mut total = 0;
     for n in nodes {
@@ -444,7 +451,9 @@ struct Putter<'a> {
 impl Putter<'_> {
     fn warn(&mut self, kind: &'static str, what: String) {
         if self.warned.insert(kind) {
-            eprintln!("ufskit makefs: warning: {what} (further warnings of this kind are not shown)");
+            eprintln!(
+                "ufskit makefs: warning: {what} (further warnings of this kind are not shown)"
+            );
         }
     }
 
@@ -459,9 +468,7 @@ impl Putter<'_> {
             let key = (m.dev(), m.ino());
             if !m.is_dir() && m.nlink() > 1 {
                 if let Some(&ino) = self.links.get(&key) {
-                    self.fs
-                        .link(ino, dir, name)
-                        .map_err(|e| full_or(e, &src))?;
+                    self.fs.link(ino, dir, name).map_err(|e| full_or(e, &src))?;
                     continue;
                 }
             }
@@ -496,10 +503,7 @@ impl Putter<'_> {
                 } else if ft.is_fifo() {
                     (0o010000, 0)
                 } else {
-                    self.warn(
-                        "socket",
-                        format!("{}: a socket, left out", src.display()),
-                    );
+                    self.warn("socket", format!("{}: a socket, left out", src.display()));
                     continue;
                 };
                 self.fs
@@ -582,7 +586,9 @@ impl Putter<'_> {
             };
             let r = match LinuxXattr::parse(name.as_bytes()) {
                 Some(LinuxXattr::Acl(kind)) => match acl_from_linux(&value) {
-                    Some(entries) => self.fs.set_acl(ino, kind, Some(&entries), false, Cred::ROOT),
+                    Some(entries) => self
+                        .fs
+                        .set_acl(ino, kind, Some(&entries), false, Cred::ROOT),
                     None => continue,
                 },
                 Some(LinuxXattr::Raw(ns, n)) => {
@@ -790,9 +796,7 @@ fn parse_spec(text: &str) -> Result<HashMap<PathBuf, SpecEntry>, String> {
                 "gname" if (v == "wheel" || v == "root") && !all.contains_key("gid") => {
                     e.gid = Some(0)
                 }
-                "mode" => {
-                    e.mode = Some(u16::from_str_radix(v, 8).map_err(|_| bad(k, v))? & 0o7777)
-                }
+                "mode" => e.mode = Some(u16::from_str_radix(v, 8).map_err(|_| bad(k, v))? & 0o7777),
                 "time" => {
                     let (s, ns) = v.split_once('.').unwrap_or((v, "0"));
                     e.time = Some(Time {
@@ -818,7 +822,10 @@ fn unvis(s: &str) -> String {
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
-        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
+        if b[i] == b'\\'
+            && i + 3 < b.len()
+            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
+        {
             out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
             i += 4;
         } else {
