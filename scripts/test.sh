@@ -74,10 +74,10 @@ step "crashtest --mount" target/release/ufskit crashtest --mount --iterations 2 
 step "crashtest --mount, UFS1 big-endian" target/release/ufskit crashtest --mount \
   --format ufs1-be --mode softdep --iterations 1 --size 1G \
   --work "$work/crashmount-ufs1be" --out "$work/bench-ufs1be"
-# An independent reader on what ufskit writes through the mount: dissect.ffs
-# (fox-it's Python UFS reader, from PyPI), on a UFS1 and a UFS2 image
-# holding a copy of /usr/include/linux: every name, type, size, byte,
-# symlink target, mode and mtime as on the host.
+# An independent reader on what ufskit writes through the mount and with
+# makefs: dissect.ffs (fox-it's Python UFS reader, from PyPI), on UFS1 and
+# UFS2 images holding a copy of /usr/include/linux: every name, type,
+# size, byte, symlink target, mode and mtime as on the host.
 independent_reader() {
   local venv=$work/venv-dissect indep=$work/independent
   python3 -m venv "$venv"
@@ -92,6 +92,11 @@ independent_reader() {
     target/release/ufskit umount "$indep/mnt"
     target/release/ufskit fsck -n "$indep/img" >/dev/null
     "$venv/bin/python" scripts/independent-read.py "$indep/img" /tree "$indep/tree"
+    rm -f "$indep/img"
+    # The same tree through makefs (no mount): the image's root is the tree.
+    target/release/ufskit makefs -q -o "version=${fmt#-O }" "$indep/img" "$indep/tree"
+    target/release/ufskit fsck -n "$indep/img" >/dev/null
+    "$venv/bin/python" scripts/independent-read.py "$indep/img" / "$indep/tree"
     rm -f "$indep/img"
   done
   rm -rf "$indep"

@@ -412,6 +412,7 @@ fn build(
             links: HashMap::new(),
             bar,
             warned: Default::default(),
+            buf: Vec::new(),
         };
         let root = fs.root();
         put.children(nodes, 0, root)?;
@@ -446,6 +447,8 @@ struct Putter<'a> {
     links: HashMap<(u64, u64), u64>,
     bar: &'a indicatif::ProgressBar,
     warned: std::collections::HashSet<&'static str>,
+    /// The copy buffer, kept from file to file.
+    buf: Vec<u8>,
 }
 
 impl Putter<'_> {
@@ -524,11 +527,34 @@ impl Putter<'_> {
     /// A regular file's data runs, read with SEEK_DATA/SEEK_HOLE; the size
     /// set after (a hole at the end stays one).
     fn data(&mut self, src: &Path, len: u64, ino: u64) -> Result<(), Failure> {
-        use nix::unistd::{lseek, Whence};
         let f = std::fs::File::open(src)
             .map_err(|e| Failure::Other(format!("{}: {e}", src.display())))?;
+        let mut buf = std::mem::take(&mut self.buf);
+        buf.resize(1 << 20, 0);
+        let r = self.runs(&f, src, len, ino, &mut buf);
+        self.buf = buf;
+        r?;
+        let cut = SetAttr {
+            size: Some(len),
+            ..Default::default()
+        };
+        self.fs
+            .setattr(ino, &cut, Cred::ROOT)
+            .map_err(|e| full_or(e, src))?;
+        Ok(())
+    }
+
+    /// Copies the data runs of `f` (`len` bytes) into image inode `ino`.
+    fn runs(
+        &mut self,
+        f: &std::fs::File,
+        src: &Path,
+        len: u64,
+        ino: u64,
+        buf: &mut [u8],
+    ) -> Result<(), Failure> {
+        use nix::unistd::{lseek, Whence};
         let host = |e: &dyn std::fmt::Display| Failure::Other(format!("{}: {e}", src.display()));
-        let mut buf = vec![0u8; 1 << 20];
         let mut off: u64 = 0;
         while off < len {
             let start = match lseek(&f, off as i64, Whence::SeekData) {
@@ -561,13 +587,6 @@ impl Putter<'_> {
             }
             off = end.max(off + 1);
         }
-        let cut = SetAttr {
-            size: Some(len),
-            ..Default::default()
-        };
-        self.fs
-            .setattr(ino, &cut, Cred::ROOT)
-            .map_err(|e| full_or(e, src))?;
         Ok(())
     }
 
