@@ -799,7 +799,7 @@ fn set_bit_range(map: &mut [u8], start: u64, end: u64) {
 /// `cs_nffree`, `cg_frsum`, the cluster map and the cluster summary (slot 0
 /// of the summary is never written; it may alias the fragment map). The
 /// inode counters are left as they are.
-fn recount_space(cg: &mut Cg, g: &Geometry) {
+pub(crate) fn recount_space(cg: &mut Cg, g: &Geometry) {
     let frag = g.frag;
     let ndblk = cg.cg_ndblk() as u64;
     let freeoff = cg.cg_freeoff() as usize;
@@ -876,7 +876,7 @@ fn recount_space(cg: &mut Cg, g: &Geometry) {
 }
 
 /// A freshly initialised cylinder group `c` (`initcg`), without check-hash.
-fn build_cg(g: &Geometry, c: u64, utime: i64) -> Cg {
+pub(crate) fn build_cg(g: &Geometry, c: u64, utime: i64) -> Cg {
     let mut cg = Cg::new_layout(g, c);
     let ndblk = g.cg_nfrags(c);
     if g.v.is_ufs1() {
@@ -1312,7 +1312,7 @@ fn wipe_old_ufs1(dev: &dyn BlockDevice) -> Result<()> {
 /// Stores `struct fsrecovery` (magic, fsbtodb, sblkno, fpg, ncg) in the last
 /// 20 bytes of the sector before the primary superblock, where FreeBSD looks
 /// for the layout when every superblock copy it knows of is damaged.
-fn write_recovery_record(dev: &dyn BlockDevice, g: &Geometry) -> Result<()> {
+pub(crate) fn write_recovery_record(dev: &dyn BlockDevice, g: &Geometry) -> Result<()> {
     let start = SBLOCK_UFS2 - SECTOR as u64;
     let mut sector = vec![0u8; SECTOR as usize];
     dev.read_at(start, &mut sector)?;

@@ -29,6 +29,7 @@ use ufs::{DirPref, MountOptions};
 mod bench;
 mod crashtest;
 mod daemon;
+mod grow;
 mod helpers;
 mod image;
 mod makefs;
@@ -128,6 +129,12 @@ enum Cmd {
     /// Run a benchmark and write JSON results (and plots when Python's
     /// matplotlib is installed).
     Bench(bench::BenchArgs),
+    /// Grow a file system in place to a larger size (FreeBSD's growfs):
+    /// the last cylinder group is extended, groups are added, the summary
+    /// area moves when it must; an image file given a larger -s is
+    /// lengthened, a partition grows to its size. Refuses a mounted or
+    /// unclean file system; a power cut leaves the old one or the new one.
+    Growfs(grow::GrowfsArgs),
     /// Make an image from a directory tree, without a mount or root
     /// (FreeBSD's and NetBSD's makefs option names): data with holes kept,
     /// hard links, symlinks, nodes, attributes and ACLs; owners and modes
@@ -1164,6 +1171,7 @@ fn run() -> Result<ExitCode, String> {
             dir,
         } => stats::cmd_stats(&dir, json, verify, lowmem, drop_caches)?,
         Cmd::Bench(a) => bench::cmd_bench(a)?,
+        Cmd::Growfs(a) => grow::cmd_growfs(a)?,
         Cmd::Makefs(a) => makefs::cmd_makefs(a)?,
         Cmd::Extract(a) => image::cmd_extract(a)?,
         Cmd::Ls(a) => image::cmd_ls(a)?,
