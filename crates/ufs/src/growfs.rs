@@ -150,7 +150,7 @@ pub fn growfs(dev: &dyn BlockDevice, p: &GrowParams) -> Result<GrowReport> {
     let mut ncg = nsize.div_ceil(fpg);
     // A last group that would hold no data (its end at or before its
     // first data fragment) is not made (growfs.c, main()).
-    if nsize % fpg != 0 && nsize <= g.cgdmin(ncg - 1) {
+    if !nsize.is_multiple_of(fpg) && nsize <= g.cgdmin(ncg - 1) {
         ncg -= 1;
         nsize = ncg * fpg;
     }

@@ -22,6 +22,7 @@ pub mod dumpfs;
 pub mod error;
 pub mod fs;
 pub mod fsck;
+pub mod fuzz;
 pub mod growfs;
 pub mod inode;
 pub mod layout;

@@ -557,14 +557,14 @@ impl Putter<'_> {
         let host = |e: &dyn std::fmt::Display| Failure::Other(format!("{}: {e}", src.display()));
         let mut off: u64 = 0;
         while off < len {
-            let start = match lseek(&f, off as i64, Whence::SeekData) {
+            let start = match lseek(f, off as i64, Whence::SeekData) {
                 Ok(s) => s as u64,
                 Err(nix::errno::Errno::ENXIO) => break,
                 // A file system without SEEK_DATA: all of it is data.
                 Err(nix::errno::Errno::EINVAL) => off,
                 Err(e) => return Err(host(&e)),
             };
-            let end = match lseek(&f, start as i64, Whence::SeekHole) {
+            let end = match lseek(f, start as i64, Whence::SeekHole) {
                 Ok(e) => (e as u64).min(len),
                 Err(_) => len,
             };
