@@ -150,6 +150,10 @@ struct Extractor<'a> {
     root_user: bool,
     /// Host paths of files already copied that have other links.
     linked: HashMap<u64, PathBuf>,
+    /// Directories copied so far (a damaged image may loop).
+    dirs_seen: std::collections::HashSet<u64>,
+    /// Entries the image could not give (damage).
+    image_errors: u64,
     tally: Tally,
     bar: indicatif::ProgressBar,
 }
@@ -175,11 +179,14 @@ pub fn cmd_extract(a: ExtractArgs) -> Result<(), String> {
         fs: &fs,
         root_user: nix::unistd::geteuid().is_root(),
         linked: HashMap::new(),
+        dirs_seen: std::collections::HashSet::new(),
+        image_errors: 0,
         tally: Tally::default(),
         bar: crate::progress::bar(total, "entries"),
     };
     let whole = top.ino == fs.root();
     let r = if whole {
+        x.dirs_seen.insert(top.ino);
         x.dir_contents(top.ino, &dest, &path)
             .and_then(|()| x.finish_node(&top, &dest))
     } else {
@@ -191,6 +198,7 @@ pub fn cmd_extract(a: ExtractArgs) -> Result<(), String> {
     x.bar.finish_and_clear();
     r?;
     let t = &x.tally;
+    let damaged = x.image_errors;
     if !a.quiet {
         eprintln!(
             "extracted {} files ({} bytes, {} bytes of holes kept as holes), {} directories, {} symlinks, {} hard links, {} device and fifo nodes into {}{}",
@@ -209,6 +217,11 @@ pub fn cmd_extract(a: ExtractArgs) -> Result<(), String> {
             }
         );
     }
+    if damaged > 0 {
+        return Err(format!(
+            "{damaged} entries could not be read from the image (damage; run ufskit fsck -n on it); everything else was extracted"
+        ));
+    }
     Ok(())
 }
 
@@ -219,10 +232,12 @@ fn count(fs: &Fs, top: &Attr) -> ufs::Result<u64> {
     if top.kind != FileKind::Dir {
         return Ok(1);
     }
+    let mut seen = std::collections::HashSet::from([top.ino]);
     while let Some(d) = dirs.pop() {
         for (_, ino) in entries(fs, d, false)? {
             n += 1;
-            if fs.getattr(ino)?.kind == FileKind::Dir {
+            // A damaged image may name a directory twice (a loop).
+            if fs.getattr(ino)?.kind == FileKind::Dir && seen.insert(ino) {
                 dirs.push(ino);
             }
         }
@@ -234,7 +249,6 @@ impl Extractor<'_> {
     /// Copies `a` (at `src` in the image) to host path `to`.
     fn copy(&mut self, a: &Attr, to: &Path, src: &Path) -> Result<(), String> {
         let here = |e: &dyn std::fmt::Display| format!("{}: {e}", to.display());
-        let from = |e: &dyn std::fmt::Display| format!("{} (in the image): {e}", src.display());
         self.bar.inc(1);
         // What is there already goes, unless both are directories (merged).
         if let Ok(m) = std::fs::symlink_metadata(to) {
@@ -257,6 +271,18 @@ impl Extractor<'_> {
         }
         match a.kind {
             FileKind::Dir => {
+                if !self.dirs_seen.insert(a.ino) {
+                    // A directory met again: a damaged image's loop, or a
+                    // second name of one directory. Copied once.
+                    self.tally.warn(
+                        "dir-loop",
+                        format!(
+                            "{}: a directory already copied (the image names it twice: damage), left out",
+                            src.display()
+                        ),
+                    );
+                    return Ok(());
+                }
                 if !to.is_dir() {
                     std::fs::create_dir(to).map_err(|e| here(&e))?;
                 }
@@ -265,15 +291,23 @@ impl Extractor<'_> {
                 self.tally.dirs += 1;
                 self.dir_contents(a.ino, to, src)?;
             }
-            FileKind::File => {
-                self.file(a, to).map_err(|e| match e {
-                    Side::Image(e) => from(&e),
-                    Side::Host(e) => here(&e),
-                })?;
-                self.tally.files += 1;
-            }
+            FileKind::File => match self.file(a, to) {
+                Ok(()) => self.tally.files += 1,
+                Err(Side::Host(e)) => return Err(here(&e)),
+                Err(Side::Image(e)) => {
+                    // What was copied of it stays, named as what it is.
+                    self.unreadable(src, &e);
+                    return Ok(());
+                }
+            },
             FileKind::Symlink => {
-                let target = self.fs.readlink(a.ino).map_err(|e| from(&e))?;
+                let target = match self.fs.readlink(a.ino) {
+                    Ok(t) => t,
+                    Err(e) => {
+                        self.unreadable(src, &e);
+                        return Ok(());
+                    }
+                };
                 std::os::unix::fs::symlink(OsStr::from_bytes(&target), to).map_err(|e| here(&e))?;
                 self.tally.symlinks += 1;
             }
@@ -323,17 +357,31 @@ impl Extractor<'_> {
     }
 
     fn dir_contents(&mut self, ino: u64, to: &Path, src: &Path) -> Result<(), String> {
-        let list = entries(self.fs, ino, false).map_err(|e| format!("{}: {e}", src.display()))?;
+        let list = match entries(self.fs, ino, false) {
+            Ok(l) => l,
+            Err(e) => {
+                self.unreadable(src, &e);
+                return Ok(());
+            }
+        };
         for (name, child) in list {
             let name = OsStr::from_bytes(&name);
             let csrc = src.join(name);
-            let a = self
-                .fs
-                .getattr(child)
-                .map_err(|e| format!("{}: {e}", csrc.display()))?;
-            self.copy(&a, &to.join(name), &csrc)?;
+            match self.fs.getattr(child) {
+                Ok(a) => self.copy(&a, &to.join(name), &csrc)?,
+                Err(e) => self.unreadable(&csrc, &e),
+            }
         }
         Ok(())
+    }
+
+    /// An entry the image could not give (damage): said, counted, and the
+    /// extraction goes on with the rest, as tar goes on past a bad member.
+    fn unreadable(&mut self, src: &Path, e: &ufs::Error) {
+        self.image_errors += 1;
+        if self.image_errors <= 20 {
+            eprintln!("ufskit: {} (in the image): {e}; left out", src.display());
+        }
     }
 
     /// A regular file's data runs, written where they are; holes stay
@@ -476,6 +524,8 @@ pub fn cmd_ls(a: LsArgs) -> Result<(), String> {
         return print_entry(&mut out, &fs, &name, &top, a.long).map_err(|e| e.to_string());
     }
     let mut queue = vec![(a.path.clone(), top.ino)];
+    // Each directory listed once, whatever loops a damaged image holds.
+    let mut seen = std::collections::HashSet::from([top.ino]);
     let mut first = true;
     while let Some((dir, ino)) = queue.pop() {
         let mut list = entries(&fs, ino, a.all).map_err(|e| format!("{}: {e}", dir.display()))?;
@@ -494,7 +544,12 @@ pub fn cmd_ls(a: LsArgs) -> Result<(), String> {
                 .getattr(child)
                 .map_err(|e| format!("{}: {e}", dir.join(OsStr::from_bytes(&name)).display()))?;
             print_entry(&mut out, &fs, &name, &at, a.long).map_err(w)?;
-            if a.recursive && at.kind == FileKind::Dir && name != b"." && name != b".." {
+            if a.recursive
+                && at.kind == FileKind::Dir
+                && name != b"."
+                && name != b".."
+                && seen.insert(child)
+            {
                 subdirs.push((dir.join(OsStr::from_bytes(&name)), child));
             }
         }
