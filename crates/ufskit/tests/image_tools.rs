@@ -249,15 +249,11 @@ fn makefs_owners_come_from_the_tree_from_r_or_from_a_spec() {
 fn an_unprivileged_user_makes_and_extracts_an_image() {
     let tmp = tempfile::tempdir().unwrap();
     std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
-    let src = tmp.path().join("src");
-    std::fs::create_dir_all(src.join("sub")).unwrap();
-    std::fs::write(src.join("sub/f"), b"data").unwrap();
-    std::os::unix::fs::symlink("sub/f", src.join("l")).unwrap();
-    for p in [&src, &src.join("sub")] {
-        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
-    let img = tmp.path().join("user.img");
-    let out = tmp.path().join("out");
+    // The whole source tree: a 5 GiB sparse file, hard links, fifos, an
+    // attribute, and (made by root beforehand) a device node, all readable.
+    let src = source_tree(tmp.path());
+    std::fs::set_permissions(src.join("plain"), std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::os::unix::fs::symlink("plain", src.join("l")).unwrap();
     // As root, the commands run as nobody; otherwise as the user we are.
     let user = if is_root() {
         65534
@@ -275,28 +271,56 @@ fn an_unprivileged_user_makes_and_extracts_an_image() {
         };
         run(c.args(args))
     };
-    as_nobody(&[
-        "makefs".as_ref(),
-        "-q".as_ref(),
-        "-r".as_ref(),
-        img.as_os_str(),
-        src.as_os_str(),
-    ]);
+    let img = tmp.path().join("user.img");
+    let again = tmp.path().join("again.img");
+    let out = tmp.path().join("out");
+    for i in [&img, &again] {
+        as_nobody(&[
+            "makefs".as_ref(),
+            "-q".as_ref(),
+            "-r".as_ref(),
+            "-T".as_ref(),
+            "1700000000".as_ref(),
+            i.as_os_str(),
+            src.as_os_str(),
+        ]);
+    }
     assert_eq!(std::fs::metadata(&img).unwrap().uid(), user);
     assert_fsck_clean(&img);
+    assert!(
+        std::fs::read(&img).unwrap() == std::fs::read(&again).unwrap(),
+        "two unprivileged makefs runs with -T differ"
+    );
+    // -r: root's inside, whoever made it.
+    let st = run(ufskit().args(["stat", "--json"]).arg(&img).arg("/plain"));
+    let v: serde_json::Value = serde_json::from_slice(&st.stdout).unwrap();
+    assert_eq!(
+        (v[0]["uid"].as_u64(), v[0]["gid"].as_u64()),
+        (Some(0), Some(0))
+    );
+    if is_root() {
+        let st = run(ufskit().args(["stat", "--json"]).arg(&img).arg("/null"));
+        let v: serde_json::Value = serde_json::from_slice(&st.stdout).unwrap();
+        assert_eq!(v[0]["kind"], "CharDev");
+    }
     as_nobody(&[
         "extract".as_ref(),
         "-q".as_ref(),
         img.as_os_str(),
         out.as_os_str(),
     ]);
-    assert_eq!(std::fs::read(out.join("sub/f")).unwrap(), b"data");
+    let mut want = walk_host(&src);
+    // Not root: no device node on the way out (a warning says so).
+    want.retain(|p, _| p != Path::new("null"));
+    let mut got = walk_host(&out);
+    got.retain(|p, _| p != Path::new("null"));
+    assert_same_tree(&want, &got, "extracted by an unprivileged user");
     assert_eq!(
         std::fs::read_link(out.join("l")).unwrap(),
-        Path::new("sub/f")
+        Path::new("plain")
     );
     // Not root: the files are the user's, whatever the image says.
-    assert_eq!(std::fs::metadata(out.join("sub/f")).unwrap().uid(), user);
+    assert_eq!(std::fs::metadata(out.join("plain")).unwrap().uid(), user);
 }
 
 #[test]
