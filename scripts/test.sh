@@ -70,6 +70,12 @@ for tool in fsx fsstress; do
 done
 step "crashtest --mount" target/release/ufskit crashtest --mount --iterations 2 --size 1G \
   --work "$work/crashmount" --out "$bench"
+# Power cuts through the mount: the daemon logs its writes (-o record=),
+# real programs with fsyncs run, and the crash states of the log are
+# built and checked (fsck -p repairs each, nothing fsynced is lost).
+step "crashtest --mount --powercut" target/release/ufskit crashtest --mount --powercut \
+  --size 64M --tree /usr/include/linux --prefixes 150 --reorders 150 --fsyncs 30 \
+  --work "$work/powercut" --out "$work/bench-powercut"
 # And on a big-endian UFS1 image (newfs -O 1 -B be), soft updates.
 step "crashtest --mount, UFS1 big-endian" target/release/ufskit crashtest --mount \
   --format ufs1-be --mode softdep --iterations 1 --size 1G \

@@ -31,6 +31,7 @@ pub mod largedir;
 pub mod maildir;
 pub mod mountcrash;
 pub mod paper;
+pub mod powercut;
 pub mod tree;
 pub mod writeorder;
 

@@ -115,6 +115,9 @@ pub struct MountConfig {
     /// times (`-o disk_sleep=on`).
     pub disk: Option<ufs_sim::model::DiskSpec>,
     pub disk_sleep: bool,
+    /// Log every device write and flush to this file (`-o record=FILE`;
+    /// `ufs_sim::writelog`), for the power-cut tester.
+    pub record: Option<PathBuf>,
     /// The nice value the daemon's threads run at (`-o nice=N`, -10 by
     /// default; None: as started). See [`set_nice`].
     pub nice: Option<i32>,
@@ -410,6 +413,10 @@ pub fn serve(cfg: &MountConfig, on_ready: impl FnOnce()) -> Result<(), String> {
         .to_string();
     await_finishing_daemon(&image);
     let fs = ufs::Fs::open_path_layered(&image, cfg.opts.clone(), |dev| {
+        let dev: Box<dyn ufs::dev::BlockDevice> = match &cfg.record {
+            Some(path) => Box::new(ufs_sim::writelog::WriteLogDevice::new(dev, path)?),
+            None => dev,
+        };
         Ok(match &cfg.disk {
             Some(spec) => Box::new(ufs_sim::model::ModeledDisk::new(
                 dev,

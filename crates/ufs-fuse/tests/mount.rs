@@ -119,6 +119,7 @@ fn child_serve() -> ! {
         // UFSKIT_TEST_URING=off runs the harness over /dev/fuse only.
         disk: None,
         disk_sleep: false,
+        record: None,
         nice: None,
         kernel: ufs_fuse::KernelFlags::default(),
         plain_type: false,

@@ -67,6 +67,17 @@ impl<D: BlockDevice> RecordingDevice<D> {
         })
     }
 
+    /// A recorder as it would stand after `log` over a device holding
+    /// `base`: for building the crash states of a log recorded elsewhere
+    /// (`writelog`, under a real mount).
+    pub fn replay(base: Vec<u8>, log: Vec<Logged>) -> RecordingDevice<MemDevice> {
+        RecordingDevice {
+            inner: MemDevice::new(0),
+            base,
+            log: Mutex::new(log),
+        }
+    }
+
     pub fn inner(&self) -> &D {
         &self.inner
     }

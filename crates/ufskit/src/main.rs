@@ -294,6 +294,8 @@ struct MountArgs {
     /// Experiments:
     ///   disk=dtla-307045 | ide-20g-2001 | hp97560   modeled disk (docs/LAYOUT.md)
     ///   disk_sleep=on | off   also sleep the modeled time
+    ///   record=FILE         log every device write and flush to FILE
+    ///                       (the power-cut tester, crashtest --mount --powercut)
     #[arg(
         short = 'o',
         action = clap::ArgAction::Append,
@@ -597,6 +599,7 @@ struct FuseOpts {
     uring: ufs_fuse::UringMode,
     disk: Option<ufs_sim::model::DiskSpec>,
     disk_sleep: bool,
+    record: Option<PathBuf>,
     nice: Option<i32>,
     kernel: ufs_fuse::KernelFlags,
     /// `-o remount`: change the options of the mount at DIR.
@@ -659,6 +662,7 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
     let mut uring = ufs_fuse::UringMode::Auto;
     let mut disk = None;
     let mut disk_sleep = false;
+    let mut record = None;
     // The daemon's threads outrank ordinary programs (ufs-fuse's set_nice).
     let mut nice = Some(-10);
     let mut maxmem: Option<u64> = None;
@@ -753,6 +757,7 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
                 })?)
             }
             ("disk_sleep", Some(v)) => disk_sleep = on_off(k, v)?,
+            ("record", Some(v)) if !v.is_empty() => record = Some(PathBuf::from(v)),
             ("inodeorder", Some(v)) => {
                 o.inode_order = ufs::alloc::placement::InodeOrder::parse(v).ok_or_else(|| format!("unknown inode order '{v}' (known: offset, name, hash, off)"))?
             }
@@ -784,7 +789,7 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
             }
             _ => {
                 return Err(format!(
-                    "unknown mount option '{item}' (known: ro, rw, force, allow_other, remount, dev, nodev, suid, nosuid, exec, noexec, dirsync, relatime, strictatime, noatime, nodiratime, fstype=fuse|fuse.ufskit, writeback=on|off, xattr=on|off, acl=on|off, readdirplus=auto|on|off, dircache=on|off, btime=on|off, syncer=SECS, dirpref=orlov|traditional, cache=SIZE, readahead=SIZE, seed=N, threads=N, dirhash=on|off, dirhash_maxmem=SIZE, dirhash_minsize=SIZE, dirhash_reclaimage=SECS, dirhash_check=on|off, lowmem=on|off, affinity=follow|off, cpulatency=off|auto, spin=auto|on|off, share=auto|off, uring=auto|on|off, nice=N|off, disk=MODEL, disk_sleep=on|off, inodeorder=offset|name|hash|off, inodeorder_min=SIZE, contigdirs=on|off, normal|sync|async|softdep, barrier=flush|write, vmiodir=on|off)"
+                    "unknown mount option '{item}' (known: ro, rw, force, allow_other, remount, dev, nodev, suid, nosuid, exec, noexec, dirsync, relatime, strictatime, noatime, nodiratime, fstype=fuse|fuse.ufskit, writeback=on|off, xattr=on|off, acl=on|off, readdirplus=auto|on|off, dircache=on|off, btime=on|off, syncer=SECS, dirpref=orlov|traditional, cache=SIZE, readahead=SIZE, seed=N, threads=N, dirhash=on|off, dirhash_maxmem=SIZE, dirhash_minsize=SIZE, dirhash_reclaimage=SECS, dirhash_check=on|off, lowmem=on|off, affinity=follow|off, cpulatency=off|auto, spin=auto|on|off, share=auto|off, uring=auto|on|off, nice=N|off, disk=MODEL, disk_sleep=on|off, record=FILE, inodeorder=offset|name|hash|off, inodeorder_min=SIZE, contigdirs=on|off, normal|sync|async|softdep, barrier=flush|write, vmiodir=on|off)"
                 ))
             }
         }
@@ -812,6 +817,7 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
             uring,
             disk,
             disk_sleep,
+            record,
             nice,
             kernel,
             remount,
@@ -927,6 +933,7 @@ fn cmd_mount(a: MountArgs) -> Result<(), String> {
         uring: f.uring,
         disk: f.disk,
         disk_sleep: f.disk_sleep,
+        record: f.record,
         nice: f.nice,
         kernel: f.kernel,
         plain_type: f.plain_type,
