@@ -30,27 +30,9 @@ impl MountEntry {
     }
 }
 
-/// Undoes the kernel's octal escapes (`\040` for space, etc.).
+/// The kernel's octal escapes (`\040` for a space) undone.
 fn unescape(s: &str) -> Vec<u8> {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\'
-            && i + 3 < b.len()
-            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
-        {
-            let v = (b[i + 1] - b'0') as u32 * 64
-                + (b[i + 2] - b'0') as u32 * 8
-                + (b[i + 3] - b'0') as u32;
-            out.push(v as u8);
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    out
+    ufs::text::unescape_octal(s)
 }
 
 /// Parses the text of a mountinfo file; malformed lines are skipped.

@@ -41,6 +41,16 @@ impl<D: BlockDevice> WriteLogDevice<D> {
         })
     }
 
+    /// Logs a completed write of `buf` at `off`.
+    fn append_write(&self, off: u64, buf: &[u8]) -> Result<()> {
+        let mut rec = Vec::with_capacity(13 + buf.len());
+        rec.push(b'W');
+        rec.extend_from_slice(&off.to_le_bytes());
+        rec.extend_from_slice(&(buf.len() as u32).to_le_bytes());
+        rec.extend_from_slice(buf);
+        self.append(&rec)
+    }
+
     fn append(&self, rec: &[u8]) -> Result<()> {
         let mut f = self.log.lock().unwrap_or_else(|p| p.into_inner());
         f.write_all(rec)
@@ -57,21 +67,11 @@ impl<D: BlockDevice> BlockDevice for WriteLogDevice<D> {
     }
     fn write_at(&self, off: u64, buf: &[u8]) -> Result<()> {
         self.inner.write_at(off, buf)?;
-        let mut rec = Vec::with_capacity(13 + buf.len());
-        rec.push(b'W');
-        rec.extend_from_slice(&off.to_le_bytes());
-        rec.extend_from_slice(&(buf.len() as u32).to_le_bytes());
-        rec.extend_from_slice(buf);
-        self.append(&rec)
+        self.append_write(off, buf)
     }
     fn write_untorn(&self, off: u64, buf: &[u8]) -> Result<()> {
         self.inner.write_untorn(off, buf)?;
-        let mut rec = Vec::with_capacity(13 + buf.len());
-        rec.push(b'W');
-        rec.extend_from_slice(&off.to_le_bytes());
-        rec.extend_from_slice(&(buf.len() as u32).to_le_bytes());
-        rec.extend_from_slice(buf);
-        self.append(&rec)
+        self.append_write(off, buf)
     }
     fn flush(&self) -> Result<()> {
         self.inner.flush()?;

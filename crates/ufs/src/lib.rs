@@ -30,6 +30,7 @@ pub mod newfs;
 pub mod observe;
 pub mod ops;
 pub mod order;
+pub mod text;
 pub mod tunefs;
 
 pub use error::{Damage, Error, ErrorKind, Result};

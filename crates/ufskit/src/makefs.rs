@@ -837,22 +837,7 @@ fn parse_spec(text: &str) -> Result<HashMap<PathBuf, SpecEntry>, String> {
 
 /// mtree's vis(3) encoding of names: `\ooo` octal escapes.
 fn unvis(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\'
-            && i + 3 < b.len()
-            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
-        {
-            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    String::from_utf8_lossy(&ufs::text::unescape_octal(s)).into_owned()
 }
 
 #[cfg(test)]
