@@ -123,6 +123,19 @@ paper() {
   python3 analysis/render_report.py "$work/paper/report.html"
 }
 step "bench paper --quick" paper
+# The README's first command as a newcomer runs it: the demo fits one
+# screen after the build (one line per step) and ends with its verdict
+# counts and the report's path.
+demo_check() {
+  local out=$work/demo.out
+  scripts/demo.sh > "$out" 2>&1
+  cat "$out"
+  [ "$(wc -l < "$out")" -le 24 ] || { echo "the demo printed $(wc -l < "$out") lines" >&2; return 1; }
+  grep -q "^the copy is identical to /usr/include" "$out"
+  grep -qE "^the paper's claims, as measured: [0-9]+ agree, [0-9]+ partly, [0-9]+ disagree, [0-9]+ not measured$" "$out"
+  tail -1 "$out" | grep -q "^report: .*report.html"
+}
+step "demo: one screen, ending with its verdict" demo_check
 # This project's further factors beside two of the paper's, quick sizes:
 # inode order (io) and the growing dirhash budget (gd) with soft updates
 # and dirhash on the workloads they concern; the report's claim m (inode
