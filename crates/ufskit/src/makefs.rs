@@ -661,7 +661,9 @@ impl Putter<'_> {
             let t = Time { sec: t, nsec: 0 };
             (atime, mtime) = (t, t);
         }
-        self.set(ino, uid, gid, perm, atime, mtime, rel)
+        // A symlink's mode is not set (Linux's are all 0777).
+        let mode = (!m.file_type().is_symlink()).then_some(perm);
+        self.set(ino, uid, gid, mode, atime, mtime, rel)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -670,20 +672,15 @@ impl Putter<'_> {
         ino: u64,
         uid: u32,
         gid: u32,
-        perm: u16,
+        mode: Option<u16>,
         atime: Time,
         mtime: Time,
         rel: &Path,
     ) -> Result<(), Failure> {
-        let is_link = self
-            .fs
-            .getattr(ino)
-            .map(|a| a.kind == ufs::FileKind::Symlink)
-            .unwrap_or(false);
         let s = SetAttr {
             uid: Some(uid),
             gid: Some(gid),
-            mode: (!is_link).then_some(perm),
+            mode,
             atime: Some(TimeSet::At(atime)),
             mtime: Some(TimeSet::At(mtime)),
             ..Default::default()
@@ -722,7 +719,7 @@ impl Putter<'_> {
                             made.ino,
                             s.uid.unwrap_or(0),
                             s.gid.unwrap_or(0),
-                            s.mode.unwrap_or(0o755),
+                            Some(s.mode.unwrap_or(0o755)),
                             t,
                             t,
                             rel,
