@@ -104,6 +104,9 @@ pub struct ReadLog {
     pub requests: Vec<Logged>,
     /// `ends[i]`: the log's length in bytes after request `i`.
     pub ends: Vec<u64>,
+    /// `durable[i]`: the writes before the last flush among requests
+    /// `0..=i`.
+    durable: Vec<usize>,
 }
 
 impl ReadLog {
@@ -152,24 +155,32 @@ impl ReadLog {
             }
             ends.push(at as u64);
         }
-        Ok(ReadLog { requests, ends })
+        let (mut writes, mut last) = (0, 0);
+        let durable = requests
+            .iter()
+            .map(|r| {
+                match r {
+                    Logged::Write { .. } => writes += 1,
+                    Logged::Flush => last = writes,
+                }
+                last
+            })
+            .collect();
+        Ok(ReadLog {
+            requests,
+            ends,
+            durable,
+        })
     }
 
     /// The writes an `fsync` that returned when the log was `len` bytes
     /// long made durable: those before the last flush in the first `len`
     /// bytes.
     pub fn durable_at(&self, len: u64) -> usize {
-        let (mut writes, mut durable) = (0, 0);
-        for (r, &end) in self.requests.iter().zip(&self.ends) {
-            if end > len {
-                break;
-            }
-            match r {
-                Logged::Write { .. } => writes += 1,
-                Logged::Flush => durable = writes,
-            }
+        match self.ends.partition_point(|&end| end <= len) {
+            0 => 0,
+            n => self.durable[n - 1],
         }
-        durable
     }
 }
 
