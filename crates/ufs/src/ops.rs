@@ -1527,12 +1527,12 @@ impl Fs {
     fn read_op(&self, ino: u64, off: u64, size: usize) -> Result<Vec<u8>> {
         let (planned, frees, dev) = {
             let mut c = self.lock();
-            let planned = self.read_planned(&mut c, ino, off, size)?;
+            let planned = Self::read_planned(&mut c, ino, off, size)?;
+            if !planned.needs_device() {
+                return planned.finish(c.cache.device());
+            }
             (planned, c.block_frees, c.cache.device_handle())
         };
-        if !planned.needs_device() {
-            return planned.finish(&*dev);
-        }
         let data = planned.finish(&*dev);
         let mut c = self.lock();
         if c.block_frees == frees {
@@ -1543,7 +1543,6 @@ impl Fs {
     }
 
     fn read_planned(
-        &self,
         c: &mut FsCore,
         ino: u64,
         off: u64,
