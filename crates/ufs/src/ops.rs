@@ -2255,18 +2255,8 @@ fn set_depths(c: &mut FsCore, ino: u64, depth: u32) -> Result<()> {
 /// first and has its `..` rewritten once it is named there alone (FFS's
 /// rename rules, applied to each half).
 fn exchange_ordered(c: &mut FsCore, a: Named<'_>, b: Named<'_>) -> Result<()> {
-    let Named {
-        parent: p1,
-        name: n1,
-        ino: i1,
-        di: d1,
-    } = a;
-    let Named {
-        parent: p2,
-        name: n2,
-        ino: i2,
-        di: d2,
-    } = b;
+    let (p1, n1, i1, d1) = a.parts();
+    let (p2, n2, i2, d2) = b.parts();
     let (moving1, moving2) = (d1.is_dir() && p1 != p2, d2.is_dir() && p1 != p2);
     if d1.nlink() >= UFS_LINK_MAX || d2.nlink() >= UFS_LINK_MAX {
         return Err(Error::new(ErrorKind::TooManyLinks, "too many links"));
@@ -2365,20 +2355,17 @@ struct Named<'a> {
     di: &'a Dinode,
 }
 
+impl<'a> Named<'a> {
+    /// (parent, name, inode number, inode), for the exchange routines.
+    fn parts(&self) -> (u64, &'a [u8], u64, &'a Dinode) {
+        (self.parent, self.name, self.ino, self.di)
+    }
+}
+
 /// Swaps two names with no order between the writes (`-o async`).
 fn exchange(c: &mut FsCore, a: Named<'_>, b: Named<'_>) -> Result<()> {
-    let Named {
-        parent: p1,
-        name: n1,
-        ino: i1,
-        di: d1,
-    } = a;
-    let Named {
-        parent: p2,
-        name: n2,
-        ino: i2,
-        di: d2,
-    } = b;
+    let (p1, n1, i1, d1) = a.parts();
+    let (p2, n2, i2, d2) = b.parts();
     let pd1 = dir_inode(c, p1)?;
     c.dir_rewrite(p1, &pd1, n1, i2, iftodt(d2.di_mode()), &[])?;
     let pd2 = dir_inode(c, p2)?;
