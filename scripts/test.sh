@@ -80,8 +80,8 @@ step "crashtest --mount --powercut" target/release/ufskit crashtest --mount --po
 step "crashtest --mount, UFS1 big-endian" target/release/ufskit crashtest --mount \
   --format ufs1-be --mode softdep --iterations 1 --size 1G \
   --work "$work/crashmount-ufs1be" --out "$work/bench-ufs1be"
-# An independent reader on what ufskit writes through the mount and with
-# makefs: dissect.ffs (fox-it's Python UFS reader, from PyPI), on UFS1 and
+# An independent reader on what ufskit writes through the mount, with
+# makefs and after growfs: dissect.ffs (fox-it's Python UFS reader, from PyPI), on UFS1 and
 # UFS2 images holding a copy of /usr/include/linux: every name, type,
 # size, byte, symlink target, mode and mtime as on the host.
 independent_reader() {
@@ -101,6 +101,10 @@ independent_reader() {
     rm -f "$indep/img"
     # The same tree through makefs (no mount): the image's root is the tree.
     target/release/ufskit makefs -q -o "version=${fmt#-O }" "$indep/img" "$indep/tree"
+    target/release/ufskit fsck -n "$indep/img" >/dev/null
+    "$venv/bin/python" scripts/independent-read.py "$indep/img" / "$indep/tree"
+    # Grown in place (groups added): the same tree for the other reader too.
+    target/release/ufskit growfs -s 512M "$indep/img" >/dev/null
     target/release/ufskit fsck -n "$indep/img" >/dev/null
     "$venv/bin/python" scripts/independent-read.py "$indep/img" / "$indep/tree"
     rm -f "$indep/img"
