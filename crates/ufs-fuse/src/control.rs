@@ -73,13 +73,22 @@ pub struct Control {
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
+/// A bound control socket, not yet served: bound while the daemon still
+/// has the rights to make it (confine.rs), served once it has none.
+pub struct Listener {
+    path: PathBuf,
+    listener: UnixListener,
+}
+
+impl Listener {
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
 impl Control {
-    pub fn start(
-        fs: Arc<ufs::Fs>,
-        requests: Arc<crate::requests::Requests>,
-        mountpoint: &Path,
-        disk_model: Option<String>,
-    ) -> Result<Control, String> {
+    /// Makes the socket of the daemon serving `mountpoint`.
+    pub fn bind(mountpoint: &Path) -> Result<Listener, String> {
         let uid = nix::unistd::geteuid().as_raw();
         let path = socket_path(uid, mountpoint);
         let dir = path.parent().expect("socket has a directory");
@@ -92,6 +101,17 @@ impl Control {
         let listener = UnixListener::bind(&path)
             .map_err(|e| format!("control socket {}: {e}", path.display()))?;
         listener.set_nonblocking(true).map_err(|e| e.to_string())?;
+        Ok(Listener { path, listener })
+    }
+
+    /// Serves requests on `listener` in a thread of its own.
+    pub fn start(
+        listener: Listener,
+        fs: Arc<ufs::Fs>,
+        requests: Arc<crate::requests::Requests>,
+        disk_model: Option<String>,
+    ) -> Result<Control, String> {
+        let Listener { path, listener } = listener;
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let thread = std::thread::Builder::new()

@@ -78,19 +78,25 @@ impl Sink for File {
     }
 }
 
+/// Opens [`DEVICE`] (root only: done before the daemon gives root up,
+/// confine.rs); `None` with a log line when it cannot.
+pub fn open_device() -> Option<File> {
+    match std::fs::OpenOptions::new().write(true).open(DEVICE) {
+        Ok(f) => Some(f),
+        Err(e) => {
+            log(format_args!(
+                "cpulatency: cannot open {DEVICE} ({e}); idle CPUs may halt between requests (slower round trips on a quiet machine)"
+            ));
+            None
+        }
+    }
+}
+
 impl Holder {
     /// Opens [`DEVICE`] and starts the thread; `None` (with a log line)
     /// when the device cannot be opened.
     pub fn start(gate: Arc<Gate>, requests: Arc<Requests>) -> Option<Holder> {
-        match std::fs::OpenOptions::new().write(true).open(DEVICE) {
-            Ok(f) => Holder::start_with(gate, requests, f),
-            Err(e) => {
-                log(format_args!(
-                    "cpulatency: cannot open {DEVICE} ({e}); idle CPUs may halt between requests (slower round trips on a quiet machine)"
-                ));
-                None
-            }
-        }
+        Holder::start_with(gate, requests, open_device()?)
     }
 
     /// As [`Holder::start`], with the requests going to `sink`.

@@ -17,6 +17,7 @@
 //!   (SIGUSR1, handled by the same thread, drops the engine's clean cache.)
 mod affinity;
 pub mod bare_names;
+pub mod confine;
 pub mod control;
 pub mod cpulatency;
 mod devfuse;
@@ -128,6 +129,13 @@ pub struct MountConfig {
     /// FSTYP=fuse). mount(8) then finds no helper by the type: a remount
     /// must name it (`mount -t fuse.ufskit -o remount,ro DIR`).
     pub plain_type: bool,
+    /// The user the daemon runs as once the mount answers
+    /// (`-o daemon_user=`; `nobody` for a root mount by default); see
+    /// `confine.rs`.
+    pub daemon_user: confine::DaemonUser,
+    /// Landlock and seccomp on the daemon once mounted (`-o sandbox=on|off`,
+    /// on by default); see `confine.rs`.
+    pub sandbox: bool,
 }
 
 /// The flags of the mount itself, which the kernel enforces: what
@@ -372,6 +380,8 @@ impl Syncer {
 /// that no thread with the default disposition can receive them; the
 /// previous signal mask is restored before returning.
 pub fn serve(cfg: &MountConfig, on_ready: impl FnOnce()) -> Result<(), String> {
+    // A wrong daemon_user is an error before anything is opened.
+    let ids = cfg.daemon_user.resolve()?;
     if let Some(n) = cfg.nice {
         set_nice(n);
     }
@@ -446,6 +456,7 @@ pub fn serve(cfg: &MountConfig, on_ready: impl FnOnce()) -> Result<(), String> {
     let served = serve_fs(
         &fs,
         cfg,
+        ids,
         &image_str,
         &mountpoint,
         read_only,
@@ -786,6 +797,7 @@ fn is_root() -> bool {
 fn serve_fs(
     fs: &Arc<ufs::Fs>,
     cfg: &MountConfig,
+    ids: Option<confine::Ids>,
     image: &str,
     mountpoint: &Path,
     read_only: bool,
@@ -857,6 +869,50 @@ fn serve_fs(
         }
     };
     *notifier_slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(session.notifier());
+    // Confinement, first part (confine.rs): what needs root's rights or
+    // opens files is taken now (the control socket, the CPU latency
+    // device, the helper that will unmount for the daemon), then Landlock
+    // goes on this thread before it starts any serving thread.
+    let confining = confine::wanted(ids, cfg.sandbox);
+    let listener = match control::Control::bind(mountpoint) {
+        Ok(l) => Some(l),
+        Err(e) => {
+            log(format_args!(
+                "no control channel ({e}); `ufskit stats` will not reach this mount"
+            ));
+            None
+        }
+    };
+    let latency_device = if cfg.cpu_latency {
+        cpulatency::open_device()
+    } else {
+        None
+    };
+    let helper = signals.helper();
+    let mut confine_failed: Option<String> = None;
+    if confining {
+        match confine::UnmountHelper::spawn(mountpoint, listener.as_ref().map(|l| l.path())) {
+            Ok(h) => *helper.lock().unwrap_or_else(|p| p.into_inner()) = Some(h),
+            Err(e) => confine_failed = Some(e),
+        }
+        if confine_failed.is_none() && cfg.sandbox {
+            if let Err(e) = confine::landlock() {
+                confine_failed = Some(e);
+            }
+        }
+    }
+    // A daemon that gives root up keeps `share` only if RLIMIT_NICE lets
+    // it take ring threads out of the idle class again.
+    let share_survives_drop = ids.is_none() || !cfg.share || confine::keep_nice();
+    if !share_survives_drop {
+        log("share: RLIMIT_NICE cannot be raised (no CAP_SYS_RESOURCE) and the daemon gives up root once mounted (daemon_user); ring threads do not share their clients' CPUs");
+    }
+    let unmount_now = |lazy_if_busy: bool| -> Result<(), String> {
+        match helper.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+            Some(h) => h.unmount(lazy_if_busy),
+            None => unmount_path(mountpoint, lazy_if_busy),
+        }
+    };
     // INIT is answered inside Session::new: if the kernel granted io_uring,
     // give every CPU's queue its entries now; requests use /dev/fuse until
     // all are registered.
@@ -890,11 +946,9 @@ fn serve_fs(
     };
     signals.mounted();
     let reaper = reaper::Reaper::start(fs.clone(), svc.bell.clone());
-    let latency = if cfg.cpu_latency {
-        cpulatency::Holder::start(svc.cpu_latency.clone(), requests.clone())
-    } else {
-        None
-    };
+    let latency = latency_device.and_then(|dev| {
+        cpulatency::Holder::start_with(svc.cpu_latency.clone(), requests.clone(), dev)
+    });
     let handoff = if rings.is_some() {
         handoff::Watcher::start(
             svc.handoff.clone(),
@@ -906,7 +960,7 @@ fn serve_fs(
                 .min(uring::possible_cpus()),
             handoff::Allowed {
                 spin: cfg.spin,
-                share: cfg.share,
+                share: cfg.share && share_survives_drop,
             },
         )
     } else {
@@ -914,15 +968,17 @@ fn serve_fs(
     };
     let syncer = Syncer::start(fs.clone(), cfg.sync_interval, requests.clone());
     let disk_model = cfg.disk.as_ref().map(|d| d.name.to_string());
-    let control = match control::Control::start(fs.clone(), requests, mountpoint, disk_model) {
-        Ok(c) => Some(c),
-        Err(e) => {
-            log(format_args!(
-                "no control channel ({e}); `ufskit stats` will not reach this mount"
-            ));
-            None
-        }
-    };
+    let control =
+        match listener.map(|l| control::Control::start(l, fs.clone(), requests, disk_model)) {
+            None => None,
+            Some(Ok(c)) => Some(c),
+            Some(Err(e)) => {
+                log(format_args!(
+                    "no control channel ({e}); `ufskit stats` will not reach this mount"
+                ));
+                None
+            }
+        };
     let watcher = cfg
         .lowmem_watch
         .then(|| pressure::Watcher::start(fs.clone(), pressure::Thresholds::default()));
@@ -940,9 +996,34 @@ fn serve_fs(
         }
         std::thread::sleep(Duration::from_millis(5));
     }
+    // Confinement, second part: once the mount answers, the daemon's ids
+    // and the seccomp filter, on every thread.
+    if ready && confine_failed.is_none() && !refused {
+        let confined = match ids {
+            Some(ids) => confine::drop_identity(ids),
+            None => Ok(()),
+        }
+        .and_then(|()| {
+            if cfg.sandbox {
+                confine::seccomp()
+            } else {
+                Ok(())
+            }
+        });
+        if let Err(e) = confined {
+            confine_failed = Some(e);
+        }
+    }
     if refused {
         log("uring=on: the kernel did not grant FUSE-over-io_uring; unmounting");
-        if let Err(e) = unmount_path(mountpoint, true) {
+        if let Err(e) = unmount_now(true) {
+            log(e);
+        }
+    } else if let Some(e) = &confine_failed {
+        log(format_args!(
+            "cannot confine the daemon ({e}); unmounting (daemon_user=root,sandbox=off mounts without confinement)"
+        ));
+        if let Err(e) = unmount_now(true) {
             log(e);
         }
     } else if ready {
@@ -952,7 +1033,7 @@ fn serve_fs(
             "{} did not become ready; unmounting",
             mountpoint.display()
         ));
-        if let Err(e) = unmount_path(mountpoint, true) {
+        if let Err(e) = unmount_now(true) {
             log(e);
         }
     }
@@ -990,6 +1071,12 @@ fn serve_fs(
     if let Some(w) = watcher {
         w.stop();
     }
+    // The helper removes the control socket the daemon may no longer
+    // unlink, and exits.
+    drop(helper.lock().unwrap_or_else(|p| p.into_inner()).take());
+    if let Some(e) = confine_failed {
+        return Err(format!("cannot confine the daemon: {e}"));
+    }
     if refused {
         return Err("uring=on: the kernel did not grant FUSE-over-io_uring".to_string());
     }
@@ -1004,7 +1091,7 @@ fn serve_fs(
 
 /// Unmounts the file system at `mp`. With `lazy_if_busy`, a busy mount is
 /// detached (it then ends when its last user goes away).
-fn unmount_path(mp: &Path, lazy_if_busy: bool) -> Result<(), String> {
+pub(crate) fn unmount_path(mp: &Path, lazy_if_busy: bool) -> Result<(), String> {
     use nix::errno::Errno;
     use nix::mount::{umount2, MntFlags};
     if is_root() {
@@ -1114,11 +1201,22 @@ struct SignalShared {
     stop: AtomicBool,
     /// (mounted, unmount requested), changed together.
     state: Mutex<(bool, bool)>,
+    /// Unmounts for a confined daemon (confine.rs); None: it does so itself.
+    helper: Arc<Mutex<Option<confine::UnmountHelper>>>,
 }
 
 impl SignalShared {
     fn unmount(&self) {
-        if let Err(e) = unmount_path(&self.mountpoint, true) {
+        let r = match self
+            .helper
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_mut()
+        {
+            Some(h) => h.unmount(true),
+            None => unmount_path(&self.mountpoint, true),
+        };
+        if let Err(e) = r {
             log(e);
         }
     }
@@ -1148,6 +1246,7 @@ impl SignalThread {
             fs,
             stop: AtomicBool::new(false),
             state: Mutex::new((false, false)),
+            helper: Arc::new(Mutex::new(None)),
         });
         let sh = shared.clone();
         let (tx, rx) = std::sync::mpsc::channel();
@@ -1214,6 +1313,11 @@ impl SignalThread {
 
     fn stop(mut self) {
         self.shutdown();
+    }
+
+    /// Where a confined daemon's unmount helper goes.
+    fn helper(&self) -> Arc<Mutex<Option<confine::UnmountHelper>>> {
+        self.shared.helper.clone()
     }
 
     fn shutdown(&mut self) {

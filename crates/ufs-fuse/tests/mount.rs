@@ -123,6 +123,9 @@ fn child_serve() -> ! {
         nice: None,
         kernel: ufs_fuse::KernelFlags::default(),
         plain_type: false,
+        // As `ufskit mount` by default: confined, as nobody.
+        daemon_user: ufs_fuse::confine::DaemonUser::Auto,
+        sandbox: true,
         uring: match std::env::var("UFSKIT_TEST_URING").as_deref() {
             Ok("off") => ufs_fuse::UringMode::Off,
             Ok("on") => ufs_fuse::UringMode::On,
@@ -2912,6 +2915,7 @@ fn skip_reason() -> Option<String> {
 }
 
 fn main() {
+    ufs_fuse::confine::helper_main_if_asked();
     if std::env::var_os(ENV_IMAGE).is_some() {
         child_serve();
     }

@@ -606,6 +606,9 @@ struct FuseOpts {
     remount: bool,
     /// `-o fstype=fuse`: the kernel's type is `fuse`, not `fuse.ufskit`.
     plain_type: bool,
+    /// `-o daemon_user=`, `-o sandbox=` (ufs-fuse's confine.rs).
+    daemon_user: ufs_fuse::confine::DaemonUser,
+    sandbox: bool,
 }
 
 /// The mount's default buffer cache: a thirty-second of the machine's
@@ -669,6 +672,9 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
     let mut kernel = ufs_fuse::KernelFlags::default();
     let mut remount = false;
     let mut plain_type = false;
+    // Once mounted the daemon gives up root and confines itself.
+    let mut daemon_user = ufs_fuse::confine::DaemonUser::Auto;
+    let mut sandbox = true;
     let on_off = |k: &str, v: &str| match v {
         "on" | "1" | "yes" => Ok(true),
         "off" | "0" | "no" => Ok(false),
@@ -715,6 +721,8 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
             | "nofail" | "default_permissions", None) => {}
             ("user_id" | "group_id" | "fsname" | "subtype", Some(_)) => {}
             ("remount", None) => remount = true,
+            ("daemon_user", Some(v)) => daemon_user = ufs_fuse::confine::DaemonUser::parse(v)?,
+            ("sandbox", Some(v)) => sandbox = on_off(k, v)?,
             ("fstype", Some("fuse")) => plain_type = true,
             ("fstype", Some("fuse.ufskit")) => plain_type = false,
             (k, _) if k.starts_with("x-") || k == "comment" => {}
@@ -789,7 +797,7 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
             }
             _ => {
                 return Err(format!(
-                    "unknown mount option '{item}' (known: ro, rw, force, allow_other, remount, dev, nodev, suid, nosuid, exec, noexec, dirsync, relatime, strictatime, noatime, nodiratime, fstype=fuse|fuse.ufskit, writeback=on|off, xattr=on|off, acl=on|off, readdirplus=auto|on|off, dircache=on|off, btime=on|off, syncer=SECS, dirpref=orlov|traditional, cache=SIZE, readahead=SIZE, seed=N, threads=N, dirhash=on|off, dirhash_maxmem=SIZE, dirhash_minsize=SIZE, dirhash_reclaimage=SECS, dirhash_check=on|off, lowmem=on|off, affinity=follow|off, cpulatency=off|auto, spin=auto|on|off, share=auto|off, uring=auto|on|off, nice=N|off, disk=MODEL, disk_sleep=on|off, record=FILE, inodeorder=offset|name|hash|off, inodeorder_min=SIZE, contigdirs=on|off, normal|sync|async|softdep, barrier=flush|write, vmiodir=on|off)"
+                    "unknown mount option '{item}' (known: ro, rw, force, allow_other, remount, dev, nodev, suid, nosuid, exec, noexec, dirsync, relatime, strictatime, noatime, nodiratime, fstype=fuse|fuse.ufskit, writeback=on|off, xattr=on|off, acl=on|off, readdirplus=auto|on|off, dircache=on|off, btime=on|off, syncer=SECS, dirpref=orlov|traditional, cache=SIZE, readahead=SIZE, seed=N, threads=N, dirhash=on|off, dirhash_maxmem=SIZE, dirhash_minsize=SIZE, dirhash_reclaimage=SECS, dirhash_check=on|off, lowmem=on|off, affinity=follow|off, cpulatency=off|auto, spin=auto|on|off, share=auto|off, uring=auto|on|off, nice=N|off, daemon_user=USER|root, sandbox=on|off, disk=MODEL, disk_sleep=on|off, record=FILE, inodeorder=offset|name|hash|off, inodeorder_min=SIZE, contigdirs=on|off, normal|sync|async|softdep, barrier=flush|write, vmiodir=on|off)"
                 ))
             }
         }
@@ -822,6 +830,8 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
             kernel,
             remount,
             plain_type,
+            daemon_user,
+            sandbox,
         },
     ))
 }
@@ -937,6 +947,8 @@ fn cmd_mount(a: MountArgs) -> Result<(), String> {
         nice: f.nice,
         kernel: f.kernel,
         plain_type: f.plain_type,
+        daemon_user: f.daemon_user,
+        sandbox: f.sandbox,
     };
     if a.foreground {
         daemon::serve_foreground(&cfg)
@@ -1204,6 +1216,8 @@ fn default_sigpipe() {
 }
 
 fn main() -> ExitCode {
+    // The mount daemon's unmount helper is this binary (ufs-fuse's confine.rs).
+    ufs_fuse::confine::helper_main_if_asked();
     match run() {
         Ok(c) => c,
         Err(e) => {

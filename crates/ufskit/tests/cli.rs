@@ -2639,3 +2639,106 @@ fn a_churned_large_directory_keeps_inode_order_through_the_mount() {
     m.umount();
     fsck_clean(&img);
 }
+
+/// The fields of /proc/PID/status that say what a process may do.
+fn process_rights(pid: &str) -> std::collections::HashMap<String, String> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.to_string(), v.trim().to_string()))
+        .collect()
+}
+
+#[test]
+fn the_daemon_gives_up_root_once_mounted() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: the drop is from root");
+        return;
+    }
+    let (_t, img, mnt, m) = fresh_mount("64M", &[]);
+    std::fs::write(mnt.join("f"), b"written by root").unwrap();
+    let pid = daemon_pid(&mnt);
+    let s = process_rights(&pid);
+    // Every id is nobody's, no capability is left, no exec can regain one,
+    // and the seccomp filter is on.
+    for k in ["Uid", "Gid"] {
+        assert!(
+            s[k].split_whitespace().all(|id| id == "65534"),
+            "{k}: {}",
+            s[k]
+        );
+    }
+    assert_eq!(s["Groups"], "65534");
+    assert_eq!(s["CapEff"], "0000000000000000");
+    assert_eq!(s["CapPrm"], "0000000000000000");
+    assert_eq!(s["NoNewPrivs"], "1");
+    assert_eq!(s["Seccomp"], "2");
+    // So is every thread of it.
+    for t in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .flatten()
+    {
+        let st = std::fs::read_to_string(t.path().join("status")).unwrap_or_default();
+        assert!(st.contains("CapEff:\t0000000000000000"), "{st}");
+        assert!(st.contains("Seccomp:\t2"), "{st}");
+    }
+    // The mount works as root's: files keep the users the kernel asks for.
+    std::os::unix::fs::chown(mnt.join("f"), Some(1234), Some(5678)).unwrap();
+    let md = std::fs::metadata(mnt.join("f")).unwrap();
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!((md.uid(), md.gid()), (1234, 5678));
+    // `ufskit stats` still reaches it, and SIGTERM still unmounts it
+    // (through the helper that kept the right to).
+    run(ufskit().arg("stats").arg(&mnt));
+    run(Command::new("kill").arg("-TERM").arg(&pid));
+    for _ in 0..100 {
+        if !Path::new(&format!("/proc/{pid}/status")).exists()
+            || process_rights(&pid)
+                .get("State")
+                .is_some_and(|s| s.starts_with('Z'))
+        {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let mounts = std::fs::read_to_string("/proc/mounts").unwrap();
+    assert!(
+        !mounts.contains(mnt.to_str().unwrap()),
+        "SIGTERM unmounted the confined daemon's mount"
+    );
+    std::mem::forget(m);
+    fsck_clean(&img);
+    // Asked to, it keeps root and has no filter.
+    let m = Mounted::new(&img, &mnt, &["daemon_user=root,sandbox=off"]);
+    let s = process_rights(&daemon_pid(&mnt));
+    assert!(
+        s["Uid"].split_whitespace().all(|id| id == "0"),
+        "{}",
+        s["Uid"]
+    );
+    assert_eq!(s["Seccomp"], "0");
+    m.umount();
+    // A named user, and a wrong one refused before anything is mounted.
+    let m = Mounted::new(&img, &mnt, &["daemon_user=4321"]);
+    let s = process_rights(&daemon_pid(&mnt));
+    assert!(
+        s["Uid"].split_whitespace().all(|id| id == "4321"),
+        "{}",
+        s["Uid"]
+    );
+    m.umount();
+    let out = ufskit()
+        .args(["mount", "-o", "daemon_user=no-such-user-here"])
+        .arg(&img)
+        .arg(&mnt)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no such user"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    fsck_clean(&img);
+}
