@@ -291,6 +291,11 @@ struct MountArgs {
     ///   spin=auto | on | off    poll from another CPU while cpulatency holds
     ///   nice=N | off        the daemon's nice value (-10)
     ///
+    /// The daemon's rights once mounted (docs/SECURITY.md):
+    ///   daemon_user=nobody | USER | UID | root   whom it runs as (a root
+    ///                       mount gives up root; a user's keeps the user)
+    ///   sandbox=on | off    Landlock and a seccomp filter
+    ///
     /// Experiments:
     ///   disk=dtla-307045 | ide-20g-2001 | hp97560   modeled disk (docs/LAYOUT.md)
     ///   disk_sleep=on | off   also sleep the modeled time
