@@ -475,6 +475,12 @@ pub fn serve(cfg: &MountConfig, on_ready: impl FnOnce()) -> Result<(), String> {
     let flushed = fs
         .unmount()
         .map_err(|e| format!("{}: flushing at unmount: {e}", image.display()));
+    if let Some(d) = fs.damage_seen() {
+        log(format_args!(
+            "{}: damage met during this mount ({d}); left marked for fsck",
+            image.display()
+        ));
+    }
     match Arc::try_unwrap(fs) {
         Ok(fs) => drop(fs), // releases the image lock
         Err(_) => log("internal: file system still referenced after the session ended"),

@@ -143,6 +143,11 @@ pub struct FsCore {
     /// Changes stored per group (memory only): a copy read when the count
     /// was what it is now holds what the block holds.
     pub(crate) cg_changes: Vec<u64>,
+    /// The first damage an operation met during this mount (a `Corrupt`
+    /// error returned to a caller): the unmount then leaves the file
+    /// system marked for fsck (FS_NEEDSFSCK, not clean), whatever else it
+    /// writes. Memory only.
+    pub(crate) damage: Option<String>,
     /// The last groups stored, kept parsed (see [`FsCore::read_cg`]).
     pub(crate) cg_kept: Vec<(u64, Cg)>,
     pub(crate) read_only: bool,
@@ -555,6 +560,7 @@ impl FsCore {
             opts,
             contigdirs: vec![0; ncg],
             cg_changes: vec![0; ncg],
+            damage: None,
             cg_kept: Vec::new(),
             dirhash,
             dir_hints: HashMap::default(),
@@ -1096,7 +1102,8 @@ impl FsCore {
         Ok(())
     }
 
-    /// Frees orphans, flushes everything and marks the file system clean.
+    /// Frees orphans, flushes everything and marks the file system clean
+    /// (or, when an operation met damage, marked for fsck).
     /// After a failure (see [`BufferCache::fail`]) nothing is written and
     /// the file system stays marked unclean: the error says why.
     pub fn unmount(&mut self) -> Result<()> {
@@ -1106,8 +1113,16 @@ impl FsCore {
         self.check_writable()?;
         self.free_orphans()?;
         self.sync_blocks()?;
-        self.sb.set_fs_clean(1);
-        self.sb.set_fs_flags(self.sb.fs_flags() & !FS_UNCLEAN);
+        if self.damage.is_some() {
+            // Damage was met: never a clean flag over it. fsck clears
+            // FS_NEEDSFSCK once it has checked (FreeBSD's flag for "run
+            // fsck before mounting read-write").
+            self.sb.set_fs_clean(0);
+            self.sb.set_fs_flags(self.sb.fs_flags() | FS_NEEDSFSCK);
+        } else {
+            self.sb.set_fs_clean(1);
+            self.sb.set_fs_flags(self.sb.fs_flags() & !FS_UNCLEAN);
+        }
         if std::mem::take(&mut self.softdep_flag_lent) {
             self.sb.set_fs_flags(self.sb.fs_flags() | FS_DOSOFTDEP);
         }

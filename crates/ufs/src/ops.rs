@@ -302,8 +302,18 @@ impl Fs {
 
     /// Counts a call of kind `k` moving `bytes` of file data, then runs
     /// the hook (the engine lock is not held here).
+    /// A `Corrupt` answer is remembered: the unmount then leaves the file
+    /// system marked for fsck (`FsCore::unmount`).
     fn counted<T>(&self, k: Call, bytes: u64, r: Result<T>) -> Result<T> {
         self.calls.count(k, bytes);
+        if let Err(e) = &r {
+            if e.kind == ErrorKind::Corrupt {
+                let mut c = self.lock();
+                if c.damage.is_none() {
+                    c.damage = Some(e.to_string());
+                }
+            }
+        }
         if let Ok(mut hook) = self.calls.hook.try_lock() {
             if let Some(h) = hook.as_mut() {
                 h(self);
@@ -366,6 +376,11 @@ impl Fs {
             let mut c = self.lock();
             let pdi = dir_inode(&mut c, parent)?;
             match c.dir_lookup(parent, &pdi, name)? {
+                // A whiteout (FreeBSD's union mounts; fsck_ffs turns an
+                // entry naming inode 1 into one) names nothing.
+                Some(f) if f.ino == ufs_format::UFS_WINO => {
+                    Err(Error::new(ErrorKind::NotFound, "whiteout"))
+                }
                 Some(f) => {
                     let di = live_inode(&mut c, f.ino)?;
                     let a = attr_of(f.ino, &di, c.g.bsize)?;
@@ -1764,6 +1779,12 @@ impl Fs {
     }
 
     /// Flushes, frees orphans and marks the file system clean.
+    /// The first damage an operation met during this mount, if any: the
+    /// unmount leaves the file system marked for fsck.
+    pub fn damage_seen(&self) -> Option<String> {
+        self.lock().damage.clone()
+    }
+
     pub fn unmount(&self) -> Result<()> {
         let failed = self.apply_forgets();
         if let Some((ino, e)) = failed.into_iter().next() {

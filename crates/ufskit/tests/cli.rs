@@ -2742,3 +2742,58 @@ fn the_daemon_gives_up_root_once_mounted() {
     );
     fsck_clean(&img);
 }
+
+/// A damaged inode met through the mount: EUCLEAN for that file, the rest
+/// readable, the daemon alive; the unmount leaves the image marked for
+/// fsck, never clean; `fsck -y` repairs it.
+#[test]
+fn damage_met_through_the_mount_is_an_error_and_leaves_the_image_for_fsck() {
+    use std::os::unix::fs::MetadataExt;
+    let (_t, img, mnt, m) = fresh_mount("64M", &[]);
+    std::fs::write(mnt.join("bad"), vec![5u8; 100]).unwrap();
+    std::fs::create_dir(mnt.join("d")).unwrap();
+    for i in 0..20 {
+        std::fs::write(mnt.join(format!("d/f{i}")), format!("file {i}")).unwrap();
+    }
+    let ino = std::fs::metadata(mnt.join("bad")).unwrap().ino();
+    m.umount();
+    {
+        let dev = testkit::open_image(&img, true);
+        // A mode with no file type (FreeBSD's IFMT bits 0o110000).
+        testkit::patch_inode(&dev, ino, |di| di.set_di_mode(0o110644));
+    }
+    for opts in [&["ro"][..], &[][..]] {
+        let m = Mounted::new(&img, &mnt, opts);
+        let e = std::fs::read(mnt.join("bad")).unwrap_err();
+        assert!(
+            matches!(e.raw_os_error(), Some(libc::EUCLEAN) | Some(libc::EIO)),
+            "reading a damaged inode: {e}"
+        );
+        // Everything else reads, and the daemon is still there.
+        for i in 0..20 {
+            assert_eq!(
+                std::fs::read_to_string(mnt.join(format!("d/f{i}"))).unwrap(),
+                format!("file {i}")
+            );
+        }
+        std::fs::metadata(&mnt).unwrap();
+        m.umount();
+    }
+    let out = ufskit().args(["fsck", "-n"]).arg(&img).output().unwrap();
+    assert!(
+        !out.status.success(),
+        "the read-write mount met damage, the image must not come out clean:\n{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let dump = run(ufskit().args(["dumpfs", "-s"]).arg(&img));
+    assert!(
+        String::from_utf8_lossy(&dump.stdout).contains("needs-fsck"),
+        "{}",
+        String::from_utf8_lossy(&dump.stdout)
+    );
+    let _ = ufskit().args(["fsck", "-y"]).arg(&img).output().unwrap();
+    fsck_clean(&img);
+    let m = Mounted::new(&img, &mnt, &[]);
+    assert_eq!(std::fs::read_to_string(mnt.join("d/f3")).unwrap(), "file 3");
+    m.umount();
+}

@@ -1052,7 +1052,9 @@ impl FsCore {
         let mut out = Vec::new();
         self.dir_scan(dino, ddi, cookie, |coff, e| {
             let abs = coff + e.off as u64;
-            if abs >= cookie && e.ino != 0 {
+            // Whiteouts (inode 1, DT_WHT) are FreeBSD union mounts' and
+            // name nothing here.
+            if abs >= cookie && e.ino != 0 && u64::from(e.ino) != ufs_format::UFS_WINO {
                 out.push(ReadDirEntry {
                     next: abs + e.reclen as u64,
                     ino: e.ino as u64,
