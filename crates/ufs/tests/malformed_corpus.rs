@@ -745,7 +745,7 @@ fn partition_tables_pointing_anywhere_are_refused_cleanly() {
     disk[510] = 0x55;
     disk[511] = 0xaa;
     entry(&mut disk, 0, 0x83, 2048, (IMAGE_BYTES / 512) as u32);
-    let mut cases: Vec<(String, Box<dyn Fn(&mut Vec<u8>) + Send>)> = Vec::new();
+    let mut cases: Vec<(String, Mutation)> = Vec::new();
     let sectors = (disk_len / 512) as u32;
     for (what, typ, start, len) in [
         ("past the end", 0x83u8, sectors + 10, 100u32),
