@@ -202,29 +202,45 @@ mod tests {
         // A stream takes it...
         let stream_end = Instant::now() + WINDOW * 6;
         while Instant::now() < stream_end {
-            requests.count(Op::Lookup);
+            // A window's worth at each turn: a loaded machine may run this
+            // thread only once a window.
+            for _ in 0..MIN_REQUESTS {
+                requests.count(Op::Lookup);
+            }
             gate.touch();
             std::thread::sleep(Duration::from_micros(100));
         }
+        // (On a loaded machine this thread may miss a whole window, which
+        // then ends the hold early and the next window takes it again: so
+        // holds are counted as pairs, not as one.)
         assert_eq!(rec.0.lock().unwrap().first(), Some(&0));
-        assert!(requests.snapshot().cpu_latency_held);
         // ...and quiet gives it back.
-        assert!(wait_for(|| rec.0.lock().unwrap().len() == 2));
-        assert_eq!(*rec.0.lock().unwrap(), vec![0, NO_CONSTRAINT_US]);
-        assert!(!requests.snapshot().cpu_latency_held);
-        assert_eq!(requests.snapshot().cpu_latency_holds, 1);
+        assert!(wait_for(
+            || !requests.snapshot().cpu_latency_held && rec.0.lock().unwrap().len() % 2 == 0
+        ));
+        let first_holds = requests.snapshot().cpu_latency_holds;
+        assert!(first_holds >= 1);
+        assert_eq!(rec.0.lock().unwrap().len() as u64, 2 * first_holds);
         // The thread sleeps again and a later stream takes it again.
         assert!(wait_for(|| !gate.bell.is_armed()));
         let stream_end = Instant::now() + WINDOW * 4;
         while Instant::now() < stream_end {
-            requests.count(Op::Lookup);
+            // A window's worth at each turn: a loaded machine may run this
+            // thread only once a window.
+            for _ in 0..MIN_REQUESTS {
+                requests.count(Op::Lookup);
+            }
             gate.touch();
             std::thread::sleep(Duration::from_micros(100));
         }
         h.stop();
         let v = rec.0.lock().unwrap().clone();
-        assert_eq!(v, vec![0, NO_CONSTRAINT_US, 0, NO_CONSTRAINT_US]);
-        assert_eq!(requests.snapshot().cpu_latency_holds, 2);
+        let holds = requests.snapshot().cpu_latency_holds;
+        assert!(holds > first_holds, "the second stream took nothing");
+        assert_eq!(v.len() as u64, 2 * holds, "{v:?}");
+        for pair in v.chunks(2) {
+            assert_eq!(pair, [0, NO_CONSTRAINT_US], "{v:?}");
+        }
         assert!(requests.snapshot().cpu_latency_held_ms >= 2 * WINDOW.as_millis() as u64);
         // Stopped: touching does nothing.
         gate.touch();

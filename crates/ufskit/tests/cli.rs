@@ -486,11 +486,14 @@ fn fuse_round_trips_per_created_file() {
     // first question is answered ENOSYS and the kernel asks no more).
     // With write-back caching the kernel adds one SETATTR per file of its
     // own (the times it kept), sends the data later in one WRITE, and asks
-    // for the capability at the first write as well.
+    // for the capability at the first write as well. (On a machine busy
+    // writing elsewhere the kernel's flusher, whose thresholds are
+    // machine-wide, may send the first write's page before the second
+    // write(2): then two WRITEs. Hence a range with write-back.)
     for (opts, setattr, write, others, getxattr) in [
-        ("writeback=off", 3.05, 2.0, 8.05, 1.05),
-        ("writeback=on", 4.05, 1.0, 10.05, 2.05),
-        ("writeback=off,xattr=off", 3.05, 2.0, 7.05, 0.01),
+        ("writeback=off", 3.05, 2.0..=2.0, 8.05, 1.05),
+        ("writeback=on", 4.05, 1.0..=2.0, 10.05, 2.05),
+        ("writeback=off,xattr=off", 3.05, 2.0..=2.0, 7.05, 0.01),
     ] {
         let img = new_image(t.path(), &format!("img-{opts}"), "256m");
         let mnt = t.path().join("m");
@@ -541,7 +544,7 @@ fn fuse_round_trips_per_created_file() {
             per("setattr")
         );
         assert!(
-            (per("write") - write).abs() < 0.01,
+            per("write") >= write.start() - 0.01 && per("write") <= write.end() + 0.01,
             "{opts}: WRITE per file: {} ({after})",
             per("write")
         );
