@@ -199,8 +199,9 @@ pub struct FsCore {
     /// The doorbell to the background syncer (`order::cleanup`).
     pub(crate) syncer_bell: std::sync::Arc<crate::order::cleanup::SyncerBell>,
     /// The operation ending now is to wait for a syncer round once it has
-    /// let the lock go (the state is past twice its bound).
-    pub(crate) writer_waits: bool,
+    /// let the lock go, at most this long (the state is past twice its
+    /// bound, or a placed inode waits for releases).
+    pub(crate) writer_waits: Option<std::time::Duration>,
 }
 
 /// What one changing operation records as it goes, for its end: the
@@ -235,11 +236,14 @@ impl<'a> Op<'a> {
         self.ended = true;
         let log = self.core.op_log.take().unwrap_or_default();
         let r = self.core.end_op(log);
-        let wait =
-            std::mem::take(&mut self.core.writer_waits).then(|| self.core.syncer_bell.clone());
+        let wait = self
+            .core
+            .writer_waits
+            .take()
+            .map(|max| (max, self.core.syncer_bell.clone()));
         drop(self);
-        if let Some(bell) = wait {
-            bell.wait_for_round(crate::order::cleanup::WRITER_WAIT);
+        if let Some((max, bell)) = wait {
+            bell.wait_for_round(max);
         }
         r
     }
@@ -569,7 +573,7 @@ impl FsCore {
             placement: Default::default(),
             order: Default::default(),
             syncer_bell: Default::default(),
-            writer_waits: false,
+            writer_waits: None,
             op_log: None,
             read_only,
             opened_read_only: opts_read_only,
@@ -1085,7 +1089,10 @@ impl FsCore {
                 if self.syncer_bell.attached() && !self.cache.ordering_past(WRITE_ALL_FACTOR) {
                     self.syncer_bell.hurry();
                     let wait = self.cache.ordering_past(WAIT_FACTOR);
-                    self.writer_waits = wait;
+                    if wait {
+                        let w = crate::order::cleanup::WRITER_WAIT;
+                        self.writer_waits = Some(self.writer_waits.map_or(w, |x| x.max(w)));
+                    }
                     self.cache.count_cleanup(true, wait, false);
                 } else {
                     self.cache.count_cleanup(false, false, true);
