@@ -101,11 +101,45 @@ impl Atime {
     }
 }
 
-/// The directory pool with vmiodir off: FreeBSD limited the malloc-backed
-/// buffers that held small directories to `maxbufmallocspace`, a twentieth
-/// of the buffer space (`sys/kern/vfs_bio.c`); at least 64 KiB.
+/// The buffer space (`hibufspace`) FreeBSD 4.x gives a machine with
+/// `memory_bytes` of memory. `nbuf` as i386's `machdep.c` sizes it (50
+/// buffers, then enough BKVASIZE (16 KiB) buffers to cover a quarter of
+/// the first 64 MB, then two for every 80 pages beyond), `maxbufspace =
+/// nbuf * BKVASIZE`, and `hibufspace` the larger of three quarters of it
+/// and it less ten MAXBSIZE (64 KiB) buffers (`vfs_bio.c`, `bufinit`).
+/// A 256 MB machine, the paper's: 2,302 buffers, 35.3 MiB.
+pub fn freebsd4_hibufspace(memory_bytes: u64) -> u64 {
+    const PAGE: u64 = 4096;
+    const BKVASIZE: u64 = 16384;
+    const MAXBSIZE: u64 = 65536;
+    let physmem = memory_bytes / PAGE;
+    let factor = 4 * BKVASIZE / PAGE;
+    let mut nbuf = 50;
+    if physmem > 1024 {
+        nbuf += ((physmem - 1024) / factor).min(16384 / factor);
+    }
+    if physmem > 16384 {
+        nbuf += (physmem - 16384) * 2 / (factor * 5);
+    }
+    let maxbufspace = nbuf * BKVASIZE;
+    (3 * maxbufspace / 4).max(maxbufspace.saturating_sub(MAXBSIZE * 10))
+}
+
+/// The room directory blocks have with vmiodir off, as FreeBSD 4.5 gave
+/// it (seed 004, "vmiodir"; `sys/kern/vfs_bio.c`, `allocbuf`): a
+/// directory's buffer is not backed by the VM's pages, so its contents
+/// live only as long as the buffer stays in the buffer space
+/// (`hibufspace`), which is far smaller than the memory the VM caches
+/// file pages in. A small directory's first buffer (half a page or less)
+/// was malloc'd while the malloc'd total stayed under a twentieth of the
+/// buffer space (`maxbufmallocspace`), and page-backed once it did, or
+/// once it grew: the twentieth saved memory, it did not bound how many
+/// directories stayed cached. The machine modeled has four times the
+/// cache in memory (the paper's: a 64 MiB cache for its 256 MB); blocks
+/// are charged their size (the page a page-backed small directory took
+/// is not modeled). At least 64 KiB.
 pub fn dir_pool_bytes(cache_bytes: u64) -> u64 {
-    (cache_bytes / 20).max(64 << 10)
+    freebsd4_hibufspace(cache_bytes.saturating_mul(4)).max(64 << 10)
 }
 
 impl Default for MountOptions {

@@ -551,6 +551,17 @@ fn marks(dev: &MemDevice) -> Option<(i8, bool)> {
     Some((sb.fs_clean(), sb.fs_flags() & ufs_format::FS_NEEDSFSCK != 0))
 }
 
+/// `fsck -n` finds nothing on `dev`; otherwise `what` and the first
+/// findings.
+fn expect_consistent(dev: &MemDevice, what: &str) -> Result<(), String> {
+    let check = fsck(dev, FsckMode::Check).map_err(|e| format!("{what}: fsck -n: {e}"))?;
+    if check.findings.is_empty() {
+        return Ok(());
+    }
+    let first: Vec<&String> = check.findings.iter().map(|f| &f.message).take(5).collect();
+    Err(format!("{what}: {first:?}"))
+}
+
 /// Runs one case; Err says which promise broke.
 fn run_case(img: Vec<u8>) -> Result<Outcome, String> {
     let dev = Arc::new(MemDevice::from_vec(img));
@@ -599,19 +610,10 @@ fn run_case(img: Vec<u8>) -> Result<Outcome, String> {
     }
     match last {
         Some(0) => {
-            let check =
-                fsck(&*dev, FsckMode::Check).map_err(|e| format!("fsck -n after -y: {e}"))?;
-            if !check.findings.is_empty() {
-                return Err(format!(
-                    "fsck -y said everything was repaired, fsck -n then found: {:?}",
-                    check
-                        .findings
-                        .iter()
-                        .map(|f| &f.message)
-                        .take(5)
-                        .collect::<Vec<_>>()
-                ));
-            }
+            expect_consistent(
+                &dev,
+                "fsck -y said everything was repaired, fsck -n then found",
+            )?;
             let fs = Fs::open(Box::new(dev.clone()), opts())
                 .map_err(|e| format!("open after fsck: {e}"))?;
             if let Some(d) = walk_and_write(&fs) {
@@ -620,19 +622,7 @@ fn run_case(img: Vec<u8>) -> Result<Outcome, String> {
             fs.unmount()
                 .map_err(|e| format!("unmount after fsck: {e}"))?;
             drop(fs);
-            let check =
-                fsck(&*dev, FsckMode::Check).map_err(|e| format!("fsck -n at the end: {e}"))?;
-            if !check.findings.is_empty() {
-                return Err(format!(
-                    "writing to the repaired image left: {:?}",
-                    check
-                        .findings
-                        .iter()
-                        .map(|f| &f.message)
-                        .take(5)
-                        .collect::<Vec<_>>()
-                ));
-            }
+            expect_consistent(&dev, "writing to the repaired image left")?;
         }
         Some(_) => {
             if let Some((clean, _)) = marks(&dev) {

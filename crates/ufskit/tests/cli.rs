@@ -527,7 +527,16 @@ fn fuse_round_trips_per_created_file() {
         let per = |op: &str| {
             (after[op].as_u64().unwrap_or(0) - before[op].as_u64().unwrap_or(0)) as f64 / n as f64
         };
-        let total: f64 = after.as_object().unwrap().keys().map(|k| per(k)).sum();
+        // FORGETs are no round trip (the kernel waits for no reply) and
+        // come when the kernel evicts inodes: on a machine short of memory
+        // (a second test run beside this one) one per file.
+        let total: f64 = after
+            .as_object()
+            .unwrap()
+            .keys()
+            .filter(|k| !k.contains("forget"))
+            .map(|k| per(k))
+            .sum();
         assert!(
             per("getxattr") <= getxattr,
             "{opts}: GETXATTR per file: {} ({after})",
@@ -1491,17 +1500,11 @@ fn modeled_disk_through_the_mount() {
     m.umount();
     // A 2 GB image does not fit the 1.3 GB HP 97560.
     let big = new_image(t.path(), "big", "2g");
-    let out = ufskit()
-        .args(["mount", "-o", "disk=hp97560"])
-        .arg(&big)
-        .arg(&mnt)
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("does not fit on the modeled disk hp97560"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    mount_refused(
+        &big,
+        &mnt,
+        "disk=hp97560",
+        "does not fit on the modeled disk hp97560",
     );
     fsck_clean(&img);
 }
@@ -2733,18 +2736,7 @@ fn the_daemon_gives_up_root_once_mounted() {
         s["Uid"]
     );
     m.umount();
-    let out = ufskit()
-        .args(["mount", "-o", "daemon_user=no-such-user-here"])
-        .arg(&img)
-        .arg(&mnt)
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("no such user"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    mount_refused(&img, &mnt, "daemon_user=no-such-user-here", "no such user");
     fsck_clean(&img);
 }
 

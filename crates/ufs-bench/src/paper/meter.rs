@@ -20,7 +20,7 @@
 //! Memory pressure, for runs with a growing dirhash budget: when the main
 //! buffer cache has evicted blocks since the syncer's previous run (memory
 //! is short: the file data no longer fits; the directory pool of vmiodir
-//! off evicts by its own small size, which is not counted), that run
+//! off evicts by its own size, which is not counted), that run
 //! delivers a dirhash
 //! low-memory event, the 2008 handler without its age rule (index ages
 //! are real time, which means nothing on this clock): 10% of the memory in

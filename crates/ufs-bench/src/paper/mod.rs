@@ -3,7 +3,8 @@
 //! optimisations it studies, soft updates (SU: `softdep` against `normal`
 //! write ordering), dirpref (DP: Orlov against the traditional directory
 //! placement), vmiodir (VM: directory blocks in the main buffer cache
-//! against a small pool of their own) and dirhash (DH: a 2 MiB budget
+//! against FreeBSD 4.5's buffer space for them, `ufs::fs::dir_pool_bytes`)
+//! and dirhash (DH: a 2 MiB budget
 //! against none), one "test" per timed phase, as rows for
 //! `analysis/paper_stats.py` and `analysis/paper_report.py`. Two further
 //! factors of this project can join the design ([`Factor`]): IO, inodes of
@@ -140,9 +141,8 @@ impl Profile {
         }
     }
 
-    /// Small enough for CI (a few minutes): the whole tree (small already,
-    /// and large enough that its directories overflow the pool vmiodir off
-    /// leaves them), the other workloads at about a tenth.
+    /// Small enough for CI (a few minutes): the whole tree (small
+    /// already), the other workloads at about a tenth.
     pub fn quick() -> Profile {
         Profile {
             name: "quick".into(),

@@ -66,6 +66,22 @@ impl Drop for Mounted {
     }
 }
 
+/// `ufskit mount -o OPTS IMG MNT` fails and its message says `says`.
+pub fn mount_refused(img: &Path, mnt: &Path, opts: &str, says: &str) {
+    let out = ufskit()
+        .args(["mount", "-o", opts])
+        .arg(img)
+        .arg(mnt)
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "mount -o {opts} succeeded");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(says),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 pub fn fsck_clean(img: &Path) {
     let out = ufskit().args(["fsck", "-n"]).arg(img).output().unwrap();
     assert!(
