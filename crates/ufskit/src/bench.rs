@@ -110,6 +110,11 @@ enum Which {
         /// report in OUT sets them side by side.
         #[arg(long, value_delimiter = ',', default_value = "ufs2")]
         format: Vec<String>,
+        /// End each test with a sync inside its time (the earlier
+        /// procedure), instead of the paper's: a run's tests follow each
+        /// other with delayed writes pending, one sync between runs.
+        #[arg(long)]
+        sync_each_test: bool,
     },
 }
 
@@ -384,6 +389,7 @@ pub fn cmd_bench(a: BenchArgs) -> Result<(), String> {
             jobs,
             factors,
             format,
+            sync_each_test,
         } => {
             let factors =
                 paper::Factor::parse_list(&factors).map_err(|e| format!("bench paper: {e}"))?;
@@ -393,6 +399,7 @@ pub fn cmd_bench(a: BenchArgs) -> Result<(), String> {
                 paper::Profile::full()
             };
             p.jobs = jobs.max(1);
+            p.sync_each_test = sync_each_test;
             let formats = format
                 .iter()
                 .map(|f| {
