@@ -568,20 +568,32 @@ fn fuse_round_trips_per_created_file() {
             (md.uid(), md.mode() & 0o7777, md.len()),
             (1000, 0o640, 13240)
         );
-        // ls -l: names come with their attributes.
-        let lookups = after["lookup"].as_u64().unwrap_or(0);
-        run(Command::new("sh").arg("-c").arg(format!(
-            "echo 3 > /proc/sys/vm/drop_caches; ls -l '{}' > /dev/null",
-            d.display()
-        )));
-        let listed = counts();
+        // ls -l: names come with their attributes. (drop_caches is
+        // machine-wide: another test run dropping the kernel's dentries
+        // in the middle of the listing makes it look names up again, so
+        // the listing gets three tries; with READDIRPLUS broken every try
+        // looks up every name.)
+        let mut tries = Vec::new();
+        for _ in 0..3 {
+            let lookups = counts()["lookup"].as_u64().unwrap_or(0);
+            run(Command::new("sh").arg("-c").arg(format!(
+                "echo 3 > /proc/sys/vm/drop_caches; ls -l '{}' > /dev/null",
+                d.display()
+            )));
+            let listed = counts();
+            assert!(
+                listed["readdirplus"].as_u64().unwrap_or(0) > 0,
+                "no READDIRPLUS: {listed}"
+            );
+            let looked = listed["lookup"].as_u64().unwrap_or(0) - lookups;
+            tries.push(looked);
+            if looked < n / 10 {
+                break;
+            }
+        }
         assert!(
-            listed["readdirplus"].as_u64().unwrap_or(0) > 0,
-            "no READDIRPLUS: {listed}"
-        );
-        assert!(
-            listed["lookup"].as_u64().unwrap_or(0) - lookups < n / 10,
-            "ls -l looked names up one by one: {listed}"
+            tries.iter().any(|&l| l < n / 10),
+            "ls -l looked names up one by one: {tries:?} LOOKUPs for {n} names"
         );
         m.umount();
         fsck_clean(&img);
