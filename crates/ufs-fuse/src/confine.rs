@@ -581,7 +581,15 @@ pub fn helper_main_if_asked() {
     std::process::exit(0);
 }
 
-/// Whether `serve` confines the daemon at all for these settings.
-pub fn wanted(ids: Option<Ids>, sandbox: bool) -> bool {
-    ids.is_some() || sandbox
+/// Unmounts `mountpoint` through the helper when the daemon has one (it
+/// is confined), else itself.
+pub(crate) fn unmount(
+    helper: &std::sync::Mutex<Option<UnmountHelper>>,
+    mountpoint: &Path,
+    lazy_if_busy: bool,
+) -> Result<(), String> {
+    match helper.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+        Some(h) => h.unmount(lazy_if_busy),
+        None => crate::unmount_path(mountpoint, lazy_if_busy),
+    }
 }

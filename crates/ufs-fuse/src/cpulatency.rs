@@ -93,12 +93,6 @@ pub fn open_device() -> Option<File> {
 }
 
 impl Holder {
-    /// Opens [`DEVICE`] and starts the thread; `None` (with a log line)
-    /// when the device cannot be opened.
-    pub fn start(gate: Arc<Gate>, requests: Arc<Requests>) -> Option<Holder> {
-        Holder::start_with(gate, requests, open_device()?)
-    }
-
     /// As [`Holder::start`], with the requests going to `sink`.
     pub fn start_with(gate: Arc<Gate>, requests: Arc<Requests>, sink: impl Sink) -> Option<Holder> {
         let g = gate.clone();

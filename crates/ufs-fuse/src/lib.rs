@@ -879,7 +879,7 @@ fn serve_fs(
     // opens files is taken now (the control socket, the CPU latency
     // device, the helper that will unmount for the daemon), then Landlock
     // goes on this thread before it starts any serving thread.
-    let confining = confine::wanted(ids, cfg.sandbox);
+    let confining = ids.is_some() || cfg.sandbox;
     let listener = match control::Control::bind(mountpoint) {
         Ok(l) => Some(l),
         Err(e) => {
@@ -913,12 +913,7 @@ fn serve_fs(
     if !share_survives_drop {
         log("share: RLIMIT_NICE cannot be raised (no CAP_SYS_RESOURCE) and the daemon gives up root once mounted (daemon_user); ring threads do not share their clients' CPUs");
     }
-    let unmount_now = |lazy_if_busy: bool| -> Result<(), String> {
-        match helper.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
-            Some(h) => h.unmount(lazy_if_busy),
-            None => unmount_path(mountpoint, lazy_if_busy),
-        }
-    };
+    let unmount_now = |lazy_if_busy| confine::unmount(&helper, mountpoint, lazy_if_busy);
     // INIT is answered inside Session::new: if the kernel granted io_uring,
     // give every CPU's queue its entries now; requests use /dev/fuse until
     // all are registered.
@@ -1213,16 +1208,7 @@ struct SignalShared {
 
 impl SignalShared {
     fn unmount(&self) {
-        let r = match self
-            .helper
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_mut()
-        {
-            Some(h) => h.unmount(true),
-            None => unmount_path(&self.mountpoint, true),
-        };
-        if let Err(e) = r {
+        if let Err(e) = confine::unmount(&self.helper, &self.mountpoint, true) {
             log(e);
         }
     }
