@@ -875,6 +875,9 @@ fn serve_fs(
         }
     };
     *notifier_slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(session.notifier());
+    if let Ok(fd) = session.as_fd().try_clone_to_owned() {
+        let _ = svc.kernel_queue.set(fd);
+    }
     // Confinement, first part (confine.rs): what needs root's rights or
     // opens files is taken now (the control socket, the CPU latency
     // device, the helper that will unmount for the daemon), then Landlock

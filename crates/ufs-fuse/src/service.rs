@@ -302,6 +302,10 @@ pub struct Service {
     /// `epoch`: the forgets that free its file follow within moments.
     removed_ms: AtomicU64,
     epoch: std::time::Instant,
+    /// A duplicate of the session's `/dev/fuse` descriptor: it polls
+    /// readable while the kernel has requests queued for this daemon
+    /// (FORGETs among them), see [`Service::statfs`].
+    pub(crate) kernel_queue: std::sync::OnceLock<std::os::fd::OwnedFd>,
 }
 
 /// A GETXATTR or LISTXATTR answer: the kernel asks with a buffer size of 0
@@ -330,6 +334,12 @@ pub const RECENT_REMOVAL: Duration = Duration::from_millis(100);
 /// a just-removed file took more than 4 ms to arrive; the wait ends as
 /// soon as it does.)
 pub const FORGET_WAIT: Duration = Duration::from_millis(25);
+
+/// How long a wait for forgets goes on while the kernel has requests
+/// queued on `/dev/fuse` ([`Service::with_forgets`]): on a machine whose
+/// CPUs are all busy, the thread that reads them can wait that long to
+/// run.
+pub const QUEUED_WAIT: Duration = Duration::from_millis(500);
 
 /// How often a wait for forgets looks again ([`Service::with_forgets`]).
 const FORGET_POLL: Duration = Duration::from_micros(200);
@@ -375,6 +385,7 @@ impl Service {
             bare_names: crate::bare_names::BareNames::new(requests.clone()),
             removed_ms: AtomicU64::new(0),
             epoch: std::time::Instant::now(),
+            kernel_queue: std::sync::OnceLock::new(),
             requests,
             notifier: Arc::new(Mutex::new(None)),
             bell: Arc::default(),
@@ -539,27 +550,45 @@ impl Service {
 
     /// Runs `op`, and again each time forgets have come in, while
     /// `unsettled` says its answer may change with them and removed files
-    /// still hold their space, for at most `wait`. The kernel queues a
-    /// removed file's FORGET during the removal, but on `/dev/fuse`,
-    /// unordered with the requests on the io_uring rings, so a request
-    /// right after a removal can arrive before it. The engine applies
-    /// queued forgets at the start of each call.
+    /// still hold their space. The kernel queues a removed file's FORGET
+    /// during the removal (or when its last RELEASE is answered), but on
+    /// `/dev/fuse`, unordered with the requests on the io_uring rings, so a
+    /// request right after a removal can arrive before it.
+    ///
+    /// Waits at most `wait`, or [`QUEUED_WAIT`] while the kernel still has
+    /// requests queued on `/dev/fuse` (forgets on their way to a thread
+    /// the machine has not run yet). An answer is returned only if it was
+    /// computed after the last forget this wait saw applied: the reaper
+    /// (or another request) may apply them between two looks.
     fn with_forgets<T>(
         &self,
         wait: Duration,
         op: impl Fn() -> T,
         unsettled: impl Fn(&T) -> bool,
     ) -> T {
-        let mut r = op();
-        let deadline = std::time::Instant::now() + wait;
-        while unsettled(&r) && std::time::Instant::now() < deadline && self.fs.has_orphans() {
-            if self.fs.forgets_pending() {
-                r = op();
-            } else {
+        let start = std::time::Instant::now();
+        loop {
+            let orphans = self.fs.has_orphans();
+            // The engine applies queued forgets at the start of each call.
+            let r = op();
+            if !orphans || !unsettled(&r) || start.elapsed() >= wait.max(QUEUED_WAIT) {
+                return r;
+            }
+            loop {
+                if !self.fs.has_orphans() || self.fs.forgets_pending() {
+                    break;
+                }
+                let bound = if self.kernel_queue_readable() {
+                    QUEUED_WAIT
+                } else {
+                    wait
+                };
+                if start.elapsed() >= bound {
+                    return r;
+                }
                 std::thread::sleep(FORGET_POLL);
             }
         }
-        r
     }
 
     /// A new kernel reference to what `r` found or made.
@@ -1335,6 +1364,22 @@ impl Service {
             return self.with_forgets(FORGET_WAIT, || self.fs.statfs(), |_| true);
         }
         self.fs.statfs()
+    }
+
+    /// Whether the kernel has requests queued on `/dev/fuse` that no
+    /// thread has read yet (over io_uring, that queue carries only FORGETs
+    /// and INTERRUPTs).
+    fn kernel_queue_readable(&self) -> bool {
+        use rustix::event::{poll, PollFd, PollFlags, Timespec};
+        let Some(fd) = self.kernel_queue.get() else {
+            return false;
+        };
+        let mut fds = [PollFd::new(fd, PollFlags::IN)];
+        let now = Timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        poll(&mut fds, Some(&now)).is_ok_and(|n| n > 0) && fds[0].revents().contains(PollFlags::IN)
     }
 
     /// Milliseconds since `epoch`, plus one (0 in `removed_ms` is "never").

@@ -2205,7 +2205,7 @@ fn statfs_right_after_a_removal_counts_it_free() {
     let script = r#"
 import os, sys
 m = sys.argv[1]
-for i in range(10):
+for i in range(30):
     s0 = os.statvfs(m)
     with open(os.path.join(m, "x"), "wb") as f:
         f.write(b"y" * 4_000_000)
