@@ -235,7 +235,7 @@ pub struct FsCore {
     /// The operation ending now is to wait for a syncer round once it has
     /// let the lock go, at most this long (the state is past twice its
     /// bound, or a placed inode waits for releases).
-    pub(crate) writer_waits: Option<std::time::Duration>,
+    pub(crate) writer_waits: Option<(std::time::Duration, crate::order::cleanup::Ticket)>,
 }
 
 /// What one changing operation records as it goes, for its end: the
@@ -274,10 +274,10 @@ impl<'a> Op<'a> {
             .core
             .writer_waits
             .take()
-            .map(|max| (max, self.core.syncer_bell.clone()));
+            .map(|w| (w, self.core.syncer_bell.clone()));
         drop(self);
-        if let Some((max, bell)) = wait {
-            bell.wait_for_round(max);
+        if let Some(((max, ticket), bell)) = wait {
+            bell.wait_for_round(ticket, max);
         }
         r
     }
@@ -1121,11 +1121,12 @@ impl FsCore {
                 // syncer) everything goes out now (`order::cleanup`).
                 use crate::order::cleanup::{WAIT_FACTOR, WRITE_ALL_FACTOR};
                 if self.syncer_bell.attached() && !self.cache.ordering_past(WRITE_ALL_FACTOR) {
-                    self.syncer_bell.hurry();
+                    let ticket = self.syncer_bell.hurry();
                     let wait = self.cache.ordering_past(WAIT_FACTOR);
                     if wait {
                         let w = crate::order::cleanup::WRITER_WAIT;
-                        self.writer_waits = Some(self.writer_waits.map_or(w, |x| x.max(w)));
+                        let max = self.writer_waits.map_or(w, |(x, _)| x.max(w));
+                        self.writer_waits = Some((max, ticket));
                     }
                     self.cache.count_cleanup(true, wait, false);
                 } else {

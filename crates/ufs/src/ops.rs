@@ -1702,6 +1702,9 @@ impl Fs {
         const MAX_ROUNDS: u32 = 100_000;
         let (upto, bell) = {
             let g = self.lock();
+            // Numbered in the hold that fixes `upto`: a writer that hurried
+            // before it has its changes in this sync (order::cleanup).
+            g.syncer_bell.sync_begins();
             (g.cache.last_change(), g.syncer_bell.clone())
         };
         for round in 0..MAX_ROUNDS {

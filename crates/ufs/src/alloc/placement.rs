@@ -572,15 +572,19 @@ impl FsCore {
     /// releases left to the syncer's 30 s interval, 0.993 when they had
     /// been made first (2026-11-28).
     ///
-    /// The writer also waits for that round once it has let the lock go
-    /// (at most [`RELEASE_WAIT`], and at most once every
-    /// [`RELEASE_WAIT_EVERY`]), as FreeBSD's `request_cleanup` slows a
-    /// writer until the releases it needs are made: otherwise how many
-    /// entries fall out of order depends on how soon the syncer gets a
-    /// CPU (0.961 with a second test run on the 2 CPUs, 0.99 alone).
+    /// The writer also waits, once it has let the lock go, for a round of
+    /// a sync begun after it asked (one already under way may have planned
+    /// its writes before the removals it needs): at most [`RELEASE_WAIT`],
+    /// and at most once every [`RELEASE_WAIT_EVERY`], as FreeBSD's
+    /// `request_cleanup` slows a writer until the releases it needs are
+    /// made. Otherwise how many entries fall out of order depends on how
+    /// soon the syncer gets a CPU: 0.956-0.961 beside a second test run on
+    /// the 2 CPUs when any round ended the wait, 0.990-0.991 beside one
+    /// (or `stress-ng --cpu 4 --hdd 2 --fork 2`) with the sync numbered,
+    /// 0.99 alone (2026-11-28).
     fn hurry_releases(&mut self) {
         if !self.order.deferred.is_empty() {
-            self.syncer_bell.hurry();
+            let ticket = self.syncer_bell.hurry();
             let now = std::time::Instant::now();
             if self
                 .placement
@@ -588,7 +592,7 @@ impl FsCore {
                 .is_none_or(|t| now.duration_since(t) >= RELEASE_WAIT_EVERY)
             {
                 self.placement.last_release_wait = Some(now);
-                self.writer_waits = Some(RELEASE_WAIT);
+                self.writer_waits = Some((RELEASE_WAIT, ticket));
             }
         }
     }

@@ -29,9 +29,18 @@ struct State {
     attached: bool,
     hurry: bool,
     stop: bool,
-    /// Syncer rounds finished (writers wait for this to move).
-    rounds: u64,
+    /// Background syncs begun (numbered from 1).
+    syncs: u64,
+    /// The number of the sync whose round finished last (writers wait for
+    /// a round of a sync begun after they asked).
+    round_of: u64,
 }
+
+/// What a writer that hurried the syncer waits for: a round of a sync
+/// numbered above this one (a sync already under way when the writer
+/// asked may have planned its writes before the writer's changes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ticket(u64);
 
 /// The doorbell between writers and the background syncer.
 #[derive(Debug, Default)]
@@ -105,29 +114,44 @@ impl SyncerBell {
         }
     }
 
-    /// The syncer finished a round: writers waiting for one go on.
+    /// A background sync begins: called under the engine lock, in the
+    /// hold that fixes what the sync is to write.
+    pub fn sync_begins(&self) {
+        self.state().syncs += 1;
+    }
+
+    /// The syncer finished a round of the sync begun last: writers waiting
+    /// for one go on.
     pub fn round_done(&self) {
-        self.state().rounds += 1;
+        let mut s = self.state();
+        s.round_of = s.syncs;
+        drop(s);
         self.to_writers.notify_all();
     }
 
-    /// A writer found the state past its bound: the syncer runs now.
-    pub(crate) fn hurry(&self) {
-        self.state().hurry = true;
+    /// A writer found the state past its bound (or needs releases made):
+    /// the syncer runs now. Called under the engine lock; the ticket is
+    /// what [`wait_for_round`](Self::wait_for_round) waits past.
+    pub(crate) fn hurry(&self) -> Ticket {
+        let mut s = self.state();
+        s.hurry = true;
+        let t = Ticket(s.syncs);
+        drop(s);
         self.to_syncer.notify_all();
+        t
     }
 
-    /// A writer waits (without the engine lock) until the syncer finishes
-    /// a round, at most `max`; at once if no syncer is attached.
-    pub(crate) fn wait_for_round(&self, max: Duration) {
+    /// A writer waits (without the engine lock) until a sync begun after
+    /// its `ticket` finishes a round, at most `max`; at once if no syncer
+    /// is attached.
+    pub(crate) fn wait_for_round(&self, ticket: Ticket, max: Duration) {
         let s = self.state();
         if !s.attached {
             return;
         }
-        let seen = s.rounds;
         let _ = self
             .to_writers
-            .wait_timeout_while(s, max, |s| s.attached && s.rounds == seen);
+            .wait_timeout_while(s, max, |s| s.attached && s.round_of <= ticket.0);
     }
 }
 
@@ -170,23 +194,29 @@ mod tests {
         let bell = Arc::new(SyncerBell::default());
         // No syncer: no wait.
         let start = Instant::now();
-        bell.wait_for_round(Duration::from_secs(10));
+        bell.wait_for_round(bell.hurry(), Duration::from_secs(10));
         assert!(start.elapsed() < Duration::from_secs(1));
         bell.attach();
-        // A round ends the wait.
+        // A round of a sync begun after the hurry ends the wait; a round
+        // of the sync under way when the writer asked does not.
+        bell.sync_begins();
+        let ticket = bell.hurry();
         let b = bell.clone();
         let t = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(20));
             b.round_done();
+            std::thread::sleep(Duration::from_millis(20));
+            b.sync_begins();
+            b.round_done();
         });
         let start = Instant::now();
-        bell.wait_for_round(Duration::from_secs(10));
-        assert!(start.elapsed() >= Duration::from_millis(15));
+        bell.wait_for_round(ticket, Duration::from_secs(10));
+        assert!(start.elapsed() >= Duration::from_millis(35));
         assert!(start.elapsed() < Duration::from_secs(5));
         t.join().unwrap();
         // Without a round, the wait ends at its bound.
         let start = Instant::now();
-        bell.wait_for_round(Duration::from_millis(30));
+        bell.wait_for_round(bell.hurry(), Duration::from_millis(30));
         assert!(start.elapsed() >= Duration::from_millis(30));
         // A syncer going away releases a waiting writer.
         let b = bell.clone();
@@ -195,7 +225,7 @@ mod tests {
             b.detach();
         });
         let start = Instant::now();
-        bell.wait_for_round(Duration::from_secs(10));
+        bell.wait_for_round(bell.hurry(), Duration::from_secs(10));
         assert!(start.elapsed() < Duration::from_secs(5));
         t.join().unwrap();
     }
