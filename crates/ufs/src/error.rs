@@ -70,12 +70,14 @@ impl fmt::Display for Damage {
     }
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{msg}")]
 pub struct Error {
     pub kind: ErrorKind,
     pub msg: String,
     /// For `Corrupt`: what is damaged, when known.
     pub damage: Option<Damage>,
+    #[source]
     source: Option<Arc<dyn std::error::Error + Send + Sync>>,
 }
 
@@ -134,19 +136,6 @@ impl Error {
             NoData => libc::ENODATA,
             NoSuchOffset => libc::ENXIO,
         }
-    }
-}
-
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.msg)
-    }
-}
-impl std::error::Error for Error {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.source
-            .as_deref()
-            .map(|e| e as &(dyn std::error::Error + 'static))
     }
 }
 
