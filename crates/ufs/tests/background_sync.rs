@@ -5,8 +5,47 @@
 //! clean), whatever was done meanwhile.
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use ufs::dev::{BlockDevice, MemDevice};
 use ufs::fsck::{fsck, FsckMode};
 use ufs::{Cred, Fs, MountOptions};
+
+/// A device whose flush, once armed, waits until the worker beside the
+/// sync has done `OPS_DURING` operations (at most `GATE_MAX`): a sync that
+/// held the engine lock through its flush would keep the worker out and
+/// meet the bound. Without the gate the count depended on how the
+/// scheduler of a busy machine ran the two threads.
+struct GatedFlush {
+    inner: Arc<MemDevice>,
+    armed: Arc<AtomicBool>,
+    during: Arc<AtomicU64>,
+    /// Flushes made while armed.
+    gated: Arc<AtomicU64>,
+}
+
+const OPS_DURING: u64 = 10;
+const GATE_MAX: std::time::Duration = std::time::Duration::from_secs(20);
+
+impl BlockDevice for GatedFlush {
+    fn read_at(&self, off: u64, buf: &mut [u8]) -> ufs::Result<()> {
+        self.inner.read_at(off, buf)
+    }
+    fn write_at(&self, off: u64, buf: &[u8]) -> ufs::Result<()> {
+        self.inner.write_at(off, buf)
+    }
+    fn flush(&self) -> ufs::Result<()> {
+        if self.armed.load(Ordering::Acquire) {
+            self.gated.fetch_add(1, Ordering::Relaxed);
+            let start = std::time::Instant::now();
+            while self.during.load(Ordering::Acquire) < OPS_DURING && start.elapsed() < GATE_MAX {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        }
+        self.inner.flush()
+    }
+    fn size(&self) -> u64 {
+        self.inner.size()
+    }
+}
 
 /// A tree of `dirs` directories of `files` files of 3 KB each.
 fn make_tree(fs: &Fs, top: &[u8], dirs: usize, files: usize, fill: u8) {
@@ -42,7 +81,16 @@ fn remove_tree(fs: &Fs, top: &[u8], dirs: usize, files: usize) {
 #[test]
 fn a_background_sync_lets_operations_in_and_leaves_what_came_before_on_disk() {
     let dev = testkit::mem_image(256 << 20);
-    let fs = Arc::new(Fs::open(Box::new(dev.clone()), MountOptions::default()).unwrap());
+    let armed = Arc::new(AtomicBool::new(false));
+    let during = Arc::new(AtomicU64::new(0));
+    let gated_flushes = Arc::new(AtomicU64::new(0));
+    let gated = GatedFlush {
+        inner: dev.clone(),
+        armed: armed.clone(),
+        during: during.clone(),
+        gated: gated_flushes.clone(),
+    };
+    let fs = Arc::new(Fs::open(Box::new(gated), MountOptions::default()).unwrap());
     // What makes a sync long: a tree written, removed and written again
     // (its inodes and blocks reused), all of it still in the cache.
     let (dirs, files) = (30, 40);
@@ -54,7 +102,6 @@ fn a_background_sync_lets_operations_in_and_leaves_what_came_before_on_disk() {
 
     // Another thread works on beside the sync.
     let stop = Arc::new(AtomicBool::new(false));
-    let during = Arc::new(AtomicU64::new(0));
     let syncing = Arc::new(AtomicBool::new(false));
     let worker = {
         let (fs, stop, during, syncing) =
@@ -83,8 +130,19 @@ fn a_background_sync_lets_operations_in_and_leaves_what_came_before_on_disk() {
         std::thread::yield_now();
     }
     syncing.store(true, Ordering::Release);
+    armed.store(true, Ordering::Release);
+    let started = std::time::Instant::now();
     fs.sync_background().unwrap();
+    armed.store(false, Ordering::Release);
     syncing.store(false, Ordering::Release);
+    assert!(
+        gated_flushes.load(Ordering::Relaxed) >= 1,
+        "the sync made no flush"
+    );
+    assert!(
+        started.elapsed() < GATE_MAX,
+        "the worker could not get in while the sync flushed"
+    );
     let order = fs.stats(None, false).unwrap().order;
     assert_eq!(order.background_syncs, 1);
     assert!(
@@ -99,7 +157,7 @@ fn a_background_sync_lets_operations_in_and_leaves_what_came_before_on_disk() {
     let during = during.load(Ordering::Relaxed);
     eprintln!("operations done while the sync ran: {during}");
     assert!(
-        during >= 10,
+        during >= OPS_DURING,
         "{during} operations got in while the sync ran"
     );
 
