@@ -12,6 +12,12 @@
 //! Invariants: [`decode`] accepts only that length, a count from 0 to 32
 //! and known tags and permission bits, and never panics; `decode(encode(x))
 //! == x` for any list [`encode`] accepts.
+#![warn(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::cast_possible_wrap
+)]
+
 use crate::bytes::Endian;
 use crate::error::FormatError;
 
@@ -55,12 +61,15 @@ pub fn decode(en: Endian, v: &[u8]) -> Result<Vec<AclEntry>, FormatError> {
     if v.len() != OLDACL_SIZE {
         return Err(bad(format!("{} bytes, not {OLDACL_SIZE}", v.len())));
     }
-    let cnt = en.get_i32(v, 0);
-    if !(0..=OLDACL_MAX_ENTRIES as i32).contains(&cnt) {
-        return Err(bad(format!("{cnt} entries (at most {OLDACL_MAX_ENTRIES})")));
-    }
-    let mut out = Vec::with_capacity(cnt as usize);
-    for i in 0..cnt as usize {
+    let raw = en.get_i32(v, 0);
+    let Some(cnt) = usize::try_from(raw)
+        .ok()
+        .filter(|&n| n <= OLDACL_MAX_ENTRIES)
+    else {
+        return Err(bad(format!("{raw} entries (at most {OLDACL_MAX_ENTRIES})")));
+    };
+    let mut out = Vec::with_capacity(cnt);
+    for i in 0..cnt {
         let e = &v[4 + 12 * i..16 + 12 * i];
         let tag = en.get_u32(e, 0);
         let id = en.get_u32(e, 4);
@@ -82,7 +91,7 @@ pub fn encode(en: Endian, entries: &[AclEntry]) -> Option<Vec<u8>> {
         return None;
     }
     let mut v = vec![0u8; OLDACL_SIZE];
-    en.set_i32(&mut v, 0, entries.len() as i32);
+    en.set_i32(&mut v, 0, i32::try_from(entries.len()).ok()?);
     for (i, e) in entries.iter().enumerate() {
         let at = 4 + 12 * i;
         en.set_u32(&mut v, at, e.tag);

@@ -8,6 +8,52 @@
 //! big-endian throughout. Bitmaps and names are byte arrays and have no
 //! order. [`Endian`] is that order, carried by every structure this crate
 //! decodes.
+#![warn(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::cast_possible_wrap
+)]
+
+/// Narrowings of values their callers guarantee fit the field (a name of
+/// at most 255 bytes, a record within a 512-byte chunk, an address within
+/// a UFS1 file system): the crate's one place that truncates, checked in
+/// debug builds. A value that broke the guarantee would keep its low bits,
+/// as C's assignment to the narrower field does.
+#[allow(clippy::cast_possible_truncation)]
+pub fn low_u8(v: usize) -> u8 {
+    debug_assert!(v <= usize::from(u8::MAX), "{v} does not fit 8 bits");
+    v as u8
+}
+
+/// See [`low_u8`].
+#[allow(clippy::cast_possible_truncation)]
+pub fn low_u16(v: usize) -> u16 {
+    debug_assert!(v <= usize::from(u16::MAX), "{v} does not fit 16 bits");
+    v as u16
+}
+
+/// An offset, length or count within one block of a validated geometry
+/// as an index: `usize` holds every such value on the 64-bit targets
+/// ufskit builds for, and one that did not fit would become `usize::MAX`
+/// and fail the bounds check that follows instead of wrapping.
+pub fn to_index(v: u64) -> usize {
+    usize::try_from(v).unwrap_or(usize::MAX)
+}
+
+/// The low 32 bits of `t`, as C's assignment of a 64-bit time to an
+/// `int32_t` field (FreeBSD's UFS1 `fs_old_time` and `cg_old_time`, which
+/// wrap in 2038 on FreeBSD too).
+pub fn low_i32(t: i64) -> i32 {
+    let b = t.to_le_bytes();
+    i32::from_le_bytes([b[0], b[1], b[2], b[3]])
+}
+
+/// See [`low_u8`].
+#[allow(clippy::cast_possible_truncation)]
+pub fn low_u32(v: u64) -> u32 {
+    debug_assert!(v <= u64::from(u32::MAX), "{v} does not fit 32 bits");
+    v as u32
+}
 
 /// The byte order of a file system's multi-byte fields.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]

@@ -15,7 +15,13 @@
 //! A [`Cg`] knows which bytes past its header may have changed since it was
 //! parsed ([`Cg::changed`]); every setter of a map records what it touches,
 //! and [`Cg::raw_mut`] counts as touching everything.
-use crate::bytes::Endian;
+#![warn(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::cast_possible_wrap
+)]
+
+use crate::bytes::{low_i32, low_u32, to_index, Endian};
 use crate::error::FormatError;
 use crate::sb::{Csum, Geometry};
 use crate::{CG_HEADER_SIZE, CG_MAGIC, MAXFRAG};
@@ -46,6 +52,11 @@ impl PartialEq for Cg {
     }
 }
 impl Eq for Cg {}
+
+/// The bits of one block's `frag` fragments (1, 2, 4 or 8) in a byte.
+fn frag_mask(frag: u64) -> u8 {
+    u8::try_from((1u16 << frag) - 1).unwrap_or(u8::MAX)
+}
 
 thread_local! {
     /// The map buffer of the last cylinder group dropped on this thread,
@@ -111,54 +122,54 @@ impl Cg {
     /// newfs lays them out (`initcg`, sbin/newfs/mkfs.c).
     pub fn new_layout(g: &Geometry, cgx: u64) -> Cg {
         let mut cg = Cg {
-            raw: vec![0; g.cgsize as usize],
+            raw: vec![0; to_index(g.cgsize)],
             endian: g.v.endian,
-            touched: (0, g.cgsize as usize),
+            touched: (0, to_index(g.cgsize)),
             tag: 0,
         };
         cg.set_cg_magic(CG_MAGIC);
-        cg.set_cg_cgx(cgx as u32);
+        cg.set_cg_cgx(low_u32(cgx));
         let iused = if g.v.is_ufs1() {
             // The old tables: a 32-bit block count per cylinder, then 16-bit
             // counts per cylinder and rotational position.
             let btot = CG_HEADER_SIZE as u64;
             let boff = btot + 4 * g.old_cpg;
-            cg.set_cg_old_ncyl(g.old_cpg as i16);
-            cg.set_cg_old_niblk(g.ipg as i16);
-            cg.set_cg_old_btotoff(btot as i32);
-            cg.set_cg_old_boff(boff as i32);
+            cg.set_cg_old_ncyl(i16::try_from(g.old_cpg).unwrap_or(i16::MAX));
+            cg.set_cg_old_niblk(i16::try_from(g.ipg).unwrap_or(i16::MAX));
+            cg.set_cg_old_btotoff(low_u32(btot).cast_signed());
+            cg.set_cg_old_boff(low_u32(boff).cast_signed());
             boff + 2 * g.old_cpg * g.old_nrpos
         } else {
-            cg.set_cg_niblk(g.ipg as u32);
+            cg.set_cg_niblk(low_u32(g.ipg));
             CG_HEADER_SIZE as u64
         };
         let free = iused + g.ipg.div_ceil(8);
         let mut next = free + g.fpg.div_ceil(8);
-        cg.set_cg_iusedoff(iused as u32);
-        cg.set_cg_freeoff(free as u32);
+        cg.set_cg_iusedoff(low_u32(iused));
+        cg.set_cg_freeoff(low_u32(free));
         if g.contigsumsize > 0 {
             // The cluster summary is an int32 array indexed 1..=contigsumsize;
             // its offset is chosen so that slot 1 is 4-byte aligned.
             let sumoff = next.div_ceil(4) * 4 - 4;
             let clusteroff = sumoff + 4 * (g.contigsumsize + 1);
-            cg.set_cg_clustersumoff(sumoff as u32);
-            cg.set_cg_clusteroff(clusteroff as u32);
-            cg.set_cg_nclusterblks((g.cg_nfrags(cgx) / g.frag) as u32);
+            cg.set_cg_clustersumoff(low_u32(sumoff));
+            cg.set_cg_clusteroff(low_u32(clusteroff));
+            cg.set_cg_nclusterblks(low_u32(g.cg_nfrags(cgx) / g.frag));
             next = clusteroff + (g.fpg / g.frag).div_ceil(8);
         }
-        cg.set_cg_nextfreeoff(next as u32);
+        cg.set_cg_nextfreeoff(low_u32(next));
         cg
     }
 
     /// Parses a cg block read from group `cgx`, checking every offset.
     pub fn parse(b: &[u8], g: &Geometry, cgx: u64) -> Result<Cg, FormatError> {
         let what = || format!("cylinder group {cgx}");
-        if b.len() < g.cgsize as usize {
+        if b.len() < to_index(g.cgsize) {
             return Err(FormatError::corrupt(what(), "short read"));
         }
         let mut raw = SPARE.try_with(|s| s.take()).unwrap_or_default();
         raw.clear();
-        raw.extend_from_slice(&b[..g.cgsize as usize]);
+        raw.extend_from_slice(&b[..to_index(g.cgsize)]);
         let cg = Cg {
             raw,
             endian: g.v.endian,
@@ -312,7 +323,7 @@ impl Cg {
     /// keeps both; newfs leaves `cg_time` zero in UFS1 groups).
     pub fn time(&self, ufs1: bool) -> i64 {
         if ufs1 {
-            self.cg_old_time() as u32 as i64
+            i64::from(self.cg_old_time().cast_unsigned())
         } else {
             self.cg_time()
         }
@@ -322,7 +333,7 @@ impl Cg {
     /// UFS1, `cg_time` alone in UFS2.
     pub fn set_time(&mut self, ufs1: bool, t: i64) {
         if ufs1 {
-            self.set_cg_old_time(t as i32);
+            self.set_cg_old_time(low_i32(t));
         }
         self.set_cg_time(t);
     }
@@ -347,7 +358,7 @@ impl Cg {
     }
     /// Are all `frag` fragments of block `b` (block index in the group) free?
     pub fn block_free(&self, b: u64, frag: u64) -> bool {
-        self.block_bits(b, frag) == ((1u16 << frag) - 1) as u8
+        self.block_bits(b, frag) == frag_mask(frag)
     }
     /// The free bits of block `b`'s fragments (bit i = fragment i free).
     /// Blocks never straddle a byte: `frag` is 1, 2, 4 or 8.
@@ -355,9 +366,9 @@ impl Cg {
     pub fn block_bits(&self, b: u64, frag: u64) -> u8 {
         let o = self.cg_freeoff() as usize;
         let per = 8 / frag;
-        let byte = self.raw[o + (b / per) as usize];
+        let byte = self.raw[o + to_index(b / per)];
         let shift = (b % per) * frag;
-        ((byte as u16 >> shift) & ((1u16 << frag) - 1)) as u8
+        (byte >> shift) & frag_mask(frag)
     }
     // Cluster map: bit set = block free.
     pub fn cluster_free(&self, b: u64) -> bool {
@@ -369,11 +380,13 @@ impl Cg {
         setbit(&mut self.raw, o, b, free)
     }
     pub fn clustersum(&self, i: u64) -> i32 {
-        self.endian
-            .get_i32(&self.raw, self.cg_clustersumoff() as usize + 4 * i as usize)
+        self.endian.get_i32(
+            &self.raw,
+            self.cg_clustersumoff() as usize + 4 * to_index(i),
+        )
     }
     pub fn set_clustersum(&mut self, i: u64, v: i32) {
-        let o = self.cg_clustersumoff() as usize + 4 * i as usize;
+        let o = self.cg_clustersumoff() as usize + 4 * to_index(i);
         self.touch(o, 4);
         self.endian.set_i32(&mut self.raw, o, v)
     }
@@ -385,11 +398,11 @@ impl Cg {
     /// Byte slice of the fragment map covering `nfrags` fragments.
     pub fn frag_map(&self, nfrags: u64) -> &[u8] {
         let o = self.cg_freeoff() as usize;
-        &self.raw[o..o + nfrags.div_ceil(8) as usize]
+        &self.raw[o..o + to_index(nfrags.div_ceil(8))]
     }
     pub fn inode_map(&self, ninodes: u64) -> &[u8] {
         let o = self.cg_iusedoff() as usize;
-        &self.raw[o..o + ninodes.div_ceil(8) as usize]
+        &self.raw[o..o + to_index(ninodes.div_ceil(8))]
     }
     /// The header's byte order.
     pub fn byte_order(&self) -> Endian {

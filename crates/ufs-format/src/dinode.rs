@@ -14,6 +14,12 @@
 //! check-hash) read as zero and are dropped when a UFS1 inode is encoded.
 //! Source: FreeBSD `sys/ufs/ufs/dinode.h`; NetBSD `ffs_dinode1_swap`,
 //! `ffs_dinode2_swap` (sys/ufs/ffs/ffs_bswap.c) for the swapped forms.
+#![warn(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::cast_possible_wrap
+)]
+
 use crate::bytes::Endian;
 use crate::variant::{Ufs, Variant};
 use crate::{DINODE_SIZE, MAXSYMLINKLEN_UFS2, UFS_NDADDR, UFS_NIADDR};
@@ -110,7 +116,7 @@ pub fn stored_time(v: Variant, t: i64) -> i64 {
 /// The 32-bit field that stores `t` in a UFS1 inode: times before 1970
 /// are stored as 1970 and times after 2106 as 2106 (the field's range).
 pub fn ufs1_time_to_disk(t: i64) -> u32 {
-    t.clamp(0, u32::MAX as i64) as u32
+    u32::try_from(t.max(0)).unwrap_or(u32::MAX)
 }
 
 #[derive(Clone, PartialEq, Eq)]
@@ -243,14 +249,15 @@ impl Dinode {
         } else {
             for i in 0..UFS_NDADDR + UFS_NIADDR {
                 let p = Endian::Little.get_u64(&self.raw, DI_DB_OFF + 8 * i);
-                e.set_u32(out, ufs1::DB + 4 * i, p as u32);
+                // Widened from these 32 bits when read.
+                e.set_u32(out, ufs1::DB + 4 * i, crate::bytes::low_u32(p));
             }
         }
         e.set_u32(out, ufs1::FLAGS, self.di_flags());
         e.set_u32(
             out,
             ufs1::BLOCKS,
-            self.di_blocks().min(u32::MAX as u64) as u32,
+            u32::try_from(self.di_blocks()).unwrap_or(u32::MAX),
         );
         e.set_u32(out, ufs1::GEN, self.di_gen());
         e.set_u32(out, ufs1::UID, self.di_uid());
@@ -286,10 +293,12 @@ impl Dinode {
     /// Link count as an unsigned number (the field is a signed 16-bit value
     /// on disk; FreeBSD caps it at `UFS_LINK_MAX`).
     pub fn nlink(&self) -> u32 {
-        self.di_nlink() as u16 as u32
+        u32::from(self.di_nlink().cast_unsigned())
     }
+    /// Counts past the field's 16 bits stay at its largest (the engine
+    /// stops at `UFS_LINK_MAX`, 32767, long before).
     pub fn set_nlink(&mut self, n: u32) {
-        self.set_di_nlink(n as u16 as i16)
+        self.set_di_nlink(u16::try_from(n).unwrap_or(u16::MAX).cast_signed())
     }
     pub fn di_db(&self, i: usize) -> u64 {
         Endian::Little.get_u64(&self.raw, DI_DB_OFF + 8 * i)
@@ -469,7 +478,7 @@ mod tests {
         assert_eq!(e.get_u64(&le, 8), 123_456_789);
         assert_eq!(
             e.get_u32(&le, 24),
-            4_102_444_800u64 as u32,
+            4_102_444_800u32,
             "mtime past 2038, unsigned"
         );
         assert_eq!(e.get_u32(&le, 40), 1000, "di_db[0]");
@@ -498,7 +507,9 @@ mod tests {
         ] {
             let mut d = Dinode::default();
             d.set_di_mode(IFLNK | 0o777);
-            let target: Vec<u8> = (0..n).map(|i| b'a' + (i % 26) as u8).collect();
+            let target: Vec<u8> = (0..n)
+                .map(|i| b"abcdefghijklmnopqrstuvwxyz"[i % 26])
+                .collect();
             d.set_shortlink(&target);
             d.set_di_size(n as u64);
             let disk = d.encode(v, false);

@@ -10,6 +10,12 @@
 //! UFS2's and that of every UFS1 file system made since 4.4BSD; the older
 //! one (16-bit `d_namlen`, no `d_type`) is refused when the superblock is
 //! read. Source: `sys/ufs/ufs/dir.h`, `ufs_lookup.c`.
+#![warn(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::cast_possible_wrap
+)]
+
 use crate::bytes::Endian;
 use crate::error::FormatError;
 use crate::{DIRBLKSIZ, MAXNAMLEN};
@@ -185,7 +191,7 @@ pub fn write_entry(
     e.set_u32(chunk, off, ino);
     e.set_u16(chunk, off + 4, reclen);
     chunk[off + 6] = dtype;
-    chunk[off + 7] = name.len() as u8;
+    chunk[off + 7] = crate::bytes::low_u8(name.len());
     let end = off + dirsiz(name.len());
     chunk[off + 8..off + 8 + name.len()].copy_from_slice(name);
     chunk[off + 8 + name.len()..end].fill(0);
@@ -235,7 +241,15 @@ pub fn build_chunk(e: Endian, entries: &[(u32, u8, &[u8])]) -> Option<[u8; DIRBL
         } else {
             dirsiz(name.len())
         };
-        write_entry(e, &mut c, off, ino, reclen as u16, dtype, name);
+        write_entry(
+            e,
+            &mut c,
+            off,
+            ino,
+            crate::bytes::low_u16(reclen),
+            dtype,
+            name,
+        );
         off += reclen;
     }
     Some(c)
@@ -244,7 +258,7 @@ pub fn build_chunk(e: Endian, entries: &[(u32, u8, &[u8])]) -> Option<[u8; DIRBL
 /// A fresh empty chunk: one unused record spanning all 512 bytes.
 pub fn empty_chunk(e: Endian) -> [u8; DIRBLKSIZ] {
     let mut c = [0u8; DIRBLKSIZ];
-    e.set_u16(&mut c, 4, DIRBLKSIZ as u16);
+    e.set_u16(&mut c, 4, crate::bytes::low_u16(DIRBLKSIZ));
     c
 }
 
@@ -314,7 +328,7 @@ mod tests {
             &[1, 2, 3, 4],
             "d_ino most significant byte first"
         );
-        assert_eq!(&be[28..30], &[(488u16 >> 8) as u8, (488 % 256) as u8]);
+        assert_eq!(&be[28..30], &488u16.to_be_bytes());
         assert_eq!(&le[24..28], &[4, 3, 2, 1]);
         let names = |e, c: &[u8]| {
             iter_chunk(e, c)

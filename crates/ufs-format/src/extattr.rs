@@ -20,6 +20,12 @@
 //! and whose lengths agree with each other, and never panics; [`encode_area`]
 //! writes what FreeBSD writes (records back to back, padding zeroed), so
 //! `parse_area(encode_area(x)) == x`.
+#![warn(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::cast_possible_wrap
+)]
+
 use crate::bytes::Endian;
 use crate::error::FormatError;
 
@@ -118,10 +124,14 @@ pub fn encode_area(e: Endian, attrs: &[ExtAttr]) -> Vec<u8> {
         let len = a.record_len();
         let start = out.len();
         out.extend_from_slice(&[0; 4]);
-        e.set_u32(&mut out, start, len as u32);
+        // Names of at most EXTATTR_MAXNAMELEN bytes and values that fit
+        // the inode's 32-bit di_extsize: the engine checks both.
+        e.set_u32(&mut out, start, crate::bytes::low_u32(len as u64));
         out.push(a.namespace);
-        out.push((roundup8(a.value.len()) - a.value.len()) as u8);
-        out.push(a.name.len() as u8);
+        out.push(crate::bytes::low_u8(
+            roundup8(a.value.len()) - a.value.len(),
+        ));
+        out.push(crate::bytes::low_u8(a.name.len()));
         out.extend_from_slice(&a.name);
         out.resize(start + value_offset(a.name.len()), 0);
         out.extend_from_slice(&a.value);

@@ -12,6 +12,12 @@
 //! `NINDIR`, `INOPB`), `sys/ufs/ufs/dinode.h` (`ufs1_daddr_t` is 32-bit,
 //! `ufs2_daddr_t` 64-bit; `UFS1_MAXSYMLINKLEN`, `UFS2_MAXSYMLINKLEN`);
 //! NetBSD `sys/ufs/ffs/ffs_bswap.c` for byte-swapped file systems.
+#![warn(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::cast_possible_wrap
+)]
+
 use crate::bytes::Endian;
 use crate::{FS_UFS1_MAGIC, FS_UFS2_MAGIC};
 
@@ -132,7 +138,7 @@ impl Variant {
     #[inline]
     pub fn set_ptr(self, block: &mut [u8], i: usize, v: u64) {
         match self.ufs {
-            Ufs::Ufs1 => self.endian.set_u32(block, i * 4, v as u32),
+            Ufs::Ufs1 => self.endian.set_u32(block, i * 4, crate::bytes::low_u32(v)),
             Ufs::Ufs2 => self.endian.set_u64(block, i * 8, v),
         }
     }

@@ -70,14 +70,12 @@ impl fmt::Display for Damage {
     }
 }
 
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("{msg}")]
+#[derive(Debug, Clone)]
 pub struct Error {
     pub kind: ErrorKind,
     pub msg: String,
     /// For `Corrupt`: what is damaged, when known.
     pub damage: Option<Damage>,
-    #[source]
     source: Option<Arc<dyn std::error::Error + Send + Sync>>,
 }
 
@@ -136,6 +134,22 @@ impl Error {
             NoData => libc::ENODATA,
             NoSuchOffset => libc::ENXIO,
         }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.msg)
+    }
+}
+// Written out rather than derived with thiserror (as `FormatError` is):
+// the source is kept in an `Arc` so that the error stays `Clone`, and the
+// lower error itself, not the `Arc`, must be what `source()` answers.
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source
+            .as_deref()
+            .map(|e| e as &(dyn std::error::Error + 'static))
     }
 }
 
