@@ -12,12 +12,6 @@
 //! Invariants: [`decode`] accepts only that length, a count from 0 to 32
 //! and known tags and permission bits, and never panics; `decode(encode(x))
 //! == x` for any list [`encode`] accepts.
-#![warn(
-    clippy::cast_possible_truncation,
-    clippy::cast_sign_loss,
-    clippy::cast_possible_wrap
-)]
-
 use crate::bytes::Endian;
 use crate::error::FormatError;
 

@@ -8,12 +8,6 @@
 //! big-endian throughout. Bitmaps and names are byte arrays and have no
 //! order. [`Endian`] is that order, carried by every structure this crate
 //! decodes.
-#![warn(
-    clippy::cast_possible_truncation,
-    clippy::cast_sign_loss,
-    clippy::cast_possible_wrap
-)]
-
 /// Narrowings of values their callers guarantee fit the field (a name of
 /// at most 255 bytes, a record within a 512-byte chunk, an address within
 /// a UFS1 file system): the crate's one place that truncates, checked in
@@ -146,7 +140,7 @@ macro_rules! fields {
         )*
     };
     (@get u8, $e:expr, $b:expr, $o:expr) => { $e.get_u8($b, $o) };
-    (@get i8, $e:expr, $b:expr, $o:expr) => { $e.get_u8($b, $o) as i8 };
+    (@get i8, $e:expr, $b:expr, $o:expr) => { $e.get_u8($b, $o).cast_signed() };
     (@get u16, $e:expr, $b:expr, $o:expr) => { $e.get_u16($b, $o) };
     (@get i16, $e:expr, $b:expr, $o:expr) => { $e.get_i16($b, $o) };
     (@get u32, $e:expr, $b:expr, $o:expr) => { $e.get_u32($b, $o) };
@@ -154,7 +148,7 @@ macro_rules! fields {
     (@get u64, $e:expr, $b:expr, $o:expr) => { $e.get_u64($b, $o) };
     (@get i64, $e:expr, $b:expr, $o:expr) => { $e.get_i64($b, $o) };
     (@set u8, $e:expr, $b:expr, $o:expr, $v:expr) => { $e.set_u8($b, $o, $v) };
-    (@set i8, $e:expr, $b:expr, $o:expr, $v:expr) => { $e.set_u8($b, $o, $v as u8) };
+    (@set i8, $e:expr, $b:expr, $o:expr, $v:expr) => { $e.set_u8($b, $o, $v.cast_unsigned()) };
     (@set u16, $e:expr, $b:expr, $o:expr, $v:expr) => { $e.set_u16($b, $o, $v) };
     (@set i16, $e:expr, $b:expr, $o:expr, $v:expr) => { $e.set_i16($b, $o, $v) };
     (@set u32, $e:expr, $b:expr, $o:expr, $v:expr) => { $e.set_u32($b, $o, $v) };

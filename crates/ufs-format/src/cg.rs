@@ -15,12 +15,6 @@
 //! A [`Cg`] knows which bytes past its header may have changed since it was
 //! parsed ([`Cg::changed`]); every setter of a map records what it touches,
 //! and [`Cg::raw_mut`] counts as touching everything.
-#![warn(
-    clippy::cast_possible_truncation,
-    clippy::cast_sign_loss,
-    clippy::cast_possible_wrap
-)]
-
 use crate::bytes::{low_i32, low_u32, to_index, Endian};
 use crate::error::FormatError;
 use crate::sb::{Csum, Geometry};

@@ -14,12 +14,6 @@
 //! check-hash) read as zero and are dropped when a UFS1 inode is encoded.
 //! Source: FreeBSD `sys/ufs/ufs/dinode.h`; NetBSD `ffs_dinode1_swap`,
 //! `ffs_dinode2_swap` (sys/ufs/ffs/ffs_bswap.c) for the swapped forms.
-#![warn(
-    clippy::cast_possible_truncation,
-    clippy::cast_sign_loss,
-    clippy::cast_possible_wrap
-)]
-
 use crate::bytes::Endian;
 use crate::variant::{Ufs, Variant};
 use crate::{DINODE_SIZE, MAXSYMLINKLEN_UFS2, UFS_NDADDR, UFS_NIADDR};

@@ -10,12 +10,6 @@
 //! UFS2's and that of every UFS1 file system made since 4.4BSD; the older
 //! one (16-bit `d_namlen`, no `d_type`) is refused when the superblock is
 //! read. Source: `sys/ufs/ufs/dir.h`, `ufs_lookup.c`.
-#![warn(
-    clippy::cast_possible_truncation,
-    clippy::cast_sign_loss,
-    clippy::cast_possible_wrap
-)]
-
 use crate::bytes::Endian;
 use crate::error::FormatError;
 use crate::{DIRBLKSIZ, MAXNAMLEN};

@@ -20,12 +20,6 @@
 //! and whose lengths agree with each other, and never panics; [`encode_area`]
 //! writes what FreeBSD writes (records back to back, padding zeroed), so
 //! `parse_area(encode_area(x)) == x`.
-#![warn(
-    clippy::cast_possible_truncation,
-    clippy::cast_sign_loss,
-    clippy::cast_possible_wrap
-)]
-
 use crate::bytes::Endian;
 use crate::error::FormatError;
 

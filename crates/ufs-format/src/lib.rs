@@ -21,6 +21,13 @@
 //! `sys/ufs/ufs/dinode.h`, `sys/ufs/ufs/dir.h`; NetBSD
 //! `sys/ufs/ffs/ffs_bswap.c` for byte order (see docs/FORMAT.md).
 #![forbid(unsafe_code)]
+// Every narrowing or sign change is written out (bytes::low_u8, to_index,
+// try_from, cast_signed): the crate decodes what hostile images hold.
+#![deny(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::cast_possible_wrap
+)]
 
 pub mod acl;
 pub mod bytes;

@@ -17,10 +17,14 @@
 //!
 //! Field offsets: FreeBSD `sys/ufs/ffs/fs.h` (amd64 layout; `fs_ocsp` is 15
 //! pointers). Validity rules: `validate_sblock`, sys/ufs/ffs/ffs_subr.c.
-use crate::bytes::Endian;
+use crate::bytes::{low_i32, Endian};
 use crate::error::FormatError;
 use crate::variant::{Ufs, Variant};
 use crate::*;
+
+/// `FS_FLAGS_UPDATED` in the 8-bit `fs_old_flags`.
+const OLD_FLAGS_UPDATED: u8 = 0x80;
+const _: () = assert!(FS_FLAGS_UPDATED == OLD_FLAGS_UPDATED as i32);
 
 /// `struct csum`: per-cylinder-group counters (also the summary array entry).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -166,8 +170,9 @@ impl Superblock {
             ));
         }
         let sbsize = endian.get_i32(b, 104);
-        let keep = (sbsize.max(SBSIZE_STRUCT as i32) as usize)
-            .min(SBLOCKSIZE)
+        let keep = usize::try_from(sbsize)
+            .unwrap_or(0)
+            .clamp(SBSIZE_STRUCT, SBLOCKSIZE)
             .min(b.len());
         Ok(Superblock {
             raw: b[..keep].to_vec(),
@@ -193,7 +198,9 @@ impl Superblock {
 
     /// Bytes the superblock takes on disk (`fs_sbsize`, within reason).
     fn disk_len(&self) -> usize {
-        (self.fs_sbsize().max(SBSIZE_STRUCT as i32) as usize).min(SBLOCKSIZE)
+        usize::try_from(self.fs_sbsize())
+            .unwrap_or(0)
+            .clamp(SBSIZE_STRUCT, SBLOCKSIZE)
     }
 
     /// Computes the superblock check-hash over `fs_sbsize` bytes.
@@ -217,12 +224,12 @@ impl Superblock {
     pub fn compat_read(&mut self, loc: u64) {
         if self.fs_old_flags() as i32 & FS_FLAGS_UPDATED == 0 {
             self.set_fs_flags(self.fs_old_flags() as i32);
-            self.set_fs_old_flags(self.fs_old_flags() | FS_FLAGS_UPDATED as u8);
-            self.set_fs_sblockloc(loc as i64);
+            self.set_fs_old_flags(self.fs_old_flags() | OLD_FLAGS_UPDATED);
+            self.set_fs_sblockloc(i64::try_from(loc).unwrap_or(i64::MAX));
         }
         if self.fs_magic() == FS_UFS1_MAGIC && self.fs_maxbsize() != self.fs_bsize() {
             self.set_fs_maxbsize(self.fs_bsize());
-            self.set_fs_time(self.fs_old_time() as u32 as i64);
+            self.set_fs_time(i64::from(self.fs_old_time().cast_unsigned()));
             self.set_fs_size(self.fs_old_size() as i64);
             self.set_fs_dsize(self.fs_old_dsize() as i64);
             self.set_fs_csaddr(self.fs_old_csaddr() as i64);
@@ -234,10 +241,10 @@ impl Superblock {
             t.cs_nffree = o.cs_nffree as i64;
             self.set_fs_cstotal(t);
         }
-        if self.fs_avgfilesize() as i32 <= 0 {
+        if self.fs_avgfilesize().cast_signed() <= 0 {
             self.set_fs_avgfilesize(AVFILESIZ);
         }
-        if self.fs_avgfpdir() as i32 <= 0 {
+        if self.fs_avgfpdir().cast_signed() <= 0 {
             self.set_fs_avgfpdir(AFPDIR);
         }
     }
@@ -262,13 +269,13 @@ impl Superblock {
         if self.fs_magic() != FS_UFS1_MAGIC {
             return;
         }
-        self.set_fs_old_time(self.fs_time() as i32);
+        self.set_fs_old_time(low_i32(self.fs_time()));
         let t = self.fs_cstotal();
         self.set_fs_old_cstotal(Csum {
-            cs_ndir: t.cs_ndir as i32,
-            cs_nbfree: t.cs_nbfree as i32,
-            cs_nifree: t.cs_nifree as i32,
-            cs_nffree: t.cs_nffree as i32,
+            cs_ndir: low_i32(t.cs_ndir),
+            cs_nbfree: low_i32(t.cs_nbfree),
+            cs_nifree: low_i32(t.cs_nifree),
+            cs_nffree: low_i32(t.cs_nffree),
         });
     }
 
@@ -479,37 +486,40 @@ impl Superblock {
                 FS_44INODEFMT
             )));
         }
+        // Each signed field is checked, then used as the unsigned number it
+        // is: nothing below wraps a negative value.
         let sblockloc = self.fs_sblockloc();
+        let sbloc = u64::try_from(sblockloc).ok();
         if loc == SBLOCK_UFS2 || loc == SBLOCK_UFS1 {
-            if sblockloc as u64 != loc {
+            if sbloc != Some(loc) {
                 return bad(
                     "fs_sblockloc",
                     format!("{sblockloc} but superblock found at {loc}"),
                 );
             }
-        } else if sblockloc as u64 != SBLOCK_UFS2 && sblockloc as u64 != SBLOCK_UFS1 {
+        } else if !matches!(sbloc, Some(SBLOCK_UFS2 | SBLOCK_UFS1)) {
             return bad(
                 "fs_sblockloc",
                 format!("{sblockloc} is not a standard location"),
             );
         }
+        let sbloc = sbloc.unwrap_or(loc);
         let bsize = self.fs_bsize();
         let fsize = self.fs_fsize();
-        if !(MINBSIZE as i32..=MAXBSIZE as i32).contains(&bsize)
-            || !(bsize as u32).is_power_of_two()
-        {
+        let Some(bsize_u) = u64::try_from(bsize).ok().filter(|b| {
+            (u64::from(MINBSIZE)..=u64::from(MAXBSIZE)).contains(b) && b.is_power_of_two()
+        }) else {
             return bad(
                 "fs_bsize",
                 format!("{bsize} is not a power of two in [4096, 65536]"),
             );
-        }
-        if fsize < 512
-            || fsize > bsize
-            || !(fsize as u32).is_power_of_two()
-            || bsize / fsize > MAXFRAG as i32
-        {
+        };
+        let Some(fsize_u) = u64::try_from(fsize).ok().filter(|&f| {
+            f >= 512 && f <= bsize_u && f.is_power_of_two() && bsize_u / f <= MAXFRAG as u64
+        }) else {
             return bad("fs_fsize", format!("{fsize} with block size {bsize}"));
-        }
+        };
+        let frag_u = bsize_u / fsize_u;
         let frag = bsize / fsize;
         if self.fs_frag() != frag {
             return bad(
@@ -517,50 +527,57 @@ impl Superblock {
                 format!("{} but bsize/fsize is {frag}", self.fs_frag()),
             );
         }
-        let bshift = bsize.trailing_zeros() as i32;
-        let fshift = fsize.trailing_zeros() as i32;
-        let fragshift = frag.trailing_zeros() as i32;
-        let checks: [(&str, i64, i64); 11] = [
-            ("fs_bshift", self.fs_bshift() as i64, bshift as i64),
-            ("fs_fshift", self.fs_fshift() as i64, fshift as i64),
-            ("fs_fragshift", self.fs_fragshift() as i64, fragshift as i64),
-            ("fs_bmask", self.fs_bmask() as i64, !(bsize - 1) as i64),
-            ("fs_fmask", self.fs_fmask() as i64, !(fsize - 1) as i64),
-            ("fs_qbmask", self.fs_qbmask(), bsize as i64 - 1),
-            ("fs_qfmask", self.fs_qfmask(), fsize as i64 - 1),
-            (
-                "fs_nindir",
-                self.fs_nindir() as i64,
-                (bsize / v.ptr_size() as i32) as i64,
-            ),
-            (
-                "fs_inopb",
-                self.fs_inopb() as i64,
-                (bsize / v.dinode_size() as i32) as i64,
-            ),
+        let bshift = bsize_u.trailing_zeros();
+        let fshift = fsize_u.trailing_zeros();
+        let fragshift = frag_u.trailing_zeros();
+        let bsize_i = i64::from(bsize);
+        let fsize_i = i64::from(fsize);
+        let ptr_size = v.ptr_size() as u64;
+        let dinode_size = v.dinode_size() as u64;
+        let nindir = bsize_u / ptr_size;
+        let inopb = bsize_u / dinode_size;
+        let checks: [(&str, i64, u64); 11] = [
+            ("fs_bshift", self.fs_bshift().into(), bshift.into()),
+            ("fs_fshift", self.fs_fshift().into(), fshift.into()),
+            ("fs_fragshift", self.fs_fragshift().into(), fragshift.into()),
+            ("fs_qbmask", self.fs_qbmask(), bsize_u - 1),
+            ("fs_qfmask", self.fs_qfmask(), fsize_u - 1),
+            ("fs_nindir", self.fs_nindir().into(), nindir),
+            ("fs_inopb", self.fs_inopb().into(), inopb),
             (
                 "fs_fsbtodb",
-                self.fs_fsbtodb() as i64,
-                (fsize / 512).trailing_zeros() as i64,
+                self.fs_fsbtodb().into(),
+                (fsize_u / 512).trailing_zeros().into(),
             ),
             (
                 "fs_maxsymlinklen",
-                self.fs_maxsymlinklen() as i64,
-                v.maxsymlinklen() as i64,
+                self.fs_maxsymlinklen().into(),
+                v.maxsymlinklen() as u64,
+            ),
+            // The masks are the negated sizes less one, as signed fields.
+            (
+                "fs_bmask",
+                self.fs_bmask().into(),
+                (!(bsize_i - 1)).cast_unsigned(),
+            ),
+            (
+                "fs_fmask",
+                self.fs_fmask().into(),
+                (!(fsize_i - 1)).cast_unsigned(),
             ),
         ];
         for (name, have, want) in checks {
-            if have != want {
-                return bad(name, format!("{have}, expected {want}"));
+            let want_i = want.cast_signed();
+            if have != want_i {
+                return bad(name, format!("{have}, expected {want_i}"));
             }
         }
-        let ncg = self.fs_ncg() as u64;
-        let ipg = self.fs_ipg() as u64;
+        let ncg = u64::from(self.fs_ncg());
+        let ipg = u64::from(self.fs_ipg());
         let fpg = self.fs_fpg();
         if !(1..=(1 << 31)).contains(&ncg) {
             return bad("fs_ncg", format!("{ncg}"));
         }
-        let inopb = (bsize / v.dinode_size() as i32) as u64;
         if ipg < inopb || !ipg.is_multiple_of(inopb) || ipg > (1 << 31) {
             return bad(
                 "fs_ipg",
@@ -578,67 +595,68 @@ impl Superblock {
         }
         // FreeBSD asks for at least 3 blocks per group, a whole number of
         // blocks unless the file system is a single small group.
-        if fpg < 3 * frag || (fpg % frag != 0 && ncg != 1) {
+        let Some(fpg) = u64::try_from(fpg)
+            .ok()
+            .filter(|&f| f >= 3 * frag_u && (f % frag_u == 0 || ncg == 1))
+        else {
             return bad(
                 "fs_fpg",
                 format!("{fpg} is not a multiple of {frag} (and at least 3 blocks)"),
             );
-        }
-        let fpg = fpg as u64;
-        let frag_u = frag as u64;
+        };
         // Fixed parts of every cylinder group, in fragments.
-        let sblkno = self.fs_sblkno() as i64;
-        let cblkno = self.fs_cblkno() as i64;
-        let iblkno = self.fs_iblkno() as i64;
-        let dblkno = self.fs_dblkno() as i64;
-        let want_sblkno = (((sblockloc as u64 + SBLOCKSIZE as u64).div_ceil(fsize as u64))
-            .div_ceil(frag_u)
-            * frag_u) as i64;
-        if sblkno != want_sblkno {
+        let sblkno = i64::from(self.fs_sblkno());
+        let cblkno = i64::from(self.fs_cblkno());
+        let iblkno = i64::from(self.fs_iblkno());
+        let dblkno = i64::from(self.fs_dblkno());
+        // Whole blocks of `bytes`, in fragments.
+        let frags_of = |bytes: u64| bytes.div_ceil(fsize_u).div_ceil(frag_u) * frag_u;
+        let want_sblkno = frags_of(sbloc + SBLOCKSIZE as u64);
+        if u64::try_from(sblkno).ok() != Some(want_sblkno) {
             return bad("fs_sblkno", format!("{sblkno}, expected {want_sblkno}"));
         }
         let sbsize = self.fs_sbsize();
-        if sbsize < SBSIZE_STRUCT as i32
-            || sbsize > SBLOCKSIZE as i32
-            || sbsize % fsize.min(SBLOCKSIZE as i32) != 0 && sbsize % 512 != 0
-        {
+        let sbsize_ok = usize::try_from(sbsize).is_ok_and(|n| {
+            (SBSIZE_STRUCT..=SBLOCKSIZE).contains(&n)
+                && ((n as u64).is_multiple_of(fsize_u.min(SBLOCKSIZE as u64)) || n % 512 == 0)
+        });
+        if !sbsize_ok {
             return bad("fs_sbsize", format!("{sbsize}"));
         }
-        let want_cblkno =
-            sblkno + ((SBLOCKSIZE as u64).div_ceil(fsize as u64).div_ceil(frag_u) * frag_u) as i64;
-        if cblkno != want_cblkno {
+        let want_cblkno = want_sblkno + frags_of(SBLOCKSIZE as u64);
+        if u64::try_from(cblkno).ok() != Some(want_cblkno) {
             return bad("fs_cblkno", format!("{cblkno}, expected {want_cblkno}"));
         }
         let cgsize = self.fs_cgsize();
-        if cgsize < CG_HEADER_SIZE as i32 || cgsize > bsize {
+        let Some(cgsize_u) = u64::try_from(cgsize)
+            .ok()
+            .filter(|&c| c >= CG_HEADER_SIZE as u64 && c <= bsize_u)
+        else {
             return bad("fs_cgsize", format!("{cgsize} is not within [168, bsize]"));
-        }
-        let want_iblkno = cblkno
-            + ((cgsize.max(0) as u64)
-                .div_ceil(fsize as u64)
-                .div_ceil(frag_u)
-                * frag_u) as i64;
-        if iblkno != want_iblkno {
+        };
+        let want_iblkno = want_cblkno + frags_of(cgsize_u);
+        if u64::try_from(iblkno).ok() != Some(want_iblkno) {
             return bad("fs_iblkno", format!("{iblkno}, expected {want_iblkno}"));
         }
-        let want_dblkno = iblkno + (ipg / inopb) as i64 * frag as i64;
-        if dblkno != want_dblkno {
+        let want_dblkno = want_iblkno + ipg / inopb * frag_u;
+        if u64::try_from(dblkno).ok() != Some(want_dblkno) {
             return bad("fs_dblkno", format!("{dblkno}, expected {want_dblkno}"));
         }
+        let (sblkno, cblkno, iblkno, dblkno) = (want_sblkno, want_cblkno, want_iblkno, want_dblkno);
         // UFS1 groups made for old disks start their metadata further in,
         // cylinder by cylinder (`cgstart`: fs_old_cgoffset fragments per
         // step of the group number outside fs_old_cgmask); UFS2 has no
         // stagger.
         let (cgoffset, cgmask) = if ufs1 {
-            (self.fs_old_cgoffset(), self.fs_old_cgmask() as u32)
+            (self.fs_old_cgoffset(), self.fs_old_cgmask().cast_unsigned())
         } else {
             (0, u32::MAX)
         };
-        if !(0..=(1 << 20)).contains(&cgoffset) {
+        let Some(cgoffset) = u64::try_from(cgoffset).ok().filter(|&c| c <= 1 << 20) else {
             return bad("fs_old_cgoffset", format!("{cgoffset}"));
-        }
-        let max_stagger = (cgoffset as u64) * max_masked(ncg, !cgmask);
-        if (dblkno as u64).saturating_add(max_stagger) >= fpg {
+        };
+        let max_stagger = cgoffset * max_masked(ncg, !cgmask);
+        if dblkno.saturating_add(max_stagger) >= fpg {
             return bad(
                 "fs_dblkno",
                 format!(
@@ -647,7 +665,7 @@ impl Superblock {
             );
         }
         let size = self.fs_size();
-        if ufs1 && size > i32::MAX as i64 {
+        if ufs1 && size > i64::from(i32::MAX) {
             return bad(
                 "fs_size",
                 format!(
@@ -656,48 +674,56 @@ impl Superblock {
                 ),
             );
         }
-        if size <= 0 || (size as u64) <= (ncg - 1) * fpg || (size as u64) > ncg * fpg {
+        let Some(size) = u64::try_from(size)
+            .ok()
+            .filter(|&n| n > (ncg - 1) * fpg && n <= ncg * fpg)
+        else {
             return bad(
                 "fs_size",
                 format!("{size} does not fit {ncg} groups of {fpg} fragments"),
             );
-        }
+        };
         let dsize = self.fs_dsize();
-        if dsize <= 0 || dsize > size {
+        let Some(dsize) = u64::try_from(dsize).ok().filter(|&n| n > 0 && n <= size) else {
             return bad("fs_dsize", format!("{dsize} with fs_size {size}"));
-        }
-        let cssize = self.fs_cssize() as i64;
-        let want_cssize = ((ncg * Csum::SIZE as u64).div_ceil(fsize as u64) * fsize as u64) as i64;
-        if cssize != want_cssize {
+        };
+        let cssize = self.fs_cssize();
+        let want_cssize = (ncg * Csum::SIZE as u64).div_ceil(fsize_u) * fsize_u;
+        if u64::try_from(cssize).ok() != Some(want_cssize) {
             return bad("fs_cssize", format!("{cssize}, expected {want_cssize}"));
         }
+        let cssize = want_cssize;
         let csaddr = self.fs_csaddr();
-        let csfrags = (cssize as u64).div_ceil(fsize as u64);
-        if csaddr < 0 || (csaddr as u64) + csfrags > size as u64 {
+        let csfrags = cssize.div_ceil(fsize_u);
+        let Some(csaddr) = u64::try_from(csaddr)
+            .ok()
+            .filter(|&a| a.saturating_add(csfrags) <= size)
+        else {
             return bad(
                 "fs_csaddr",
                 format!("{csaddr} with {csfrags} fragments is outside the file system"),
             );
-        }
+        };
         // The summary area lies in one group's data area.
-        let cgc = csaddr as u64 / fpg;
+        let cgc = csaddr / fpg;
         let stagger = if ufs1 {
-            cgoffset as u64 * (cgc & !(cgmask as u64))
+            cgoffset * (cgc & u64::from(!cgmask))
         } else {
             0
         };
-        if (csaddr as u64) < cgc * fpg + stagger + dblkno as u64
-            || (csaddr as u64 + csfrags) / fpg > cgc
-        {
+        if csaddr < cgc * fpg + stagger + dblkno || (csaddr + csfrags) / fpg > cgc {
             return bad(
                 "fs_csaddr",
                 format!("{csaddr} is not in one group's data area"),
             );
         }
         let maxcontig = self.fs_maxcontig();
-        if maxcontig < 1 || maxcontig > 256.max(1048576 / bsize) {
+        let Some(maxcontig_u) = u64::try_from(maxcontig)
+            .ok()
+            .filter(|&m| m >= 1 && m <= 256.max(1_048_576 / bsize_u))
+        else {
             return bad("fs_maxcontig", format!("{maxcontig}"));
-        }
+        };
         let contigsumsize = self.fs_contigsumsize();
         // UFS1 file systems older than FreeBSD's clustering (4.4BSD-Lite)
         // have no cluster maps whatever their maxcontig.
@@ -707,22 +733,29 @@ impl Superblock {
                 format!("{contigsumsize} with maxcontig {maxcontig}"),
             );
         }
-        if self.fs_minfree() < 0 || self.fs_minfree() > 99 {
+        let Some(minfree) = u64::try_from(self.fs_minfree()).ok().filter(|&m| m <= 99) else {
             return bad("fs_minfree", format!("{}", self.fs_minfree()));
-        }
-        if self.fs_maxbpg() < 1 {
+        };
+        let Some(maxbpg) = u64::try_from(self.fs_maxbpg()).ok().filter(|&m| m >= 1) else {
             return bad("fs_maxbpg", format!("{}", self.fs_maxbpg()));
-        }
+        };
         let metaspace = self.fs_metaspace();
-        if metaspace < 0 || metaspace as u64 >= fpg {
+        let Some(metaspace) = u64::try_from(metaspace).ok().filter(|&m| m < fpg) else {
             return bad("fs_metaspace", format!("{metaspace}"));
-        }
+        };
         let (old_cpg, old_nrpos) = if ufs1 {
             (self.fs_old_cpg(), self.fs_old_nrpos())
         } else {
             (0, 0)
         };
-        if ufs1 && (!(1..=(1 << 16)).contains(&old_cpg) || !(0..=64).contains(&old_nrpos)) {
+        let old = (u64::try_from(old_cpg), u64::try_from(old_nrpos));
+        let (Ok(old_cpg_u), Ok(old_nrpos_u)) = old else {
+            return bad(
+                "fs_old_cpg",
+                format!("{old_cpg} cylinders per group, {old_nrpos} rotational positions"),
+            );
+        };
+        if ufs1 && (!(1..=(1 << 16)).contains(&old_cpg_u) || old_nrpos_u > 64) {
             return bad(
                 "fs_old_cpg",
                 format!("{old_cpg} cylinders per group, {old_nrpos} rotational positions"),
@@ -730,41 +763,41 @@ impl Superblock {
         }
         let g = Geometry {
             v,
-            old_cgoffset: cgoffset as u64,
+            old_cgoffset: cgoffset,
             old_cgmask: cgmask,
-            old_cpg: old_cpg as u64,
-            old_nrpos: old_nrpos as u64,
-            bsize: bsize as u64,
-            fsize: fsize as u64,
+            old_cpg: old_cpg_u,
+            old_nrpos: old_nrpos_u,
+            bsize: bsize_u,
+            fsize: fsize_u,
             frag: frag_u,
-            bshift: bshift as u32,
-            fshift: fshift as u32,
-            fragshift: fragshift as u32,
+            bshift,
+            fshift,
+            fragshift,
             ncg,
             ipg,
             fpg,
             inopb,
-            nindir: (bsize / v.ptr_size() as i32) as u64,
-            sblkno: sblkno as u64,
-            cblkno: cblkno as u64,
-            iblkno: iblkno as u64,
-            dblkno: dblkno as u64,
-            size: size as u64,
-            dsize: dsize as u64,
-            cssize: cssize as u64,
-            csaddr: csaddr as u64,
-            cgsize: cgsize as u64,
-            contigsumsize: contigsumsize.max(0) as u64,
-            maxcontig: maxcontig as u64,
-            maxbpg: self.fs_maxbpg() as u64,
-            minfree: self.fs_minfree() as u64,
-            sblockloc: sblockloc as u64,
-            metaspace: metaspace as u64,
+            nindir,
+            sblkno,
+            cblkno,
+            iblkno,
+            dblkno,
+            size,
+            dsize,
+            cssize,
+            csaddr,
+            cgsize: cgsize_u,
+            contigsumsize: u64::try_from(contigsumsize).unwrap_or(0),
+            maxcontig: maxcontig_u,
+            maxbpg,
+            minfree,
+            sblockloc: sbloc,
+            metaspace,
             maxfilesize: if ufs1 {
                 // 32-bit block addresses: FreeBSD's kernel caps UFS1 files
                 // at 2^31 blocks less a byte (ffs_oldfscompat_read), its
                 // fsck at 2^30 (chkfilesize); the lower one holds for both.
-                let cap = (1u64 << 30) * bsize as u64 - 1;
+                let cap = (1u64 << 30) * bsize_u - 1;
                 match self.fs_maxfilesize() {
                     0 => cap,
                     m => m.min(cap),
@@ -775,7 +808,7 @@ impl Superblock {
         };
         // The cg block must hold the header and the maps it describes.
         let need = g.cg_map_bytes();
-        if need > cgsize as u64 {
+        if need > cgsize_u {
             return bad(
                 "fs_cgsize",
                 format!("{cgsize} is smaller than the {need} bytes its maps need"),
@@ -1075,7 +1108,7 @@ mod tests {
         let mut sb = Superblock::zeroed_in(e);
         sb.set_fs_magic(FS_UFS1_MAGIC);
         sb.set_fs_bsize(16384);
-        sb.set_fs_old_flags(FS_DOSOFTDEP as u8);
+        sb.set_fs_old_flags(u8::try_from(FS_DOSOFTDEP).unwrap());
         sb.set_fs_maxbsize(-1);
         sb.set_fs_old_time(1_000_000_000);
         sb.set_fs_old_size(4096);
@@ -1101,7 +1134,7 @@ mod tests {
                 "{e:?}: flags moved out of byte 211"
             );
             assert_ne!(sb.fs_old_flags() as i32 & FS_FLAGS_UPDATED, 0);
-            assert_eq!(sb.fs_sblockloc(), SBLOCK_UFS1 as i64);
+            assert_eq!(sb.fs_sblockloc(), i64::try_from(SBLOCK_UFS1).unwrap());
             assert_eq!(sb.fs_maxbsize(), 16384);
             assert_eq!(
                 (sb.fs_time(), sb.fs_size(), sb.fs_dsize(), sb.fs_csaddr()),

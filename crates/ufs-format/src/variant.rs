@@ -12,12 +12,6 @@
 //! `NINDIR`, `INOPB`), `sys/ufs/ufs/dinode.h` (`ufs1_daddr_t` is 32-bit,
 //! `ufs2_daddr_t` 64-bit; `UFS1_MAXSYMLINKLEN`, `UFS2_MAXSYMLINKLEN`);
 //! NetBSD `sys/ufs/ffs/ffs_bswap.c` for byte-swapped file systems.
-#![warn(
-    clippy::cast_possible_truncation,
-    clippy::cast_sign_loss,
-    clippy::cast_possible_wrap
-)]
-
 use crate::bytes::Endian;
 use crate::{FS_UFS1_MAGIC, FS_UFS2_MAGIC};
 
