@@ -5,6 +5,11 @@
 //! flags, volume name); the check-hash is recomputed; nothing is written when no change
 //! is requested. The caller holds the image lock (a mounted image is
 //! refused). Source of the semantics: FreeBSD `sbin/tunefs/tunefs.c`.
+#![warn(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::cast_possible_wrap
+)]
 use crate::dev::BlockDevice;
 use crate::error::{Error, ErrorKind, Result};
 use crate::fs::read_superblock;
@@ -68,7 +73,7 @@ pub fn tunefs(dev: &dyn BlockDevice, p: &TuneParams) -> Result<Vec<String>> {
             "minimum percentage of free space changes from {}% to {v}%",
             sb.fs_minfree()
         ));
-        sb.set_fs_minfree(v as i32);
+        sb.set_fs_minfree(i32::try_from(v).unwrap_or(99));
         if v >= 8 && sb.fs_optim() == FS_OPTSPACE {
             changes.push("should optimize for time with minfree >= 8%".into());
         }
@@ -139,7 +144,7 @@ pub fn tunefs(dev: &dyn BlockDevice, p: &TuneParams) -> Result<Vec<String>> {
     if p.all_backups {
         for c in 0..g.ncg {
             let mut b = sb.clone();
-            b.set_fs_sblockactualloc((g.cgsblock(c) * g.fsize) as i64);
+            b.set_fs_sblockactualloc(i64::try_from(g.cgsblock(c) * g.fsize).unwrap_or(i64::MAX));
             dev.write_at(g.cgsblock(c) * g.fsize, &b.to_disk_bytes())?;
         }
     }

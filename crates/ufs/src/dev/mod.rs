@@ -11,12 +11,19 @@
 //! leave half done (the kernel's buffered write copies page by page and
 //! stops at a fatal signal): blocks with a check-hash over more than one
 //! page go that way.
+#![warn(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::cast_possible_wrap
+)]
+
 use crate::error::{Error, ErrorKind, Result};
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
+use ufs_format::bytes::to_index;
 
 pub trait BlockDevice: Send + Sync {
     fn read_at(&self, off: u64, buf: &mut [u8]) -> Result<()>;
@@ -190,7 +197,12 @@ fn fadvise_willneed(fd: i32, off: u64, len: usize) {
     // SAFETY: posix_fadvise only reads its integer arguments; fd is owned
     // by a live File. A failure is only a lost hint.
     unsafe {
-        libc::posix_fadvise(fd, off as i64, len as i64, libc::POSIX_FADV_WILLNEED);
+        libc::posix_fadvise(
+            fd,
+            i64::try_from(off).unwrap_or(i64::MAX),
+            i64::try_from(len).unwrap_or(i64::MAX),
+            libc::POSIX_FADV_WILLNEED,
+        );
     }
 }
 
@@ -258,7 +270,7 @@ pub struct MemDevice {
 impl MemDevice {
     pub fn new(size: u64) -> Self {
         MemDevice {
-            data: Mutex::new(vec![0; size as usize]),
+            data: Mutex::new(vec![0; to_index(size)]),
         }
     }
     pub fn from_vec(v: Vec<u8>) -> Self {
@@ -275,13 +287,15 @@ impl BlockDevice for MemDevice {
     fn read_at(&self, off: u64, buf: &mut [u8]) -> Result<()> {
         let d = self.data.lock().unwrap_or_else(|p| p.into_inner());
         check_range(off, buf.len(), d.len() as u64)?;
-        buf.copy_from_slice(&d[off as usize..off as usize + buf.len()]);
+        let o = to_index(off);
+        buf.copy_from_slice(&d[o..o + buf.len()]);
         Ok(())
     }
     fn write_at(&self, off: u64, buf: &[u8]) -> Result<()> {
         let mut d = self.data.lock().unwrap_or_else(|p| p.into_inner());
         check_range(off, buf.len(), d.len() as u64)?;
-        d[off as usize..off as usize + buf.len()].copy_from_slice(buf);
+        let o = to_index(off);
+        d[o..o + buf.len()].copy_from_slice(buf);
         Ok(())
     }
     fn flush(&self) -> Result<()> {
@@ -323,10 +337,7 @@ impl SparseDevice {
         let mut done = 0;
         while done < len {
             let pos = off + done as u64;
-            let (page, o) = (
-                pos / SPARSE_PAGE as u64,
-                (pos % SPARSE_PAGE as u64) as usize,
-            );
+            let (page, o) = (pos / SPARSE_PAGE as u64, to_index(pos % SPARSE_PAGE as u64));
             let n = (SPARSE_PAGE - o).min(len - done);
             f(page, o, done..done + n);
             done += n;
@@ -570,7 +581,7 @@ impl<D: BlockDevice> ReadAheadDevice<D> {
         if off < *start || off + out.len() as u64 > start + data.len() as u64 {
             return false;
         }
-        let o = (off - start) as usize;
+        let o = to_index(off - start);
         out.copy_from_slice(&data[o..o + out.len()]);
         true
     }
@@ -597,9 +608,9 @@ impl<D: BlockDevice> BlockDevice for ReadAheadDevice<D> {
         }
         let start = off & !(self.window - 1);
         let end = (start + self.window).min(self.inner.size()).max(off + len);
-        let mut data = vec![0u8; (end - start) as usize];
+        let mut data = vec![0u8; to_index(end - start)];
         self.inner.read_at(start, &mut data)?;
-        let o = (off - start) as usize;
+        let o = to_index(off - start);
         out.copy_from_slice(&data[o..o + out.len()]);
         *g = Some((start, data));
         Ok(())
@@ -629,7 +640,7 @@ impl<D: BlockDevice> BlockDevice for ReadAheadDevice<D> {
             let end = (start + self.window)
                 .min(self.inner.size())
                 .max(off + len as u64);
-            self.inner.prefetch(start, (end - start) as usize)
+            self.inner.prefetch(start, to_index(end - start))
         } else {
             self.inner.prefetch(off, len)
         }
@@ -666,8 +677,8 @@ impl<D: BlockDevice> ReadAheadDevice<D> {
             if ws < e && we > s {
                 let a = ws.max(s);
                 let b = we.min(e);
-                buf[(a - s) as usize..(b - s) as usize]
-                    .copy_from_slice(&data[(a - ws) as usize..(b - ws) as usize]);
+                buf[to_index(a - s)..to_index(b - s)]
+                    .copy_from_slice(&data[to_index(a - ws)..to_index(b - ws)]);
             }
         }
     }

@@ -16,6 +16,7 @@
 use super::BlockDevice;
 use crate::error::{Error, ErrorKind, Result};
 use std::io::{Read, Seek, SeekFrom, Write};
+use ufs_format::bytes::to_index;
 use ufs_format::Endian;
 
 /// One partition of a disk.
@@ -118,7 +119,7 @@ impl Read for Reader<'_> {
         if self.pos >= size {
             return Ok(0);
         }
-        let n = (buf.len() as u64).min(size - self.pos) as usize;
+        let n = to_index((buf.len() as u64).min(size - self.pos));
         self.dev
             .0
             .read_at(self.pos, &mut buf[..n])
@@ -139,7 +140,7 @@ impl Seek for Reader<'_> {
         if p < 0 {
             return Err(std::io::Error::other("seek before the start of the disk"));
         }
-        self.pos = p.min(u64::MAX as i128) as u64;
+        self.pos = u64::try_from(p).unwrap_or(u64::MAX);
         Ok(self.pos)
     }
 }
@@ -153,7 +154,10 @@ impl Write for Reader<'_> {
     }
 }
 
-const SECTOR: u64 = 512;
+const SECTOR_BYTES: usize = 512;
+const SECTOR: u64 = SECTOR_BYTES as u64;
+const SECTOR_U32: u32 = 512;
+const _: () = assert!(SECTOR_U32 as usize == SECTOR_BYTES);
 
 /// The partitions of `dev` (empty when it has no table ufskit reads),
 /// each checked for a UFS1 or UFS2 superblock.
@@ -195,7 +199,7 @@ fn tables(dev: &dyn BlockDevice) -> Result<Vec<Partition>> {
     if dev.size() < 2 * SECTOR {
         return Ok(Vec::new());
     }
-    let mut first = vec![0u8; 2 * SECTOR as usize];
+    let mut first = vec![0u8; 2 * SECTOR_BYTES];
     dev.read_at(0, &mut first)?;
     let mbr_sig = first[510] == 0x55 && first[511] == 0xAA;
     let protective = mbr_sig && (0..4).any(|i| first[446 + 16 * i + 4] == 0xEE);
@@ -272,7 +276,7 @@ fn mbr(dev: &dyn BlockDevice) -> Result<Vec<Partition>> {
         dev: DevRef(dev),
         pos: 0,
     };
-    let table = mbrman::MBR::read_from(&mut reader, SECTOR as u32).map_err(|e| {
+    let table = mbrman::MBR::read_from(&mut reader, SECTOR_U32).map_err(|e| {
         Error::damaged(
             crate::error::Damage::PartitionTable,
             format!("MBR partition table: {e}"),
@@ -340,11 +344,11 @@ fn disklabel(
     // sector 1 (FreeBSD, NetBSD and OpenBSD on i386, amd64, macppc), or
     // sector 0 at byte 64 (alpha, pmax) or 128 (sparc, sparc64)
     // (`LABELSECTOR`/`LABELOFFSET` of each port's disklabel.h).
-    let mut both = vec![0u8; 2 * SECTOR as usize];
+    let mut both = vec![0u8; 2 * SECTOR_BYTES];
     dev.read_at(start, &mut both)?;
     // A label is in the byte order of the machine that wrote it, as the
     // file systems are: its magic says which.
-    let found = [SECTOR as usize, 64, 128].into_iter().find_map(|at| {
+    let found = [SECTOR_BYTES, 64, 128].into_iter().find_map(|at| {
         let l = &both[at..];
         [Endian::Little, Endian::Big]
             .into_iter()
@@ -374,7 +378,7 @@ fn disklabel(
         }
         let rel = (poff - raw) * SECTOR;
         out.push(Partition {
-            name: format!("{prefix}{}", (b'a' + i as u8) as char),
+            name: format!("{prefix}{}", char::from(b"abcdefghijklmnop"[i])),
             start: start + rel,
             size: psize * SECTOR,
             kind: match fstype {
@@ -410,13 +414,21 @@ pub fn write_disklabel_in(
     size: u64,
     parts: &[(usize, u64, u64, u8)],
 ) -> Result<()> {
-    let mut l = vec![0u8; SECTOR as usize];
+    let mut l = vec![0u8; SECTOR_BYTES];
     let put32 = |l: &mut [u8], o: usize, v: u32| e.set_u32(l, o, v);
     put32(&mut l, D_MAGIC, DISKMAGIC);
     put32(&mut l, D_MAGIC2, DISKMAGIC);
-    put32(&mut l, 40, SECTOR as u32); // d_secsize
+    put32(&mut l, 40, SECTOR_U32); // d_secsize
     e.set_u16(&mut l, D_NPARTITIONS, 8);
-    let base = (start / SECTOR) as u32;
+    let sectors32 = |v: u64| {
+        u32::try_from(v).map_err(|_| {
+            Error::new(
+                ErrorKind::Invalid,
+                format!("sector {v} is past what a disklabel's 32-bit fields hold"),
+            )
+        })
+    };
+    let base = sectors32(start / SECTOR)?;
     let mut entries = vec![(RAW_PART, 0u64, size / SECTOR, 0u8)];
     entries.extend_from_slice(parts);
     for (i, off, sectors, fstype) in entries {
@@ -427,8 +439,8 @@ pub fn write_disklabel_in(
             ));
         }
         let o = D_PARTITIONS + i * PART_SIZE;
-        put32(&mut l, o, sectors as u32);
-        put32(&mut l, o + 4, base + off as u32);
+        put32(&mut l, o, sectors32(sectors)?);
+        put32(&mut l, o + 4, sectors32(u64::from(base) + off)?);
         l[o + 12] = fstype;
     }
     // d_checksum: the XOR of the label's 16-bit words up to the end of the
@@ -598,7 +610,7 @@ mod tests {
         let d = MemDevice::new(1 << 20);
         let mut junk = vec![0u8; 4096];
         for (i, b) in junk.iter_mut().enumerate() {
-            *b = (i * 37 % 251) as u8;
+            *b = u8::try_from(i * 37 % 251).unwrap();
         }
         junk[510] = 0x55;
         junk[511] = 0xAA;

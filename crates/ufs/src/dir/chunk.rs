@@ -7,7 +7,14 @@
 //! entries only move within their chunk; the free space of a chunk is 512
 //! minus the `DIRSIZ` of its live entries, whatever the edit. Every
 //! function takes the file system's byte order (`d_ino`, `d_reclen`).
+#![warn(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::cast_possible_wrap
+)]
+
 use crate::error::{Error, Result};
+use ufs_format::bytes::low_u16;
 use ufs_format::dir::{dirsiz, iter_chunk, parse_chunk, write_entry, DirEntry};
 use ufs_format::{Endian, DIRBLKSIZ};
 
@@ -100,7 +107,7 @@ pub fn insert_sorted(
         DirEntry {
             off: usize::MAX,
             ino,
-            reclen: needed as u16,
+            reclen: low_u16(needed),
             dtype,
             name: name.to_vec(),
         },
@@ -121,7 +128,7 @@ pub fn insert_sorted(
     let n = live.len();
     for (i, (new, e)) in live.iter().enumerate() {
         let sz = if i + 1 == n { DIRBLKSIZ - w } else { e.size() };
-        write_entry(en, c, w, e.ino, sz as u16, e.dtype, &e.name);
+        write_entry(en, c, w, e.ino, low_u16(sz), e.dtype, &e.name);
         if *new {
             at = w;
         } else if w != e.off {
@@ -162,7 +169,7 @@ pub fn insert(
     let mut w = start;
     for e in &live {
         let sz = e.size();
-        write_entry(en, c, w, e.ino, sz as u16, e.dtype, &e.name);
+        write_entry(en, c, w, e.ino, low_u16(sz), e.dtype, &e.name);
         if w != e.off {
             moved.push(Moved {
                 name: e.name.clone(),
@@ -172,7 +179,7 @@ pub fn insert(
         }
         w += sz;
     }
-    write_entry(en, c, w, ino, (start + len - w) as u16, dtype, name);
+    write_entry(en, c, w, ino, low_u16(start + len - w), dtype, name);
     Ok((w, moved))
 }
 
@@ -249,7 +256,15 @@ mod tests {
             } else {
                 sz
             };
-            write_entry(L, &mut c, off, 10 + i as u32, rec as u16, 8, n.as_bytes());
+            write_entry(
+                L,
+                &mut c,
+                off,
+                10 + u32::try_from(i).unwrap(),
+                low_u16(rec),
+                8,
+                n.as_bytes(),
+            );
             off += sz;
         }
         c

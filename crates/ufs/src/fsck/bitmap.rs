@@ -1,6 +1,11 @@
 //! A plain bitmap of fixed length, one bit per fragment of the file system.
 //! Out-of-range queries answer "set" (in use) and out-of-range updates are
 //! ignored, so callers never index past the end.
+#![warn(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::cast_possible_wrap
+)]
 
 pub(crate) struct Bitmap {
     words: Vec<u64>,
@@ -10,7 +15,7 @@ pub(crate) struct Bitmap {
 impl Bitmap {
     pub fn new(nbits: u64) -> Bitmap {
         Bitmap {
-            words: vec![0; nbits.div_ceil(64) as usize],
+            words: vec![0; ufs_format::bytes::to_index(nbits.div_ceil(64))],
             nbits,
         }
     }

@@ -16,10 +16,17 @@
 //! - UFS1 inodes have no area (FreeBSD keeps UFS1 attributes in backing
 //!   files of `ufs_extattr.c`, which only a mount configured for them
 //!   uses): they list none, and a change is refused (EOPNOTSUPP).
+#![warn(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::cast_possible_wrap
+)]
+
 use crate::alloc::{BlockPref, Reserve};
 use crate::cache::BlockKind;
 use crate::error::{Damage, Error, ErrorKind, Result};
 use crate::fs::FsCore;
+use ufs_format::bytes::{low_u32, to_index};
 use ufs_format::extattr::{self, ExtAttr};
 use ufs_format::*;
 
@@ -55,14 +62,14 @@ impl FsCore {
                 ),
             ));
         }
-        let mut out = Vec::with_capacity(size as usize);
+        let mut out = Vec::with_capacity(to_index(size));
         for j in 0..UFS_NXADDR as u64 {
             let start = j * g.bsize;
             if start >= size {
                 break;
             }
-            let n = (size - start).min(g.bsize) as usize;
-            let addr = di.di_extb(j as usize);
+            let n = to_index((size - start).min(g.bsize));
+            let addr = di.di_extb(to_index(j));
             if addr == 0 {
                 return Err(Error::damaged(
                     Damage::Inode(ino),
@@ -71,7 +78,7 @@ impl FsCore {
             }
             let bsz = g.blksize(size, j);
             self.check_ptr(ino, addr, g.numfrags(bsz))?;
-            let b = self.cache.read(addr, bsz as usize, BlockKind::ExtAttr)?;
+            let b = self.cache.read(addr, to_index(bsz), BlockKind::ExtAttr)?;
             out.extend_from_slice(&b[..n]);
         }
         Ok(out)
@@ -137,12 +144,13 @@ impl FsCore {
                 }
             };
             made.push((bno, bsz));
-            let n = (size - start).min(g.bsize) as usize;
+            let n = to_index((size - start).min(g.bsize));
+            let start = to_index(start);
             let filled = self
                 .cache
-                .create(bno, bsz as usize, BlockKind::ExtAttr)
+                .create(bno, to_index(bsz), BlockKind::ExtAttr)
                 .map(|b| {
-                    b[..n].copy_from_slice(&area[start as usize..start as usize + n]);
+                    b[..n].copy_from_slice(&area[start..start + n]);
                     b[n..].fill(0);
                 });
             if let Err(e) = filled {
@@ -160,7 +168,8 @@ impl FsCore {
             di.set_di_extb(j, bno);
             di.set_di_blocks(di.di_blocks() + bsz / 512);
         }
-        di.set_di_extsize(size as u32);
+        // At most max_ext_area (two blocks), checked above.
+        di.set_di_extsize(low_u32(size));
         Ok(())
     }
 

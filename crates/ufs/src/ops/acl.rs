@@ -15,6 +15,11 @@
 //!   limited by its creation mode as its access ACL (a directory also gets
 //!   the default ACL itself), in the same operation as its creation, so
 //!   its name never reaches the disk before them.
+#![warn(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::cast_possible_wrap
+)]
 use super::{flag_refusal, live_inode, touch, Cred, Fs};
 use crate::error::{Error, ErrorKind, Result};
 use crate::fs::FsCore;
@@ -123,7 +128,7 @@ pub(crate) fn inherit(
     };
     let Some(default) = default else {
         let masked = match umask {
-            Some(u) => mode & !(u as u16 & 0o777),
+            Some(u) => mode & !(u16::try_from(u & 0o777).unwrap_or(0o777)),
             None => mode,
         };
         return Ok((masked, Vec::new()));

@@ -8,6 +8,11 @@
 //! Invariants: `parse(linux_xattr_name(ns, n)) == Raw(ns, n)` for every
 //! attribute but the two ACL names, which parse as `Acl`; a name that maps
 //! nowhere is `None`, never a guess.
+#![warn(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::cast_possible_wrap
+)]
 
 /// What a Linux attribute name stands for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,7 +90,9 @@ pub const POSIX_ACL_XATTR_VERSION: u32 = 2;
 pub fn acl_to_linux(entries: &[ufs_format::acl::AclEntry]) -> Vec<u8> {
     let mut v = POSIX_ACL_XATTR_VERSION.to_le_bytes().to_vec();
     for e in entries {
-        v.extend_from_slice(&(e.tag as u16).to_le_bytes());
+        // Known tags only (acl::decode), all below 0x40; 0 is Linux's
+        // ACL_UNDEFINED_TAG, which the kernel refuses.
+        v.extend_from_slice(&u16::try_from(e.tag).unwrap_or(0).to_le_bytes());
         v.extend_from_slice(&e.perm.to_le_bytes());
         v.extend_from_slice(&e.id.to_le_bytes());
     }
