@@ -16,6 +16,11 @@
 //! dropped, never trusted, and the answer comes from the blocks. On-disk
 //! results are valid either way; the two paths may choose different slots
 //! for a new entry, as FreeBSD's do.
+#![warn(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::cast_possible_wrap
+)]
 pub mod chunk;
 pub mod dirhash;
 pub mod index;
@@ -31,6 +36,7 @@ use index::{DirIndex, Stale};
 use rand::Rng;
 use std::ops::ControlFlow;
 use std::time::Instant;
+use ufs_format::bytes::{low_u16, low_u32, to_index};
 use ufs_format::dir::{dirsiz, iter_chunk, EntryRef};
 use ufs_format::*;
 
@@ -101,7 +107,7 @@ impl NewEntry<'_> {
         EntryOp {
             name: self.name.to_vec(),
             before: None,
-            after: Some((self.child as u32, self.dtype)),
+            after: Some((low_u32(self.child), self.dtype)),
         }
     }
 }
@@ -110,7 +116,7 @@ impl NewEntry<'_> {
 fn removal(name: &[u8], f: &Found) -> EntryOp {
     EntryOp {
         name: name.to_vec(),
-        before: Some((f.ino as u32, f.dtype)),
+        before: Some((low_u32(f.ino), f.dtype)),
         after: None,
     }
 }
@@ -156,8 +162,8 @@ impl FsCore {
                 format!("directory {ino}: hole at offset {off}"),
             ));
         }
-        let bsz = g.blksize(di.di_size(), lbn) as usize;
-        let o = g.blkoff(off) as usize;
+        let bsz = to_index(g.blksize(di.di_size(), lbn));
+        let o = to_index(g.blkoff(off));
         if o + DIRBLKSIZ > bsz {
             return Err(Error::damaged(
                 crate::error::Damage::Inode(ino),
@@ -290,10 +296,10 @@ impl FsCore {
                     format!("directory {ino}: hole at offset {off}"),
                 ));
             }
-            let bsz = g.blksize(size, lbn) as usize;
+            let bsz = to_index(g.blksize(size, lbn));
             let block_start = lbn * g.bsize;
             let b = self.cache.read(addr, bsz, BlockKind::Dir)?;
-            let mut o = (off - block_start) as usize;
+            let mut o = to_index(off - block_start);
             while o + DIRBLKSIZ <= b.len() && block_start + (o as u64) < size {
                 let coff = block_start + o as u64;
                 for e in iter_chunk(g.v.endian, &b[o..o + DIRBLKSIZ]) {
@@ -340,7 +346,7 @@ impl FsCore {
                 format!("directory {ino}: index points at offset {off}"),
             ));
         }
-        let o = (off - chunk_of(off)) as usize;
+        let o = to_index(off - chunk_of(off));
         let en = self.g.v.endian;
         self.dir_chunk(ino, di, chunk_of(off), |c| {
             let (dino, reclen) = ufs_format::dir::header(en, c, o);
@@ -673,7 +679,13 @@ impl FsCore {
                     )));
                 }
                 if sorted {
-                    return Ok(Ok(chunk::insert_sorted(en, c, child as u32, dtype, name)?));
+                    return Ok(Ok(chunk::insert_sorted(
+                        en,
+                        c,
+                        low_u32(child),
+                        dtype,
+                        name,
+                    )?));
                 }
                 let Some((start, len)) = chunk::find_span(en, c, needed)? else {
                     return Ok(Err(format!(
@@ -685,7 +697,7 @@ impl FsCore {
                     c,
                     start,
                     len,
-                    child as u32,
+                    low_u32(child),
                     dtype,
                     name,
                 )?))
@@ -741,9 +753,9 @@ impl FsCore {
                 let (r, seen) =
                     self.dir_chunk_mut(dino, ddi, coff, e.needs, vec![e.op()], |c| {
                         if sorted {
-                            chunk::insert_sorted(en, c, child as u32, dtype, name)
+                            chunk::insert_sorted(en, c, low_u32(child), dtype, name)
                         } else {
-                            chunk::insert(en, c, start, len, child as u32, dtype, name)
+                            chunk::insert(en, c, start, len, low_u32(child), dtype, name)
                         }
                     })?;
                 r?;
@@ -786,7 +798,7 @@ impl FsCore {
             self.order.inode_deps(dino).needs.push(formatted);
         }
         let ((), seen) = self.dir_chunk_mut(dino, ddi, size, e.needs, vec![e.op()], |c| {
-            ufs_format::dir::write_entry(en, c, 0, child as u32, DIRBLKSIZ as u16, dtype, name)
+            ufs_format::dir::write_entry(en, c, 0, low_u32(child), low_u16(DIRBLKSIZ), dtype, name)
         })?;
         Ok(seen)
     }
@@ -856,7 +868,7 @@ impl FsCore {
         let en = self.g.v.endian;
         let (r, seen) =
             self.dir_chunk_mut(dino, ddi, coff, needs, vec![removal(name, &f)], |c| {
-                chunk::remove(en, c, (f.off - coff) as usize)
+                chunk::remove(en, c, to_index(f.off - coff))
             })?;
         r?;
         if coff + DIRBLKSIZ as u64 == ddi.di_size() {
@@ -886,7 +898,7 @@ impl FsCore {
         let en = self.g.v.endian;
         let (removed, seen) =
             self.dir_chunk_mut(dino, ddi, coff, needs, vec![removal(name, f)], |c| {
-                chunk::remove(en, c, (f.off - coff) as usize)
+                chunk::remove(en, c, to_index(f.off - coff))
             })?;
         let removed = removed?;
         // The index follows, or says why it must be dropped.
@@ -943,7 +955,7 @@ impl FsCore {
             ));
         };
         let coff = chunk_of(f.off);
-        let eoff = (f.off - coff) as usize;
+        let eoff = to_index(f.off - coff);
         let mut needs = needs.to_vec();
         needs.extend(
             self.inode_pointer_needs(ino)
@@ -952,12 +964,12 @@ impl FsCore {
         );
         let op = EntryOp {
             name: name.to_vec(),
-            before: Some((f.ino as u32, f.dtype)),
-            after: Some((ino as u32, dtype)),
+            before: Some((low_u32(f.ino), f.dtype)),
+            after: Some((low_u32(ino), dtype)),
         };
         let en = self.g.v.endian;
         let ((), seen) = self.dir_chunk_mut(dino, ddi, coff, &needs, vec![op], |c| {
-            ufs_format::dir::set_ino(en, c, eoff, ino as u32);
+            ufs_format::dir::set_ino(en, c, eoff, low_u32(ino));
             ufs_format::dir::set_type(c, eoff, dtype);
         })?;
         self.after_dir_change(f.ino, &seen);
@@ -999,7 +1011,7 @@ impl FsCore {
             return Ok(None);
         }
         let coff = chunk_of(f.off);
-        let eoff = (f.off - coff) as usize;
+        let eoff = to_index(f.off - coff);
         // The index is taken before the chunk changes: one built now
         // would already hold the new name.
         let ix = self.dh_take(dino, ddi)?;
@@ -1009,12 +1021,12 @@ impl FsCore {
             EntryOp {
                 name: new.to_vec(),
                 before: None,
-                after: Some((f.ino as u32, f.dtype)),
+                after: Some((low_u32(f.ino), f.dtype)),
             },
         ];
         let en = self.g.v.endian;
         let r = self.dir_chunk_mut(dino, ddi, coff, &reuse, ops, |c| {
-            ufs_format::dir::write_entry(en, c, eoff, f.ino as u32, at.reclen, f.dtype, new)
+            ufs_format::dir::write_entry(en, c, eoff, low_u32(f.ino), at.reclen, f.dtype, new)
         });
         if let Some(mut ix) = ix {
             if r.is_err() {
@@ -1087,7 +1099,7 @@ impl FsCore {
             return;
         }
         let g = self.g;
-        let bsize = g.bsize as usize;
+        let bsize = to_index(g.bsize);
         let live = |e: &&ReadDirEntry| e.name != b"." && e.name != b".." && e.ino <= g.ninodes();
         let mut asked = std::collections::HashSet::new();
         for e in ents.iter().filter(live) {
@@ -1107,7 +1119,7 @@ impl FsCore {
             };
             let db0 = di.di_db(0);
             if di.is_dir() && db0 != 0 && db0 < g.size {
-                let len = g.blksize(di.di_size(), 0) as usize;
+                let len = to_index(g.blksize(di.di_size(), 0));
                 self.cache.prefetch_single(db0, len.clamp(1, bsize));
             }
         }
@@ -1122,7 +1134,7 @@ impl FsCore {
             en,
             &mut chunk,
             0,
-            ino as u32,
+            low_u32(ino),
             12,
             ufs_format::dinode::dt::DT_DIR,
             b".",
@@ -1131,8 +1143,8 @@ impl FsCore {
             en,
             &mut chunk,
             12,
-            parent as u32,
-            (DIRBLKSIZ - 12) as u16,
+            low_u32(parent),
+            low_u16(DIRBLKSIZ - 12),
             ufs_format::dinode::dt::DT_DIR,
             b"..",
         );
