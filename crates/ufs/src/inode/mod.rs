@@ -11,11 +11,17 @@
 //! - `di_blocks` counts every data and indirect fragment in 512-byte units.
 //! - Bytes between the end of a file and the end of its last block are zero.
 //! - Every pointer read from disk is range-checked before use.
+#![warn(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::cast_possible_wrap
+)]
 use crate::alloc::Reserve;
 use crate::cache::BlockKind;
 use crate::error::{Error, ErrorKind, Result};
 use crate::fs::FsCore;
 use crate::order::ChangeId;
+use ufs_format::bytes::to_index;
 use ufs_format::*;
 
 mod extattr;
@@ -89,7 +95,7 @@ impl FsCore {
     fn path(&self, lbn: u64) -> Result<Path> {
         let n = self.g.nindir;
         if lbn < UFS_NDADDR as u64 {
-            return Ok(Path::Direct(lbn as usize));
+            return Ok(Path::Direct(to_index(lbn)));
         }
         let mut l = lbn - UFS_NDADDR as u64;
         if l < n {
@@ -154,10 +160,10 @@ impl FsCore {
 
     fn indir_get(&mut self, ino: u64, addr: u64, idx: u64) -> Result<u64> {
         self.check_ptr(ino, addr, self.g.frag)?;
-        let bs = self.g.bsize as usize;
+        let bs = to_index(self.g.bsize);
         let v = self.g.v;
         let b = self.cache.read(addr, bs, BlockKind::Indir)?;
-        Ok(v.get_ptr(b, idx as usize))
+        Ok(v.get_ptr(b, to_index(idx)))
     }
 
     /// Sets pointer `idx` of the indirect block at `addr` (in inode `ino`'s
@@ -165,10 +171,10 @@ impl FsCore {
     /// contents and bitmap bits (and for `also`, if not 0); a cleared pointer is what the releases of
     /// the blocks below it wait for.
     fn indir_set(&mut self, ino: u64, addr: u64, idx: u64, val: u64, also: ChangeId) -> Result<()> {
-        let bs = self.g.bsize as usize;
+        let bs = to_index(self.g.bsize);
         let v = self.g.v;
         let w = v.ptr_size();
-        let i = idx as usize * w;
+        let i = to_index(idx) * w;
         let mut needs: Vec<ChangeId> = if val != 0 {
             self.block_pointer_needs(val).to_vec()
         } else {
@@ -180,7 +186,7 @@ impl FsCore {
         let (id, b) =
             self.cache
                 .modify_tracked(addr, bs, BlockKind::Indir, i, w, &needs, Vec::new())?;
-        v.set_ptr(b, idx as usize, val);
+        v.set_ptr(b, to_index(idx), val);
         if val != 0 && id != ChangeId::NONE {
             self.note_reach(val, id);
         }
@@ -234,7 +240,7 @@ impl FsCore {
                     if addr == 0 {
                         // The missing block at `depth` would map n^(level-depth)
                         // blocks; lbn is idx[depth..] into them.
-                        let span = n.pow((level - depth) as u32);
+                        let span = n.pow(u32::try_from(level - depth).unwrap_or(u32::MAX));
                         let into = idx[depth..level].iter().fold(0, |acc, &ix| acc * n + ix);
                         return Ok(Some(span - into));
                     }
@@ -316,7 +322,7 @@ impl FsCore {
         let kind = Self::kind_of(di);
         if self.fragextend(bprev, osize, nsize)? {
             self.cache
-                .resize(bprev, osize as usize, nsize as usize, kind)?;
+                .resize(bprev, to_index(osize), to_index(nsize), kind)?;
             self.note_new_block(ino, bprev);
             return Ok(bprev);
         }
@@ -326,7 +332,7 @@ impl FsCore {
             lbn,
             lbn,
             if lbn > 0 {
-                di.di_db(lbn as usize - 1)
+                di.di_db(to_index(lbn) - 1)
             } else {
                 0
             },
@@ -341,7 +347,7 @@ impl FsCore {
         };
         let bno = self.alloc_block(ino, pref, request, who)?;
         self.cache
-            .relocate(bprev, osize as usize, bno, nsize as usize, kind)?;
+            .relocate(bprev, to_index(osize), bno, to_index(nsize), kind)?;
         if request > nsize {
             // Never pointed at: free at once.
             self.free_blocks(0, bno + self.g.numfrags(nsize), request - nsize)?;
@@ -371,10 +377,10 @@ impl FsCore {
             let lastlbn = g.lblkno(size - 1);
             if lastlbn < UFS_NDADDR as u64 && lastlbn < lbn {
                 let osize = self.alloc_size(size, lastlbn);
-                let nb = di.di_db(lastlbn as usize);
+                let nb = di.di_db(to_index(lastlbn));
                 if nb != 0 && osize < g.bsize {
                     let nb2 = self.realloc_frags(ino, di, lastlbn, nb, osize, g.bsize, who)?;
-                    di.set_di_db(lastlbn as usize, nb2);
+                    di.set_di_db(to_index(lastlbn), nb2);
                     di.set_di_blocks(di.di_blocks() + dbtob(g.bsize - osize));
                     di.set_di_size((lastlbn + 1) * g.bsize);
                 }
@@ -402,7 +408,7 @@ impl FsCore {
                 let prev = if i > 0 { di.di_db(i - 1) } else { 0 };
                 let pref = self.blkpref(ino, di.is_dir(), lbn, i as u64, prev, di.di_ib(0));
                 let bno = self.alloc_block(ino, pref, nsize, who)?;
-                self.cache.create(bno, nsize as usize, kind)?;
+                self.cache.create(bno, to_index(nsize), kind)?;
                 self.note_new_block(ino, bno);
                 di.set_di_db(i, bno);
                 di.set_di_blocks(di.di_blocks() + dbtob(nsize));
@@ -505,7 +511,7 @@ impl FsCore {
                 Ok(b) => {
                     self.cache.create(
                         b,
-                        bs as usize,
+                        to_index(bs),
                         if leaf { kind } else { BlockKind::Indir },
                     )?;
                     nodes[j] = b;
@@ -593,7 +599,7 @@ impl FsCore {
         }
         let end = (off + len as u64).min(size);
         let mut read = DataRead {
-            out: Vec::with_capacity((end - off) as usize),
+            out: Vec::with_capacity(to_index(end - off)),
             runs: Vec::new(),
         };
         let kind = Self::kind_of(di);
@@ -612,14 +618,14 @@ impl FsCore {
         let mut pos = off;
         while pos < end {
             let lbn = g.lblkno(pos);
-            let boff = g.blkoff(pos) as usize;
-            let n = ((g.bsize - boff as u64).min(end - pos)) as usize;
+            let boff = to_index(g.blkoff(pos));
+            let n = to_index((g.bsize - boff as u64).min(end - pos));
             let addr = self.bmap(ino, di, lbn)?;
             if addr == 0 {
                 self.end_run(&mut run, &mut read);
                 read.out.resize(read.out.len() + n, 0);
             } else {
-                let bsz = self.alloc_size(size, lbn) as usize;
+                let bsz = to_index(self.alloc_size(size, lbn));
                 let nfrags = g.numfrags(bsz as u64);
                 self.check_ptr(ino, addr, nfrags)?;
                 if boff + n > bsz {
@@ -714,14 +720,14 @@ impl FsCore {
                 Some((a, n)) if *a + g.numfrags(*n) == addr => *n += bytes,
                 _ => {
                     if let Some((a, n)) = run.take() {
-                        self.cache.prefetch(a, n as usize);
+                        self.cache.prefetch(a, to_index(n));
                     }
                     run = Some((addr, bytes));
                 }
             }
         }
         if let Some((a, n)) = run {
-            self.cache.prefetch(a, n as usize);
+            self.cache.prefetch(a, to_index(n));
         }
         Ok(())
     }
@@ -758,8 +764,8 @@ impl FsCore {
         let mut src = 0usize;
         while pos < end {
             let lbn = g.lblkno(pos);
-            let boff = g.blkoff(pos) as usize;
-            let n = ((g.bsize - boff as u64).min(end - pos)) as usize;
+            let boff = to_index(g.blkoff(pos));
+            let n = to_index((g.bsize - boff as u64).min(end - pos));
             let newsize = di.di_size().max(pos + n as u64);
             let nsize = if lbn < UFS_NDADDR as u64 {
                 self.alloc_size(newsize, lbn)
@@ -774,7 +780,7 @@ impl FsCore {
                 }
                 Err(e) => return Err(e),
             };
-            let b = self.cache.modify(addr, nsize as usize, kind)?;
+            let b = self.cache.modify(addr, to_index(nsize), kind)?;
             b[boff..boff + n].copy_from_slice(&data[src..src + n]);
             if newsize > di.di_size() {
                 di.set_di_size(newsize);
@@ -845,7 +851,7 @@ impl FsCore {
             )?;
         }
         // Direct blocks past the end.
-        for i in (keep as usize)..UFS_NDADDR {
+        for i in (to_index(keep))..UFS_NDADDR {
             let nb = di.di_db(i);
             if nb != 0 {
                 let bsz = self.alloc_size(size, i as u64);
@@ -874,12 +880,12 @@ impl FsCore {
         if length > 0 {
             let last = keep - 1;
             if last < UFS_NDADDR as u64 {
-                let nb = di.di_db(last as usize);
+                let nb = di.di_db(to_index(last));
                 let osize = self.alloc_size(size, last);
                 let nsize = self.alloc_size(length, last);
                 if nb != 0 && nsize < osize {
                     self.cache
-                        .resize(nb, osize as usize, nsize as usize, kind)?;
+                        .resize(nb, to_index(osize), to_index(nsize), kind)?;
                     self.free_blocks(ino, nb + g.numfrags(nsize), osize - nsize)?;
                     di.set_di_blocks(di.di_blocks().saturating_sub(dbtob(osize - nsize)));
                 }
@@ -895,12 +901,12 @@ impl FsCore {
                 g.bsize
             };
             let addr = self.bmap(ino, di, last)?;
-            let boff = g.blkoff(length) as usize;
+            let boff = to_index(g.blkoff(length));
             // Not a directory's: the chunks past its end are valid empty
             // ones already, and zeros reaching the disk before the smaller
             // size would be chunks fsck calls corrupt.
             if addr != 0 && boff != 0 && !di.is_dir() {
-                let b = self.cache.modify(addr, nsize as usize, kind)?;
+                let b = self.cache.modify(addr, to_index(nsize), kind)?;
                 b[boff..].fill(0);
             }
         }
@@ -921,10 +927,10 @@ impl FsCore {
     ) -> Result<bool> {
         let g = self.g;
         let n = g.nindir;
-        let per = n.pow(level as u32 - 1); // logical blocks per pointer
+        let per = n.pow(u32::try_from(level).unwrap_or(u32::MAX) - 1); // logical blocks per pointer
         self.check_ptr(ino, addr, g.frag)?;
         let ptrs: Vec<u64> = {
-            let b = self.cache.read(addr, g.bsize as usize, BlockKind::Indir)?;
+            let b = self.cache.read(addr, to_index(g.bsize), BlockKind::Indir)?;
             g.v.ptrs(b).collect()
         };
         let mut any_left = false;
