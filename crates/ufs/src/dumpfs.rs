@@ -4,10 +4,16 @@
 //! Invariants: never writes; reads each cylinder group once; every value
 //! printed comes from the image (nothing is assumed). Field meanings follow
 //! FreeBSD's `sbin/dumpfs/dumpfs.c`.
+#![warn(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::cast_possible_wrap
+)]
 use crate::dev::BlockDevice;
 use crate::error::Result;
 use crate::fs::read_superblock;
 use std::fmt::Write;
+use ufs_format::bytes::to_index;
 use ufs_format::*;
 
 fn flags_str(f: i32) -> String {
@@ -69,8 +75,8 @@ pub fn dumpfs(dev: &dyn BlockDevice, with_cgs: bool) -> Result<String> {
     let _ = writeln!(
         o,
         "id\t[ {:x} {:x} ]\tncg\t{}\tsize\t{}\tblocks\t{}",
-        sb.fs_id0() as u32,
-        sb.fs_id1() as u32,
+        sb.fs_id0().cast_unsigned(),
+        sb.fs_id1().cast_unsigned(),
         g.ncg,
         g.size,
         g.dsize
@@ -80,14 +86,14 @@ pub fn dumpfs(dev: &dyn BlockDevice, with_cgs: bool) -> Result<String> {
         "bsize\t{}\tshift\t{}\tmask\t{:#010x}",
         g.bsize,
         g.bshift,
-        sb.fs_bmask() as u32
+        sb.fs_bmask().cast_unsigned()
     );
     let _ = writeln!(
         o,
         "fsize\t{}\tshift\t{}\tmask\t{:#010x}",
         g.fsize,
         g.fshift,
-        sb.fs_fmask() as u32
+        sb.fs_fmask().cast_unsigned()
     );
     let _ = writeln!(
         o,
@@ -169,7 +175,7 @@ pub fn dumpfs(dev: &dyn BlockDevice, with_cgs: bool) -> Result<String> {
             sb.fs_old_cpg(),
             sb.fs_old_nrpos(),
             sb.fs_old_cgoffset(),
-            sb.fs_old_cgmask() as u32,
+            sb.fs_old_cgmask().cast_unsigned(),
             sb.fs_old_inodefmt()
         );
         let _ = writeln!(
@@ -204,9 +210,9 @@ pub fn dumpfs(dev: &dyn BlockDevice, with_cgs: bool) -> Result<String> {
         return Ok(o);
     }
     let _ = writeln!(o, "\ncs[].cs_(nbfree,ndir,nifree,nffree):");
-    let mut raw = vec![0u8; g.cssize as usize];
+    let mut raw = vec![0u8; to_index(g.cssize)];
     dev.read_at(g.csaddr * g.fsize, &mut raw)?;
-    for i in 0..g.ncg as usize {
+    for i in 0..to_index(g.ncg) {
         let c = ufs_format::sb::Csum::read(v.endian, &raw, i * 16);
         let _ = write!(
             o,
@@ -218,7 +224,7 @@ pub fn dumpfs(dev: &dyn BlockDevice, with_cgs: bool) -> Result<String> {
         }
     }
     o.push('\n');
-    let cglen = g.fragroundup(g.cgsize) as usize;
+    let cglen = to_index(g.fragroundup(g.cgsize));
     let mut buf = vec![0u8; cglen];
     for c in 0..g.ncg {
         let _ = writeln!(o);
@@ -239,7 +245,7 @@ pub fn dumpfs(dev: &dyn BlockDevice, with_cgs: bool) -> Result<String> {
                     cg.cg_cgx(),
                     cg.cg_ndblk(),
                     if v.is_ufs1() {
-                        cg.cg_old_niblk() as u32
+                        u32::from(cg.cg_old_niblk().cast_unsigned())
                     } else {
                         cg.cg_niblk()
                     },

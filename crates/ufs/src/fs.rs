@@ -16,12 +16,18 @@
 //!   it ends, so nothing an operation records reaches the next one.
 //! - Cylinder groups and the superblock reach the device whole
 //!   (`write_untorn`): a kill never leaves one half written.
+#![warn(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::cast_possible_wrap
+)]
 use crate::cache::{BlockKind, BufferCache};
 use crate::dev::BlockDevice;
 use crate::error::{Error, ErrorKind, Result};
 use crate::order::{ChangeId, Deferred, Freed, WriteMode};
 use foldhash::HashMap;
 use rand::{Rng, SeedableRng};
+use ufs_format::bytes::to_index;
 use ufs_format::sb::{Csum, CsumTotal};
 use ufs_format::*;
 
@@ -413,7 +419,9 @@ pub fn read_superblock(dev: &dyn BlockDevice) -> Result<(Superblock, Geometry, u
         // A superblock found somewhere it does not claim to live is a stale
         // copy (e.g. a UFS1 leftover under a UFS2 file system); keep
         // looking.
-        if (loc == SBLOCK_UFS2 || loc == SBLOCK_UFS1) && sb.fs_sblockloc() as u64 != loc {
+        if (loc == SBLOCK_UFS2 || loc == SBLOCK_UFS1)
+            && u64::try_from(sb.fs_sblockloc()).ok() != Some(loc)
+        {
             continue;
         }
         match sb.validate(loc) {
@@ -483,7 +491,10 @@ pub fn now() -> (i64, i32) {
     let d = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
-    (d.as_secs() as i64, d.subsec_nanos() as i32)
+    (
+        i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+        i32::try_from(d.subsec_nanos()).unwrap_or(0),
+    )
 }
 
 /// Why a read-write mount of this file system is refused, if it is: what
@@ -561,14 +572,14 @@ impl FsCore {
             ..opts
         };
         cache.set_formats(Some(Box::new(UfsBlocks {
-            cgsize: g.cgsize as usize,
+            cgsize: to_index(g.cgsize),
             cg_ckhash: sb.ckhash_enabled(CK_CYLGRP),
             endian: g.v.endian,
         })));
         // The summary area: ncg entries of struct csum at fs_csaddr.
-        let mut raw = vec![0u8; g.cssize as usize];
+        let mut raw = vec![0u8; to_index(g.cssize)];
         cache.read_raw(g.csaddr * g.fsize, &mut raw, BlockKind::Summary)?;
-        let cs: Vec<Csum> = (0..g.ncg as usize)
+        let cs: Vec<Csum> = (0..to_index(g.ncg))
             .map(|i| Csum::read(g.v.endian, &raw, i * Csum::SIZE))
             .collect();
         let rng = match opts.seed {
@@ -588,7 +599,7 @@ impl FsCore {
                 return Err(Error::new(ErrorKind::NotSupported, why));
             }
         }
-        let ncg = g.ncg as usize;
+        let ncg = to_index(g.ncg);
         let dirhash = crate::dir::dirhash::Dirhash::new(opts.dirhash.clone());
         let mut core = FsCore {
             sb,
@@ -724,14 +735,14 @@ impl FsCore {
     /// Byte offset of inode `ino` in its inode block.
     #[inline]
     pub fn inode_offset(&self, ino: u64) -> usize {
-        self.g.ino_to_fsbo(ino) as usize * self.g.dinode_size()
+        to_index(self.g.ino_to_fsbo(ino)) * self.g.dinode_size()
     }
 
     pub fn read_inode(&mut self, ino: u64) -> Result<Dinode> {
         self.check_ino(ino)?;
         let addr = self.g.ino_to_fsba(ino);
         let off = self.inode_offset(ino);
-        let bsize = self.g.bsize as usize;
+        let bsize = to_index(self.g.bsize);
         let verify = self.sb.ckhash_enabled(CK_INODE);
         let v = self.g.v;
         let b = self.cache.read(addr, bsize, BlockKind::Inode)?;
@@ -762,7 +773,7 @@ impl FsCore {
         let dsize = v.dinode_size();
         let addr = self.g.ino_to_fsba(ino);
         let off = self.inode_offset(ino);
-        let bsize = self.g.bsize as usize;
+        let bsize = to_index(self.g.bsize);
         let deps = self.order.inode_deps.remove(&ino).unwrap_or_default();
         let mut needs = deps.needs.clone();
         // Pointers a truncation cleared in indirect blocks it keeps go to
@@ -975,7 +986,7 @@ impl FsCore {
     /// [`FsCore::write_cg`]; the block differs at most in the check-hash,
     /// sealed as it goes out).
     pub fn read_cg(&mut self, c: u64) -> Result<Cg> {
-        let changes = self.cg_changes.get(c as usize).copied().unwrap_or(0);
+        let changes = self.cg_changes.get(to_index(c)).copied().unwrap_or(0);
         if let Some(i) = self.cg_kept.iter().position(|(k, _)| *k == c) {
             let (_, cg) = self.cg_kept.swap_remove(i);
             if cg.tag() == changes {
@@ -983,7 +994,7 @@ impl FsCore {
             }
         }
         let addr = self.g.cgtod(c);
-        let len = self.g.fragroundup(self.g.cgsize) as usize;
+        let len = to_index(self.g.fragroundup(self.g.cgsize));
         let g = self.g;
         let b = self.cache.read(addr, len, BlockKind::Cg)?;
         let mut cg = Cg::parse(b, &g, c)?;
@@ -998,7 +1009,7 @@ impl FsCore {
         let (t, _) = now();
         cg.set_time(self.g.v.is_ufs1(), t);
         let addr = self.g.cgtod(c);
-        let len = self.g.fragroundup(self.g.cgsize) as usize;
+        let len = to_index(self.g.fragroundup(self.g.cgsize));
         let b = self.cache.modify(addr, len, BlockKind::Cg)?;
         // The header and the changed part of the maps: the block held the
         // rest as it was parsed (a group is read, changed and stored within
@@ -1015,7 +1026,7 @@ impl FsCore {
     /// last change stored before this one (so it holds all of them); a few
     /// groups are kept, 32 KiB each.
     pub(crate) fn keep_cg(&mut self, c: u64, mut cg: Cg) {
-        let Some(n) = self.cg_changes.get_mut(c as usize) else {
+        let Some(n) = self.cg_changes.get_mut(to_index(c)) else {
             return;
         };
         let current = cg.tag() == *n;
@@ -1033,7 +1044,7 @@ impl FsCore {
     /// Writes the superblock and the summary area (not the backups).
     pub fn write_superblock(&mut self) -> Result<()> {
         self.check_writable()?;
-        let mut raw = vec![0u8; self.g.cssize as usize];
+        let mut raw = vec![0u8; to_index(self.g.cssize)];
         for (i, c) in self.cs.iter().enumerate() {
             c.write(self.g.v.endian, &mut raw, i * Csum::SIZE);
         }
@@ -1042,7 +1053,8 @@ impl FsCore {
         let (t, _) = now();
         self.sb.set_fs_time(t);
         self.sb.set_fs_fmod(0);
-        self.sb.set_fs_sblockactualloc(self.g.sblockloc as i64);
+        self.sb
+            .set_fs_sblockactualloc(i64::try_from(self.g.sblockloc).unwrap_or(i64::MAX));
         let bytes = self.sb.to_disk_bytes();
         self.cache
             .write_raw(self.g.sblockloc, &bytes, BlockKind::Super)?;

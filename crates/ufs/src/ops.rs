@@ -17,6 +17,11 @@
 //!   allocated, as an open unlinked file's does.
 //! - Directory depth (`di_dirdepth`, FreeBSD 14 fsck checks it) is the
 //!   parent's plus one, root 0, kept right across renames.
+#![warn(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::cast_possible_wrap
+)]
 mod acl;
 pub mod linux_xattr;
 mod xattr;
@@ -29,6 +34,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::fs::{now, FsCore, MountOptions, Op};
 pub use acl::AclKind;
 use std::sync::{Mutex, MutexGuard};
+use ufs_format::bytes::{low_u32, to_index};
 use ufs_format::dinode::{self, dt, iftodt};
 use ufs_format::*;
 pub use xattr::{XattrNs, XattrSet};
@@ -189,7 +195,7 @@ fn attr_of(ino: u64, di: &Dinode, bsize: u64) -> Result<Attr> {
     })?;
     let t = |s: i64, n: i32| Time {
         sec: s,
-        nsec: n.clamp(0, 999_999_999) as u32,
+        nsec: u32::try_from(n.clamp(0, 999_999_999)).unwrap_or(0),
     };
     Ok(Attr {
         ino,
@@ -211,7 +217,7 @@ fn attr_of(ino: u64, di: &Dinode, bsize: u64) -> Result<Attr> {
         },
         flags: di.di_flags(),
         gen: di.di_gen(),
-        blksize: bsize as u32,
+        blksize: low_u32(bsize),
     })
 }
 
@@ -467,7 +473,7 @@ impl Fs {
         umask: Option<u32>,
         cred: Cred,
     ) -> Result<Attr> {
-        let fmt = (mode as u16) & dinode::IFMT;
+        let fmt = u16::try_from(mode & u32::from(dinode::IFMT)).unwrap_or(0);
         let fmt = if fmt == 0 { dinode::IFREG } else { fmt };
         if !matches!(
             fmt,
@@ -482,7 +488,7 @@ impl Fs {
             c,
             parent,
             name,
-            fmt | (mode as u16 & 0o7777),
+            fmt | perm_bits(mode),
             umask,
             cred,
             |c, ino, di| {
@@ -505,7 +511,7 @@ impl Fs {
         c.check_writable()?;
         let pdi = dir_inode(c, parent)?;
         may_enter(&pdi)?;
-        let mode = dinode::IFREG | (mode as u16 & 0o7777);
+        let mode = dinode::IFREG | perm_bits(mode);
         let (ino, di) = new_inode(
             c,
             parent,
@@ -540,13 +546,7 @@ impl Fs {
                 "parent directory has too many links",
             ));
         }
-        let (mode, acls) = acl::inherit(
-            c,
-            parent,
-            &pdi,
-            dinode::IFDIR | (mode as u16 & 0o7777),
-            umask,
-        )?;
+        let (mode, acls) = acl::inherit(c, parent, &pdi, dinode::IFDIR | perm_bits(mode), umask)?;
         let ino = c.alloc_inode(parent, true)?;
         let mut di = fresh_inode(c, ino, mode, cred, &pdi)?;
         di.set_nlink(2);
@@ -622,7 +622,7 @@ impl Fs {
             None,
             cred,
             |c, ino, di| {
-                if target.len() < c.sb.fs_maxsymlinklen() as usize {
+                if target.len() < usize::try_from(c.sb.fs_maxsymlinklen()).unwrap_or(0) {
                     di.set_shortlink(target);
                     di.set_di_size(target.len() as u64);
                     Ok(())
@@ -961,7 +961,7 @@ impl Fs {
                 "UFS keeps no blocks past the end of a file (FALLOC_FL_KEEP_SIZE)",
             ));
         }
-        let zeros = vec![0u8; bsize as usize];
+        let zeros = vec![0u8; to_index(bsize)];
         let mut pos = off;
         while pos < end {
             let lbn = pos / bsize;
@@ -978,7 +978,7 @@ impl Fs {
                     size.max(pos)
                 };
                 if from < pos + n {
-                    let zs = &zeros[..(pos + n - from) as usize];
+                    let zs = &zeros[..to_index(pos + n - from)];
                     Self::write_op(c, ino, from, zs, cred, false)?;
                 }
                 Ok(())
@@ -1056,7 +1056,7 @@ impl Fs {
     pub fn punch_hole(&self, ino: u64, off: u64, len: u64, cred: Cred) -> Result<()> {
         let (end, size, bsize) = self.space_range(ino, off, len, IMMUTABLE | APPEND)?;
         let end = end.min(size);
-        let zeros = vec![0u8; bsize as usize];
+        let zeros = vec![0u8; to_index(bsize)];
         let mut pos = off;
         while pos < end {
             let lbn = pos / bsize;
@@ -1077,7 +1077,7 @@ impl Fs {
                         c.write_inode(ino, &di)?;
                     }
                 } else if c.hole_run(ino, &di, lbn)?.is_none() {
-                    Self::write_op(c, ino, pos, &zeros[..n as usize], cred, false)?;
+                    Self::write_op(c, ino, pos, &zeros[..to_index(n)], cred, false)?;
                 }
                 Ok(())
             });
@@ -1094,7 +1094,7 @@ impl Fs {
             if !di.is_symlink() {
                 return Err(Error::new(ErrorKind::Invalid, "not a symbolic link"));
             }
-            let size = di.di_size() as usize;
+            let size = to_index(di.di_size());
             if di.holds_short_link(c.g.maxsymlinklen()) {
                 return Ok(di.shortlink()[..size].to_vec());
             }
@@ -1505,7 +1505,10 @@ impl Fs {
                 let (s, n) = now();
                 (s, n)
             }
-            TimeSet::At(t) => (ufs_format::dinode::stored_time(v, t.sec), t.nsec as i32),
+            TimeSet::At(t) => (
+                ufs_format::dinode::stored_time(v, t.sec),
+                i32::try_from(t.nsec).unwrap_or(0),
+            ),
         };
         if let Some(t) = s.atime {
             let (a, n) = set_t(t);
@@ -1520,7 +1523,7 @@ impl Fs {
         touch(&mut di, false, true, false);
         if let Some(t) = s.ctime {
             di.set_di_ctime(ufs_format::dinode::stored_time(v, t.sec));
-            di.set_di_ctimensec(t.nsec as i32);
+            di.set_di_ctimensec(i32::try_from(t.nsec).unwrap_or(0));
         }
         c.write_inode(ino, &di)?;
         attr_of(ino, &di, c.g.bsize)
@@ -1647,16 +1650,20 @@ impl Fs {
         // fs_pendinginodes: the space is the user's again, an allocation
         // that needs it waits for it (a sync) rather than failing.
         let (pending_frags, pending_inodes) = c.pending_frees();
-        let bfree = (t.cs_nbfree * g.frag as i64 + t.cs_nffree).max(0) as u64 + pending_frags;
+        let frag = i64::try_from(g.frag).unwrap_or(8);
+        let bfree = u64::try_from(t.cs_nbfree * frag + t.cs_nffree).unwrap_or(0) + pending_frags;
         StatFs {
             frsize: g.fsize,
             bsize: g.bsize,
             blocks: g.dsize,
             bfree,
-            bavail: (c.freespace(g.minfree) + pending_frags as i64).max(0) as u64,
+            bavail: u64::try_from(
+                c.freespace(g.minfree) + i64::try_from(pending_frags).unwrap_or(i64::MAX),
+            )
+            .unwrap_or(0),
             files: g.ninodes() - UFS_ROOTINO,
-            ffree: t.cs_nifree.max(0) as u64 + pending_inodes,
-            namelen: MAXNAMLEN as u32,
+            ffree: u64::try_from(t.cs_nifree).unwrap_or(0) + pending_inodes,
+            namelen: u32::try_from(MAXNAMLEN).unwrap_or(255),
         }
     }
 
@@ -1978,6 +1985,12 @@ fn must_be_absent(c: &mut FsCore, dir: u64, ddi: &Dinode, name: &[u8]) -> Result
         ));
     }
     Ok(())
+}
+
+/// The permission bits of a mode from the caller (setuid, setgid, sticky
+/// and rwx), as the inode's 16-bit field holds them.
+fn perm_bits(mode: u32) -> u16 {
+    u16::try_from(mode & 0o7777).unwrap_or(0)
 }
 
 fn live_inode(c: &mut FsCore, ino: u64) -> Result<Dinode> {
