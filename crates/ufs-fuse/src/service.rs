@@ -169,16 +169,16 @@ struct Listings {
     /// it in `unopened_bytes` (0 for a listing opened with OPENDIR).
     by_handle: HashMap<u32, (u64, Arc<Vec<Snap>>, usize)>,
     /// Handles with no RELEASEDIR to end them, least recently read first:
-    /// each ends at its end-of-directory request, or when too many are
-    /// kept.
+    /// each ends when too many are kept (see [`MAX_UNOPENED_LISTINGS`]).
     unopened: VecDeque<u32>,
     /// Memory held by the unopened listings' snapshots.
     unopened_bytes: usize,
 }
 
 /// Bounds of the listings kept without OPENDIR (a program that stops
-/// reading a directory half-way never says so). The least recently read
-/// goes first; a listing pushed out that is read again goes on from a new
+/// reading a directory half-way never says so, and one read to its end
+/// may be read again from the kernel's cache of it). The least recently
+/// read goes first; a listing pushed out that is read again goes on from a new
 /// snapshot at its index, which may then skip or repeat entries if the
 /// directory changed meanwhile. 256 listings and 64 MiB: `rm -rf` reads
 /// one per directory level at a time.
@@ -1284,11 +1284,14 @@ impl Service {
             && self.readdirplus == crate::ReaddirPlus::Auto
             && self.bare_names.listing(nodeid, start == 0);
         let mut sent_bare = 0u32;
-        if start >= snap.len() && fh == 0 {
-            // The end-of-directory request of a listing without OPENDIR:
-            // nothing will read its snapshot again.
-            lock(&self.dirs).forget_unopened(h);
-        }
+        // A listing without OPENDIR keeps its snapshot past its
+        // end-of-directory request, until the bounds push it out: the
+        // kernel caches what it read (FOPEN_CACHE_DIR) for every later
+        // open of the directory, and when memory pressure (or a
+        // drop_caches) takes a page of that cache in the middle of a later
+        // reader's walk, it asks again from that reader's cookie. A new
+        // snapshot from the cookie's index would then skip as many entries
+        // as the reader had removed (`rm -r` met ENOTEMPTY that way).
         for (i, e) in snap.iter().enumerate().skip(start) {
             let next = ((i as u64 + 1) << 32) | u64::from(h);
             let dt = e.dtype;

@@ -1206,8 +1206,7 @@ mod tests {
     /// A listing read in small batches sees every entry nobody touched
     /// exactly once, although names are removed and added between the
     /// batches (POSIX readdir): each batch reads the snapshot its cookie
-    /// names, with or without OPENDIR; and one without OPENDIR is
-    /// dropped at its end-of-directory request.
+    /// names, with or without OPENDIR.
     #[test]
     fn listings_in_batches_see_untouched_entries_once_across_changes() {
         for dircache in [true, false] {
@@ -1279,10 +1278,69 @@ mod tests {
                     String::from_utf8_lossy(&n)
                 );
             }
-            if dircache {
-                assert_eq!(svc.listings_kept(), 0, "listing kept after its end");
+        }
+    }
+
+    /// A listing without OPENDIR read to its end keeps its snapshot: when
+    /// the kernel's cache of that listing loses a page in the middle of a
+    /// later reader's walk (memory pressure, drop_caches), it asks again
+    /// from that reader's cookie, and a reader that removed the entries it
+    /// had seen (`rm -r`) still gets every entry after the cookie.
+    #[test]
+    fn a_listing_read_to_its_end_resumes_from_its_cookies_after_removals() {
+        let svc = service().with_dircache(true);
+        let ci = create_in(0o644);
+        for i in 0..60 {
+            let name = format!("name-{i:03}\0");
+            dispatch(&svc, &header(op::CREATE, 1), ci.as_bytes(), name.as_bytes()).unwrap();
+        }
+        let read = |offset: u64, size: u32| {
+            let r = ReadIn {
+                fh: 0,
+                offset,
+                size,
+                read_flags: 0,
+                lock_owner: 0,
+                flags: 0,
+                padding: 0,
+            };
+            dirents(&dispatch(&svc, &header(op::READDIR, 1), r.as_bytes(), &[]).unwrap())
+        };
+        // The first reader (the kernel filling its cache): to the end.
+        let mut all = Vec::new();
+        let mut offset = 0;
+        loop {
+            let ents = read(offset, 4096);
+            if ents.is_empty() {
+                break;
+            }
+            offset = ents.last().unwrap().1;
+            all.extend(ents);
+        }
+        let names: Vec<Vec<u8>> = all.iter().map(|(n, _)| n.clone()).collect();
+        // A later reader walked the cached listing to its 20th entry and
+        // removed what it saw; then the kernel asks from that cookie.
+        let (seen, rest) = all.split_at(20);
+        for (n, _) in seen {
+            if n.starts_with(b"name-") {
+                let mut z = n.clone();
+                z.push(0);
+                dispatch(&svc, &header(op::UNLINK, 1), &[], &z).unwrap();
             }
         }
+        let mut got = Vec::new();
+        let mut offset = seen.last().unwrap().1;
+        loop {
+            let ents = read(offset, 4096);
+            if ents.is_empty() {
+                break;
+            }
+            offset = ents.last().unwrap().1;
+            got.extend(ents.into_iter().map(|(n, _)| n));
+        }
+        let want: Vec<Vec<u8>> = rest.iter().map(|(n, _)| n.clone()).collect();
+        assert_eq!(got, want, "after {} of {} names", seen.len(), names.len());
+        assert!(svc.listings_kept() <= crate::service::MAX_UNOPENED_LISTINGS);
     }
 
     /// Listings without OPENDIR that programs abandon half-way push out
