@@ -4,11 +4,6 @@
 //! Invariants: never writes; reads each cylinder group once; every value
 //! printed comes from the image (nothing is assumed). Field meanings follow
 //! FreeBSD's `sbin/dumpfs/dumpfs.c`.
-#![warn(
-    clippy::cast_possible_truncation,
-    clippy::cast_sign_loss,
-    clippy::cast_possible_wrap
-)]
 use crate::dev::BlockDevice;
 use crate::error::Result;
 use crate::fs::read_superblock;

@@ -16,11 +16,6 @@
 //!   it ends, so nothing an operation records reaches the next one.
 //! - Cylinder groups and the superblock reach the device whole
 //!   (`write_untorn`): a kill never leaves one half written.
-#![warn(
-    clippy::cast_possible_truncation,
-    clippy::cast_sign_loss,
-    clippy::cast_possible_wrap
-)]
 use crate::cache::{BlockKind, BufferCache};
 use crate::dev::BlockDevice;
 use crate::error::{Error, ErrorKind, Result};

@@ -17,11 +17,6 @@
 //!   allocated, as an open unlinked file's does.
 //! - Directory depth (`di_dirdepth`, FreeBSD 14 fsck checks it) is the
 //!   parent's plus one, root 0, kept right across renames.
-#![warn(
-    clippy::cast_possible_truncation,
-    clippy::cast_sign_loss,
-    clippy::cast_possible_wrap
-)]
 mod acl;
 pub mod linux_xattr;
 mod xattr;

@@ -5,12 +5,6 @@
 //!
 //! Invariant: text without a backslash followed by three octal digits
 //! comes back byte for byte.
-#![warn(
-    clippy::cast_possible_truncation,
-    clippy::cast_sign_loss,
-    clippy::cast_possible_wrap
-)]
-
 /// Undoes octal escapes: `\ooo` (at most `\377`) becomes the byte it
 /// names; anything else, an incomplete escape or one past a byte included,
 /// is kept as it is.

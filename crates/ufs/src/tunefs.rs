@@ -5,11 +5,6 @@
 //! flags, volume name); the check-hash is recomputed; nothing is written when no change
 //! is requested. The caller holds the image lock (a mounted image is
 //! refused). Source of the semantics: FreeBSD `sbin/tunefs/tunefs.c`.
-#![warn(
-    clippy::cast_possible_truncation,
-    clippy::cast_sign_loss,
-    clippy::cast_possible_wrap
-)]
 use crate::dev::BlockDevice;
 use crate::error::{Error, ErrorKind, Result};
 use crate::fs::read_superblock;

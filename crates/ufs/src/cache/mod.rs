@@ -27,11 +27,6 @@
 //!   whole and how a region of named entries is written with some of its
 //!   changes held back are the file system's [`Formats`], the hooks it
 //!   calls in the write path.
-#![warn(
-    clippy::cast_possible_truncation,
-    clippy::cast_sign_loss,
-    clippy::cast_possible_wrap
-)]
 use crate::dev::BlockDevice;
 use crate::error::Result;
 use crate::order::buffers::Ordering;

@@ -25,12 +25,6 @@
 //!   caches) and forgets what was asked; a buffer half made then is dropped
 //!   by its maker when finished, not stocked (each drain starts a new
 //!   generation).
-#![warn(
-    clippy::cast_possible_truncation,
-    clippy::cast_sign_loss,
-    clippy::cast_possible_wrap
-)]
-
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 

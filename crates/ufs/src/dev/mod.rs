@@ -11,12 +11,6 @@
 //! leave half done (the kernel's buffered write copies page by page and
 //! stops at a fatal signal): blocks with a check-hash over more than one
 //! page go that way.
-#![warn(
-    clippy::cast_possible_truncation,
-    clippy::cast_sign_loss,
-    clippy::cast_possible_wrap
-)]
-
 use crate::error::{Error, ErrorKind, Result};
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;

@@ -7,12 +7,6 @@
 //! entries only move within their chunk; the free space of a chunk is 512
 //! minus the `DIRSIZ` of its live entries, whatever the edit. Every
 //! function takes the file system's byte order (`d_ino`, `d_reclen`).
-#![warn(
-    clippy::cast_possible_truncation,
-    clippy::cast_sign_loss,
-    clippy::cast_possible_wrap
-)]
-
 use crate::error::{Error, Result};
 use ufs_format::bytes::low_u16;
 use ufs_format::dir::{dirsiz, iter_chunk, parse_chunk, write_entry, DirEntry};

@@ -16,11 +16,6 @@
 //! dropped, never trusted, and the answer comes from the blocks. On-disk
 //! results are valid either way; the two paths may choose different slots
 //! for a new entry, as FreeBSD's do.
-#![warn(
-    clippy::cast_possible_truncation,
-    clippy::cast_sign_loss,
-    clippy::cast_possible_wrap
-)]
 pub mod chunk;
 pub mod dirhash;
 pub mod index;

@@ -1,12 +1,6 @@
 //! A plain bitmap of fixed length, one bit per fragment of the file system.
 //! Out-of-range queries answer "set" (in use) and out-of-range updates are
 //! ignored, so callers never index past the end.
-#![warn(
-    clippy::cast_possible_truncation,
-    clippy::cast_sign_loss,
-    clippy::cast_possible_wrap
-)]
-
 pub(crate) struct Bitmap {
     words: Vec<u64>,
     nbits: u64,

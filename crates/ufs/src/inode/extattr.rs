@@ -16,12 +16,6 @@
 //! - UFS1 inodes have no area (FreeBSD keeps UFS1 attributes in backing
 //!   files of `ufs_extattr.c`, which only a mount configured for them
 //!   uses): they list none, and a change is refused (EOPNOTSUPP).
-#![warn(
-    clippy::cast_possible_truncation,
-    clippy::cast_sign_loss,
-    clippy::cast_possible_wrap
-)]
-
 use crate::alloc::{BlockPref, Reserve};
 use crate::cache::BlockKind;
 use crate::error::{Damage, Error, ErrorKind, Result};

@@ -11,11 +11,6 @@
 //! - `di_blocks` counts every data and indirect fragment in 512-byte units.
 //! - Bytes between the end of a file and the end of its last block are zero.
 //! - Every pointer read from disk is range-checked before use.
-#![warn(
-    clippy::cast_possible_truncation,
-    clippy::cast_sign_loss,
-    clippy::cast_possible_wrap
-)]
 use crate::alloc::Reserve;
 use crate::cache::BlockKind;
 use crate::error::{Error, ErrorKind, Result};

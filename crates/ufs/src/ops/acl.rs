@@ -15,11 +15,6 @@
 //!   limited by its creation mode as its access ACL (a directory also gets
 //!   the default ACL itself), in the same operation as its creation, so
 //!   its name never reaches the disk before them.
-#![warn(
-    clippy::cast_possible_truncation,
-    clippy::cast_sign_loss,
-    clippy::cast_possible_wrap
-)]
 use super::{flag_refusal, live_inode, touch, Cred, Fs};
 use crate::error::{Error, ErrorKind, Result};
 use crate::fs::FsCore;

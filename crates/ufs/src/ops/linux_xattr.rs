@@ -8,12 +8,6 @@
 //! Invariants: `parse(linux_xattr_name(ns, n)) == Raw(ns, n)` for every
 //! attribute but the two ACL names, which parse as `Acl`; a name that maps
 //! nowhere is `None`, never a guess.
-#![warn(
-    clippy::cast_possible_truncation,
-    clippy::cast_sign_loss,
-    clippy::cast_possible_wrap
-)]
-
 /// What a Linux attribute name stands for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LinuxXattr<'a> {

@@ -11,11 +11,6 @@
 //! its held changes alone (the bytes in memory are never rolled back: the
 //! image swaps regions in and out around the device write); a change is
 //! reported written only after its write completed.
-#![warn(
-    clippy::cast_possible_truncation,
-    clippy::cast_sign_loss,
-    clippy::cast_possible_wrap
-)]
 use super::{BufDeps, ChangeId, Held, Ledger, OrderStats, WriteMode};
 use crate::cache::{BlockKind, Formats};
 

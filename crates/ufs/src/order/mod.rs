@@ -37,11 +37,6 @@
 //! they were made; ids of changes that can never be written (their block
 //! was freed) are dropped ("moot") only when nothing on disk can reach the
 //! block any more.
-#![warn(
-    clippy::cast_possible_truncation,
-    clippy::cast_sign_loss,
-    clippy::cast_possible_wrap
-)]
 use foldhash::HashMap;
 use serde::Serialize;
 

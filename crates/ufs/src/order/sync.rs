@@ -10,11 +10,6 @@
 //! (an error, never a hang, if it does not: "internal error"); a sync
 //! round writes only buffers whose every change can go, unless none can;
 //! a plan part never looks at more buffers than it was allowed.
-#![warn(
-    clippy::cast_possible_truncation,
-    clippy::cast_sign_loss,
-    clippy::cast_possible_wrap
-)]
 use super::buffers::by_entries;
 use super::{BufDeps, ChangeId, EntryOp, Held, OrderStats, WriteMode};
 use crate::cache::{BlockKind, BufferCache};
