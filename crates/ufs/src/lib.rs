@@ -22,11 +22,6 @@
     clippy::cast_possible_wrap
 )]
 
-#[allow(
-    clippy::cast_possible_truncation,
-    clippy::cast_sign_loss,
-    clippy::cast_possible_wrap
-)]
 pub mod alloc;
 pub mod cache;
 pub mod calls;

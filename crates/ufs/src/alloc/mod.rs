@@ -23,8 +23,24 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::fs::{DirPref, FsCore};
 use crate::order::Freed;
 use rand::Rng;
+use ufs_format::bytes::{low_u32, to_index};
 use ufs_format::sb::Csum;
 use ufs_format::*;
+
+/// A number of fragments within one block (at most `fs_frag`, which the
+/// superblock's validation keeps to 1, 2, 4 or 8) as a change of a
+/// group's `cs_nffree`, FreeBSD's `int32_t`.
+fn frag_count(n: u64) -> i32 {
+    debug_assert!(n <= MAXFRAG as u64, "{n} fragments in one block");
+    i32::try_from(n).unwrap_or(i32::MAX)
+}
+
+/// A size or count of the validated geometry (the superblock's fields
+/// are at most 64-bit signed, so below 2^63) in the signed arithmetic of
+/// `fs_cstotal` and of the directory policies, as FreeBSD computes them.
+fn signed(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
 
 /// For every pattern of a block's fragment bits (bit i = fragment i free),
 /// the set of maximal free run lengths it contains (bit n = a run of n).
@@ -56,7 +72,7 @@ const fn run_table(frag: u32) -> [u16; 256] {
 static RUNS: [[u16; 256]; 4] = [run_table(1), run_table(2), run_table(4), run_table(8)];
 
 fn runs_of(bits: u8, frag: u64) -> u16 {
-    RUNS[frag.trailing_zeros() as usize][bits as usize]
+    RUNS[frag.trailing_zeros() as usize][usize::from(bits)]
 }
 
 /// Start of the first maximal free run of exactly `len` in `bits`.
@@ -104,8 +120,9 @@ fn fragacct(cg: &mut Cg, bstart: u64, frag: u64, cnt: i32) {
         .filter(|&(_, l)| l < frag)
         .collect();
     for (_, len) in runs {
-        let v = cg.cg_frsum(len as usize) as i64 + cnt as i64;
-        cg.set_cg_frsum(len as usize, v.max(0) as u32);
+        let len = to_index(len);
+        let v = cg.cg_frsum(len).saturating_add_signed(cnt);
+        cg.set_cg_frsum(len, v);
     }
 }
 
@@ -115,7 +132,7 @@ fn clusteracct(g: &Geometry, cg: &mut Cg, blkno: u64, cnt: i32) {
     if g.contigsumsize == 0 {
         return;
     }
-    let nblks = cg.cg_nclusterblks() as u64;
+    let nblks = u64::from(cg.cg_nclusterblks());
     if blkno >= nblks {
         return;
     }
@@ -187,12 +204,12 @@ impl FsCore {
     pub fn commit_cg(&mut self, c: u64, mut cg: Cg, before: Csum) -> Result<()> {
         let now = cg.cg_cs();
         let d = sub(now, before);
-        self.cs[c as usize] = now;
+        self.cs[to_index(c)] = now;
         let mut t = self.sb.fs_cstotal();
-        t.cs_ndir += d.cs_ndir as i64;
-        t.cs_nbfree += d.cs_nbfree as i64;
-        t.cs_nifree += d.cs_nifree as i64;
-        t.cs_nffree += d.cs_nffree as i64;
+        t.cs_ndir += i64::from(d.cs_ndir);
+        t.cs_nbfree += i64::from(d.cs_nbfree);
+        t.cs_nifree += i64::from(d.cs_nifree);
+        t.cs_nffree += i64::from(d.cs_nffree);
         self.sb.set_fs_cstotal(t);
         self.sb_dirty = true;
         self.write_cg(c, &mut cg)?;
@@ -203,7 +220,7 @@ impl FsCore {
     /// `freespace(fs, minfree)`: fragments free beyond the reserve.
     pub fn freespace(&self, percent: u64) -> i64 {
         let t = self.sb.fs_cstotal();
-        t.cs_nbfree * self.g.frag as i64 + t.cs_nffree - (self.g.dsize * percent / 100) as i64
+        t.cs_nbfree * signed(self.g.frag) + t.cs_nffree - signed(self.g.dsize * percent / 100)
     }
 
     fn nospace(&self, what: &str) -> Error {
@@ -281,7 +298,7 @@ impl FsCore {
         let BlockPref { bno: bpref, exact } = pref;
         self.check_writable()?;
         debug_assert!(size > 0 && size <= self.g.bsize && size.is_multiple_of(self.g.fsize));
-        let need = self.g.numfrags(size) as i64;
+        let need = signed(self.g.numfrags(size));
         if who == Reserve::Unprivileged && self.freespace(self.g.minfree) - need < 0 {
             return Err(self.nospace("blocks (the rest is reserved for root)"));
         }
@@ -313,8 +330,9 @@ impl FsCore {
         let rel = g.dtogd(bno);
         let bstart = rel - rel % g.frag;
         if rel % g.frag + frags > g.frag
-            || self.cs[c as usize].cs_nffree + (self.cs[c as usize].cs_nbfree * g.frag as i32)
-                < frags as i32
+            || self.cs[to_index(c)].cs_nffree
+                + (self.cs[to_index(c)].cs_nbfree * frag_count(g.frag))
+                < frag_count(frags)
         {
             return Ok(None);
         }
@@ -327,7 +345,7 @@ impl FsCore {
         if (0..g.frag).all(|i| cg.frag_free(bstart + i)) {
             // A whole free block is split.
             cs.cs_nbfree -= 1;
-            cs.cs_nffree += (g.frag - frags) as i32;
+            cs.cs_nffree += frag_count(g.frag - frags);
             clusteracct(&g, &mut cg, bstart / g.frag, -1);
             for i in 0..frags {
                 cg.set_frag_free(rel + i, false);
@@ -339,7 +357,7 @@ impl FsCore {
             for i in 0..frags {
                 cg.set_frag_free(rel + i, false);
             }
-            cs.cs_nffree -= frags as i32;
+            cs.cs_nffree -= frag_count(frags);
             cg.set_cg_cs(cs);
             fragacct(&mut cg, bstart, g.frag, 1);
         }
@@ -350,11 +368,11 @@ impl FsCore {
     /// `ffs_alloccg`: a block or fragments from group `c`, or None.
     fn alloccg(&mut self, c: u64, bpref: u64, size: u64) -> Result<Option<u64>> {
         let g = self.g;
-        if self.cs[c as usize].cs_nbfree == 0 && size == g.bsize {
+        if self.cs[to_index(c)].cs_nbfree == 0 && size == g.bsize {
             return Ok(None);
         }
-        if self.cs[c as usize].cs_nbfree == 0
-            && self.cs[c as usize].cs_nffree < g.numfrags(size) as i32
+        if self.cs[to_index(c)].cs_nbfree == 0
+            && self.cs[to_index(c)].cs_nffree < frag_count(g.numfrags(size))
         {
             return Ok(None);
         }
@@ -372,7 +390,7 @@ impl FsCore {
         }
         let frags = g.numfrags(size);
         let mut allocsiz = frags;
-        while allocsiz < g.frag && cg.cg_frsum(allocsiz as usize) == 0 {
+        while allocsiz < g.frag && cg.cg_frsum(to_index(allocsiz)) == 0 {
             allocsiz += 1;
         }
         if allocsiz == g.frag {
@@ -389,9 +407,10 @@ impl FsCore {
             }
             let left = g.frag - frags;
             let mut cs = cg.cg_cs();
-            cs.cs_nffree += left as i32;
+            cs.cs_nffree += frag_count(left);
             cg.set_cg_cs(cs);
-            cg.set_cg_frsum(left as usize, cg.cg_frsum(left as usize) + 1);
+            let left = to_index(left);
+            cg.set_cg_frsum(left, cg.cg_frsum(left) + 1);
             self.commit_cg(c, cg, before)?;
             return Ok(Some(bno));
         }
@@ -407,14 +426,12 @@ impl FsCore {
             cg.set_frag_free(rel + i, false);
         }
         let mut cs = cg.cg_cs();
-        cs.cs_nffree -= frags as i32;
+        cs.cs_nffree -= frag_count(frags);
         cg.set_cg_cs(cs);
-        cg.set_cg_frsum(
-            allocsiz as usize,
-            cg.cg_frsum(allocsiz as usize).saturating_sub(1),
-        );
+        let run = to_index(allocsiz);
+        cg.set_cg_frsum(run, cg.cg_frsum(run).saturating_sub(1));
         if frags != allocsiz {
-            let r = (allocsiz - frags) as usize;
+            let r = to_index(allocsiz - frags);
             cg.set_cg_frsum(r, cg.cg_frsum(r) + 1);
         }
         self.commit_cg(c, cg, before)?;
@@ -427,7 +444,7 @@ impl FsCore {
         let g = self.g;
         let ndblk = g.cg_nfrags(c);
         let rel = if bpref == 0 || g.dtog(bpref) != c {
-            cg.cg_rotor() as u64
+            u64::from(cg.cg_rotor())
         } else {
             g.dtogd(bpref) / g.frag * g.frag
         };
@@ -438,7 +455,8 @@ impl FsCore {
             rel
         } else {
             let b = find_free_block(&g, cg, c, rel)?;
-            cg.set_cg_rotor(b as u32);
+            // Below the group's fragment count, a 32-bit field.
+            cg.set_cg_rotor(low_u32(b));
             b
         };
         let blk = bno / g.frag;
@@ -459,7 +477,9 @@ impl FsCore {
         let c = g.dtog(bprev);
         let ofrags = g.numfrags(osize);
         let frags = g.numfrags(nsize);
-        if (self.cs[c as usize].cs_nffree as u64) < frags - ofrags {
+        // A negative count (a damaged summary) is no room, as FreeBSD's
+        // signed comparison has it.
+        if u64::try_from(self.cs[to_index(c)].cs_nffree).unwrap_or(0) < frags - ofrags {
             return Ok(false);
         }
         let bbase = bprev % g.frag;
@@ -482,17 +502,17 @@ impl FsCore {
         while bbase + end < g.frag && cg.frag_free(rel + end) {
             end += 1;
         }
-        let r = (end - ofrags) as usize;
+        let r = to_index(end - ofrags);
         cg.set_cg_frsum(r, cg.cg_frsum(r).saturating_sub(1));
         if end != frags {
-            let r2 = (end - frags) as usize;
+            let r2 = to_index(end - frags);
             cg.set_cg_frsum(r2, cg.cg_frsum(r2) + 1);
         }
         for i in ofrags..frags {
             cg.set_frag_free(rel + i, false);
         }
         let mut cs = cg.cg_cs();
-        cs.cs_nffree -= (frags - ofrags) as i32;
+        cs.cs_nffree -= frag_count(frags - ofrags);
         cg.set_cg_cs(cs);
         self.commit_cg(c, cg, before)?;
         Ok(true)
@@ -644,7 +664,7 @@ impl FsCore {
     /// `ffs_nodealloccg`: an inode from group `c`.
     fn nodealloccg(&mut self, c: u64, ipref: u64, is_dir: bool) -> Result<Option<u64>> {
         let g = self.g;
-        if self.cs[c as usize].cs_nifree == 0 {
+        if self.cs[to_index(c)].cs_nifree == 0 {
             return Ok(None);
         }
         let cg = self.read_cg(c)?;
@@ -655,10 +675,10 @@ impl FsCore {
         let mut rel = if ipref != 0 && g.ino_to_cg(ipref) == c {
             ipref % g.ipg
         } else {
-            cg.cg_irotor() as u64 % g.ipg
+            u64::from(cg.cg_irotor()) % g.ipg
         };
         if cg.inode_used(rel) {
-            let start = cg.cg_irotor() as u64 % g.ipg;
+            let start = u64::from(cg.cg_irotor()) % g.ipg;
             let found = (start..g.ipg).chain(0..start).find(|&i| !cg.inode_used(i));
             match found {
                 Some(i) => rel = i,
@@ -688,7 +708,8 @@ impl FsCore {
         is_dir: bool,
     ) -> Result<u64> {
         let g = self.g;
-        cg.set_cg_irotor(rel as u32);
+        // Below fs_ipg, which the superblock keeps within 32 bits.
+        cg.set_cg_irotor(low_u32(rel));
         let ino = c * g.ipg + rel;
         if ino < UFS_ROOTINO {
             // Inodes 0 and 1 are never handed out; mark and retry elsewhere.
@@ -701,22 +722,23 @@ impl FsCore {
         // (UFS2; newfs initialised every UFS1 inode).
         let mut made = Vec::new();
         while g.lazy_inodes()
-            && rel + g.inopb > cg.cg_initediblk() as u64
-            && (cg.cg_initediblk() as u64) < g.ipg
+            && rel + g.inopb > u64::from(cg.cg_initediblk())
+            && u64::from(cg.cg_initediblk()) < g.ipg
         {
-            let first = c * g.ipg + cg.cg_initediblk() as u64;
+            let first = c * g.ipg + u64::from(cg.cg_initediblk());
             let addr = g.ino_to_fsba(first);
             let gens: Vec<u32> = (0..g.inopb).map(|_| self.random_gen()).collect();
             let b = self
                 .cache
-                .create(addr, g.bsize as usize, BlockKind::Inode)?;
+                .create(addr, to_index(g.bsize), BlockKind::Inode)?;
             let ds = g.dinode_size();
             for (i, gen) in gens.into_iter().enumerate() {
                 let mut fresh = Dinode::default();
                 fresh.set_di_gen(gen);
                 fresh.encode_into(g.v, &mut b[i * ds..(i + 1) * ds], false);
             }
-            cg.set_cg_initediblk(cg.cg_initediblk() + g.inopb as u32);
+            // At most fs_ipg (the loop's condition), a 32-bit count.
+            cg.set_cg_initediblk(cg.cg_initediblk() + low_u32(g.inopb));
             made.push(self.cache.latest(addr));
         }
         if !made.is_empty() && self.cache.mode().tracks() {
@@ -724,7 +746,7 @@ impl FsCore {
             // new blocks only once they are on disk (FreeBSD's
             // ffs_nodealloccg uses a barrier write; here the field waits,
             // rolled back, while the rest of the group goes out).
-            let len = g.fragroundup(g.cgsize) as usize;
+            let len = to_index(g.fragroundup(g.cgsize));
             self.cache.modify_tracked(
                 g.cgtod(c),
                 len,
@@ -740,10 +762,10 @@ impl FsCore {
         cs.cs_nifree -= 1;
         if is_dir {
             cs.cs_ndir += 1;
-            let cd = &mut self.contigdirs[c as usize];
+            let cd = &mut self.contigdirs[to_index(c)];
             *cd = cd.saturating_add(1);
         } else {
-            let cd = &mut self.contigdirs[c as usize];
+            let cd = &mut self.contigdirs[to_index(c)];
             if *cd > 0 {
                 *cd -= 1;
             }
@@ -780,7 +802,7 @@ impl FsCore {
         while at < to {
             let c = g.ino_to_cg(at);
             let end = to.min((c + 1) * g.ipg);
-            if self.cs[c as usize].cs_nifree > 0 {
+            if self.cs[to_index(c)].cs_nifree > 0 {
                 let cg = self.read_cg(c)?;
                 let before = cg.cg_cs();
                 if let Some(rel) = (at % g.ipg..end - c * g.ipg).find(|&i| !cg.inode_used(i)) {
@@ -802,7 +824,7 @@ impl FsCore {
         while end > from {
             let c = g.ino_to_cg(end - 1);
             let start = from.max(c * g.ipg);
-            if self.cs[c as usize].cs_nifree > 0 {
+            if self.cs[to_index(c)].cs_nifree > 0 {
                 let cg = self.read_cg(c)?;
                 let before = cg.cg_cs();
                 if let Some(rel) = (start - c * g.ipg..end - c * g.ipg)
@@ -826,7 +848,7 @@ impl FsCore {
         while at < to {
             let c = g.ino_to_cg(at);
             let end = to.min((c + 1) * g.ipg);
-            let free = self.cs[c as usize].cs_nifree.max(0) as u64;
+            let free = u64::try_from(self.cs[to_index(c)].cs_nifree).unwrap_or(0);
             if at == c * g.ipg && end == (c + 1) * g.ipg {
                 n += free;
             } else if free > 0 {
@@ -856,17 +878,16 @@ impl FsCore {
     /// 4.4BSD: among groups with at least the average number of free
     /// inodes, the one with the fewest directories.
     fn dirpref_traditional(&self) -> u64 {
-        let ncg = self.g.ncg as usize;
-        let avgifree = self.sb.fs_cstotal().cs_nifree / ncg as i64;
-        let mut minndir = self.g.ipg as i64;
+        let avgifree = self.sb.fs_cstotal().cs_nifree / signed(self.g.ncg);
+        let mut minndir = signed(self.g.ipg);
         let mut mincg = 0;
-        for (c, cs) in self.cs.iter().enumerate() {
-            if cs.cs_nifree as i64 >= avgifree && (cs.cs_ndir as i64) < minndir {
+        for (c, cs) in (0u64..).zip(&self.cs) {
+            if i64::from(cs.cs_nifree) >= avgifree && i64::from(cs.cs_ndir) < minndir {
                 mincg = c;
-                minndir = cs.cs_ndir as i64;
+                minndir = i64::from(cs.cs_ndir);
             }
         }
-        mincg as u64 * self.g.ipg
+        mincg * self.g.ipg
     }
 
     /// Orlov's policy as in FreeBSD's `ffs_dirpref`.
@@ -874,34 +895,34 @@ impl FsCore {
         let g = self.g;
         let ncg = g.ncg;
         let t = self.sb.fs_cstotal();
-        let avgifree = t.cs_nifree / ncg as i64;
-        let avgbfree = t.cs_nbfree / ncg as i64;
-        let avgndir = t.cs_ndir / ncg as i64;
+        let avgifree = t.cs_nifree / signed(ncg);
+        let avgbfree = t.cs_nbfree / signed(ncg);
+        let avgndir = t.cs_ndir / signed(ncg);
         if parent == UFS_ROOTINO {
             // Top-level directories spread out: random start, then the
             // group with fewest directories and enough room.
             let prefcg = self.rng.gen_range(0..ncg);
             let mut mincg = prefcg;
-            let mut minndir = g.ipg as i64;
+            let mut minndir = signed(g.ipg);
             for c in (prefcg..ncg).chain(0..prefcg) {
-                let cs = self.cs[c as usize];
-                if (cs.cs_ndir as i64) < minndir
-                    && cs.cs_nifree as i64 >= avgifree
-                    && cs.cs_nbfree as i64 >= avgbfree
+                let cs = self.cs[to_index(c)];
+                if i64::from(cs.cs_ndir) < minndir
+                    && i64::from(cs.cs_nifree) >= avgifree
+                    && i64::from(cs.cs_nbfree) >= avgbfree
                 {
                     mincg = c;
-                    minndir = cs.cs_ndir as i64;
+                    minndir = i64::from(cs.cs_ndir);
                 }
             }
             return g.ipg * mincg;
         }
-        let maxndir = (avgndir + g.ipg as i64 / 16).min(g.ipg as i64);
+        let maxndir = (avgndir + signed(g.ipg) / 16).min(signed(g.ipg));
         let minifree = (avgifree - avgifree / 4).max(1);
         let minbfree = (avgbfree - avgbfree / 4).max(1);
-        let cgsize = (g.fsize * g.fpg) as i64;
-        let mut dirsize = self.sb.fs_avgfilesize() as i64 * self.sb.fs_avgfpdir() as i64;
+        let cgsize = signed(g.fsize * g.fpg);
+        let mut dirsize = i64::from(self.sb.fs_avgfilesize()) * i64::from(self.sb.fs_avgfpdir());
         let curdirsize = if avgndir != 0 {
-            (cgsize - avgbfree * g.bsize as i64) / avgndir
+            (cgsize - avgbfree * signed(g.bsize)) / avgndir
         } else {
             0
         };
@@ -911,28 +932,29 @@ impl FsCore {
         let mut maxcontigdirs = if dirsize <= 0 {
             0
         } else {
-            ((avgbfree * g.bsize as i64) / dirsize).min(255)
+            ((avgbfree * signed(g.bsize)) / dirsize).min(255)
         };
         if self.sb.fs_avgfpdir() > 0 {
-            maxcontigdirs = maxcontigdirs.min(g.ipg as i64 / self.sb.fs_avgfpdir() as i64);
+            maxcontigdirs = maxcontigdirs.min(signed(g.ipg) / i64::from(self.sb.fs_avgfpdir()));
         }
         if maxcontigdirs == 0 {
             maxcontigdirs = 1;
         }
         let prefcg = g.ino_to_cg(parent);
         for c in (prefcg..ncg).chain(0..prefcg) {
-            let cs = self.cs[c as usize];
-            if (cs.cs_ndir as i64) < maxndir
-                && cs.cs_nifree as i64 >= minifree
-                && cs.cs_nbfree as i64 >= minbfree
-                && (!self.opts.contigdirs || (self.contigdirs[c as usize] as i64) < maxcontigdirs)
+            let cs = self.cs[to_index(c)];
+            if i64::from(cs.cs_ndir) < maxndir
+                && i64::from(cs.cs_nifree) >= minifree
+                && i64::from(cs.cs_nbfree) >= minbfree
+                && (!self.opts.contigdirs
+                    || i64::from(self.contigdirs[to_index(c)]) < maxcontigdirs)
             {
                 return g.ipg * c;
             }
         }
         // Backstop when space is short: any group with average free inodes.
         for c in (prefcg..ncg).chain(0..prefcg) {
-            if self.cs[c as usize].cs_nifree as i64 >= avgifree {
+            if i64::from(self.cs[to_index(c)].cs_nifree) >= avgifree {
                 return g.ipg * c;
             }
         }
@@ -989,10 +1011,11 @@ impl FsCore {
             } else {
                 g.dtog(prev) + 1
             } % g.ncg;
-            let avgbfree = self.sb.fs_cstotal().cs_nbfree / g.ncg as i64;
+            let avgbfree = self.sb.fs_cstotal().cs_nbfree / signed(g.ncg);
             for c in (startcg..g.ncg).chain(0..=startcg) {
-                if self.cs[c as usize].cs_nbfree as i64 >= avgbfree {
-                    self.sb.set_fs_cgrotor(c as i32);
+                if i64::from(self.cs[to_index(c)].cs_nbfree) >= avgbfree {
+                    // Below fs_ncg, at most 2^31 by the superblock's checks.
+                    self.sb.set_fs_cgrotor(i32::try_from(c).unwrap_or(0));
                     return BlockPref::near(g.cgdmin(c) + g.metaspace);
                 }
             }
@@ -1021,16 +1044,17 @@ fn find_free_block(g: &Geometry, cg: &Cg, c: u64, from: u64) -> Option<u64> {
         return None;
     }
     let start = (from / g.frag).min(nblk - 1);
-    let full = ((1u16 << g.frag) - 1) as u8;
+    // All `frag` bits (at most 8) set.
+    let full = u8::MAX >> (8 - g.frag);
     if g.frag == 8 {
         // One map byte per block: a plain byte search.
         let map = cg.frag_map(nblk * 8);
-        let hit = map[start as usize..]
+        let hit = map[to_index(start)..]
             .iter()
             .position(|&b| b == 0xff)
             .map(|i| start + i as u64);
         let hit = hit.or_else(|| {
-            map[..start as usize]
+            map[..to_index(start)]
                 .iter()
                 .position(|&b| b == 0xff)
                 .map(|i| i as u64)
@@ -1054,7 +1078,7 @@ fn mapsearch(g: &Geometry, cg: &mut Cg, c: u64, bpref: u64, allocsiz: u64) -> Op
     let start = if bpref != 0 && g.dtog(bpref) == c {
         g.dtogd(bpref)
     } else {
-        cg.cg_frotor() as u64
+        u64::from(cg.cg_frotor())
     } / g.frag;
     let start = start.min(nblk - 1);
     let want = 1u16 << allocsiz;
@@ -1062,12 +1086,14 @@ fn mapsearch(g: &Geometry, cg: &mut Cg, c: u64, bpref: u64, allocsiz: u64) -> Op
         // One map byte per block: skip full and empty blocks a byte at a time.
         let map = cg.frag_map(nblk * 8);
         let table = &RUNS[3];
-        let fits = |x: u8| table[x as usize] & want != 0;
-        let hit = first_partial_fit(&map[start as usize..], fits).map(|i| start + i as u64);
-        let hit = hit.or_else(|| first_partial_fit(&map[..start as usize], fits).map(|i| i as u64));
+        let fits = |x: u8| table[usize::from(x)] & want != 0;
+        let start_i = to_index(start);
+        let hit = first_partial_fit(&map[start_i..], fits).map(|i| start + i as u64);
+        let hit = hit.or_else(|| first_partial_fit(&map[..start_i], fits).map(|i| i as u64));
         let b = hit?;
-        let s = run_start(map[b as usize], 8, allocsiz)?;
-        cg.set_cg_frotor((b * 8) as u32);
+        let s = run_start(map[to_index(b)], 8, allocsiz)?;
+        // Rotors are below the group's fragment count, a 32-bit field.
+        cg.set_cg_frotor(low_u32(b * 8));
         return Some(b * 8 + s);
     }
     for b in (start..nblk).chain(0..start) {
@@ -1077,7 +1103,7 @@ fn mapsearch(g: &Geometry, cg: &mut Cg, c: u64, bpref: u64, allocsiz: u64) -> Op
         }
         if let Some(s) = run_start(bits, g.frag, allocsiz) {
             let bstart = b * g.frag;
-            cg.set_cg_frotor(bstart as u32);
+            cg.set_cg_frotor(low_u32(bstart));
             return Some(bstart + s);
         }
     }
@@ -1140,10 +1166,10 @@ fn free_blocks_in(g: &Geometry, cg: &mut Cg, bno: u64, size: u64) -> Result<()> 
         for i in 0..nfr {
             cg.set_frag_free(rel + i, true);
         }
-        cs.cs_nffree += nfr as i32;
+        cs.cs_nffree += frag_count(nfr);
         fragacct(cg, bbase, g.frag, 1);
         if cg.block_free(bbase / g.frag, g.frag) {
-            cs.cs_nffree -= g.frag as i32;
+            cs.cs_nffree -= frag_count(g.frag);
             cs.cs_nbfree += 1;
             clusteracct(g, cg, bbase / g.frag, 1);
         }
@@ -1163,8 +1189,9 @@ fn free_inode_in(g: &Geometry, cg: &mut Cg, ino: u64, was_dir: bool) -> Result<(
         ));
     }
     cg.set_inode_used(rel, false);
-    if rel < cg.cg_irotor() as u64 {
-        cg.set_cg_irotor(rel as u32);
+    if rel < u64::from(cg.cg_irotor()) {
+        // Below the rotor, a 32-bit field.
+        cg.set_cg_irotor(low_u32(rel));
     }
     let mut cs = cg.cg_cs();
     cs.cs_nifree += 1;
@@ -1202,6 +1229,7 @@ mod tests {
     use crate::ops::Fs;
     use crate::order::Freed;
     use crate::{Cred, MountOptions};
+    use ufs_format::bytes::to_index;
 
     /// A group parsed, changed and stored hands back its header and the
     /// bytes of the maps it changed, and those applied to the block it
@@ -1247,12 +1275,12 @@ mod tests {
     /// the check-hash field (sealed at each write-out) left out.
     fn block_of(c: &mut crate::fs::FsCore, cgx: u64) -> Vec<u8> {
         let g = c.g;
-        let len = g.fragroundup(g.cgsize) as usize;
+        let len = to_index(g.fragroundup(g.cgsize));
         let b = c
             .cache
             .read(g.cgtod(cgx), len, crate::cache::BlockKind::Cg)
             .unwrap();
-        without_ckhash(&b[..g.cgsize as usize])
+        without_ckhash(&b[..to_index(g.cgsize)])
     }
 
     fn bytes_of(cg: &ufs_format::cg::Cg) -> Vec<u8> {
@@ -1286,7 +1314,7 @@ mod tests {
             let a = fs
                 .mknod(fs.root(), name.as_bytes(), 0o100644, 0, Cred::ROOT)
                 .unwrap();
-            let rec = vec![i as u8; 10240];
+            let rec = vec![i.to_le_bytes()[0]; 10240];
             for k in 0..(i % 5) as u64 {
                 fs.write(a.ino, k * 10240, &rec, Cred::ROOT).unwrap();
             }

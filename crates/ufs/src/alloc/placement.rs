@@ -39,6 +39,7 @@ use crate::fs::FsCore;
 use foldhash::HashMap;
 use std::hash::{Hash, Hasher};
 use std::ops::ControlFlow;
+use ufs_format::bytes::to_index;
 use ufs_format::DIRBLKSIZ;
 use ufs_format::{Dinode, UFS_ROOTINO};
 
@@ -176,6 +177,15 @@ fn key_u64(bytes: &[u8]) -> u64 {
     let n = bytes.len().min(8);
     k[..n].copy_from_slice(&bytes[..n]);
     u64::from_be_bytes(k)
+}
+
+/// An estimate (a fraction of a range, entries from a size) as a whole
+/// count. Rust's float-to-integer `as` rounds toward zero and saturates
+/// (negative and NaN give 0, beyond `u64::MAX` gives `u64::MAX`), which is
+/// the clamping these estimates want; floats have no other conversion.
+#[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+fn whole(x: f64) -> u64 {
+    x as u64
 }
 
 fn hash_fraction(name: &[u8]) -> f64 {
@@ -345,7 +355,7 @@ impl FsCore {
             InodeOrder::Hash => hash_fraction(name),
             InodeOrder::Off => unreachable!(),
         };
-        let off = ((frac * r.len as f64) as u64).min(r.len - 1);
+        let off = whole(frac * r.len as f64).min(r.len - 1);
         Ok(Some(Goal {
             ino: r.lo + off,
             range: i,
@@ -364,7 +374,7 @@ impl FsCore {
         slot: u64,
     ) -> Result<Option<usize>> {
         let g = self.g;
-        let entries = (size as f64 / p.bytes_per_entry.max(8.0)) as u64;
+        let entries = whole(size as f64 / p.bytes_per_entry.max(8.0));
         let len = (2 * entries)
             .max(MIN_RANGE)
             .min(g.ninodes() / 2)
@@ -424,7 +434,7 @@ impl FsCore {
             .max()
             .unwrap_or(0)
             .min(slot);
-        let off_hi = off_lo + (len as f64 * p.bytes_per_entry) as u64;
+        let off_hi = off_lo + whole(len as f64 * p.bytes_per_entry);
         p.ranges.push(Range {
             lo,
             len,
@@ -443,7 +453,9 @@ impl FsCore {
         (lo / ipg..hi.div_ceil(ipg))
             .map(|c| {
                 let overlap = hi.min((c + 1) * ipg) - lo.max(c * ipg);
-                (self.cs[c as usize].cs_nifree.max(0) as u64).min(overlap)
+                u64::try_from(self.cs[to_index(c)].cs_nifree)
+                    .unwrap_or(0)
+                    .min(overlap)
             })
             .sum()
     }
@@ -708,7 +720,7 @@ mod tests {
         let mut rng = rand::rngs::StdRng::seed_from_u64(3);
         let mut all: Vec<u64> = (0..n).collect();
         all.shuffle(&mut rng);
-        for &i in &all[..n as usize / 2] {
+        for &i in &all[..to_index(n) / 2] {
             fs.unlink(d, &name(i)).unwrap();
         }
         for i in n..n + n / 2 {
@@ -781,7 +793,7 @@ mod tests {
         let mut rng = rand::rngs::StdRng::seed_from_u64(9);
         let mut all: Vec<u64> = (0..n).collect();
         all.shuffle(&mut rng);
-        for &i in &all[..n as usize / 2] {
+        for &i in &all[..to_index(n) / 2] {
             fs.unlink(d, &name(i)).unwrap();
         }
         for i in n..n + n / 2 + 500 {

@@ -17,14 +17,7 @@
 //!   `NFSTATS` (room for any entry), `-1` if none.
 //! - Only chunks below `dirblks` (the directory's size / 512) are described;
 //!   the arrays have room for `nblk` chunks, fixed when the index is built.
-// Not yet under the parent module's cast lints: the index keeps FreeBSD's
-// 32-bit signed slots and free-space counts (`dh_hash`, `dh_firstfree`),
-// which want a type of their own rather than a conversion at each use.
-#![allow(
-    clippy::cast_possible_truncation,
-    clippy::cast_sign_loss,
-    clippy::cast_possible_wrap
-)]
+use ufs_format::bytes::to_index;
 use ufs_format::dir::dirsiz;
 use ufs_format::{DIRBLKSIZ, MAXNAMLEN};
 
@@ -34,9 +27,57 @@ pub const DIRALIGN: usize = 4;
 pub const NFSTATS: usize = (dirsiz(MAXNAMLEN) + DIRALIGN) / DIRALIGN;
 /// Slots per second-level array (FreeBSD's `DH_NBLKOFF`).
 pub const SLOTS_PER_ARRAY: usize = 256;
-const EMPTY: i32 = -1;
-const DELETED: i32 = -2;
-const CHUNK_UNITS: u8 = (DIRBLKSIZ / DIRALIGN) as u8;
+/// Free 4-byte units of an empty chunk.
+const CHUNK_UNITS: u8 = 128;
+const _: () = assert!(CHUNK_UNITS as usize * DIRALIGN == DIRBLKSIZ);
+
+/// One of FreeBSD's `int` slots: an entry of the hash table (`dh_hash`,
+/// an entry's offset or `EMPTY`/`DELETED`) or of the free-space summary
+/// (`dh_firstfree`, a chunk number or `NONE`). A value is a non-negative
+/// `i32`, markers are negative; 32 bits as in FreeBSD, so the table takes
+/// the memory the paper measures. Values go in and out only through the
+/// checked conversions below: one that does not fit 31 bits is refused
+/// where it would be stored, and a marker is never read as a value.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(transparent)]
+struct Slot(i32);
+
+impl Slot {
+    /// A hash slot never used: ends every probe chain.
+    const EMPTY: Slot = Slot(-1);
+    /// A hash slot whose entry was removed: probing continues past it.
+    const DELETED: Slot = Slot(-2);
+    /// No chunk of this free-space class (FreeBSD's `-1`).
+    const NONE: Slot = Slot(-1);
+
+    /// An entry offset or chunk number as a slot value, if it fits.
+    fn of(v: u64) -> Option<Slot> {
+        i32::try_from(v).ok().map(Slot)
+    }
+    /// The value held, or `None` for a marker.
+    fn value(self) -> Option<u64> {
+        u64::try_from(self.0).ok()
+    }
+    /// A chunk number as a slot value, if it fits.
+    fn chunk(b: usize) -> Option<Slot> {
+        i32::try_from(b).ok().map(Slot)
+    }
+    /// The chunk number held, or `None` for a marker.
+    fn index(self) -> Option<usize> {
+        usize::try_from(self.0).ok()
+    }
+    /// Whether the slot holds a value (a live entry), not a marker.
+    fn is_live(self) -> bool {
+        self.0 >= 0
+    }
+}
+
+/// Whether an entry is added to its chunk or removed from it.
+#[derive(Clone, Copy)]
+enum Space {
+    Take,
+    Give,
+}
 
 /// Why an index can no longer be used; the caller drops it. Nothing on
 /// disk is wrong in the first three cases.
@@ -58,13 +99,13 @@ pub type IndexResult<T> = std::result::Result<T, Stale>;
 pub struct DirIndex {
     /// Two levels, as in FreeBSD: no single large allocation per table.
     #[allow(clippy::vec_box)]
-    arrays: Vec<Box<[i32; SLOTS_PER_ARRAY]>>,
+    arrays: Vec<Box<[Slot; SLOTS_PER_ARRAY]>>,
     hlen: usize,
     hused: usize,
     live: usize,
     blkfree: Vec<u8>,
     dirblks: usize,
-    firstfree: [i32; NFSTATS + 1],
+    firstfree: [Slot; NFSTATS + 1],
     /// Mixed into every hash after the name: the table's identity.
     salt: u64,
     /// Offset just after the last successful lookup, or -1.
@@ -88,11 +129,11 @@ impl DirIndex {
     /// 1.5 times the most entries it could hold (smallest entry 12 bytes),
     /// rounded up to whole arrays; 1.5 times its chunks.
     fn shape(dir_size: u64) -> (usize, usize) {
-        let max_entries = (dir_size / dirsiz(1) as u64) as usize;
-        let nslots = (max_entries * 3).div_ceil(2).max(1);
+        let max_entries = to_index(dir_size / dirsiz(1) as u64);
+        let nslots = max_entries.saturating_mul(3).div_ceil(2).max(1);
         let narrays = nslots.div_ceil(SLOTS_PER_ARRAY);
-        let chunks = dir_size.div_ceil(DIRBLKSIZ as u64) as usize;
-        let nblk = (chunks * 3).div_ceil(2).max(1);
+        let chunks = to_index(dir_size.div_ceil(DIRBLKSIZ as u64));
+        let nblk = chunks.saturating_mul(3).div_ceil(2).max(1);
         (narrays, nblk)
     }
 
@@ -101,8 +142,8 @@ impl DirIndex {
     pub fn memory_for(dir_size: u64) -> usize {
         let (narrays, nblk) = Self::shape(dir_size);
         std::mem::size_of::<DirIndex>()
-            + narrays * std::mem::size_of::<Box<[i32; SLOTS_PER_ARRAY]>>()
-            + narrays * SLOTS_PER_ARRAY * std::mem::size_of::<i32>()
+            + narrays * std::mem::size_of::<Box<[Slot; SLOTS_PER_ARRAY]>>()
+            + narrays * SLOTS_PER_ARRAY * std::mem::size_of::<Slot>()
             + nblk
     }
 
@@ -113,14 +154,14 @@ impl DirIndex {
         let (narrays, nblk) = Self::shape(dir_size);
         DirIndex {
             arrays: (0..narrays)
-                .map(|_| Box::new([EMPTY; SLOTS_PER_ARRAY]))
+                .map(|_| Box::new([Slot::EMPTY; SLOTS_PER_ARRAY]))
                 .collect(),
             hlen: narrays * SLOTS_PER_ARRAY,
             hused: 0,
             live: 0,
             blkfree: vec![0; nblk],
             dirblks: 0,
-            firstfree: [-1; NFSTATS + 1],
+            firstfree: [Slot::NONE; NFSTATS + 1],
             salt,
             seqoff: -1,
             seqopt: false,
@@ -129,8 +170,8 @@ impl DirIndex {
 
     pub fn memory(&self) -> usize {
         std::mem::size_of::<DirIndex>()
-            + self.arrays.len() * std::mem::size_of::<Box<[i32; SLOTS_PER_ARRAY]>>()
-            + self.hlen * std::mem::size_of::<i32>()
+            + self.arrays.len() * std::mem::size_of::<Box<[Slot; SLOTS_PER_ARRAY]>>()
+            + self.hlen * std::mem::size_of::<Slot>()
             + self.blkfree.len()
     }
     /// Directory size the index describes.
@@ -147,10 +188,10 @@ impl DirIndex {
         self.hused
     }
 
-    fn get(&self, slot: usize) -> i32 {
+    fn get(&self, slot: usize) -> Slot {
         self.arrays[slot / SLOTS_PER_ARRAY][slot % SLOTS_PER_ARRAY]
     }
-    fn set(&mut self, slot: usize, v: i32) {
+    fn set(&mut self, slot: usize, v: Slot) {
         self.arrays[slot / SLOTS_PER_ARRAY][slot % SLOTS_PER_ARRAY] = v;
     }
     fn next(&self, slot: usize) -> usize {
@@ -195,23 +236,32 @@ impl DirIndex {
     /// The offset to try first, if lookups have been walking the directory
     /// in order.
     pub fn sequential_guess(&self) -> Option<u64> {
-        (self.seqopt && self.seqoff >= 0).then_some(self.seqoff as u64)
+        if self.seqopt {
+            u64::try_from(self.seqoff).ok()
+        } else {
+            None
+        }
+    }
+
+    /// Whether `off` is where the last successful lookup ended.
+    fn at_seqoff(&self, off: u64) -> bool {
+        i64::try_from(off).is_ok_and(|o| o == self.seqoff)
     }
 
     /// Records a successful lookup of the entry at `off` with `reclen`:
     /// the shortcut turns on when the hit was where the previous lookup
     /// ended.
     pub fn note_hit(&mut self, off: u64, reclen: u16) {
-        self.seqopt = self.seqoff == off as i64;
-        self.seqoff = (off + u64::from(reclen)) as i64;
+        self.seqopt = self.at_seqoff(off);
+        self.seqoff = i64::try_from(off + u64::from(reclen)).unwrap_or(-1);
     }
 
     fn find_slot(&self, name: &[u8], off: u64) -> IndexResult<usize> {
         let mut slot = self.home(name);
         for _ in 0..self.hlen {
             match self.get(slot) {
-                EMPTY => break,
-                v if v as i64 == off as i64 => return Ok(slot),
+                Slot::EMPTY => break,
+                v if v.value() == Some(off) => return Ok(slot),
                 _ => slot = self.next(slot),
             }
         }
@@ -226,38 +276,39 @@ impl DirIndex {
         if self.hused >= self.hlen * 3 / 4 {
             return Err(Stale::Full);
         }
-        if off >= self.dir_size() || off > i32::MAX as u64 {
+        let entry = Slot::of(off).filter(|_| off < self.dir_size());
+        let Some(entry) = entry else {
             return Err(Stale::Inconsistent(format!(
                 "entry offset {off} beyond the directory"
             )));
-        }
+        };
         let mut slot = self.home(name);
-        while self.get(slot) >= 0 {
+        while self.get(slot).is_live() {
             slot = self.next(slot);
         }
-        if self.get(slot) == EMPTY {
+        if self.get(slot) == Slot::EMPTY {
             self.hused += 1;
         }
-        self.set(slot, off as i32);
+        self.set(slot, entry);
         self.live += 1;
-        self.adjust_free(off, -(dirsiz(name.len()) as i64))
+        self.adjust_free(off, dirsiz(name.len()), Space::Take)
     }
 
     /// Removes `name` at `off`; gives its size back to its chunk. Trailing
     /// `DELETED` slots of the chain become `EMPTY` again.
     pub fn remove(&mut self, name: &[u8], off: u64) -> IndexResult<()> {
         let slot = self.find_slot(name, off)?;
-        self.set(slot, DELETED);
-        if self.get(self.next(slot)) == EMPTY {
+        self.set(slot, Slot::DELETED);
+        if self.get(self.next(slot)) == Slot::EMPTY {
             let mut s = slot;
-            while self.get(s) == DELETED {
-                self.set(s, EMPTY);
+            while self.get(s) == Slot::DELETED {
+                self.set(s, Slot::EMPTY);
                 self.hused -= 1;
                 s = self.prev(s);
             }
         }
         self.live -= 1;
-        self.adjust_free(off, dirsiz(name.len()) as i64)
+        self.adjust_free(off, dirsiz(name.len()), Space::Give)
     }
 
     /// Records that the entry `name` moved from `old` to `new` within its
@@ -268,9 +319,17 @@ impl DirIndex {
                 "entry moved across chunks ({old} -> {new})"
             )));
         }
+        // `old` is in the table, so below 2^31 (a multiple of the chunk
+        // size), and `new` is in its chunk: it fits too. Checked all the
+        // same, as every value stored.
+        let Some(entry) = Slot::of(new) else {
+            return Err(Stale::Inconsistent(format!(
+                "entry moved to offset {new}, beyond the table's range"
+            )));
+        };
         let slot = self.find_slot(name, old)?;
-        self.set(slot, new as i32);
-        if self.seqoff == old as i64 {
+        self.set(slot, entry);
+        if self.at_seqoff(old) {
             self.seqoff = -1;
         }
         Ok(())
@@ -278,10 +337,12 @@ impl DirIndex {
 
     /// A chunk was appended at `off` (the directory's old size).
     pub fn new_chunk(&mut self, off: u64) -> IndexResult<()> {
-        let block = (off / DIRBLKSIZ as u64) as usize;
-        if block >= self.blkfree.len() {
+        let block = to_index(off / DIRBLKSIZ as u64);
+        // A chunk number past FreeBSD's int cannot be described either.
+        let here = Slot::chunk(block).filter(|_| block < self.blkfree.len());
+        let Some(here) = here else {
             return Err(Stale::Grew);
-        }
+        };
         if block != self.dirblks || !off.is_multiple_of(DIRBLKSIZ as u64) {
             return Err(Stale::Inconsistent(format!(
                 "new chunk at {off}, index ends at {}",
@@ -290,8 +351,8 @@ impl DirIndex {
         }
         self.dirblks += 1;
         self.blkfree[block] = CHUNK_UNITS;
-        if self.firstfree[NFSTATS] == -1 {
-            self.firstfree[NFSTATS] = block as i32;
+        if self.firstfree[NFSTATS] == Slot::NONE {
+            self.firstfree[NFSTATS] = here;
         }
         Ok(())
     }
@@ -299,7 +360,7 @@ impl DirIndex {
     /// The directory was truncated to `new_size` bytes; the chunks cut off
     /// must have been empty.
     pub fn truncate(&mut self, new_size: u64) -> IndexResult<()> {
-        let block = (new_size / DIRBLKSIZ as u64) as usize;
+        let block = to_index(new_size / DIRBLKSIZ as u64);
         if block > self.dirblks {
             return Err(Stale::Inconsistent(format!(
                 "truncated to {new_size}, index ends at {}",
@@ -316,8 +377,8 @@ impl DirIndex {
         }
         self.dirblks = block;
         for f in self.firstfree.iter_mut() {
-            if *f >= block as i32 {
-                *f = -1;
+            if f.index().is_some_and(|b| b >= block) {
+                *f = Slot::NONE;
             }
         }
         Ok(())
@@ -329,14 +390,13 @@ impl DirIndex {
     pub fn find_free(&self, needed: usize) -> Option<u64> {
         let from = needed.div_ceil(DIRALIGN);
         (from..=NFSTATS)
-            .map(|i| self.firstfree[i])
-            .find(|&b| b >= 0)
-            .map(|b| b as u64 * DIRBLKSIZ as u64)
+            .find_map(|i| self.firstfree[i].value())
+            .map(|b| b * DIRBLKSIZ as u64)
     }
 
     /// Free bytes of the chunk at `off` as the index believes.
     pub fn chunk_free(&self, off: u64) -> usize {
-        self.blkfree[(off / DIRBLKSIZ as u64) as usize] as usize * DIRALIGN
+        usize::from(self.blkfree[to_index(off / DIRBLKSIZ as u64)]) * DIRALIGN
     }
 
     /// End of the last chunk that holds an entry: where the directory can
@@ -350,34 +410,47 @@ impl DirIndex {
     }
 
     fn class(units: u8) -> usize {
-        (units as usize).min(NFSTATS)
+        usize::from(units).min(NFSTATS)
     }
 
-    fn adjust_free(&mut self, off: u64, delta: i64) -> IndexResult<()> {
-        let block = (off / DIRBLKSIZ as u64) as usize;
-        if block >= self.dirblks {
+    /// Takes `size` bytes (an entry's `DIRSIZ`) from the free space of the
+    /// chunk at `off`, or gives them back.
+    fn adjust_free(&mut self, off: u64, size: usize, change: Space) -> IndexResult<()> {
+        let block = to_index(off / DIRBLKSIZ as u64);
+        // Chunks below `dirblks` have numbers that fit a slot (`new_chunk`).
+        let here = Slot::chunk(block).filter(|_| block < self.dirblks);
+        let Some(here) = here else {
             return Err(Stale::Inconsistent(format!(
                 "offset {off} beyond the indexed chunks"
             )));
-        }
+        };
         let old = self.blkfree[block];
-        let new = old as i64 + delta / DIRALIGN as i64;
-        if !(0..=CHUNK_UNITS as i64).contains(&new) {
+        let units = u8::try_from(size / DIRALIGN).ok();
+        let new = match change {
+            Space::Take => units.and_then(|u| old.checked_sub(u)),
+            Space::Give => units.and_then(|u| old.checked_add(u)),
+        };
+        let Some(new) = new.filter(|&n| n <= CHUNK_UNITS) else {
+            let sign = match change {
+                Space::Take => '-',
+                Space::Give => '+',
+            };
             return Err(Stale::Inconsistent(format!(
-                "chunk {block} free space would become {} bytes",
-                new * DIRALIGN as i64
+                "chunk {block} free space would become {} {sign} {size} bytes",
+                usize::from(old) * DIRALIGN
             )));
-        }
-        let new = new as u8;
+        };
         self.blkfree[block] = new;
         let (oc, nc) = (Self::class(old), Self::class(new));
         if oc != nc {
-            if self.firstfree[oc] == block as i32 {
-                let next = (block + 1..self.dirblks).find(|&b| Self::class(self.blkfree[b]) == oc);
-                self.firstfree[oc] = next.map_or(-1, |b| b as i32);
+            if self.firstfree[oc] == here {
+                let next = (block + 1..self.dirblks)
+                    .find(|&b| Self::class(self.blkfree[b]) == oc)
+                    .and_then(Slot::chunk);
+                self.firstfree[oc] = next.unwrap_or(Slot::NONE);
             }
-            if self.firstfree[nc] == -1 || self.firstfree[nc] > block as i32 {
-                self.firstfree[nc] = block as i32;
+            if self.firstfree[nc].index().is_none_or(|f| f > block) {
+                self.firstfree[nc] = here;
             }
         }
         Ok(())
@@ -400,7 +473,7 @@ impl DirIndex {
         let mut n = 0usize;
         for (name, off) in entries {
             n += 1;
-            let b = (off / DIRBLKSIZ as u64) as usize;
+            let b = to_index(off / DIRBLKSIZ as u64);
             if b >= free.len() {
                 return Err(format!("entry at {off} beyond the index"));
             }
@@ -415,30 +488,31 @@ impl DirIndex {
         if n != self.live {
             return Err(format!("index holds {} entries, directory {n}", self.live));
         }
-        let used = (0..self.hlen).filter(|&s| self.get(s) != EMPTY).count();
+        let used = (0..self.hlen)
+            .filter(|&s| self.get(s) != Slot::EMPTY)
+            .count();
         if used != self.hused {
             return Err(format!("hused {} but {used} slots in use", self.hused));
         }
-        let live_slots = (0..self.hlen).filter(|&s| self.get(s) >= 0).count();
+        let live_slots = (0..self.hlen).filter(|&s| self.get(s).is_live()).count();
         if live_slots != n {
             return Err(format!("{live_slots} live slots for {n} entries"));
         }
         for (b, &f) in free.iter().enumerate() {
-            if self.blkfree[b] as usize * DIRALIGN != f {
+            let indexed = usize::from(self.blkfree[b]) * DIRALIGN;
+            if indexed != f {
                 return Err(format!(
-                    "chunk {b}: index says {} free bytes, directory {f}",
-                    self.blkfree[b] as usize * DIRALIGN
+                    "chunk {b}: index says {indexed} free bytes, directory {f}"
                 ));
             }
         }
         for c in 0..=NFSTATS {
-            let want = (0..self.dirblks)
-                .find(|&b| Self::class(self.blkfree[b]) == c)
-                .map_or(-1, |b| b as i32);
+            let want = (0..self.dirblks).find(|&b| Self::class(self.blkfree[b]) == c);
+            let want = want.and_then(Slot::chunk).unwrap_or(Slot::NONE);
             if self.firstfree[c] != want {
                 return Err(format!(
-                    "firstfree[{c}] = {}, should be {want}",
-                    self.firstfree[c]
+                    "firstfree[{c}] = {}, should be {}",
+                    self.firstfree[c].0, want.0
                 ));
             }
         }
@@ -461,12 +535,12 @@ impl Iterator for Chain<'_> {
             let v = self.idx.get(self.slot);
             self.slot = self.idx.next(self.slot);
             match v {
-                EMPTY => {
+                Slot::EMPTY => {
                     self.left = 0;
                     return None;
                 }
-                DELETED => continue,
-                off => return Some(off as u64),
+                Slot::DELETED => continue,
+                off => return off.value(),
             }
         }
         None
@@ -498,7 +572,7 @@ mod tests {
         for c in 0..64u64 {
             ix.new_chunk(c * DIRBLKSIZ as u64).unwrap();
             for k in 0..20u64 {
-                let n = name((c * 20 + k) as usize);
+                let n = name(to_index(c * 20 + k));
                 let off = c * DIRBLKSIZ as u64 + k * 24;
                 ix.add(&n, off).unwrap();
                 entries.push((n, off));
