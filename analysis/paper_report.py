@@ -74,13 +74,15 @@ EXPLANATIONS = {
          "soft updates divides its time by far more than 2; the exceptions are tests dominated by CPU "
          "(compiles) or by data writes.",
     "c": "Our runs carry what a test delayed into the next test, as the paper's did (one sync between "
-         "runs, outside any test), and still no read-only test slows: the syncer writes all that is "
-         "dirty every 30 s of the modeled clock and the buffer daemon past 1,000 dirty buffers, and neither falls "
-         "inside the short read-only tests, where FreeBSD's syncer writes a thirtieth of its worklist every "
-         "second. Ending each test with a sync inside its time (--sync-each-test, the earlier procedure) "
-         "gives the same: none of 9 slowed. The few changes we see come from the layout the writing phases "
-         "left: with soft updates blocks and inodes are freed later, so later allocations land elsewhere, "
-         "and the same reads seek differently.",
+         "runs, outside any test), and the modeled syncer turns FreeBSD's wheel: each second it writes "
+         "what was dirtied 28-30 s before, into whatever test runs then. Still no read-only test is "
+         "slowed by soft updates, for two measured reasons: most of them read nothing from the disk (their "
+         "trees are in the cache: the reads column of their rows is 0), so delayed writes have no reads "
+         "to compete with; and they last a fraction of a modeled second, shorter than a turn of the wheel, "
+         "while what the phase before delayed falls due 28-30 s after it was made. The ablations "
+         "(syncer-whole, sync-each-test) give the same verdict: it does not depend on how the syncer or the "
+         "procedure is modeled. Where a turn of the wheel did fall inside a read-only test without soft "
+         "updates (normal mode delays data writes too), soft updates alone looks like a saving there.",
     "d": "Placement helps only where a traversal reads the disk. Most of our traversals find their tree "
          "still in the 64 MiB cache (as a 256 MB machine would hold them) and gain nothing; where the disk "
          "is read (creating and removing trees, netnews, the grep of a build) Orlov's placement saves "
@@ -92,7 +94,8 @@ EXPLANATIONS = {
          "paper found, but without its ~2% on the compile and build phases, whose tree the paper read from a "
          "disk larger than memory where directory buffers competed with file pages. The earlier model, a "
          "pool of the malloc'd twentieth alone, cost the find over 6,596 directories a read per directory "
-         "(x167).",
+         "(x167); the ablation vmiodir-twentieth runs that model again and shows the verdict move (vmiodir "
+         "becomes the largest effect of a test).",
     "f": "With vmiodir showing no effect (see e), there is nothing to overlap with dirpref on Andrew's grep "
          "and remove.",
     "g": "Soft updates: the gains are of the paper's order; ours on create is smaller because with soft "
@@ -936,6 +939,93 @@ def other_formats(outdir):
     return out
 
 
+def ablation_runs(outdir):
+    """[(name, description, (raw, df, factors))] of DIR/ablation-NAME/paper.csv,
+    sorted by name; the description is the one its paper.json's profile
+    names, else the name; a directory that cannot be read is left out."""
+    out = []
+    try:
+        names = sorted(os.listdir(outdir))
+    except OSError:
+        return out
+    for n in names:
+        sub = os.path.join(outdir, n)
+        if n.startswith("ablation-") and os.path.isfile(os.path.join(sub, "paper.csv")):
+            try:
+                data = load_runs(sub)
+            except BadInput:
+                continue
+            name = n[len("ablation-"):]
+            desc = ABLATIONS.get(name, name)
+            out.append((name, desc, data))
+    return out
+
+
+# What each ablation of `ufskit bench paper --ablate` changes (its
+# `paper::Ablation::describe`), and the claims it speaks to.
+ABLATIONS = {
+    "syncer-whole": "the modeled syncer writes everything dirty every 30 s, instead of FreeBSD's wheel "
+                    "(each second, what was dirtied 28-30 s before)",
+    "sync-each-test": "each test ends with a sync inside its time, instead of leaving what it delayed "
+                      "to the tests after it",
+    "vmiodir-twentieth": "with vmiodir off, directory blocks live in a twentieth of the cache (FreeBSD's "
+                         "maxbufmallocspace alone), instead of FreeBSD 4.5's buffer space",
+}
+
+
+def ablation_rows(rows, ablations):
+    """Per claim: id, claim, the main run's verdict and measurement, then
+    per ablation its verdict and measurement, and whether the verdict
+    moved."""
+    others = [(n, {r["id"]: r for r in findings(Data(d[1], d[2]))}) for n, _, d in ablations]
+    out = []
+    for r in rows:
+        line = dict(id=r["id"], claim=r["claim"], verdict=r["verdict"], measured=r["measured"], under=[])
+        for n, o in others:
+            x = o.get(r["id"])
+            if x is not None:
+                line["under"].append((n, x["verdict"], x["measured"], x["verdict"] != r["verdict"]
+                                      or x["measured"] != r["measured"]))
+        out.append(line)
+    return out
+
+
+def ablations_html(rows, ablations):
+    """The section setting each claim's verdict under each ablation beside
+    the main run's: what each modeled element does to each claim."""
+    if not ablations:
+        return ""
+    lines = ablation_rows(rows, ablations)
+    out = ["<h2>Ablations: one modeled element changed</h2>",
+           "<p>Each ablation runs the same workloads and combinations with one element of the model "
+           "changed; a claim whose verdict or measurement moves depends on that element. Each ablation's "
+           "own report is in its ablation-NAME directory.</p>",
+           table(["ablation", "what it changes"], [[n, d] for n, d, _ in ablations])]
+    heads = ["id", "claim", "this run"] + [n for n, _, _ in ablations]
+    body = []
+    for ln in lines:
+        cells = [ln["id"], ln["claim"], "%s: %s" % (ln["verdict"], ln["measured"])]
+        for n, v, m, moved in ln["under"]:
+            cells.append("%s%s: %s" % ("" if moved else "(same) ", v, m))
+        body.append(cells)
+    out.append('<div class="wide">%s</div>' % table(heads, body))
+    return "\n".join(out)
+
+
+def ablations_markdown(rows, ablations):
+    if not ablations:
+        return []
+    lines = ["", "## Ablations: one modeled element changed", ""]
+    lines += ["- `%s`: %s" % (n, d) for n, d, _ in ablations]
+    lines += ["", "| id | this run | " + " | ".join("`%s`" % n for n, _, _ in ablations) + " |",
+              "|:--|:--|" + ":--|" * len(ablations)]
+    for ln in ablation_rows(rows, ablations):
+        cells = ["%s: %s" % (ln["verdict"], _md_cell(ln["measured"]))]
+        cells += ["%s%s: %s" % ("" if moved else "(same) ", v, _md_cell(m)) for _, v, m, moved in ln["under"]]
+        lines.append("| %s | %s |" % (ln["id"], " | ".join(cells)))
+    return lines
+
+
 def cell_mean(df, factors, test, on):
     """Mean seconds of `test` with the factors in `on` (all factors: True)
     on and the others off; None when absent."""
@@ -1229,7 +1319,7 @@ def runs_html(raw, clk):
                                                        ["" if c == "test" else "n" for c in cols])
 
 
-def report_html(title, outdir, raw, doc, rows, cfg, embedded, formats=""):
+def report_html(title, outdir, raw, doc, rows, cfg, embedded, formats="", ablations=""):
     clk = ps.clock(cfg)
     unit = doc.get("time_unit") or ps.time_unit(clk)
     out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
@@ -1270,6 +1360,8 @@ def report_html(title, outdir, raw, doc, rows, cfg, embedded, formats=""):
                 img(outdir, e["files"]["fig9"], "Figure 9: improvement lattice, %s" % t, embedded)]
     if formats:
         out.append(formats)
+    if ablations:
+        out.append(ablations)
     present = [(f, c) for f, c in DIRHASH_FIGURES if os.path.isfile(os.path.join(outdir, f))]
     out.append("<h2>Dirhash per operation (Figures 2\u20136)</h2>")
     if present:
@@ -1302,13 +1394,15 @@ def main(argv):
     doc = stats_doc(df, factors, outdir, written, ps.clock(cfg))
     d = Data(df, factors)
     rows = findings(d, explanations)
+    abl = ablation_runs(outdir)
     md = os.path.join(outdir, "findings.md")
     with open(md, "w", encoding="utf-8") as f:
         f.write(findings_markdown(rows, os.path.join(outdir, "paper.csv"), d.incomplete))
+        f.write("\n".join(ablations_markdown(rows, abl) + [""]) if abl else "")
     written.append(md)
     embedded = []
     formats = formats_html(cfg, df, factors, rows, other_formats(outdir), ps.clock(cfg))
-    page = report_html(args.title, outdir, raw, doc, rows, cfg, embedded, formats)
+    page = report_html(args.title, outdir, raw, doc, rows, cfg, embedded, formats, ablations_html(rows, abl))
     rep = os.path.join(outdir, "report.html")
     with open(rep, "w", encoding="utf-8") as f:
         f.write(page)

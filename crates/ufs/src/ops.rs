@@ -1812,6 +1812,53 @@ impl Fs {
         Ok(())
     }
 
+    /// The dirty buffers, by address and kind, in address order: a
+    /// worklist for a syncer that writes each buffer some time after it
+    /// was first dirtied (the modeled syncer wheel of `ufs-bench`).
+    pub fn dirty_list(&self) -> Vec<(u64, crate::cache::BlockKind)> {
+        let g = self.lock();
+        g.cache
+            .bufs_from(0)
+            .filter(|(_, b)| b.dirty)
+            .map(|(a, b)| (a, b.kind))
+            .collect()
+    }
+
+    /// Writes those of `addrs` still dirty, in the order given, each as
+    /// the write ordering lets it go (with soft updates, regions whose
+    /// needs are not durable go rolled back and the buffer stays dirty);
+    /// then flushes and does the releases that waited for what became
+    /// durable. Returns how many buffers were written. One slot of
+    /// FreeBSD's syncer wheel (`sched_sync`) is such a pass.
+    pub fn write_buffers(&self, addrs: &[u64]) -> Result<usize> {
+        let mut g = self.lock();
+        if g.read_only {
+            return Ok(0);
+        }
+        let mut n = 0;
+        for &a in addrs {
+            if g.cache.write_buf(a)? {
+                n += 1;
+            }
+        }
+        if n > 0 {
+            g.cache.flush()?;
+            g.process_deferred()?;
+        }
+        Ok(n)
+    }
+
+    /// Sets the size of the pool that holds directory blocks with vmiodir
+    /// off (by default FreeBSD 4.5's buffer space, [`crate::fs::dir_pool_bytes`]);
+    /// nothing with vmiodir on. For the evaluation's ablation of that
+    /// model.
+    pub fn set_dir_pool_bytes(&self, bytes: u64) {
+        let mut g = self.lock();
+        if !g.opts.vmiodir {
+            g.cache.set_dir_pool(Some(bytes));
+        }
+    }
+
     /// Buffers now dirty in the cache.
     pub fn dirty_buffers(&self) -> usize {
         self.lock().cache.dirty_count()

@@ -115,6 +115,18 @@ enum Which {
         /// other with delayed writes pending, one sync between runs.
         #[arg(long)]
         sync_each_test: bool,
+        /// The modeled syncer: wheel (FreeBSD's: each modeled second it
+        /// writes what was dirtied 28-30 s before) or whole (everything
+        /// dirty every 30 modeled seconds, the model before 2026-11-29).
+        #[arg(long, default_value = "wheel", value_parser = ["wheel", "whole"])]
+        syncer: String,
+        /// Ablations, comma-separated: each runs the evaluation again with
+        /// one modeled element changed, into OUT/ablation-NAME, and the
+        /// report in OUT sets each claim's verdict under each beside the
+        /// main run's: syncer-whole, sync-each-test, vmiodir-twentieth,
+        /// or all.
+        #[arg(long, value_delimiter = ',')]
+        ablate: Vec<String>,
     },
 }
 
@@ -390,6 +402,8 @@ pub fn cmd_bench(a: BenchArgs) -> Result<(), String> {
             factors,
             format,
             sync_each_test,
+            syncer,
+            ablate,
         } => {
             let factors =
                 paper::Factor::parse_list(&factors).map_err(|e| format!("bench paper: {e}"))?;
@@ -400,6 +414,22 @@ pub fn cmd_bench(a: BenchArgs) -> Result<(), String> {
             };
             p.jobs = jobs.max(1);
             p.sync_each_test = sync_each_test;
+            p.syncer = paper::meter::SyncerModel::parse(&syncer)
+                .ok_or_else(|| format!("bench paper: unknown syncer {syncer:?} (wheel, whole)"))?;
+            let mut ablations = Vec::new();
+            for n in &ablate {
+                if n == "all" {
+                    ablations.extend(paper::Ablation::ALL);
+                } else {
+                    ablations.push(paper::Ablation::parse(n).ok_or_else(|| {
+                        format!(
+                            "bench paper: unknown ablation {n:?} (known: {}, all)",
+                            paper::Ablation::ALL.map(|a| a.name()).join(", ")
+                        )
+                    })?);
+                }
+            }
+            ablations.dedup();
             let formats = format
                 .iter()
                 .map(|f| {
@@ -424,12 +454,13 @@ pub fn cmd_bench(a: BenchArgs) -> Result<(), String> {
                     .collect::<Result<_, _>>()?
             };
             println!(
-                "{} profile: disk {}, {} MiB file system, buffer cache {} MiB, CPU model {}, syncer every {} modeled s; {} workloads ({}), {} combinations of {}, {} jobs",
+                "{} profile: disk {}, {} MiB file system, buffer cache {} MiB, CPU model {}, syncer {} every {} modeled s; {} workloads ({}), {} combinations of {}, {} jobs",
                 p.name,
                 p.disk,
                 p.fs_bytes >> 20,
                 p.cache_bytes >> 20,
                 paper::cpu::CpuModel::pentium4_2002().name,
+                p.syncer.name(),
                 p.sync_every_s,
                 ws.len(),
                 ws.iter().map(|w| w.name()).collect::<Vec<_>>().join(" "),
@@ -438,20 +469,40 @@ pub fn cmd_bench(a: BenchArgs) -> Result<(), String> {
                 p.jobs
             );
             let b = bar(1);
-            // Each further format first, in OUT/format-NAME, so the
-            // report of OUT (made last) sets them beside the first.
-            for (i, &v) in formats.iter().enumerate().rev() {
-                let out = if i == 0 {
-                    a.out.clone()
-                } else {
-                    a.out.join(format!("format-{}", v.short_name()))
-                };
-                std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
-                let p = paper::Profile {
+            // Each ablation and each further format first, in
+            // OUT/ablation-NAME and OUT/format-NAME, so the report of OUT
+            // (made last) sets them beside the main run.
+            let mut runs: Vec<(PathBuf, paper::Profile, String)> = Vec::new();
+            for (i, &v) in formats.iter().enumerate() {
+                let fp = paper::Profile {
                     format: v,
                     ..p.clone()
                 };
-                println!("file system: {v}");
+                if i == 0 {
+                    for &ab in &ablations {
+                        runs.push((
+                            a.out.join(format!("ablation-{}", ab.name())),
+                            ab.apply(&fp),
+                            format!("{v}, ablation {}: {}", ab.name(), ab.describe()),
+                        ));
+                    }
+                    runs.push((a.out.clone(), fp, format!("{v}")));
+                } else {
+                    runs.insert(
+                        0,
+                        (
+                            a.out.join(format!("format-{}", v.short_name())),
+                            fp,
+                            format!("{v}"),
+                        ),
+                    );
+                }
+            }
+            for (out, p, what) in runs {
+                let main = out == a.out;
+                let v = p.format;
+                std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
+                println!("file system: {what}");
                 let r = paper::run_all(&p, &ws, &factors, &mut |done, total, msg| {
                     b.set_length(total.max(1));
                     b.set_position(done);
@@ -474,7 +525,7 @@ pub fn cmd_bench(a: BenchArgs) -> Result<(), String> {
                 if !r.fsck_clean() {
                     return Err("an image was not fsck clean after the benchmark".into());
                 }
-                if i > 0 && !a.no_plots {
+                if !main && !a.no_plots {
                     paper_stats(&csv, &out, &factors);
                     paper_report(&out);
                 }

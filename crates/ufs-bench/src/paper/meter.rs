@@ -4,11 +4,27 @@
 //! the calls made so far ([`super::cpu`]) plus the user CPU time workloads
 //! declare (compiling, grepping): a process that waits for each of its
 //! disk requests, as the paper's benchmarks did for every synchronous
-//! write. A syncer runs on that clock: every `sync_every_s` modeled seconds
-//! (30, FreeBSD's `syncdelay`) it writes every dirty block, as the mount's
-//! syncer does in real time; it runs between calls, from the engine's call
-//! hook, so a test that lasts longer than the interval pays for the writes
-//! that delayed-write modes (soft updates) would have made in that time.
+//! write. A syncer runs on that clock, from the engine's call hook
+//! (between calls), in one of two models ([`SyncerModel`]):
+//!
+//! - `wheel` (the default), FreeBSD's syncer (`sched_sync` in
+//!   `kern/vfs_subr.c`): a wheel of one-second slots; a vnode that becomes
+//!   dirty is put `filedelay` (30), `dirdelay` (29) or `metadelay` (28)
+//!   slots ahead, and each second the syncer writes the slot it reaches.
+//!   Here each modeled second writes the buffers first dirtied that many
+//!   seconds before (file data and indirect blocks 30, directory blocks
+//!   29, inode, cylinder-group and other metadata 28), data first; a
+//!   buffer that stays dirty (written with soft updates' rollbacks) goes
+//!   back on the wheel, as FreeBSD's redirtied buffer does. Delayed writes
+//!   thus trickle out over the 30 seconds after they were made, into
+//!   whatever test runs then, as they did on the paper's machine.
+//! - `whole` (the model before 2026-11-29, kept for the ablation): every
+//!   `sync_every_s` modeled seconds (30, FreeBSD's `syncdelay`) everything
+//!   dirty is written at once.
+//!
+//! Either way a test that lasts longer than the interval pays for the
+//! writes that delayed-write modes (soft updates) would have made in that
+//! time.
 //!
 //! A second trigger stands for FreeBSD's buffer daemon: when more than
 //! `dirty_high` buffers are dirty (FreeBSD's `hidirtybuffers`, a quarter
@@ -58,6 +74,103 @@ pub const SYNC_EVERY_S: f64 = 30.0;
 
 /// FreeBSD's `hidirtybuffers` on the paper's machine (estimate; see above).
 pub const DIRTY_HIGH: usize = 1000;
+
+/// How the modeled syncer writes delayed writes (see the module's notes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SyncerModel {
+    /// FreeBSD's wheel: each modeled second, what was dirtied 28-30 s
+    /// before.
+    Wheel,
+    /// Everything dirty every 30 modeled seconds.
+    Whole,
+}
+
+impl SyncerModel {
+    pub fn parse(s: &str) -> Option<SyncerModel> {
+        match s {
+            "wheel" => Some(SyncerModel::Wheel),
+            "whole" => Some(SyncerModel::Whole),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            SyncerModel::Wheel => "wheel",
+            SyncerModel::Whole => "whole",
+        }
+    }
+}
+
+/// The modeled syncer and buffer daemon of a run.
+#[derive(Debug, Clone, Copy)]
+pub struct SyncerConfig {
+    pub model: SyncerModel,
+    /// Seconds between the syncer's runs over the mount (the whole
+    /// model's writes, the low-memory signal); 0: no syncer.
+    pub every_s: f64,
+    /// Dirty buffers that make the buffer daemon write (0: never).
+    pub dirty_high: usize,
+}
+
+/// Seconds a buffer of `kind` waits on FreeBSD's syncer wheel before its
+/// slot comes up (`filedelay`, `dirdelay`, `metadelay` in
+/// `kern/vfs_subr.c`: indirect blocks hang off the file's vnode, inode and
+/// cylinder-group blocks off the device's), and the order of kinds within
+/// one slot's pass (data before the metadata that points at it).
+fn wheel_delay(kind: BlockKind) -> (f64, u8) {
+    match kind {
+        BlockKind::Data | BlockKind::ExtAttr => (30.0, 0),
+        BlockKind::Indir => (30.0, 1),
+        BlockKind::Dir => (29.0, 2),
+        BlockKind::Inode | BlockKind::Cg | BlockKind::Summary | BlockKind::Super => (28.0, 3),
+    }
+}
+
+/// The syncer wheel's worklist: when each dirty buffer went on it.
+#[derive(Default)]
+struct Wheel {
+    /// Buffer address -> the modeled second it was first seen dirty (or
+    /// put back after a write left it dirty).
+    since: std::collections::HashMap<u64, f64>,
+    /// The next second the syncer turns the wheel.
+    next_tick_s: f64,
+}
+
+impl Wheel {
+    /// One turn at modeled second `now`: notes newly dirty buffers, forgets
+    /// clean ones, writes those whose delay has passed. Returns how many
+    /// buffers were written.
+    fn turn(&mut self, fs: &Fs, now: f64) -> ufs::Result<usize> {
+        let dirty = fs.dirty_list();
+        let mut seen = std::collections::HashMap::with_capacity(dirty.len());
+        let mut due = Vec::new();
+        for (a, kind) in dirty {
+            let t = self.since.get(&a).copied().unwrap_or(now);
+            seen.insert(a, t);
+            let (delay, rank) = wheel_delay(kind);
+            if now - t >= delay {
+                due.push((rank, a));
+            }
+        }
+        self.since = seen;
+        if due.is_empty() {
+            return Ok(0);
+        }
+        due.sort_unstable();
+        let addrs: Vec<u64> = due.iter().map(|&(_, a)| a).collect();
+        let n = fs.write_buffers(&addrs)?;
+        // Still dirty after its write (parts rolled back): back on the
+        // wheel from now, as FreeBSD's redirtied buffer is.
+        for a in addrs {
+            if let Some(t) = self.since.get_mut(&a) {
+                *t = now;
+            }
+        }
+        Ok(n)
+    }
+}
 
 /// The device, buffer-cache and dirhash counters of a test, as recorded
 /// in its row.
@@ -202,6 +315,8 @@ struct Clock {
     dir0: DirhashStats,
     user_s: f64,
     sync_every_s: f64,
+    syncer: SyncerModel,
+    wheel: Wheel,
     dirty_high: usize,
     /// Deliver a dirhash low-memory event with a run of the syncer when
     /// the buffer cache evicted since the previous run.
@@ -262,11 +377,15 @@ impl<'a> Meter<'a> {
         fs: &'a Fs,
         dev: Arc<ModeledDisk<SparseDevice>>,
         cpu: CpuModel,
-        sync_every_s: f64,
-        dirty_high: usize,
+        syncer: SyncerConfig,
         lowmem: bool,
         progress: &'a mut dyn FnMut(&str),
     ) -> Meter<'a> {
+        let SyncerConfig {
+            model: syncer,
+            every_s: sync_every_s,
+            dirty_high,
+        } = syncer;
         let clock = Arc::new(Mutex::new(Clock {
             cpu,
             dev,
@@ -274,6 +393,11 @@ impl<'a> Meter<'a> {
             dir0: fs.dirhash_counters(),
             user_s: 0.0,
             sync_every_s,
+            syncer,
+            wheel: Wheel {
+                next_tick_s: 1.0,
+                ..Wheel::default()
+            },
             dirty_high,
             lowmem,
             evictions: fs.cache_stats().evictions_main,
@@ -285,24 +409,43 @@ impl<'a> Meter<'a> {
             let c = clock.clone();
             fs.set_call_hook(Some(Box::new(move |fs: &Fs| {
                 let mut c = c.lock().unwrap_or_else(|p| p.into_inner());
-                let now = c.read(fs).total();
+                let c = &mut *c;
+                let mut now = c.read(fs).total();
+                // The wheel turns once a modeled second (the clock may have
+                // passed several since the last call: each turn comes).
+                if c.syncer == SyncerModel::Wheel && c.sync_every_s > 0.0 {
+                    while now >= c.wheel.next_tick_s {
+                        let tick = c.wheel.next_tick_s;
+                        c.wheel.next_tick_s += 1.0;
+                        match c.wheel.turn(fs, tick) {
+                            Ok(0) => {}
+                            Ok(_) => c.syncs += 1,
+                            Err(e) => {
+                                c.sync_error.get_or_insert(e.to_string());
+                            }
+                        }
+                        now = c.read(fs).total();
+                    }
+                }
                 let timed = c.sync_every_s > 0.0 && now >= c.next_sync_s;
-                if timed || (c.dirty_high > 0 && fs.dirty_buffers() > c.dirty_high) {
+                let whole = timed && c.syncer == SyncerModel::Whole;
+                if whole || (c.dirty_high > 0 && fs.dirty_buffers() > c.dirty_high) {
                     if let Err(e) = fs.sync() {
                         c.sync_error.get_or_insert(e.to_string());
                     }
                     c.syncs += 1;
-                    // The next run is an interval after this one ends.
-                    let after = c.read(fs).total();
-                    if timed {
-                        c.next_sync_s = after + c.sync_every_s;
-                        if c.lowmem {
-                            let evictions = fs.cache_stats().evictions_main;
-                            if evictions > c.evictions {
-                                fs.dirhash_lowmem_share();
-                            }
-                            c.evictions = evictions;
+                }
+                if timed {
+                    // The next run is an interval after this one ends; the
+                    // low-memory signal goes with the syncer's run over the
+                    // mount, every interval in either model.
+                    c.next_sync_s = c.read(fs).total() + c.sync_every_s;
+                    if c.lowmem {
+                        let evictions = fs.cache_stats().evictions_main;
+                        if evictions > c.evictions {
+                            fs.dirhash_lowmem_share();
                         }
+                        c.evictions = evictions;
                     }
                 }
             })));
@@ -369,5 +512,83 @@ impl<'a> Meter<'a> {
 impl Drop for Meter<'_> {
     fn drop(&mut self) {
         self.fs.set_call_hook(None);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ufs::Cred;
+
+    /// A file written at the start, then the clock advanced a second at a
+    /// time (user CPU, with a cheap call each second to run the hook):
+    /// the modeled second from which the device has seen writes, and the
+    /// second from which nothing is dirty.
+    fn when_written(syncer: SyncerModel) -> (f64, f64) {
+        let p = super::super::Profile::quick();
+        let (dev, fs) = crate::modeled_fs(
+            &p.disk,
+            256 << 20,
+            &ufs::newfs::NewfsParams {
+                bsize: 8192,
+                fsize: 1024,
+                ..Default::default()
+            },
+            ufs::MountOptions {
+                write_mode: Some(ufs::order::WriteMode::Softdep),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        fs.sync().unwrap();
+        let mut quiet = |_: &str| {};
+        let m = Meter::new(
+            &fs,
+            dev.clone(),
+            CpuModel::pentium4_2002(),
+            SyncerConfig {
+                model: syncer,
+                every_s: SYNC_EVERY_S,
+                dirty_high: DIRTY_HIGH,
+            },
+            false,
+            &mut quiet,
+        );
+        let a = fs.mknod(2, b"f", 0o100644, 0, Cred::ROOT).unwrap();
+        assert_eq!(
+            fs.write(a.ino, 0, &[7u8; 20_000], Cred::ROOT).unwrap(),
+            20_000
+        );
+        let writes0 = dev.disk_stats().writes;
+        assert!(fs.dirty_buffers() > 0);
+        let (mut first, mut clean) = (None, None);
+        for s in 1..=70 {
+            m.user().charge(1.0);
+            fs.getattr(2).unwrap();
+            let t = f64::from(s);
+            if first.is_none() && dev.disk_stats().writes > writes0 {
+                first = Some(t);
+            }
+            if clean.is_none() && fs.dirty_buffers() == 0 {
+                clean = Some(t);
+            }
+        }
+        (first.expect("never written"), clean.expect("never clean"))
+    }
+
+    #[test]
+    fn the_wheel_writes_a_buffer_28_to_30_seconds_after_it_was_dirtied() {
+        let (first, clean) = when_written(SyncerModel::Wheel);
+        // Metadata goes 28 s after, data 30 s after; blocks redirtied by
+        // the writes' completions (soft updates) go around once more.
+        assert!((28.0..=30.0).contains(&first), "first write at {first} s");
+        assert!(clean > first && clean <= 62.0, "clean at {clean} s");
+    }
+
+    #[test]
+    fn the_whole_syncer_writes_everything_at_its_thirtieth_second() {
+        let (first, clean) = when_written(SyncerModel::Whole);
+        assert!((30.0..=31.0).contains(&first), "first write at {first} s");
+        assert_eq!(clean, first);
     }
 }

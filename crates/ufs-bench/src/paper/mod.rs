@@ -43,7 +43,7 @@ mod bonnie;
 mod build;
 mod classic;
 pub mod cpu;
-mod meter;
+pub mod meter;
 mod netnews;
 mod seeds;
 
@@ -97,6 +97,10 @@ pub struct Profile {
     pub cache_bytes: u64,
     /// Modeled seconds between syncer runs (0: no syncer).
     pub sync_every_s: f64,
+    /// How the modeled syncer writes delayed writes: FreeBSD's wheel (each
+    /// second what was dirtied 28-30 s before) or all of it every
+    /// `sync_every_s` (`meter::SyncerModel`).
+    pub syncer: meter::SyncerModel,
     /// Dirty buffers that make the modeled buffer daemon flush (0: never).
     pub dirty_high: usize,
     /// Each test ends with a sync inside its time (true), or, as the paper
@@ -114,6 +118,65 @@ pub struct Profile {
     /// 4.5 machine had it (`--format ufs1`).
     #[serde(serialize_with = "variant_name")]
     pub format: ufs_format::Variant,
+    /// The one modeled element this run changes, if it is an ablation.
+    pub ablation: Option<Ablation>,
+}
+
+/// One modeled element changed, to show what a claim's verdict depends
+/// on (`--ablate`; docs/EVALUATION.md, "Ablations").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Ablation {
+    /// The syncer writes everything every 30 s instead of turning
+    /// FreeBSD's wheel once a second.
+    SyncerWhole,
+    /// Each test ends with a sync inside its time instead of leaving its
+    /// delayed writes to the next.
+    SyncEachTest,
+    /// vmiodir off keeps directory blocks in a twentieth of the cache
+    /// (FreeBSD's `maxbufmallocspace` alone) instead of the buffer space.
+    VmiodirTwentieth,
+}
+
+impl Ablation {
+    pub const ALL: [Ablation; 3] = [
+        Ablation::SyncerWhole,
+        Ablation::SyncEachTest,
+        Ablation::VmiodirTwentieth,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Ablation::SyncerWhole => "syncer-whole",
+            Ablation::SyncEachTest => "sync-each-test",
+            Ablation::VmiodirTwentieth => "vmiodir-twentieth",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Ablation> {
+        Ablation::ALL.into_iter().find(|a| a.name() == s)
+    }
+
+    /// What it changes, in a sentence (the report's table).
+    pub fn describe(self) -> &'static str {
+        match self {
+            Ablation::SyncerWhole => "the syncer writes everything dirty every 30 modeled seconds, instead of FreeBSD's wheel (each second, what was dirtied 28-30 s before)",
+            Ablation::SyncEachTest => "each test ends with a sync inside its time, instead of leaving what it delayed to the tests after it",
+            Ablation::VmiodirTwentieth => "with vmiodir off, directory blocks live in a twentieth of the cache (FreeBSD's maxbufmallocspace alone), instead of FreeBSD 4.5's buffer space",
+        }
+    }
+
+    /// The profile with this element changed.
+    pub fn apply(self, p: &Profile) -> Profile {
+        let mut q = p.clone();
+        q.ablation = Some(self);
+        match self {
+            Ablation::SyncerWhole => q.syncer = meter::SyncerModel::Whole,
+            Ablation::SyncEachTest => q.sync_each_test = true,
+            Ablation::VmiodirTwentieth => {}
+        }
+        q
+    }
 }
 
 fn variant_name<S: serde::Serializer>(v: &ufs_format::Variant, s: S) -> Result<S::Ok, S::Error> {
@@ -141,11 +204,13 @@ impl Profile {
             fs_bytes: 4 << 30,
             cache_bytes: 64 * MIB,
             sync_every_s: meter::SYNC_EVERY_S,
+            syncer: meter::SyncerModel::Wheel,
             dirty_high: meter::DIRTY_HIGH,
             sync_each_test: false,
             jobs: 2,
             seed: 1,
             format: ufs_format::Variant::UFS2_LE,
+            ablation: None,
         }
     }
 
@@ -409,7 +474,7 @@ impl Combo {
             dir_pool_bytes: if o.vmiodir {
                 None
             } else {
-                Some(ufs::fs::dir_pool_bytes(o.cache_bytes))
+                Some(dir_pool_bytes(p, o.cache_bytes))
             },
             dirhash: o.dirhash.enabled,
             dirhash_maxmem: o.dirhash.maxmem,
@@ -429,6 +494,7 @@ impl Combo {
             maxblkspercg: n.maxblkspercg.unwrap_or_default(),
             fs_bytes: p.fs_bytes,
             disk: p.disk.clone(),
+            syncer: p.syncer,
         }
     }
 }
@@ -456,6 +522,8 @@ pub struct RunConfig {
     pub maxblkspercg: u64,
     pub fs_bytes: u64,
     pub disk: String,
+    /// The modeled syncer: `wheel` or `whole`.
+    pub syncer: meter::SyncerModel,
 }
 
 /// The workloads.
@@ -656,14 +724,29 @@ fn newfs_params(p: &Profile) -> NewfsParams {
     }
 }
 
+/// The directory pool of vmiodir off: FreeBSD 4.5's buffer space for the
+/// machine, or its malloc'd twentieth of the cache alone under that
+/// ablation.
+fn dir_pool_bytes(p: &Profile, cache_bytes: u64) -> u64 {
+    if p.ablation == Some(Ablation::VmiodirTwentieth) {
+        (cache_bytes / 20).max(64 << 10)
+    } else {
+        ufs::fs::dir_pool_bytes(cache_bytes)
+    }
+}
+
 /// A fresh file system for `combo` on the modeled disk.
 fn make_fs(p: &Profile, combo: Combo) -> ufs::Result<(Arc<ModeledDisk<SparseDevice>>, Fs)> {
-    crate::modeled_fs(
+    let (dev, fs) = crate::modeled_fs(
         &p.disk,
         p.fs_bytes,
         &newfs_params(p),
         combo.mount_options(p),
-    )
+    )?;
+    if !combo.vm && p.ablation == Some(Ablation::VmiodirTwentieth) {
+        fs.set_dir_pool_bytes(dir_pool_bytes(p, combo.mount_options(p).cache_bytes));
+    }
+    Ok((dev, fs))
 }
 
 /// One workload under one combination, on a fresh file system; `progress`
@@ -680,8 +763,11 @@ pub fn run(
         &fs,
         dev.clone(),
         cpu::CpuModel::pentium4_2002(),
-        p.sync_every_s,
-        p.dirty_high,
+        meter::SyncerConfig {
+            model: p.syncer,
+            every_s: p.sync_every_s,
+            dirty_high: p.dirty_high,
+        },
         combo.lowmem_events(),
         progress,
     );
