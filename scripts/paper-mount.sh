@@ -36,7 +36,10 @@
 # test. Every phase checks what it left (directories, files, bytes, matches,
 # objects, nothing after a removal) and stops the script otherwise.
 #
-# usage: scripts/paper-mount.sh [--quick] [--runs N] [--out DIR] [--tree DIR]  (as root)
+# usage: scripts/paper-mount.sh [--quick] [--runs N] [--out DIR | --beside DIR] [--tree DIR]  (as root)
+#   --beside DIR: DIR holds a `ufskit bench paper` run; the results go to
+#   DIR/mount and DIR's report is written again with a section setting
+#   them beside the model ("Through the mount, beside the model").
 #   --quick: the tree /usr/include/linux, bonnie++ -n 1 (1,024 files),
 #   postmark 1,000 files and transactions, a folder of 3,000 messages,
 #   andrew 3 copies with the first compiled (48 .c), build 4 directories
@@ -52,17 +55,25 @@
 # stops the script (exit 1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-quick=0 runs= out=results/paper-mount tree=
+quick=0 runs= out=results/paper-mount tree= beside=
 while [ $# -gt 0 ]; do
   case $1 in
     --quick) quick=1 ;;
     --runs) runs=$2; shift ;;
     --out) out=$2; shift ;;
+    --beside) beside=$2; shift ;;
     --tree) tree=$2; shift ;;
-    *) echo "usage: $0 [--quick] [--runs N] [--out DIR] [--tree DIR]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--quick] [--runs N] [--out DIR | --beside DIR] [--tree DIR]" >&2; exit 2 ;;
   esac
   shift
 done
+if [ -n "$beside" ]; then
+  [ -f "$beside/paper.csv" ] || {
+    echo "paper-mount.sh: --beside $beside: no paper.csv there (run ufskit bench paper --out $beside first)" >&2
+    exit 2
+  }
+  out=$beside/mount
+fi
 [ "$(id -u)" = 0 ] || { echo "paper-mount.sh must run as root (FUSE mounts for bonnie++ -u root)" >&2; exit 1; }
 if [ $quick = 1 ]; then
   bn=1 pm=1000 runs=${runs:-1} tree=${tree:-/usr/include/linux}
@@ -425,3 +436,6 @@ PY
 echo "results: $csv $out/paper.csv"
 python3 analysis/paper_stats.py "$out/paper.csv" --out "$out" >/dev/null
 python3 analysis/paper_report.py "$out" --title "ufskit through FUSE: the paper's evaluation with real programs"
+if [ -n "$beside" ]; then
+  python3 analysis/paper_report.py "$beside"
+fi
