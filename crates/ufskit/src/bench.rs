@@ -117,7 +117,7 @@ enum Which {
         sync_each_test: bool,
         /// The modeled syncer: wheel (FreeBSD's: each modeled second it
         /// writes what was dirtied 28-30 s before) or whole (everything
-        /// dirty every 30 modeled seconds, the model before 2026-11-29).
+        /// dirty every 30 modeled seconds, the model before 2026-11-28).
         #[arg(long, default_value = "wheel", value_parser = ["wheel", "whole"])]
         syncer: String,
         /// Ablations, comma-separated: each runs the evaluation again with

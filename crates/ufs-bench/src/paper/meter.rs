@@ -18,7 +18,7 @@
 //!   back on the wheel, as FreeBSD's redirtied buffer does. Delayed writes
 //!   thus trickle out over the 30 seconds after they were made, into
 //!   whatever test runs then, as they did on the paper's machine.
-//! - `whole` (the model before 2026-11-29, kept for the ablation): every
+//! - `whole` (the model before 2026-11-28, kept for the ablation): every
 //!   `sync_every_s` modeled seconds (30, FreeBSD's `syncdelay`) everything
 //!   dirty is written at once.
 //!
