@@ -970,6 +970,8 @@ ABLATIONS = {
                       "to the tests after it",
     "vmiodir-twentieth": "with vmiodir off, directory blocks live in a twentieth of the cache (FreeBSD's "
                          "maxbufmallocspace alone), instead of FreeBSD 4.5's buffer space",
+    "disk-write-cache": "the drive's 2 MB write-back cache is on (FreeBSD's ata(4) hw.ata.wc: off in the 2001 driver, on by default in the 2002 one): a write is "
+                        "acknowledged from the buffer and reaches the media while the host computes",
 }
 
 

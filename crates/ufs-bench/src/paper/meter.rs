@@ -323,6 +323,9 @@ struct Clock {
     lowmem: bool,
     evictions: u64,
     next_sync_s: f64,
+    /// Host (CPU and user) seconds the drive has been told of
+    /// (`ModeledDisk::idle`: a write-back cache writes meanwhile).
+    host_seen_s: f64,
     syncs: u64,
     sync_error: Option<String>,
 }
@@ -402,6 +405,7 @@ impl<'a> Meter<'a> {
             lowmem,
             evictions: fs.cache_stats().evictions_main,
             next_sync_s: sync_every_s,
+            host_seen_s: 0.0,
             syncs: 0,
             sync_error: None,
         }));
@@ -410,7 +414,13 @@ impl<'a> Meter<'a> {
             fs.set_call_hook(Some(Box::new(move |fs: &Fs| {
                 let mut c = c.lock().unwrap_or_else(|p| p.into_inner());
                 let c = &mut *c;
-                let mut now = c.read(fs).total();
+                let r = c.read(fs);
+                // The host computed since the last call: a drive with a
+                // write-back cache writes meanwhile (nothing otherwise).
+                let host = r.cpu_s + r.user_s;
+                c.dev.idle((host - c.host_seen_s) * 1e3);
+                c.host_seen_s = host;
+                let mut now = r.total();
                 // The wheel turns once a modeled second (the clock may have
                 // passed several since the last call: each turn comes).
                 if c.syncer == SyncerModel::Wheel && c.sync_every_s > 0.0 {
