@@ -972,6 +972,8 @@ ABLATIONS = {
                          "maxbufmallocspace alone), instead of FreeBSD 4.5's buffer space",
     "disk-write-cache": "the drive's 2 MB write-back cache is on (FreeBSD's ata(4) hw.ata.wc: off in the 2001 driver, on by default in the 2002 one): a write is "
                         "acknowledged from the buffer and reaches the media while the host computes",
+    "cold-cache": "each test starts from cold caches (what is dirty written, the buffer cache, dirhash and the "
+                  "drive's read-ahead emptied, outside its time), instead of finding what the test before left cached",
 }
 
 

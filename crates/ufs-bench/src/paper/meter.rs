@@ -373,6 +373,10 @@ pub(crate) struct Meter<'a> {
     progress: &'a mut dyn FnMut(&str),
     /// A sync after each test, inside its time (see the module's notes).
     pub(crate) sync_each_test: bool,
+    /// Each test starts from cold caches: what is dirty written, the
+    /// buffer cache, dirhash and the drive's read-ahead emptied, outside
+    /// its time (the `cold-cache` ablation).
+    pub(crate) cold_each_test: bool,
 }
 
 impl<'a> Meter<'a> {
@@ -466,6 +470,7 @@ impl<'a> Meter<'a> {
             out: Vec::new(),
             progress,
             sync_each_test: false,
+            cold_each_test: false,
         }
     }
 
@@ -486,6 +491,9 @@ impl<'a> Meter<'a> {
         f: impl FnOnce(&Fs) -> ufs::Result<T>,
     ) -> ufs::Result<T> {
         (self.progress)(name);
+        if self.cold_each_test {
+            self.fs.drop_caches()?;
+        }
         let (r0, s0, n0) = self.read();
         let t = Instant::now();
         let out = f(self.fs)?;

@@ -143,14 +143,19 @@ pub enum Ablation {
     /// `TUNABLE_INT_DECL("hw.ata.wc", 0, ...)`) and on in the 2002 one;
     /// which the paper's FreeBSD 4.5 ran, it does not say.
     DiskWriteCache,
+    /// Each test starts from cold caches (what is dirty written, the
+    /// buffer cache, dirhash and the drive's read-ahead emptied, outside
+    /// its time), instead of finding what the test before left cached.
+    ColdCache,
 }
 
 impl Ablation {
-    pub const ALL: [Ablation; 4] = [
+    pub const ALL: [Ablation; 5] = [
         Ablation::SyncerWhole,
         Ablation::SyncEachTest,
         Ablation::VmiodirTwentieth,
         Ablation::DiskWriteCache,
+        Ablation::ColdCache,
     ];
 
     pub fn name(self) -> &'static str {
@@ -159,6 +164,7 @@ impl Ablation {
             Ablation::SyncEachTest => "sync-each-test",
             Ablation::VmiodirTwentieth => "vmiodir-twentieth",
             Ablation::DiskWriteCache => "disk-write-cache",
+            Ablation::ColdCache => "cold-cache",
         }
     }
 
@@ -173,6 +179,7 @@ impl Ablation {
             Ablation::SyncEachTest => "each test ends with a sync inside its time, instead of leaving what it delayed to the tests after it",
             Ablation::VmiodirTwentieth => "with vmiodir off, directory blocks live in a twentieth of the cache (FreeBSD's maxbufmallocspace alone), instead of FreeBSD 4.5's buffer space",
             Ablation::DiskWriteCache => "the drive's 2 MB write-back cache is on (FreeBSD's ata(4) hw.ata.wc: off in the 2001 driver, on by default in the 2002 one): a write is acknowledged from the buffer and reaches the media while the host computes, instead of every write waiting for the media",
+            Ablation::ColdCache => "each test starts from cold caches (what is dirty written, the buffer cache, dirhash and the drive's read-ahead emptied, outside its time), instead of finding what the test before left cached",
         }
     }
 
@@ -183,7 +190,7 @@ impl Ablation {
         match self {
             Ablation::SyncerWhole => q.syncer = meter::SyncerModel::Whole,
             Ablation::SyncEachTest => q.sync_each_test = true,
-            Ablation::VmiodirTwentieth | Ablation::DiskWriteCache => {}
+            Ablation::VmiodirTwentieth | Ablation::DiskWriteCache | Ablation::ColdCache => {}
         }
         q
     }
@@ -789,6 +796,7 @@ pub fn run(
         progress,
     );
     m.sync_each_test = p.sync_each_test;
+    m.cold_each_test = p.ablation == Some(Ablation::ColdCache);
     workload.run(p, &mut m)?;
     let measured = std::mem::take(&mut m.out);
     drop(m);
