@@ -282,8 +282,9 @@ struct MountArgs {
     ///   inodeorder=offset | name | hash | off, inodeorder_min=SIZE   (docs/LAYOUT.md)
     ///
     /// Transport and latency (machine-wide effects noted):
-    ///   uring=auto | on | off   FUSE over io_uring (auto: when the kernel offers it;
-    ///                       as root, sets the fuse module's enable_uring: machine-wide)
+    ///   uring=auto | on | off   FUSE over io_uring (auto: when the kernel offers it,
+    ///                       leaving the fuse module alone; on: as root, sets the
+    ///                       module's enable_uring, machine-wide, and insists)
     ///   threads=N           /dev/fuse threads (3)
     ///   affinity=follow | off   serve a pinned client's requests on its CPU
     ///   share=auto | off    serve on the client's CPU in the idle class on a quiet machine
