@@ -665,6 +665,63 @@ def check_formats(tmp):
         check("On-disk formats side by side" not in f.read(), "no formats section without other formats")
 
 
+def check_ablations_and_mount(tmp):
+    """`bench paper --ablate` and `paper-mount.sh --beside`: DIR/ablation-NAME
+    runs set beside DIR's claim by claim, "(same)" only where nothing moved;
+    DIR/mount's gains beside the model's, test by test; neither section
+    without its directory."""
+    d = os.path.join(tmp, "ablations")
+    tests = ["folder-create", "folder-pack", "folder-remove", "tar-find"]
+    write_dir(d, synthetic(tests))
+    # The same runs again: nothing moves.
+    write_dir(os.path.join(d, "ablation-syncer-whole"), synthetic(tests))
+    # Soft updates gains nothing: claim g's figures move.
+    flat = dict((t, (PLANTED[t][0], lambda c: 1.0)) for t in tests)
+    write_dir(os.path.join(d, "ablation-disk-write-cache"), synthetic(tests, planted=flat))
+    # Through the mount: everything helps four times less; tar-find slows
+    # with everything on.
+    mount = synthetic(tests)
+    mount.loc[mount["test"] == "tar-find", "seconds"] *= 1 + 0.5 * (mount["su"] & mount["dp"] & mount["vm"] & mount["dh"])
+    write_dir(os.path.join(d, "mount"), mount)
+    r = run(d)
+    check(r.returncode == 0, "ablations report exits 0 (%s)" % r.stderr.strip())
+    try:
+        with open(os.path.join(d, "report.html"), encoding="utf-8") as f:
+            page = f.read()
+        with open(os.path.join(d, "findings.md"), encoding="utf-8") as f:
+            md = f.read()
+    except OSError as e:
+        check(False, "ablations report: %s" % e)
+        return
+    check("Ablations: one modeled element changed" in page, "ablations section in the report")
+    check("## Ablations: one modeled element changed" in md, "ablations section in findings.md")
+    rows = {}
+    for line in md.split("## Ablations")[-1].splitlines():
+        cells = [c.strip() for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
+        if cells and cells[0] and cells[0] not in ("id",) and not cells[0].startswith(":"):
+            rows[cells[0]] = cells
+    head = next(([c.strip() for c in re.split(r"(?<!\\)\|", l.strip())[1:-1]]
+                 for l in md.split("## Ablations")[-1].splitlines() if l.startswith("| id")), [])
+    check(head[2:] == ["`disk-write-cache`", "`syncer-whole`"], "one column per ablation (%s)" % head)
+    g = rows.get("g", [])
+    check(len(g) == 4 and g[3].startswith("(same)"), "identical runs show (same) (%s)" % g[3:4])
+    check(len(g) == 4 and not g[2].startswith("(same)"), "changed runs move claim g (%s)" % g[2:3])
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", page))
+    check("Through the mount, beside the model" in page, "mount section present")
+    m = re.search(r"tar-find \S+ \S+ \S+ \S+ (yes|no)", text.split("Through the mount, beside the model")[-1])
+    check(m is not None and m.group(1) == "no", "tar-find slowed through the mount differs in direction (%s)"
+          % (m.group(0) if m else None))
+    m = re.search(r"folder-create \S+ \S+ \S+ \S+ (yes|no)", text.split("Through the mount, beside the model")[-1])
+    check(m is not None and m.group(1) == "yes", "folder-create agrees in direction")
+    plain = os.path.join(tmp, "no-ablations")
+    write_dir(plain, synthetic(tests))
+    run(plain)
+    with open(os.path.join(plain, "report.html"), encoding="utf-8") as f:
+        page = f.read()
+    check("Ablations: one modeled element changed" not in page and "Through the mount, beside" not in page,
+          "neither section without its directory")
+
+
 def check_bad_inputs(tmp):
     good = synthetic(["tar-find"])
     cases = {
@@ -705,6 +762,7 @@ def main():
         check_computes_stats(tmp)
         check_mount_variant(tmp)
         check_formats(tmp)
+        check_ablations_and_mount(tmp)
         bad = check_bad_inputs(tmp)
     if plottest.failures:
         print("%d check(s) failed" % len(plottest.failures))
