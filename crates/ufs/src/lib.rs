@@ -45,11 +45,6 @@ pub mod fuzz;
 pub mod growfs;
 pub mod inode;
 pub mod layout;
-#[allow(
-    clippy::cast_possible_truncation,
-    clippy::cast_sign_loss,
-    clippy::cast_possible_wrap
-)]
 pub mod newfs;
 pub mod observe;
 pub mod ops;

@@ -59,6 +59,7 @@ use crate::error::{Error, ErrorKind, Result};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::fmt::Write as _;
+use ufs_format::bytes::{low_i32, low_u16, low_u32, to_index};
 use ufs_format::dinode::{dt, IFDIR};
 use ufs_format::sb::{Csum, CsumTotal};
 use ufs_format::*;
@@ -89,6 +90,9 @@ pub const OPERATOR_GID: u32 = 5;
 const SECTOR: i64 = 512;
 /// Size of `struct fsrecovery`, stored just before the primary superblock.
 const FSRECOVERY_SIZE: usize = ufs_format::sb::FsRecovery::SIZE;
+/// `FS_FLAGS_UPDATED` as the 8-bit `fs_old_flags` holds it.
+const OLD_FLAGS_UPDATED: u8 = 0x80;
+const _: () = assert!(FS_FLAGS_UPDATED == OLD_FLAGS_UPDATED as i32);
 
 /// Parameters of [`newfs`], named after the newfs(8) options. `Default` gives
 /// FreeBSD 14's defaults.
@@ -206,6 +210,28 @@ fn invalid(msg: impl Into<String>) -> Error {
     Error::new(ErrorKind::Invalid, msg)
 }
 
+/// `v` as the signed 64-bit number mkfs computes with. Every caller passes
+/// a constant, a size from the format's tables, or a parameter
+/// [`check_params`] bounded (sizes up to 65536, counts up to `i32::MAX`,
+/// `minfree` below 100), so this is exact; a larger value would saturate
+/// instead of turning negative.
+fn int(v: impl TryInto<i64>) -> i64 {
+    v.try_into().unwrap_or(i64::MAX)
+}
+
+/// `v`, a value of the computed layout, in the 32-bit signed superblock
+/// field `field`. [`compute_layout`] and [`check_layout`] keep every value
+/// in range; one that is not is refused, never wrapped.
+fn field_i32(field: &str, v: impl Into<i64>) -> Result<i32> {
+    let v = v.into();
+    i32::try_from(v).map_err(|_| invalid(format!("{field} {v} does not fit its 32-bit field")))
+}
+
+/// [`field_i32`] for the unsigned 32-bit fields.
+fn field_u32(field: &str, v: i64) -> Result<u32> {
+    u32::try_from(v).map_err(|_| invalid(format!("{field} {v} does not fit its 32-bit field")))
+}
+
 fn howmany(a: i64, b: i64) -> i64 {
     (a + b - 1) / b
 }
@@ -224,7 +250,7 @@ fn ilog2(v: i64) -> u32 {
 /// and maps, for a group of `fpg` fragments and `ipg` inodes.
 fn cgsize_bound(ufs1: bool, fpg: i64, ipg: i64, fragshift: u32, contigsumsize: i64) -> i64 {
     let old_tables = if ufs1 { 4 + 2 } else { 0 };
-    let mut n = CG_HEADER_SIZE as i64 + old_tables + 4 + howmany(ipg, 8) + howmany(fpg, 8);
+    let mut n = int(CG_HEADER_SIZE) + old_tables + 4 + howmany(ipg, 8) + howmany(fpg, 8);
     if contigsumsize > 0 {
         n += contigsumsize * 4 + howmany(fpg >> fragshift, 8);
     }
@@ -356,7 +382,8 @@ fn check_params(p: &NewfsParams) -> Result<(i64, i64)> {
             "bad volume label: valid characters are letters, digits, '-' and '_'",
         ));
     }
-    Ok((bsize as i64, fsize as i64))
+    // Both are at most MAXBSIZE now.
+    Ok((int(bsize), int(fsize)))
 }
 
 /// FreeBSD's mkfs geometry for a file system of `fs_bytes` bytes.
@@ -368,32 +395,37 @@ fn compute_layout(p: &NewfsParams, fs_bytes: u64) -> Result<Layout> {
     let max_ipg: i64 = if ufs1 { 0x7fff } else { i64::MAX };
     let mut notes = Vec::new();
     let mut optim = p.optim;
-    if (p.minfree as i64) < MINFREE as i64 && optim != FS_OPTSPACE {
+    if p.minfree < MINFREE && optim != FS_OPTSPACE {
         notes.push(format!(
             "Warning: changing optimization to space because minfree is less than {MINFREE}%"
         ));
         optim = FS_OPTSPACE;
     }
-    let sectors = (fs_bytes / SECTOR as u64).min(i64::MAX as u64) as i64;
+    let sectors = int(fs_bytes / SECTOR as u64);
     if sectors <= 0 {
         return Err(invalid(format!("preposterous size {fs_bytes} bytes")));
     }
     // Defaults fixed from the block size first asked for, as newfs keeps
     // them when it has to restart with larger blocks.
     let maxbsize_req = bsize;
-    let maxcontig_req = (MAXPHYS as i64 / bsize).max(1);
-    let mut maxblkspercg = p.maxblkspercg.unwrap_or(MAXBLKSPERCG) as i64;
-    let mut density = p.density.unwrap_or(0) as i64;
+    let maxcontig_req = (int(MAXPHYS) / bsize).max(1);
+    let mut maxblkspercg = int(p.maxblkspercg.unwrap_or(MAXBLKSPERCG));
+    let mut density = int(p.density.unwrap_or(0));
     let mut internal_retries = 0;
 
     'restart: loop {
-        if bsize > MAXBSIZE as i64 {
+        let Some(bsize_u) = u64::try_from(bsize)
+            .ok()
+            .filter(|&b| b <= u64::from(MAXBSIZE))
+        else {
             return Err(invalid(format!(
                 "file system of {fs_bytes} bytes needs blocks larger than {MAXBSIZE} bytes"
             )));
-        }
+        };
         let frag = bsize / fsize;
-        let maxbsize = if maxbsize_req < bsize || !(maxbsize_req as u64).is_power_of_two() {
+        let maxbsize = if maxbsize_req < bsize
+            || !u64::try_from(maxbsize_req).is_ok_and(u64::is_power_of_two)
+        {
             bsize
         } else if maxbsize_req > FS_MAXCONTIG * bsize {
             FS_MAXCONTIG * bsize
@@ -411,18 +443,18 @@ fn compute_layout(p: &NewfsParams, fs_bytes: u64) -> Result<Layout> {
         let fragshift = ilog2(frag);
         let fsbtodb = ilog2(fsize / SECTOR);
         let size = sectors >> fsbtodb;
-        let sblockloc = if ufs1 { SBLOCK_UFS1 } else { SBLOCK_UFS2 } as i64;
-        let sblkno = roundup(howmany(sblockloc + SBLOCKSIZE as i64, fsize), frag);
-        let cblkno = sblkno + roundup(howmany(SBLOCKSIZE as i64, fsize), frag);
+        let sblockloc = int(if ufs1 { SBLOCK_UFS1 } else { SBLOCK_UFS2 });
+        let sblkno = roundup(howmany(sblockloc + int(SBLOCKSIZE), fsize), frag);
+        let cblkno = sblkno + roundup(howmany(int(SBLOCKSIZE), fsize), frag);
         let iblkno = cblkno + frag;
-        let nindir = (bsize / v.ptr_size() as i64) as u64;
-        let mut maxfilesize = (bsize as u64) * UFS_NDADDR as u64 - 1;
-        let mut sizepb = bsize as u64;
+        let nindir = bsize_u / v.ptr_size() as u64;
+        let mut maxfilesize = bsize_u * UFS_NDADDR as u64 - 1;
+        let mut sizepb = bsize_u;
         for _ in 0..UFS_NIADDR {
             sizepb = sizepb.saturating_mul(nindir);
             maxfilesize = maxfilesize.saturating_add(sizepb);
         }
-        let inopb = bsize / v.dinode_size() as i64;
+        let inopb = bsize / int(v.dinode_size());
         let inopf = inopb >> fragshift;
         let cgsize_of = |fpg: i64, ipg: i64| cgsize_bound(ufs1, fpg, ipg, fragshift, contigsumsize);
         let fits = |fpg: i64, ipg: i64| cgsize_of(fpg, ipg) < bsize - CGSIZEFUDGE && ipg <= max_ipg;
@@ -545,7 +577,7 @@ fn compute_layout(p: &NewfsParams, fs_bytes: u64) -> Result<Layout> {
 
             let cgsize = roundup(cgsize_of(fpg, ipg), fsize);
             let dblkno = iblkno + ipg / inopf;
-            let cssize = roundup(ncg * Csum::SIZE as i64, fsize);
+            let cssize = roundup(ncg * int(Csum::SIZE), fsize);
             if ufs1 && size > i32::MAX as i64 {
                 return Err(invalid(format!(
                     "a UFS1 file system addresses at most {} fragments with its 32-bit block \
@@ -554,17 +586,19 @@ fn compute_layout(p: &NewfsParams, fs_bytes: u64) -> Result<Layout> {
                     i32::MAX
                 )));
             }
-            let sbsize = roundup(SBSIZE_STRUCT as i64, fsize)
-                .min(SBLOCKSIZE as i64)
+            let sbsize = roundup(int(SBSIZE_STRUCT), fsize)
+                .min(int(SBLOCKSIZE))
                 .max(SECTOR);
-            let minfree = p.minfree as i64;
-            let metaspace = match p.metaspace {
-                Some(0) => 0,
-                Some(m) if (m as i64) > 0 && (m as i64) < fpg / 2 => m as i64 & !(frag - 1),
+            let minfree = int(p.minfree);
+            // -k is not range-checked: a value past i64::MAX gets the
+            // default, as any of at least fpg / 2 does.
+            let metaspace = match p.metaspace.map(i64::try_from) {
+                Some(Ok(0)) => 0,
+                Some(Ok(m)) if m > 0 && m < fpg / 2 => m & !(frag - 1),
                 _ => ((fpg * minfree) / 200) & !(frag - 1),
             };
-            let maxbpg = p.maxbpg.map(|m| m as i64).unwrap_or(bsize / 8);
-            if maxfilesize < size as u64 {
+            let maxbpg = p.maxbpg.map(int).unwrap_or(bsize / 8);
+            if u64::try_from(size).is_ok_and(|s| maxfilesize < s) {
                 notes.push(
                     "WARNING: You will be unable to create snapshots on this file system.  Correct by using a larger blocksize."
                         .into(),
@@ -613,7 +647,7 @@ fn check_layout(l: &Layout) -> Result<()> {
             l.ncg, l.fpg
         )));
     }
-    let inopb = l.bsize / l.v.dinode_size() as i64;
+    let inopb = l.bsize / int(l.v.dinode_size());
     if l.ipg
         .checked_mul(l.ncg)
         .is_none_or(|n| n > (1i64 << 32) - inopb)
@@ -623,7 +657,7 @@ fn check_layout(l: &Layout) -> Result<()> {
             l.ncg, l.ipg
         )));
     }
-    if l.ipg * l.ncg < UFS_ROOTINO as i64 + 2 {
+    if l.ipg * l.ncg < int(UFS_ROOTINO) + 2 {
         return Err(invalid("too few inodes"));
     }
     if l.dblkno >= l.fpg.min(l.size) {
@@ -653,71 +687,80 @@ fn check_layout(l: &Layout) -> Result<()> {
 }
 
 /// The superblock for a layout, with `fs_magic` already set and the counter
-/// totals still zero (filled in once the groups are built).
+/// totals still zero (filled in once the groups are built). A layout value
+/// that does not fit its field (none does after [`check_layout`]) is an
+/// error.
 fn build_superblock(
     l: &Layout,
     p: &NewfsParams,
     utime: i64,
     media_bytes: u64,
     id1: u32,
-) -> Superblock {
+) -> Result<Superblock> {
     let v = l.v;
     let ufs1 = v.is_ufs1();
     let mut sb = Superblock::zeroed_in(v.endian);
-    sb.set_fs_old_flags(FS_FLAGS_UPDATED as u8);
+    sb.set_fs_old_flags(OLD_FLAGS_UPDATED);
     let mut flags = 0;
     if p.softupdates {
         flags |= FS_DOSOFTDEP;
     }
     sb.set_fs_volname(&p.volname);
-    sb.set_fs_bsize(l.bsize as i32);
-    sb.set_fs_fsize(l.fsize as i32);
-    sb.set_fs_frag(l.frag as i32);
-    sb.set_fs_maxbsize(l.maxbsize as i32);
-    sb.set_fs_maxcontig(l.maxcontig as i32);
-    sb.set_fs_contigsumsize(l.contigsumsize as i32);
-    let bmask = !(l.bsize as i32 - 1);
-    let fmask = !(l.fsize as i32 - 1);
+    let bsize = field_i32("fs_bsize", l.bsize)?;
+    let fsize = field_i32("fs_fsize", l.fsize)?;
+    sb.set_fs_bsize(bsize);
+    sb.set_fs_fsize(fsize);
+    sb.set_fs_frag(field_i32("fs_frag", l.frag)?);
+    sb.set_fs_maxbsize(field_i32("fs_maxbsize", l.maxbsize)?);
+    sb.set_fs_maxcontig(field_i32("fs_maxcontig", l.maxcontig)?);
+    sb.set_fs_contigsumsize(field_i32("fs_contigsumsize", l.contigsumsize)?);
+    let bmask = !(bsize - 1);
+    let fmask = !(fsize - 1);
     sb.set_fs_bmask(bmask);
     sb.set_fs_fmask(fmask);
     // The quad masks are the 32-bit complements widened (positive values).
-    sb.set_fs_qbmask(!bmask as i64);
-    sb.set_fs_qfmask(!fmask as i64);
-    sb.set_fs_bshift(l.bshift as i32);
-    sb.set_fs_fshift(l.fshift as i32);
-    sb.set_fs_fragshift(l.fragshift as i32);
-    sb.set_fs_fsbtodb(l.fsbtodb as i32);
+    sb.set_fs_qbmask(i64::from(!bmask));
+    sb.set_fs_qfmask(i64::from(!fmask));
+    sb.set_fs_bshift(field_i32("fs_bshift", l.bshift)?);
+    sb.set_fs_fshift(field_i32("fs_fshift", l.fshift)?);
+    sb.set_fs_fragshift(field_i32("fs_fragshift", l.fragshift)?);
+    sb.set_fs_fsbtodb(field_i32("fs_fsbtodb", l.fsbtodb)?);
     sb.set_fs_size(l.size);
-    sb.set_fs_providersize((media_bytes / l.fsize as u64) as i64);
-    let sblockloc = if ufs1 { SBLOCK_UFS1 } else { SBLOCK_UFS2 } as i64;
+    // fs_fsize is at least 512 (check_params), so it is its own absolute
+    // value, and a u64 divided by it fits an i64.
+    let fsize_u = u64::from(fsize.unsigned_abs());
+    sb.set_fs_providersize(int(media_bytes / fsize_u));
+    let sblockloc = int(if ufs1 { SBLOCK_UFS1 } else { SBLOCK_UFS2 });
     sb.set_fs_sblockloc(sblockloc);
     sb.set_fs_sblockactualloc(sblockloc);
-    sb.set_fs_nindir((l.bsize / v.ptr_size() as i64) as i32);
-    sb.set_fs_inopb((l.bsize / v.dinode_size() as i64) as u32);
-    sb.set_fs_maxsymlinklen(v.maxsymlinklen() as i32);
-    sb.set_fs_sblkno(l.sblkno as i32);
-    sb.set_fs_cblkno(l.cblkno as i32);
-    sb.set_fs_iblkno(l.iblkno as i32);
-    sb.set_fs_dblkno(l.dblkno as i32);
+    sb.set_fs_nindir(field_i32("fs_nindir", l.bsize / int(v.ptr_size()))?);
+    sb.set_fs_inopb(field_u32("fs_inopb", l.bsize / int(v.dinode_size()))?);
+    sb.set_fs_maxsymlinklen(field_i32("fs_maxsymlinklen", int(v.maxsymlinklen()))?);
+    sb.set_fs_sblkno(field_i32("fs_sblkno", l.sblkno)?);
+    sb.set_fs_cblkno(field_i32("fs_cblkno", l.cblkno)?);
+    sb.set_fs_iblkno(field_i32("fs_iblkno", l.iblkno)?);
+    sb.set_fs_dblkno(field_i32("fs_dblkno", l.dblkno)?);
     sb.set_fs_maxfilesize(l.maxfilesize);
-    sb.set_fs_ipg(l.ipg as u32);
-    sb.set_fs_fpg(l.fpg as i32);
-    sb.set_fs_ncg(l.ncg as u32);
-    sb.set_fs_cgsize(l.cgsize as i32);
+    sb.set_fs_ipg(field_u32("fs_ipg", l.ipg)?);
+    sb.set_fs_fpg(field_i32("fs_fpg", l.fpg)?);
+    sb.set_fs_ncg(field_u32("fs_ncg", l.ncg)?);
+    sb.set_fs_cgsize(field_i32("fs_cgsize", l.cgsize)?);
     sb.set_fs_csaddr(l.dblkno);
-    sb.set_fs_cssize(l.cssize as i32);
-    sb.set_fs_sbsize(l.sbsize as i32);
-    sb.set_fs_minfree(l.minfree as i32);
+    sb.set_fs_cssize(field_i32("fs_cssize", l.cssize)?);
+    sb.set_fs_sbsize(field_i32("fs_sbsize", l.sbsize)?);
+    sb.set_fs_minfree(field_i32("fs_minfree", l.minfree)?);
     sb.set_fs_metaspace(l.metaspace);
-    sb.set_fs_maxbpg(l.maxbpg as i32);
+    sb.set_fs_maxbpg(field_i32("fs_maxbpg", l.maxbpg)?);
     sb.set_fs_optim(l.optim);
     sb.set_fs_avgfilesize(p.avgfilesize);
     sb.set_fs_avgfpdir(p.avgfpdir);
     sb.set_fs_clean(1);
     sb.set_fs_state(0);
-    // fs_id: creation time (truncated to 32 bits) and a random number.
-    sb.set_fs_id0(utime as i32);
-    sb.set_fs_id1(id1 as i32);
+    // fs_id: creation time (truncated to 32 bits, as mkfs's assignment to
+    // the int32_t does) and a random number, stored bit for bit in the
+    // signed field.
+    sb.set_fs_id0(low_i32(utime));
+    sb.set_fs_id1(id1.cast_signed());
     let csfrags = howmany(l.cssize, l.fsize);
     let dsize = l.size - l.sblkno - l.ncg * (l.dblkno - l.sblkno) - csfrags;
     sb.set_fs_dsize(dsize);
@@ -734,14 +777,17 @@ fn build_superblock(
         // cylinder per group, one rotational position, no stagger, and
         // 32-bit copies of the wide fields (the time and totals are kept
         // up to date by every superblock write, `compat_write`).
-        let nspf = (l.fsize / SECTOR) as i32;
-        let spc = l.fpg as i32 * nspf;
+        // All fit: a UFS1 file system is at most i32::MAX fragments
+        // (compute_layout) and a group's sectors are below 2^26 (its map
+        // fits a block).
+        let nspf = field_i32("fs_old_nspf", l.fsize / SECTOR)?;
+        let spc = field_i32("fs_old_spc", l.fpg * (l.fsize / SECTOR))?;
         sb.set_fs_old_inodefmt(FS_44INODEFMT);
         sb.set_fs_old_cgoffset(0);
         sb.set_fs_old_cgmask(-1);
-        sb.set_fs_old_size(l.size as i32);
-        sb.set_fs_old_dsize(dsize as i32);
-        sb.set_fs_old_csaddr(l.dblkno as i32);
+        sb.set_fs_old_size(field_i32("fs_old_size", l.size)?);
+        sb.set_fs_old_dsize(field_i32("fs_old_dsize", dsize)?);
+        sb.set_fs_old_csaddr(field_i32("fs_old_csaddr", l.dblkno)?);
         sb.set_fs_old_rotdelay(0);
         sb.set_fs_old_rps(60);
         sb.set_fs_old_nspf(nspf);
@@ -754,24 +800,27 @@ fn build_superblock(
         sb.set_fs_old_spc(spc);
         sb.set_fs_old_nsect(spc);
         sb.set_fs_old_npsect(spc);
-        sb.set_fs_old_ncyl(l.ncg as i32);
+        sb.set_fs_old_ncyl(field_i32("fs_old_ncyl", l.ncg)?);
     }
     sb.set_fs_magic(v.magic());
-    sb
+    Ok(sb)
 }
 
 /// The counter totals FreeBSD's mkfs computes arithmetically before building
 /// the groups (used to cross-check the ones counted from the maps).
 fn expected_totals(g: &Geometry) -> CsumTotal {
-    let csfrags = g.numfrags(g.cssize) as i64;
-    let frag = g.frag as i64;
-    let size = g.size as i64;
-    let dsize = size - g.sblkno as i64 - g.ncg as i64 * (g.dblkno as i64 - g.sblkno as i64);
+    // A validated geometry's numbers all fit an i64 (sizes are fs_size's,
+    // an int64_t; group counts and inode numbers are 32-bit).
+    let csfrags = int(g.numfrags(g.cssize));
+    let frag = int(g.frag);
+    let size = int(g.size);
+    let sblkno = int(g.sblkno);
+    let dsize = size - sblkno - int(g.ncg) * (int(g.dblkno) - sblkno);
     let tail = csfrags % frag;
     CsumTotal {
         cs_ndir: 0,
         cs_nbfree: (dsize >> g.fragshift) - howmany(csfrags, frag),
-        cs_nifree: (g.ncg * g.ipg) as i64 - UFS_ROOTINO as i64,
+        cs_nifree: int(g.ncg * g.ipg) - int(UFS_ROOTINO),
         cs_nffree: size % frag + if tail > 0 { frag - tail } else { 0 },
         cs_numclusters: 0,
     }
@@ -781,16 +830,16 @@ fn expected_totals(g: &Geometry) -> CsumTotal {
 fn set_bit_range(map: &mut [u8], start: u64, end: u64) {
     let mut i = start;
     while i < end && i & 7 != 0 {
-        map[(i / 8) as usize] |= 1 << (i % 8);
+        map[to_index(i / 8)] |= 1 << (i % 8);
         i += 1;
     }
     if i + 8 <= end {
         let full = (end - i) / 8;
-        map[(i / 8) as usize..(i / 8 + full) as usize].fill(0xff);
+        map[to_index(i / 8)..to_index(i / 8 + full)].fill(0xff);
         i += full * 8;
     }
     while i < end {
-        map[(i / 8) as usize] |= 1 << (i % 8);
+        map[to_index(i / 8)] |= 1 << (i % 8);
         i += 1;
     }
 }
@@ -801,52 +850,54 @@ fn set_bit_range(map: &mut [u8], start: u64, end: u64) {
 /// inode counters are left as they are.
 pub(crate) fn recount_space(cg: &mut Cg, g: &Geometry) {
     let frag = g.frag;
-    let ndblk = cg.cg_ndblk() as u64;
+    let ndblk = u64::from(cg.cg_ndblk());
     let freeoff = cg.cg_freeoff() as usize;
     let clusters = g.contigsumsize > 0;
-    let nclusterblks = cg.cg_nclusterblks() as u64;
+    let nclusterblks = u64::from(cg.cg_nclusterblks());
     let clusteroff = cg.cg_clusteroff() as usize;
     if clusters {
-        let n = (g.fpg / frag).div_ceil(8) as usize;
+        let n = to_index((g.fpg / frag).div_ceil(8));
         cg.raw_mut()[clusteroff..clusteroff + n].fill(0);
     }
     let mask: u8 = if frag == 8 { 0xff } else { (1u8 << frag) - 1 };
-    let (mut nbfree, mut nffree) = (0i64, 0i64);
+    let (mut nbfree, mut nffree) = (0u64, 0u64);
     let mut frsum = [0u32; MAXFRAG];
     let raw = cg.raw_mut();
     for b in 0..ndblk.div_ceil(frag) {
         let lo = b * frag;
         let have = (ndblk - lo).min(frag);
         // A block never straddles a byte: frag divides 8 and lo is aligned.
-        let mut bits = (raw[freeoff + (lo / 8) as usize] >> (lo % 8)) & mask;
+        let mut bits = (raw[freeoff + to_index(lo / 8)] >> (lo % 8)) & mask;
         if have < frag {
             bits &= (1u8 << have) - 1;
         }
         if bits == mask && have == frag {
             nbfree += 1;
             if clusters && b < nclusterblks {
-                raw[clusteroff + (b / 8) as usize] |= 1 << (b % 8);
+                raw[clusteroff + to_index(b / 8)] |= 1 << (b % 8);
             }
             continue;
         }
-        let mut run = 0;
+        // Lengths of free runs inside one block: below MAXFRAG.
+        let mut run = 0usize;
         for i in 0..frag {
             if bits & (1 << i) != 0 {
                 run += 1;
             } else if run > 0 {
-                frsum[run as usize] += 1;
-                nffree += run;
+                frsum[run] += 1;
+                nffree += run as u64;
                 run = 0;
             }
         }
         if run > 0 {
-            frsum[run as usize] += 1;
-            nffree += run;
+            frsum[run] += 1;
+            nffree += run as u64;
         }
     }
+    // Both count fragments of one group, at most fs_fpg, an int32_t.
     let mut cs = cg.cg_cs();
-    cs.cs_nbfree = nbfree as i32;
-    cs.cs_nffree = nffree as i32;
+    cs.cs_nbfree = i32::try_from(nbfree).unwrap_or(i32::MAX);
+    cs.cs_nffree = i32::try_from(nffree).unwrap_or(i32::MAX);
     cg.set_cg_cs(cs);
     for (i, v) in frsum.iter().enumerate() {
         cg.set_cg_frsum(i, *v);
@@ -856,18 +907,18 @@ pub(crate) fn recount_space(cg: &mut Cg, g: &Geometry) {
         for i in 1..=max {
             cg.set_clustersum(i, 0);
         }
-        let mut sums = vec![0i32; max as usize + 1];
+        let mut sums = vec![0i32; to_index(max + 1)];
         let mut run = 0u64;
         for b in 0..nclusterblks {
             if cg.cluster_free(b) {
                 run += 1;
             } else if run > 0 {
-                sums[run.min(max) as usize] += 1;
+                sums[to_index(run.min(max))] += 1;
                 run = 0;
             }
         }
         if run > 0 {
-            sums[run.min(max) as usize] += 1;
+            sums[to_index(run.min(max))] += 1;
         }
         for (i, v) in sums.iter().enumerate().skip(1) {
             cg.set_clustersum(i as u64, *v);
@@ -880,15 +931,20 @@ pub(crate) fn build_cg(g: &Geometry, c: u64, utime: i64) -> Cg {
     let mut cg = Cg::new_layout(g, c);
     let ndblk = g.cg_nfrags(c);
     if g.v.is_ufs1() {
-        // mkfs moves the time to the old field and leaves cg_time zero.
-        cg.set_cg_old_time(utime as i32);
+        // mkfs moves the time to the old field (its low 32 bits) and
+        // leaves cg_time zero.
+        cg.set_cg_old_time(low_i32(utime));
     } else {
         cg.set_cg_time(utime);
-        cg.set_cg_initediblk(g.ipg.min(2 * g.inopb) as u32);
+        // At most fs_ipg, a validated 32-bit field.
+        cg.set_cg_initediblk(low_u32(g.ipg.min(2 * g.inopb)));
     }
-    cg.set_cg_ndblk(ndblk as u32);
+    // At most fs_fpg, an int32_t.
+    cg.set_cg_ndblk(low_u32(ndblk));
     let mut cs = Csum {
-        cs_nifree: g.ipg as i32,
+        // A validated fs_ipg is below 2^19 (its inode map fits the cg
+        // block).
+        cs_nifree: i32::try_from(g.ipg).unwrap_or(i32::MAX),
         ..Csum::default()
     };
     if c == 0 {
@@ -971,7 +1027,7 @@ fn dir_inode(g: &Geometry, utime: i64, d: &DirSpec) -> Dinode {
 /// One fragment holding a 512-byte directory chunk with `entries`
 /// (inode, name); the last entry takes the rest of the chunk.
 fn dir_block(e: Endian, fsize: u64, entries: &[(u32, &[u8])]) -> Vec<u8> {
-    let mut b = vec![0u8; fsize as usize];
+    let mut b = vec![0u8; to_index(fsize)];
     let mut off = 0usize;
     for (i, (ino, name)) in entries.iter().enumerate() {
         let sz = ufs_format::dir::dirsiz(name.len());
@@ -980,7 +1036,9 @@ fn dir_block(e: Endian, fsize: u64, entries: &[(u32, &[u8])]) -> Vec<u8> {
         } else {
             sz
         };
-        ufs_format::dir::write_entry(e, &mut b, off, *ino, reclen as u16, dt::DT_DIR, name);
+        // Within the 512-byte chunk.
+        let reclen16 = low_u16(reclen);
+        ufs_format::dir::write_entry(e, &mut b, off, *ino, reclen16, dt::DT_DIR, name);
         off += reclen;
     }
     b
@@ -1036,9 +1094,10 @@ fn summary_text(
     let _ = writeln!(s, "super-block backups (for fsck_ffs -b #) at:");
     let width = 80;
     let mut col = 0;
-    let n = l.ncg as u64;
-    for (c, sec) in backups_sectors.enumerate() {
-        let item = format!(" {sec}{}", if (c as u64) + 1 < n { "," } else { "" });
+    let mut backups_sectors = backups_sectors.peekable();
+    while let Some(sec) = backups_sectors.next() {
+        let more = backups_sectors.peek().is_some();
+        let item = format!(" {sec}{}", if more { "," } else { "" });
         if col + item.len() >= width {
             s.push('\n');
             col = 0;
@@ -1050,17 +1109,18 @@ fn summary_text(
     s
 }
 
-fn report(l: &Layout, softupdates: bool) -> NewfsReport {
-    let backup = |c: i64| (c * l.fpg + l.sblkno) as u64;
-    let backups: Vec<u64> = (0..l.ncg).map(backup).collect();
+/// The report of layout `l`, whose superblock validated as `g`: the
+/// numbers are taken from `g`, where they are the unsigned values they are.
+fn report(l: &Layout, g: &Geometry, softupdates: bool) -> NewfsReport {
+    let backups: Vec<u64> = (0..g.ncg).map(|c| g.cgsblock(c)).collect();
     let summary = summary_text(l, softupdates, backups.iter().map(|f| f << l.fsbtodb));
     NewfsReport {
-        ncg: l.ncg as u64,
-        fpg: l.fpg as u64,
-        ipg: l.ipg as u64,
-        size_frags: l.size as u64,
-        bsize: l.bsize as u64,
-        fsize: l.fsize as u64,
+        ncg: g.ncg,
+        fpg: g.fpg,
+        ipg: g.ipg,
+        size_frags: g.size,
+        bsize: g.bsize,
+        fsize: g.fsize,
         backups,
         summary,
     }
@@ -1068,7 +1128,12 @@ fn report(l: &Layout, softupdates: bool) -> NewfsReport {
 
 /// Runs the superblock validator every reader uses on the new superblock.
 fn validate_new(sb: &Superblock, l: &Layout) -> Result<Geometry> {
-    sb.validate(sb.fs_sblockloc() as u64).map_err(|e| {
+    let loc = if l.v.is_ufs1() {
+        SBLOCK_UFS1
+    } else {
+        SBLOCK_UFS2
+    };
+    sb.validate(loc).map_err(|e| {
         let mut msg = format!("computed superblock is not valid: {e}");
         if l.fpg % l.frag != 0 {
             // FreeBSD makes one group of exactly fs_size fragments when the
@@ -1101,9 +1166,9 @@ pub fn newfs_plan(device_size: u64, p: &NewfsParams) -> Result<NewfsReport> {
     let fs_bytes = file_system_bytes(device_size, p)?;
     let l = compute_layout(p, fs_bytes)?;
     check_layout(&l)?;
-    let sb = build_superblock(&l, p, p.time.unwrap_or(0), device_size, 1);
-    validate_new(&sb, &l)?;
-    Ok(report(&l, p.softupdates))
+    let sb = build_superblock(&l, p, p.time.unwrap_or(0), device_size, 1)?;
+    let g = validate_new(&sb, &l)?;
+    Ok(report(&l, &g, p.softupdates))
 }
 
 /// Creates a UFS2 file system on `dev` as FreeBSD 14's newfs does (see the
@@ -1129,7 +1194,7 @@ pub fn newfs_with_progress(
     let l = compute_layout(p, fs_bytes)?;
     check_layout(&l)?;
     let id1 = nonzero_u32(&mut rng);
-    let mut sb = build_superblock(&l, p, utime, device_size, id1);
+    let mut sb = build_superblock(&l, p, utime, device_size, id1)?;
     let g = validate_new(&sb, &l)?;
     let ckhash_cg = sb.ckhash_enabled(CK_CYLGRP);
     let ckhash_ino = sb.ckhash_enabled(CK_INODE);
@@ -1144,7 +1209,7 @@ pub fn newfs_with_progress(
     let mut totals = CsumTotal::default();
     add_csum(&mut totals, cg0.cg_cs(), 1);
     if let Some(m) = &middle {
-        add_csum(&mut totals, m.cg_cs(), ncg as i64 - 2);
+        add_csum(&mut totals, m.cg_cs(), int(ncg) - 2);
     }
     if let Some(lc) = &last {
         add_csum(&mut totals, lc.cg_cs(), 1);
@@ -1220,14 +1285,14 @@ pub fn newfs_with_progress(
     let initediblk = if g.lazy_inodes() {
         cg0.cg_initediblk() as usize
     } else {
-        g.ipg as usize
+        to_index(g.ipg)
     };
     let ds = g.dinode_size();
     let mut inodes = vec![0u8; initediblk * ds];
     let mut cgbuf: Cg;
     for c in 0..ncg {
         let sbloc = g.cgsblock(c) * fsize;
-        sb.set_fs_sblockactualloc(sbloc as i64);
+        sb.set_fs_sblockactualloc(int(sbloc));
         dev.write_at(sbloc, &sb.to_disk_bytes())?;
 
         let cg: &mut Cg = if c == 0 {
@@ -1237,7 +1302,8 @@ pub fn newfs_with_progress(
             &mut cgbuf
         } else {
             cgbuf = middle.clone().unwrap_or_else(|| build_cg(&g, c, utime));
-            cgbuf.set_cg_cgx(c as u32);
+            // Below fs_ncg, a 32-bit field.
+            cgbuf.set_cg_cgx(low_u32(c));
             &mut cgbuf
         };
         cg.update_ckhash(ckhash_cg);
@@ -1259,7 +1325,7 @@ pub fn newfs_with_progress(
         dev.write_at(g.cgimin(c) * fsize, &inodes)?;
         progress(c + 1, ncg);
     }
-    sb.set_fs_sblockactualloc(g.sblockloc as i64);
+    sb.set_fs_sblockactualloc(int(g.sblockloc));
 
     dev.write_at(root_frag * fsize, &root_blk)?;
     if let Some((f, _, blk)) = &snap {
@@ -1267,7 +1333,7 @@ pub fn newfs_with_progress(
     }
 
     // Summary area: one csum per group, then zeros to the fragment end.
-    let mut summary = vec![0u8; g.cssize as usize];
+    let mut summary = vec![0u8; to_index(g.cssize)];
     for c in 0..ncg {
         let cs = if c == 0 {
             cs0
@@ -1276,7 +1342,7 @@ pub fn newfs_with_progress(
         } else {
             middle.as_ref().map(|x| x.cg_cs()).unwrap_or_default()
         };
-        cs.write(en, &mut summary, c as usize * Csum::SIZE);
+        cs.write(en, &mut summary, to_index(c * Csum::SIZE as u64));
     }
     dev.write_at(g.csaddr * fsize, &summary)?;
 
@@ -1288,7 +1354,7 @@ pub fn newfs_with_progress(
         write_recovery_record(dev, &g)?;
     }
     dev.flush()?;
-    Ok(report(&l, p.softupdates))
+    Ok(report(&l, &g, p.softupdates))
 }
 
 /// Clears the magic of a UFS1 superblock left at byte 8192 by an earlier
@@ -1314,15 +1380,16 @@ fn wipe_old_ufs1(dev: &dyn BlockDevice) -> Result<()> {
 /// for the layout when every superblock copy it knows of is damaged.
 pub(crate) fn write_recovery_record(dev: &dyn BlockDevice, g: &Geometry) -> Result<()> {
     let start = SBLOCK_UFS2 - SECTOR as u64;
-    let mut sector = vec![0u8; SECTOR as usize];
+    let mut sector = vec![0u8; to_index(SECTOR as u64)];
     dev.read_at(start, &mut sector)?;
     let rec = ufs_format::sb::FsRecovery {
-        fsbtodb: g.fshift as i32 - 9,
-        sblkno: g.sblkno as i32,
-        fpg: g.fpg as i32,
-        ncg: g.ncg as u32,
+        fsbtodb: field_i32("fsr_fsbtodb", i64::from(g.fshift) - 9)?,
+        sblkno: field_i32("fsr_sblkno", int(g.sblkno))?,
+        fpg: field_i32("fsr_fpg", int(g.fpg))?,
+        ncg: field_u32("fsr_ncg", int(g.ncg))?,
     };
-    sector[SECTOR as usize - FSRECOVERY_SIZE..].copy_from_slice(&rec.encode(g.v.endian));
+    let rec_off = sector.len() - FSRECOVERY_SIZE;
+    sector[rec_off..].copy_from_slice(&rec.encode(g.v.endian));
     dev.write_at(start, &sector)
 }
 
@@ -1358,7 +1425,7 @@ mod tests {
             );
             assert_eq!(l.maxfilesize, 2252349704110079);
             assert_eq!((l.maxcontig, l.contigsumsize), (32, 16));
-            let sb = build_superblock(&l, &p, 0, bytes, 1);
+            let sb = build_superblock(&l, &p, 0, bytes, 1).unwrap();
             let g = sb.validate(SBLOCK_UFS2).unwrap();
             assert_eq!(g.cssize, 4096);
         }
@@ -1372,7 +1439,7 @@ mod tests {
     fn one_gib_counters_match_freebsd() {
         let p = NewfsParams::default();
         let l = plan(1 << 30, &p);
-        let sb = build_superblock(&l, &p, 0, 1 << 30, 1);
+        let sb = build_superblock(&l, &p, 0, 1 << 30, 1).unwrap();
         let g = sb.validate(SBLOCK_UFS2).unwrap();
         assert_eq!(sb.fs_dsize(), 253831);
         let cg0 = build_cg(&g, 0, 0);
@@ -1440,7 +1507,7 @@ mod tests {
                 if check_layout(&l).is_err() {
                     continue;
                 }
-                let sb = build_superblock(&l, &p, 0, bytes, 1);
+                let sb = build_superblock(&l, &p, 0, bytes, 1).unwrap();
                 let Ok(g) = sb.validate(SBLOCK_UFS2) else {
                     continue;
                 };
