@@ -921,9 +921,9 @@ def load_runs(outdir):
     return raw, df, factors
 
 
-def other_formats(outdir):
-    """[(format name, (raw, df, factors))] of DIR/format-NAME/paper.csv,
-    sorted by name; a directory that cannot be read is left out."""
+def sub_runs(outdir, prefix):
+    """[(name, (raw, df, factors))] of DIR/PREFIXNAME/paper.csv, sorted by
+    name; a directory that cannot be read is left out."""
     out = []
     try:
         names = sorted(os.listdir(outdir))
@@ -931,34 +931,23 @@ def other_formats(outdir):
         return out
     for n in names:
         sub = os.path.join(outdir, n)
-        if n.startswith("format-") and os.path.isfile(os.path.join(sub, "paper.csv")):
+        if n.startswith(prefix) and os.path.isfile(os.path.join(sub, "paper.csv")):
             try:
-                out.append((n[len("format-"):], load_runs(sub)))
+                out.append((n[len(prefix):], load_runs(sub)))
             except BadInput:
                 continue
     return out
+
+
+def other_formats(outdir):
+    """The runs on other on-disk formats (`--format`): DIR/format-NAME."""
+    return sub_runs(outdir, "format-")
 
 
 def ablation_runs(outdir):
-    """[(name, description, (raw, df, factors))] of DIR/ablation-NAME/paper.csv,
-    sorted by name; the description is the one its paper.json's profile
-    names, else the name; a directory that cannot be read is left out."""
-    out = []
-    try:
-        names = sorted(os.listdir(outdir))
-    except OSError:
-        return out
-    for n in names:
-        sub = os.path.join(outdir, n)
-        if n.startswith("ablation-") and os.path.isfile(os.path.join(sub, "paper.csv")):
-            try:
-                data = load_runs(sub)
-            except BadInput:
-                continue
-            name = n[len("ablation-"):]
-            desc = ABLATIONS.get(name, name)
-            out.append((name, desc, data))
-    return out
+    """[(name, description, (raw, df, factors))] of the ablations
+    (`--ablate`): DIR/ablation-NAME, each with what it changes."""
+    return [(n, ABLATIONS.get(n, n), data) for n, data in sub_runs(outdir, "ablation-")]
 
 
 # What each ablation of `ufskit bench paper --ablate` changes (its

@@ -627,6 +627,22 @@ def check_mount_variant(tmp):
                   "mount report as rendered: %s" % render_report.problems(p, n))
 
 
+def run_report(d, what, files=("report.html",)):
+    """Writes DIR's report; the texts of `files` in DIR, or None (a failed
+    check said why)."""
+    r = run(d)
+    check(r.returncode == 0, "%s report exits 0 (%s)" % (what, r.stderr.strip()))
+    try:
+        out = []
+        for name in files:
+            with open(os.path.join(d, name), encoding="utf-8") as f:
+                out.append(f.read())
+        return out
+    except OSError as e:
+        check(False, "%s report: %s" % (what, e))
+        return None
+
+
 def check_formats(tmp):
     """`bench paper --format ufs2,ufs1`: the runs of DIR/format-ufs1 set
     beside DIR's: each test's mean with nothing on and with everything on
@@ -639,14 +655,10 @@ def check_formats(tmp):
     slow = synthetic(tests)
     slow["seconds"] = slow["seconds"] * 1.1
     write_dir(os.path.join(d, "format-ufs1"), slow)
-    r = run(d)
-    check(r.returncode == 0, "formats report exits 0 (%s)" % r.stderr.strip())
-    try:
-        with open(os.path.join(d, "report.html"), encoding="utf-8") as f:
-            page = f.read()
-    except OSError as e:
-        check(False, "formats report: %s" % e)
+    texts = run_report(d, "formats")
+    if texts is None:
         return
+    page = texts[0]
     check("On-disk formats side by side" in page, "formats section present")
     text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", page))
     check("ufs1 / ufs2, none" in text and "ufs1 / ufs2, all" in text, "ratio columns named")
@@ -681,18 +693,13 @@ def check_ablations_and_mount(tmp):
     # Through the mount: everything helps four times less; tar-find slows
     # with everything on.
     mount = synthetic(tests)
-    mount.loc[mount["test"] == "tar-find", "seconds"] *= 1 + 0.5 * (mount["su"] & mount["dp"] & mount["vm"] & mount["dh"])
+    all_on = mount["su"] & mount["dp"] & mount["vm"] & mount["dh"]
+    mount.loc[mount["test"] == "tar-find", "seconds"] *= 1 + 0.5 * all_on
     write_dir(os.path.join(d, "mount"), mount)
-    r = run(d)
-    check(r.returncode == 0, "ablations report exits 0 (%s)" % r.stderr.strip())
-    try:
-        with open(os.path.join(d, "report.html"), encoding="utf-8") as f:
-            page = f.read()
-        with open(os.path.join(d, "findings.md"), encoding="utf-8") as f:
-            md = f.read()
-    except OSError as e:
-        check(False, "ablations report: %s" % e)
+    texts = run_report(d, "ablations", ("report.html", "findings.md"))
+    if texts is None:
         return
+    page, md = texts
     check("Ablations: one modeled element changed" in page, "ablations section in the report")
     check("## Ablations: one modeled element changed" in md, "ablations section in findings.md")
     rows = {}
