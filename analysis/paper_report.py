@@ -963,6 +963,8 @@ ABLATIONS = {
                         "acknowledged from the buffer and reaches the media while the host computes",
     "cold-cache": "each test starts from cold caches (what is dirty written, the buffer cache, dirhash and the "
                   "drive's read-ahead emptied, outside its time), instead of finding what the test before left cached",
+    "small-memory": "a machine with a quarter of the memory: a 16 MiB buffer cache (and, with vmiodir off, that "
+                    "machine's buffer space for directories), instead of 64 MiB",
 }
 
 
