@@ -28,6 +28,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::fs::read_superblock;
 use crate::newfs::{build_cg, recount_space, write_recovery_record};
 use rand::{Rng, SeedableRng};
+use ufs_format::bytes::{low_i32, low_u32, to_index};
 use ufs_format::*;
 
 /// What to grow to.
@@ -85,12 +86,27 @@ fn refuse(msg: impl Into<String>) -> Error {
     Error::new(ErrorKind::Invalid, msg.into())
 }
 
+/// `v` for the grown superblock's field `name`, refused when the field's
+/// type cannot hold it (a size asked for past what the format counts).
+fn field<T: TryFrom<u64>>(name: &str, v: u64) -> Result<T> {
+    T::try_from(v).map_err(|_| {
+        refuse(format!(
+            "the grown file system's {name} would be {v}, more than the superblock holds"
+        ))
+    })
+}
+
+/// A byte offset on the device for `fs_sblockactualloc`.
+fn byte_offset(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
 /// Sets (`free`) or clears fragment map bits `[start, end)` of `cg`.
 fn mark(cg: &mut Cg, start: u64, end: u64, free: bool) {
     let off = cg.cg_freeoff() as usize;
     let map = &mut cg.raw_mut()[off..];
     for i in start..end {
-        let (byte, bit) = ((i / 8) as usize, 1u8 << (i % 8));
+        let (byte, bit) = (to_index(i / 8), 1u8 << (i % 8));
         if free {
             map[byte] |= bit;
         } else {
@@ -100,7 +116,7 @@ fn mark(cg: &mut Cg, start: u64, end: u64, free: bool) {
 }
 
 fn read_cg(dev: &dyn BlockDevice, g: &Geometry, c: u64) -> Result<Cg> {
-    let mut buf = vec![0u8; g.cgsize as usize];
+    let mut buf = vec![0u8; to_index(g.cgsize)];
     dev.read_at(g.cgtod(c) * g.fsize, &mut buf)?;
     Ok(Cg::parse(&buf, g, c)?)
 }
@@ -192,11 +208,11 @@ pub fn growfs(dev: &dyn BlockDevice, p: &GrowParams) -> Result<GrowReport> {
 
     // The new superblock and its geometry.
     let mut nsb = sb.clone();
-    nsb.set_fs_size(nsize as i64);
-    nsb.set_fs_ncg(ncg as u32);
-    nsb.set_fs_cssize(new_cssize as i32);
-    nsb.set_fs_csaddr(new_csaddr as i64);
-    nsb.set_fs_providersize((device / fsize) as i64);
+    nsb.set_fs_size(field("fs_size", nsize)?);
+    nsb.set_fs_ncg(field("fs_ncg", ncg)?);
+    nsb.set_fs_cssize(field("fs_cssize", new_cssize)?);
+    nsb.set_fs_csaddr(field("fs_csaddr", new_csaddr)?);
+    nsb.set_fs_providersize(field("fs_providersize", device / fsize)?);
     let t = p.time.unwrap_or_else(|| crate::fs::now().0);
     nsb.set_fs_time(t);
     // fs_dsize: what the added fragments add, less each new group's
@@ -209,7 +225,7 @@ pub fn growfs(dev: &dyn BlockDevice, p: &GrowParams) -> Result<GrowReport> {
     } else {
         fpg
     };
-    let mut dsize = sb.fs_dsize() as u64 + (new_last_frags - old_last_frags);
+    let mut dsize = g.dsize + (new_last_frags - old_last_frags);
     for c in old_ncg..ncg {
         let n = if c + 1 == ncg {
             nsize - g.cgbase(c)
@@ -220,12 +236,12 @@ pub fn growfs(dev: &dyn BlockDevice, p: &GrowParams) -> Result<GrowReport> {
         dsize += n - meta;
     }
     dsize -= new_csfrags - old_csfrags;
-    nsb.set_fs_dsize(dsize as i64);
+    nsb.set_fs_dsize(field("fs_dsize", dsize)?);
     if v.is_ufs1() {
-        nsb.set_fs_old_size(nsize as i32);
-        nsb.set_fs_old_dsize(dsize as i32);
-        nsb.set_fs_old_csaddr(new_csaddr as i32);
-        nsb.set_fs_old_ncyl((ncg * sb.fs_old_cpg().max(1) as u64) as i32);
+        nsb.set_fs_old_size(field("fs_old_size", nsize)?);
+        nsb.set_fs_old_dsize(field("fs_old_dsize", dsize)?);
+        nsb.set_fs_old_csaddr(field("fs_old_csaddr", new_csaddr)?);
+        nsb.set_fs_old_ncyl(field("fs_old_ncyl", ncg * g.old_cpg.max(1))?);
     }
     let ng = nsb
         .validate(loc)
@@ -233,9 +249,9 @@ pub fn growfs(dev: &dyn BlockDevice, p: &GrowParams) -> Result<GrowReport> {
 
     // The groups: the formerly last extended, the one holding the old
     // summary area (if it moves) given it back, the new ones built.
-    let mut summary_raw = vec![0u8; g.cssize as usize];
+    let mut summary_raw = vec![0u8; to_index(g.cssize)];
     dev.read_at(g.csaddr * fsize, &mut summary_raw)?;
-    let mut csums: Vec<Csum> = (0..old_ncg as usize)
+    let mut csums: Vec<Csum> = (0..to_index(old_ncg))
         .map(|i| Csum::read(v.endian, &summary_raw, i * Csum::SIZE))
         .collect();
     let ckhash_cg = sb.ckhash_enabled(CK_CYLGRP);
@@ -250,12 +266,13 @@ pub fn growfs(dev: &dyn BlockDevice, p: &GrowParams) -> Result<GrowReport> {
             ),
         ));
     }
-    lastcg.set_cg_ndblk(new_last_frags as u32);
+    // At most fs_fpg, a positive int32 by validation.
+    lastcg.set_cg_ndblk(low_u32(new_last_frags));
     if g.contigsumsize > 0 {
-        lastcg.set_cg_nclusterblks((new_last_frags / g.frag) as u32);
+        lastcg.set_cg_nclusterblks(low_u32(new_last_frags / g.frag));
     }
     if v.is_ufs1() {
-        lastcg.set_cg_old_time(t as i32);
+        lastcg.set_cg_old_time(low_i32(t));
     } else {
         lastcg.set_cg_time(t);
     }
@@ -299,7 +316,9 @@ pub fn growfs(dev: &dyn BlockDevice, p: &GrowParams) -> Result<GrowReport> {
     }
     let before = sb.fs_cstotal();
     if total.cs_ndir != before.cs_ndir
-        || total.cs_nifree != before.cs_nifree + ((ncg - old_ncg) * g.ipg) as i64
+        // Within ncg * ipg, which the grown superblock's validation keeps
+        // within 32 bits.
+        || total.cs_nifree != before.cs_nifree + i64::from(low_u32((ncg - old_ncg) * g.ipg))
     {
         return Err(Error::damaged(
             crate::error::Damage::Superblock,
@@ -308,7 +327,7 @@ pub fn growfs(dev: &dyn BlockDevice, p: &GrowParams) -> Result<GrowReport> {
     }
     total.cs_numclusters = before.cs_numclusters;
     nsb.set_fs_cstotal(total);
-    let mut summary = vec![0u8; new_cssize as usize];
+    let mut summary = vec![0u8; to_index(new_cssize)];
     for (i, s) in csums.iter().enumerate() {
         s.write(v.endian, &mut summary, i * Csum::SIZE);
     }
@@ -326,7 +345,7 @@ pub fn growfs(dev: &dyn BlockDevice, p: &GrowParams) -> Result<GrowReport> {
     }
 
     // The device reaches the new end.
-    let mut probe = vec![0u8; fsize as usize];
+    let mut probe = vec![0u8; to_index(fsize)];
     dev.read_at((nsize - 1) * fsize, &mut probe)?;
 
     // 1. What lies outside the old file system (or in its free space).
@@ -337,7 +356,7 @@ pub fn growfs(dev: &dyn BlockDevice, p: &GrowParams) -> Result<GrowReport> {
     let ds = v.dinode_size();
     let backup = |c: u64| {
         let mut b = nsb.clone();
-        b.set_fs_sblockactualloc((ng.cgsblock(c) * fsize) as i64);
+        b.set_fs_sblockactualloc(byte_offset(ng.cgsblock(c) * fsize));
         b.to_disk_bytes()
     };
     for cg in &fresh {
@@ -347,7 +366,7 @@ pub fn growfs(dev: &dyn BlockDevice, p: &GrowParams) -> Result<GrowReport> {
         } else {
             cg.cg_initediblk() as u64
         };
-        let mut raw = vec![0u8; inodes as usize * ds];
+        let mut raw = vec![0u8; to_index(inodes) * ds];
         for out in raw.chunks_exact_mut(ds) {
             let mut di = Dinode::default();
             di.set_di_gen(rng.gen_range(1..=u32::MAX));
@@ -365,7 +384,7 @@ pub fn growfs(dev: &dyn BlockDevice, p: &GrowParams) -> Result<GrowReport> {
     // 2. The switch: the new primary, marked not clean until step 3 is done.
     let mut switching = nsb.clone();
     switching.set_fs_clean(0);
-    switching.set_fs_sblockactualloc(ng.sblockloc as i64);
+    switching.set_fs_sblockactualloc(byte_offset(ng.sblockloc));
     dev.write_at(ng.sblockloc, &switching.to_disk_bytes())?;
     dev.flush()?;
 
@@ -380,7 +399,7 @@ pub fn growfs(dev: &dyn BlockDevice, p: &GrowParams) -> Result<GrowReport> {
 
     // 4. Clean, and every copy of the superblock new.
     let mut primary = nsb.clone();
-    primary.set_fs_sblockactualloc(ng.sblockloc as i64);
+    primary.set_fs_sblockactualloc(byte_offset(ng.sblockloc));
     dev.write_at(ng.sblockloc, &primary.to_disk_bytes())?;
     for c in 0..old_ncg {
         dev.write_at(ng.cgsblock(c) * fsize, &backup(c))?;

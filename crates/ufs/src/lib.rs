@@ -30,18 +30,8 @@ pub mod dir;
 pub mod dumpfs;
 pub mod error;
 pub mod fs;
-#[allow(
-    clippy::cast_possible_truncation,
-    clippy::cast_sign_loss,
-    clippy::cast_possible_wrap
-)]
 pub mod fsck;
 pub mod fuzz;
-#[allow(
-    clippy::cast_possible_truncation,
-    clippy::cast_sign_loss,
-    clippy::cast_possible_wrap
-)]
 pub mod growfs;
 pub mod inode;
 pub mod layout;

@@ -4,8 +4,13 @@
 //!
 //! These run only in repair modes and only on directories pass 2 has
 //! already made well-formed; they still parse defensively.
+//!
+//! Inode numbers written into entries are below `ncg * ipg`, which
+//! superblock validation keeps within 32 bits, so they go through
+//! `low_u32`; record lengths are within a 512-byte chunk (`low_u16`).
 use super::walk::{self, BlockRef, Kind, Release, Step, Visitor};
 use super::*;
+use ufs_format::bytes::{low_u16, low_u32, to_index};
 use ufs_format::dinode::{dt, IFDIR};
 use ufs_format::dir::{dirsiz, write_entry};
 
@@ -69,7 +74,7 @@ pub(crate) fn find_entry(
             continue;
         }
         let buf = ctx.read_frags(blk, nfrags)?;
-        let len = (buf.len() as u64).min(size.saturating_sub(lbn * g.bsize)) as usize;
+        let len = buf.len().min(to_index(size.saturating_sub(lbn * g.bsize)));
         let mut c = 0;
         while c + DIRBLKSIZ <= len {
             for (off, ino, _, _, name) in chunk_entries(en, &buf[c..c + DIRBLKSIZ]) {
@@ -101,7 +106,7 @@ pub(crate) fn changeino(ctx: &mut Ctx, dir: u64, name: &[u8], newino: u64) -> R<
         return Ok(None);
     };
     let mut buf = ctx.read_frags(e.blk, (e.len as u64) / ctx.g.fsize)?;
-    ufs_format::dir::set_ino(en, &mut buf, e.off, newino as u32);
+    ufs_format::dir::set_ino(en, &mut buf, e.off, low_u32(newino));
     buf[e.off + 6] = ctx.info(newino).dtype;
     ctx.write_frags(e.blk, &buf)?;
     Ok(Some(e.ino as u64))
@@ -177,7 +182,7 @@ fn try_insert(ctx: &mut Ctx, parent: u64, ino: u64, name: &[u8]) -> R<bool> {
             continue;
         }
         let mut buf = ctx.read_frags(blk, nfrags)?;
-        let len = (buf.len() as u64).min(size.saturating_sub(lbn * g.bsize)) as usize;
+        let len = buf.len().min(to_index(size.saturating_sub(lbn * g.bsize)));
         let mut c = 0;
         while c + DIRBLKSIZ <= len {
             for (off, eino, reclen, _, ename) in chunk_entries(en, &buf[c..c + DIRBLKSIZ]) {
@@ -185,11 +190,19 @@ fn try_insert(ctx: &mut Ctx, parent: u64, ino: u64, name: &[u8]) -> R<bool> {
                 if reclen >= used + need {
                     let at = c + off;
                     if used > 0 {
-                        ufs_format::dir::set_reclen(en, &mut buf, at, used as u16);
+                        ufs_format::dir::set_reclen(en, &mut buf, at, low_u16(used));
                     }
                     let nrec = reclen - used;
                     let chunk = &mut buf[c..c + DIRBLKSIZ];
-                    write_entry(en, chunk, off + used, ino as u32, nrec as u16, dtype, name);
+                    write_entry(
+                        en,
+                        chunk,
+                        off + used,
+                        low_u32(ino),
+                        low_u16(nrec),
+                        dtype,
+                        name,
+                    );
                     ctx.write_frags(blk, &buf)?;
                     ctx.insert_hint.insert(parent, lbn);
                     return Ok(true);
@@ -206,7 +219,7 @@ fn empty_chunks(en: Endian, buf: &mut [u8], from: usize) {
     buf[from..].fill(0);
     let mut c = from;
     while c + DIRBLKSIZ <= buf.len() {
-        ufs_format::dir::set_reclen(en, buf, c, DIRBLKSIZ as u16);
+        ufs_format::dir::set_reclen(en, buf, c, low_u16(DIRBLKSIZ));
         c += DIRBLKSIZ;
     }
 }
@@ -221,12 +234,11 @@ fn expanddir(ctx: &mut Ctx, dir: u64) -> R<bool> {
     if !di.is_dir() || size == 0 {
         return Ok(false);
     }
-    let lbn = g.lblkno(size);
-    let off = g.blkoff(size) as usize;
-    let bsize = g.bsize as usize;
+    let lbn = to_index(g.lblkno(size));
+    let off = to_index(g.blkoff(size));
+    let bsize = to_index(g.bsize);
     if off != 0 {
         // The last block is not full: make it a whole block.
-        let lbn = lbn as usize;
         if lbn >= UFS_NDADDR {
             // An indirect-mapped block is always whole: use its tail.
             return Ok(false);
@@ -258,7 +270,7 @@ fn expanddir(ctx: &mut Ctx, dir: u64) -> R<bool> {
         ctx.add_dir_size(dir, (lbn as u64 + 1) * g.bsize);
         return Ok(true);
     }
-    if lbn as usize >= UFS_NDADDR {
+    if lbn >= UFS_NDADDR {
         return Ok(false);
     }
     let Some(newblk) = alloc_frags(ctx, g.frag) else {
@@ -267,7 +279,7 @@ fn expanddir(ctx: &mut Ctx, dir: u64) -> R<bool> {
     let mut buf = vec![0u8; bsize];
     empty_chunks(en, &mut buf, 0);
     ctx.write_frags(newblk, &buf)?;
-    di.set_di_db(lbn as usize, newblk);
+    di.set_di_db(lbn, newblk);
     di.set_di_size(size.saturating_add(g.bsize));
     di.set_di_blocks(di.di_blocks().saturating_add(g.bsize / 512));
     ctx.write_inode(dir, &mut di)?;
@@ -319,7 +331,7 @@ pub(crate) fn alloc_ino(ctx: &mut Ctx, request: u64) -> R<Option<u64>> {
         return Ok(Some(request));
     }
     for c in 0..g.ncg {
-        let n = ctx.cgs[c as usize].initediblk as u64;
+        let n = u64::from(ctx.cgs[to_index(c)].initediblk);
         for i in 0..n {
             let ino = c * g.ipg + i;
             if ino <= UFS_ROOTINO {
@@ -333,13 +345,14 @@ pub(crate) fn alloc_ino(ctx: &mut Ctx, request: u64) -> R<Option<u64>> {
     }
     // Initialise one more block of inodes somewhere.
     for c in 0..g.ncg {
-        let n = ctx.cgs[c as usize].initediblk as u64;
+        let n = u64::from(ctx.cgs[to_index(c)].initediblk);
         if n + g.inopb <= g.ipg {
             let first = c * g.ipg + n;
-            let zero = vec![0u8; g.inopb as usize * g.dinode_size()];
+            let zero = vec![0u8; to_index(g.inopb) * g.dinode_size()];
             let off = ctx.ino_offset(first);
             ctx.write_bytes(off, &zero)?;
-            ctx.cgs[c as usize].initediblk = (n + g.inopb) as u32;
+            // At most ipg, which validation keeps within 2^31.
+            ctx.cgs[to_index(c)].initediblk = low_u32(n + g.inopb);
             let ino = if first <= UFS_ROOTINO {
                 UFS_ROOTINO + 1
             } else {
@@ -370,13 +383,13 @@ pub(crate) fn allocdir(ctx: &mut Ctx, parent: u64, request: u64, perm: u16) -> R
         ctx.toggled_inos.remove(&ino);
         return Ok(0);
     };
-    let mut buf = vec![0u8; g.fsize as usize];
+    let mut buf = vec![0u8; to_index(g.fsize)];
     empty_chunks(en, &mut buf, 0);
     write_entry(
         en,
         &mut buf[..DIRBLKSIZ],
         0,
-        ino as u32,
+        low_u32(ino),
         12,
         dt::DT_DIR,
         b".",
@@ -385,8 +398,8 @@ pub(crate) fn allocdir(ctx: &mut Ctx, parent: u64, request: u64, perm: u16) -> R
         en,
         &mut buf[..DIRBLKSIZ],
         12,
-        parent as u32,
-        (DIRBLKSIZ - 12) as u16,
+        low_u32(parent),
+        low_u16(DIRBLKSIZ - 12),
         dt::DT_DIR,
         b"..",
     );
@@ -596,7 +609,7 @@ pub(crate) fn truncate_dir(ctx: &mut Ctx, ino: u64, newsize: u64) -> R<()> {
     let keep = newsize / g.bsize;
     let mut v = TruncFree { keep, freed: 0 };
     walk::walk(ctx, &di, di.di_size(), &mut v)?;
-    for i in (keep as usize).min(UFS_NDADDR)..UFS_NDADDR {
+    for i in to_index(keep).min(UFS_NDADDR)..UFS_NDADDR {
         di.set_di_db(i, 0);
     }
     let mut base = UFS_NDADDR as u64;
@@ -608,7 +621,7 @@ pub(crate) fn truncate_dir(ctx: &mut Ctx, ino: u64, newsize: u64) -> R<()> {
             if keep <= base {
                 di.set_di_ib(l, 0);
             } else if keep < base.saturating_add(span) && !ctx.chkrange(ib, g.frag) {
-                zero_from(ctx, ib, l as u32 + 1, base, keep)?;
+                zero_from(ctx, ib, l + 1, base, keep)?;
             }
         }
         base = base.saturating_add(span);
@@ -622,7 +635,7 @@ pub(crate) fn truncate_dir(ctx: &mut Ctx, ino: u64, newsize: u64) -> R<()> {
     Ok(())
 }
 
-fn zero_from(ctx: &mut Ctx, blk: u64, level: u32, base: u64, keep: u64) -> R<()> {
+fn zero_from(ctx: &mut Ctx, blk: u64, level: usize, base: u64, keep: u64) -> R<()> {
     let g = ctx.g;
     let mut buf = ctx.read_frags(blk, g.frag)?;
     let mut cspan = 1u64;
@@ -630,7 +643,7 @@ fn zero_from(ctx: &mut Ctx, blk: u64, level: u32, base: u64, keep: u64) -> R<()>
         cspan = cspan.saturating_mul(g.nindir);
     }
     let mut changed = false;
-    for i in 0..g.nindir as usize {
+    for i in 0..to_index(g.nindir) {
         let p = g.v.get_ptr(&buf, i);
         if p == 0 {
             continue;

@@ -59,6 +59,7 @@
 use crate::dev::BlockDevice;
 use crate::error::{Error, ErrorKind, Result};
 use std::collections::{HashMap, HashSet};
+use ufs_format::bytes::to_index;
 use ufs_format::sb::Csum;
 use ufs_format::*;
 
@@ -529,7 +530,8 @@ impl<'a> Ctx<'a> {
     // ----- device I/O ------------------------------------------------
 
     pub(crate) fn read_bytes(&self, off: u64, len: usize) -> R<Vec<u8>> {
-        let mut buf = vec![0u8; len];
+        // Checked before the buffer is made: a length from a damaged
+        // image is refused, not allocated.
         match off.checked_add(len as u64) {
             Some(end) if end <= self.dev.size() => {}
             _ => {
@@ -538,6 +540,7 @@ impl<'a> Ctx<'a> {
                 ))))
             }
         }
+        let mut buf = vec![0u8; len];
         self.dev.read_at(off, &mut buf)?;
         Ok(buf)
     }
@@ -546,7 +549,10 @@ impl<'a> Ctx<'a> {
         let off = frag
             .checked_mul(self.g.fsize)
             .ok_or_else(|| Error::corrupt("fragment address overflows"))?;
-        self.read_bytes(off, (nfrags * self.g.fsize) as usize)
+        let len = nfrags
+            .checked_mul(self.g.fsize)
+            .ok_or_else(|| Error::corrupt("fragment run overflows"))?;
+        self.read_bytes(off, to_index(len))
     }
 
     /// Writes repair data. Never called in check mode (guarded here too).
@@ -599,8 +605,8 @@ impl<'a> Ctx<'a> {
         if ino >= self.maxino() {
             return InoInfo::default();
         }
-        let c = (ino / self.g.ipg) as usize;
-        let i = (ino % self.g.ipg) as usize;
+        let c = to_index(ino / self.g.ipg);
+        let i = to_index(ino % self.g.ipg);
         self.cgs
             .get(c)
             .and_then(|cg| cg.inos.get(i))
@@ -618,8 +624,8 @@ impl<'a> Ctx<'a> {
         if ino >= self.maxino() {
             return None;
         }
-        let c = (ino / self.g.ipg) as usize;
-        let i = (ino % self.g.ipg) as usize;
+        let c = to_index(ino / self.g.ipg);
+        let i = to_index(ino % self.g.ipg);
         let cg = self.cgs.get_mut(c)?;
         if i >= cg.initediblk as usize {
             return None;
@@ -705,7 +711,7 @@ impl<'a> Ctx<'a> {
     // ----- summary area ----------------------------------------------
 
     pub(crate) fn csum(&self, c: u64) -> Csum {
-        let o = c as usize * Csum::SIZE;
+        let o = to_index(c) * Csum::SIZE;
         if o + Csum::SIZE <= self.cs_raw.len() {
             Csum::read(self.g.v.endian, &self.cs_raw, o)
         } else {
@@ -713,7 +719,7 @@ impl<'a> Ctx<'a> {
         }
     }
     pub(crate) fn set_csum(&mut self, c: u64, v: Csum) {
-        let o = c as usize * Csum::SIZE;
+        let o = to_index(c) * Csum::SIZE;
         if o + Csum::SIZE <= self.cs_raw.len() {
             v.write(self.g.v.endian, &mut self.cs_raw, o);
             self.cs_dirty = true;
@@ -782,9 +788,10 @@ impl<'a> Ctx<'a> {
             }
         }
         let t = self.totals.unwrap_or_else(|| self.sb.fs_cstotal());
-        let free = (t.cs_nbfree.max(0) as u64)
+        let free = u64::try_from(t.cs_nbfree)
+            .unwrap_or(0)
             .saturating_mul(self.g.frag)
-            .saturating_add(t.cs_nffree.max(0) as u64);
+            .saturating_add(u64::try_from(t.cs_nffree).unwrap_or(0));
         Ok(FsckReport {
             findings: self.findings,
             files,
@@ -799,7 +806,8 @@ impl<'a> Ctx<'a> {
 
     fn write_superblock(&mut self, counts: bool) -> R<()> {
         self.sb.set_fs_fmod(0);
-        self.sb.set_fs_sblockactualloc(self.g.sblockloc as i64);
+        self.sb
+            .set_fs_sblockactualloc(i64::try_from(self.g.sblockloc).unwrap_or(i64::MAX));
         let b = self.sb.to_disk_bytes();
         let off = self.g.sblockloc;
         if counts {

@@ -2,6 +2,7 @@
 //! pass 1b: every owner of a block claimed twice.
 use super::walk::{self, BlockRef, Kind, Step, Visitor};
 use super::*;
+use ufs_format::bytes::{low_u32, to_index};
 use ufs_format::dinode::*;
 
 const P1: &str = "pass1";
@@ -16,7 +17,7 @@ const INOBUF: u64 = 1 << 20;
 /// fine, else what is wrong. `b` holds the group's `cgsize` bytes.
 pub(super) fn cg_header_problem(ctx: &Ctx, c: u64, b: &[u8], proto: &Cg) -> Option<String> {
     let g = &ctx.g;
-    let cg = Cg::view(b, g.v.endian, g.cgsize as usize);
+    let cg = Cg::view(b, g.v.endian, to_index(g.cgsize));
     if ctx.ck_cg {
         let h = cg.compute_ckhash();
         let stored = cg.cg_ckhash();
@@ -45,7 +46,9 @@ pub(super) fn cg_header_problem(ctx: &Ctx, c: u64, b: &[u8], proto: &Cg) -> Opti
     if g.v.is_ufs1() {
         // UFS1 counts its inodes in the old 16-bit field and keeps the
         // old tables before the inode map (check_cgmagic's UFS1 rules).
-        if cg.cg_old_niblk() as u16 as u64 != g.ipg {
+        // The field is FreeBSD's int16_t holding up to 65535 inodes: its
+        // bit pattern is the count.
+        if u64::from(cg.cg_old_niblk().cast_unsigned()) != g.ipg {
             return Some(format!(
                 "cg_old_niblk {} should be {}",
                 cg.cg_old_niblk(),
@@ -59,8 +62,9 @@ pub(super) fn cg_header_problem(ctx: &Ctx, c: u64, b: &[u8], proto: &Cg) -> Opti
         let short = disk_ndblk
             .div_ceil((g.fpg / g.old_cpg.max(1)).max(1))
             .min(g.old_cpg);
-        let ncyl = cg.cg_old_ncyl() as i64;
-        if !(ncyl == g.old_cpg as i64 || (last && ncyl == short as i64)) {
+        let ncyl = i64::from(cg.cg_old_ncyl());
+        let is = |n: u64| i64::try_from(n) == Ok(ncyl);
+        if !(is(g.old_cpg) || (last && is(short))) {
             return Some(format!(
                 "cg_old_ncyl {ncyl} should be {}",
                 if last { short } else { g.old_cpg }
@@ -156,9 +160,9 @@ pub(super) fn pass1(ctx: &mut Ctx) -> R<()> {
     ctx.cgs = (0..g.ncg).map(|_| CgInfo::default()).collect();
     for c in 0..g.ncg {
         let b = ctx.read_frags(g.cgtod(c), g.cgsize.div_ceil(g.fsize))?;
-        let b = &b[..g.cgsize as usize];
+        let b = &b[..to_index(g.cgsize)];
         let problem = cg_header_problem(ctx, c, b, &proto);
-        let view = Cg::view(b, g.v.endian, g.cgsize as usize);
+        let view = Cg::view(b, g.v.endian, to_index(g.cgsize));
         // UFS1 groups have every inode initialised (newfs wrote them all).
         let disk_inited = if g.lazy_inodes() {
             view.cg_initediblk() as u64
@@ -179,8 +183,8 @@ pub(super) fn pass1(ctx: &mut Ctx) -> R<()> {
                     "CYLINDER GROUP {c}: INTEGRITY CHECK FAILED ({why}); REBUILD CYLINDER GROUP"
                 ),
             )?;
-            ctx.cgs[c as usize].corrupt = true;
-            ctx.cgs[c as usize].rebuild = fix;
+            ctx.cgs[to_index(c)].corrupt = true;
+            ctx.cgs[to_index(c)].rebuild = fix;
         }
         let inosused = if trusted { disk_inited } else { g.ipg };
         // With soft updates, preen trusts the inode map (fsck_ffs pass1):
@@ -197,13 +201,15 @@ pub(super) fn pass1(ctx: &mut Ctx) -> R<()> {
             inosused
         };
         {
-            let ci = &mut ctx.cgs[c as usize];
-            ci.initediblk_disk = disk_inited.min(g.ipg) as u32;
-            ci.initediblk = inosused as u32;
+            // Both at most ipg (inosused is disk_inited only when that is
+            // within ipg), which validation keeps within 2^31.
+            let ci = &mut ctx.cgs[to_index(c)];
+            ci.initediblk_disk = low_u32(disk_inited.min(g.ipg));
+            ci.initediblk = low_u32(inosused);
         }
         scan_group(ctx, c, scanned)?;
         ctx.report("pass 1", c + 1, g.ncg);
-        let ci = &mut ctx.cgs[c as usize];
+        let ci = &mut ctx.cgs[to_index(c)];
         // Trim the table to the last allocated inode.
         let last = ci
             .inos
@@ -215,7 +221,7 @@ pub(super) fn pass1(ctx: &mut Ctx) -> R<()> {
         if !trusted && g.lazy_inodes() {
             // A rebuilt group keeps the initialised inodes it was found to use.
             let want = (last as u64).max(2 * g.inopb).div_ceil(g.inopb) * g.inopb;
-            ci.initediblk = want.min(g.ipg) as u32;
+            ci.initediblk = low_u32(want.min(g.ipg));
         }
     }
     Ok(())
@@ -225,11 +231,11 @@ pub(super) fn pass1(ctx: &mut Ctx) -> R<()> {
 /// group's bytes `cg`) marks used; None when the map lies outside `cg`.
 fn last_used_inode(view: &Cg, cg: &[u8], n: u64) -> Option<u64> {
     let off = view.cg_iusedoff() as usize;
-    let map = cg.get(off..off.checked_add(n.div_ceil(8) as usize)?)?;
+    let map = cg.get(off..off.checked_add(to_index(n.div_ceil(8)))?)?;
     Some(
         (0..n)
             .rev()
-            .find(|&i| map[(i / 8) as usize] & (1 << (i % 8)) != 0)
+            .find(|&i| map[to_index(i / 8)] & (1 << (i % 8)) != 0)
             .map_or(0, |i| i + 1),
     )
 }
@@ -244,10 +250,11 @@ fn scan_group(ctx: &mut Ctx, c: u64, n: u64) -> R<()> {
         let cnt = per_read.min(n - idx);
         let first = c * g.ipg + idx;
         let off = ctx.ino_offset(first);
-        let buf = ctx.read_bytes(off, cnt as usize * ds)?;
+        let buf = ctx.read_bytes(off, to_index(cnt) * ds)?;
         for k in 0..cnt {
             let ino = first + k;
-            let disk = &buf[k as usize * ds..(k as usize + 1) * ds];
+            let k = to_index(k);
+            let disk = &buf[k * ds..(k + 1) * ds];
             let di = Dinode::decode(g.v, disk);
             let hash = if ctx.ck_inode {
                 Dinode::ckhash_mismatch(g.v, disk)
@@ -341,7 +348,7 @@ fn check_inode(ctx: &mut Ctx, ino: u64, mut di: Dinode, hash: Option<(u32, u32)>
     // the pointer area must be zero.
     if mode == IFLNK && size < g.maxsymlinklen() as u64 {
         let w = g.v.ptr_size();
-        let keep = size.div_ceil(w as u64) as usize * w;
+        let keep = to_index(size.div_ceil(w as u64)) * w;
         let area = &di.shortlink()[..g.maxsymlinklen()];
         if let Some(first) = area[keep..].iter().position(|&b| b != 0) {
             let slot = (keep + first) / w;
@@ -363,7 +370,7 @@ fn check_inode(ctx: &mut Ctx, ino: u64, mut di: Dinode, hash: Option<(u32, u32)>
         if matches!(mode, IFBLK | IFCHR) {
             ndb += 1;
         }
-        for j in (ndb.max(0) as usize)..UFS_NDADDR {
+        for j in usize::try_from(ndb.max(0)).unwrap_or(usize::MAX)..UFS_NDADDR {
             if di.di_db(j) != 0
                 && ctx.ask(
                     P1,
@@ -425,7 +432,7 @@ fn check_inode(ctx: &mut Ctx, ino: u64, mut di: Dinode, hash: Option<(u32, u32)>
         *x = InoInfo {
             state,
             dtype: iftodt(di.di_mode()),
-            linkcnt: nlink as i32,
+            linkcnt: i32::try_from(nlink).unwrap_or(i32::MAX),
         };
     }
     if mode == IFDIR {
@@ -498,9 +505,10 @@ fn check_inode(ctx: &mut Ctx, ino: u64, mut di: Dinode, hash: Option<(u32, u32)>
         if (mode != IFDIR || past_direct)
             && !short_link
             && size > 0
-            && v.lballoc < g.lblkno(size - 1) as i64
+            && v.lballoc < i64::try_from(g.lblkno(size - 1)).unwrap_or(i64::MAX)
         {
-            let fixsize = ((v.lballoc + 1) as u64) * g.bsize;
+            // lballoc is at least -1.
+            let fixsize = u64::try_from(v.lballoc + 1).unwrap_or(0) * g.bsize;
             let sev = if past_direct {
                 Severity::Preen
             } else {
@@ -576,16 +584,16 @@ fn ext_area_problem(ctx: &Ctx, di: &Dinode) -> R<Option<String>> {
         return Ok(Some(format!("size {size}, room for {room}")));
     }
     for j in size.div_ceil(g.bsize)..UFS_NXADDR as u64 {
-        if di.di_extb(j as usize) != 0 {
+        if di.di_extb(to_index(j)) != 0 {
             return Ok(Some(format!(
                 "block {j} at {} past the area's {size} bytes",
-                di.di_extb(j as usize)
+                di.di_extb(to_index(j))
             )));
         }
     }
-    let mut area = Vec::with_capacity(size as usize);
+    let mut area = Vec::with_capacity(to_index(size));
     for j in 0..size.div_ceil(g.bsize) {
-        let blk = di.di_extb(j as usize);
+        let blk = di.di_extb(to_index(j));
         let nfrags = g.numfrags(g.blksize(size, j));
         if blk == 0 {
             return Ok(Some(format!("block {j} missing")));
@@ -594,7 +602,7 @@ fn ext_area_problem(ctx: &Ctx, di: &Dinode) -> R<Option<String>> {
             return Ok(Some(format!("block {j} at {blk} out of range")));
         }
         let b = ctx.read_frags(blk, nfrags)?;
-        let n = (size - j * g.bsize).min(g.bsize) as usize;
+        let n = to_index((size - j * g.bsize).min(g.bsize));
         area.extend_from_slice(&b[..n.min(b.len())]);
     }
     Ok(ufs_format::extattr::parse_area(g.v.endian, &area)
@@ -704,8 +712,9 @@ impl Visitor for Claim {
             self.tally += 1;
         }
         if let Kind::Data { lbn } = r.kind {
-            if lbn as i64 > self.lballoc {
-                self.lballoc = lbn as i64;
+            let lbn_signed = i64::try_from(lbn).unwrap_or(i64::MAX);
+            if lbn_signed > self.lballoc {
+                self.lballoc = lbn_signed;
             }
             if self.is_dir && self.lbns.len() < (1 << 22) {
                 self.lbns.push(lbn);
@@ -740,7 +749,7 @@ pub(super) fn pass1b(ctx: &mut Ctx) -> R<()> {
     }
     let g = ctx.g;
     for c in 0..g.ncg {
-        let n = ctx.cgs[c as usize].inos.len() as u64;
+        let n = ctx.cgs[to_index(c)].inos.len() as u64;
         let mut idx = 0;
         while idx < n {
             let ino = c * g.ipg + idx;

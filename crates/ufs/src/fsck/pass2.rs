@@ -6,6 +6,7 @@
 use super::dirops;
 use super::walk;
 use super::*;
+use ufs_format::bytes::{low_u16, low_u32};
 use ufs_format::dinode::{dt, IFDIR};
 use ufs_format::dir::{dirsiz, write_entry};
 
@@ -141,6 +142,12 @@ struct Scan {
     write: bool,
 }
 
+/// A byte count in `Scan::filesize`'s signed terms (FreeBSD's `off_t`); a
+/// count past `i64` stays at its largest.
+fn signed(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
 fn scan_dir(ctx: &mut Ctx, ino: u64) -> R<()> {
     let g = ctx.g;
     let Some(d) = ctx.dir(ino).cloned() else {
@@ -182,7 +189,7 @@ fn scan_dir(ctx: &mut Ctx, ino: u64) -> R<()> {
     let mut st = Scan {
         dir: ino,
         entryno: 0,
-        filesize: isize as i64,
+        filesize: signed(isize),
         loc: 0,
         write: false,
     };
@@ -191,7 +198,7 @@ fn scan_dir(ctx: &mut Ctx, ino: u64) -> R<()> {
             break;
         }
         if ctx.chkrange(blk, nfrags) {
-            st.filesize -= (nfrags * g.fsize) as i64;
+            st.filesize -= signed(nfrags * g.fsize);
             continue;
         }
         let mut buf = ctx.read_frags(blk, nfrags)?;
@@ -229,7 +236,7 @@ fn dircheck(en: Endian, buf: &[u8], off: usize, filesize: i64) -> bool {
     if reclen == 0
         || reclen > spaceleft
         || reclen < size
-        || filesize < size as i64
+        || filesize < signed(size as u64)
         || !reclen.is_multiple_of(4)
     {
         return false;
@@ -263,7 +270,7 @@ fn next_entry(ctx: &mut Ctx, buf: &mut [u8], st: &mut Scan) -> R<Option<usize>> 
     if !off.is_multiple_of(DIRBLKSIZ) || dircheck(en, buf, off, st.filesize) {
         let reclen = (ufs_format::dir::header(en, buf, off).1) as usize;
         st.loc += reclen;
-        st.filesize -= reclen as i64;
+        st.filesize -= signed(reclen as u64);
         if st.filesize <= 0 || st.loc >= blksiz || st.loc.is_multiple_of(DIRBLKSIZ) {
             return Ok(Some(off));
         }
@@ -275,14 +282,16 @@ fn next_entry(ctx: &mut Ctx, buf: &mut [u8], st: &mut Scan) -> R<Option<usize>> 
     let at = st.loc;
     let size = DIRBLKSIZ - at % DIRBLKSIZ;
     st.loc += size;
-    st.filesize -= size as i64;
+    st.filesize -= signed(size as u64);
     if subsume {
         buf[at..at + size].fill(0);
+        // The record at `off` passed dircheck, so it and the rest of its
+        // chunk are within the chunk's 512 bytes.
         let r = (ufs_format::dir::header(en, buf, off).1) as usize + size;
-        ufs_format::dir::set_reclen(en, buf, off, r as u16);
+        ufs_format::dir::set_reclen(en, buf, off, low_u16(r));
     } else {
         buf[off..off + size].fill(0);
-        ufs_format::dir::set_reclen(en, buf, off, size as u16);
+        ufs_format::dir::set_reclen(en, buf, off, low_u16(size));
     }
     if ctx.ask(
         P2,
@@ -332,7 +341,7 @@ fn check_entry(ctx: &mut Ctx, buf: &mut [u8], off: usize, st: &mut Scan) -> R<bo
                     format!("BAD INODE NUMBER FOR '.' IN DIR I={dir}; FIX"),
                 )?
             {
-                ufs_format::dir::set_ino(en, buf, dp, dir as u32);
+                ufs_format::dir::set_ino(en, buf, dp, low_u32(dir));
                 altered = true;
             }
             if buf[dp + 6] != dt::DT_DIR
@@ -367,8 +376,8 @@ fn check_entry(ctx: &mut Ctx, buf: &mut [u8], off: usize, st: &mut Scan) -> R<bo
                         en,
                         &mut buf[dp..end],
                         0,
-                        dir as u32,
-                        reclen as u16,
+                        low_u32(dir),
+                        low_u16(reclen),
                         dt::DT_DIR,
                         b".",
                     );
@@ -381,9 +390,9 @@ fn check_entry(ctx: &mut Ctx, buf: &mut [u8], off: usize, st: &mut Scan) -> R<bo
                 format!("MISSING '.' IN DIR I={dir}; ADD '.' ENTRY"),
             )? {
                 let r = reclen - 12;
-                ufs_format::dir::set_reclen(en, buf, dp, r as u16);
+                ufs_format::dir::set_reclen(en, buf, dp, low_u16(r));
                 buf.copy_within(dp..dp + r, dp + 12);
-                write_entry(en, &mut buf[dp..end], 0, dir as u32, 12, dt::DT_DIR, b".");
+                write_entry(en, &mut buf[dp..end], 0, low_u32(dir), 12, dt::DT_DIR, b".");
                 st.entryno += 1;
                 ctx.dec_link(dir);
                 dp += 12;
@@ -404,13 +413,13 @@ fn check_entry(ctx: &mut Ctx, buf: &mut [u8], off: usize, st: &mut Scan) -> R<bo
                 break 'chk1;
             }
             let rest = reclen - n;
-            ufs_format::dir::set_reclen(en, buf, dp, n as u16);
+            ufs_format::dir::set_reclen(en, buf, dp, low_u16(n));
             st.entryno += 1;
             let t = e_ino(en, buf, dp);
             ctx.dec_link(t);
             dp += n;
             buf[dp..dp + rest].fill(0);
-            ufs_format::dir::set_reclen(en, buf, dp, rest as u16);
+            ufs_format::dir::set_reclen(en, buf, dp, low_u16(rest));
         }
         if e_ino(en, buf, dp) != 0 && e_name(buf, dp) == b".." {
             if e_ino(en, buf, dp) >= ctx.maxino() {
@@ -424,7 +433,7 @@ fn check_entry(ctx: &mut Ctx, buf: &mut [u8], off: usize, st: &mut Scan) -> R<bo
                     en,
                     buf,
                     dp,
-                    if parent != 0 { parent } else { UFS_ROOTINO } as u32,
+                    low_u32(if parent != 0 { parent } else { UFS_ROOTINO }),
                 );
                 altered |= fix;
             }
@@ -478,20 +487,20 @@ fn check_entry(ctx: &mut Ctx, buf: &mut [u8], off: usize, st: &mut Scan) -> R<bo
                 en,
                 &mut buf[dp..end],
                 0,
-                parent as u32,
-                reclen as u16,
+                low_u32(parent),
+                low_u16(reclen),
                 dt::DT_DIR,
                 b"..",
             );
         } else {
             let r = reclen - 12;
-            ufs_format::dir::set_reclen(en, buf, dp, r as u16);
+            ufs_format::dir::set_reclen(en, buf, dp, low_u16(r));
             buf.copy_within(dp..dp + r, dp + 12);
             write_entry(
                 en,
                 &mut buf[dp..end],
                 0,
-                parent as u32,
+                low_u32(parent),
                 12,
                 dt::DT_DIR,
                 b"..",
@@ -545,7 +554,7 @@ fn check_entry(ctx: &mut Ctx, buf: &mut [u8], off: usize, st: &mut Scan) -> R<bo
             Some(dir),
             format!("BAD WHITEOUT ENTRY I={target} NAME={shown} IN DIR I={dir}; FIX"),
         )?;
-        ufs_format::dir::set_ino(en, buf, dp, UFS_WINO as u32);
+        ufs_format::dir::set_ino(en, buf, dp, low_u32(UFS_WINO));
         buf[dp + 6] = dt::DT_WHT;
         altered |= fix;
     } else if target != UFS_WINO {
@@ -596,7 +605,7 @@ fn check_entry(ctx: &mut Ctx, buf: &mut [u8], off: usize, st: &mut Scan) -> R<bo
                     };
                     if let Some(x) = ctx.info_mut(target) {
                         x.state = ns;
-                        x.linkcnt = di.nlink() as i32;
+                        x.linkcnt = i32::try_from(di.nlink()).unwrap_or(i32::MAX);
                     }
                     continue;
                 }

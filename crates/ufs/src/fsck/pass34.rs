@@ -4,6 +4,7 @@ use super::dirops;
 use super::pass2::propagate;
 use super::walk;
 use super::*;
+use ufs_format::bytes::to_index;
 
 const P3: &str = "pass3";
 const P4: &str = "pass4";
@@ -154,7 +155,7 @@ pub(super) fn pass4(ctx: &mut Ctx) -> R<()> {
     let g = ctx.g;
     let all: Vec<u64> = (0..g.ncg)
         .flat_map(|c| {
-            let n = ctx.cgs[c as usize].inos.len() as u64;
+            let n = ctx.cgs[to_index(c)].inos.len() as u64;
             (0..n).map(move |i| c * g.ipg + i)
         })
         .filter(|&ino| ino >= UFS_ROOTINO)
@@ -249,7 +250,9 @@ fn release_dir_refs(ctx: &mut Ctx, dir: u64) -> R<()> {
             continue;
         }
         let buf = ctx.read_frags(blk, nfrags)?;
-        let len = (buf.len() as u64).min(d.size.saturating_sub(lbn * g.bsize)) as usize;
+        let len = buf
+            .len()
+            .min(to_index(d.size.saturating_sub(lbn * g.bsize)));
         let mut c = 0;
         while c + DIRBLKSIZ <= len {
             for (_, ino, _, _, _) in dirops::chunk_entries(en, &buf[c..c + DIRBLKSIZ]) {
@@ -279,7 +282,7 @@ fn release_dir_refs(ctx: &mut Ctx, dir: u64) -> R<()> {
 /// (`adjust`); an inode nothing names is reconnected or cleared.
 fn adjust(ctx: &mut Ctx, ino: u64, mut lcnt: i32) -> R<()> {
     let mut di = ctx.read_inode(ino)?;
-    let nlink = di.nlink() as i32;
+    let nlink = i32::try_from(di.nlink()).unwrap_or(i32::MAX);
     let kind = kind_of(ctx, ino);
     if nlink == lcnt {
         if ctx.mode == FsckMode::Preen && di.di_size() == 0 {
@@ -304,7 +307,10 @@ fn adjust(ctx: &mut Ctx, ino: u64, mut lcnt: i32) -> R<()> {
     }
     if lcnt != 0 {
         let name = if ino == ctx.lfdir { "lost+found" } else { kind };
-        let want = (nlink as i64 - lcnt as i64).clamp(0, u16::MAX as i64);
+        // Clamped to the field's 16 bits, so the conversion cannot fail.
+        let want =
+            u32::try_from((i64::from(nlink) - i64::from(lcnt)).clamp(0, i64::from(u16::MAX)))
+                .unwrap_or(0);
         let sev = if lcnt < 0 {
             Severity::Inconsistency
         } else {
@@ -316,7 +322,7 @@ fn adjust(ctx: &mut Ctx, ino: u64, mut lcnt: i32) -> R<()> {
             Some(ino),
             format!("LINK COUNT {name} I={ino} COUNT {nlink} SHOULD BE {want}; ADJUST"),
         )? {
-            di.set_nlink(want as u32);
+            di.set_nlink(want);
             ctx.write_inode(ino, &mut di)?;
             if let Some(x) = ctx.info_mut(ino) {
                 x.linkcnt = 0;

@@ -10,6 +10,7 @@
 //! of the disk: the comparison uses the state before them, and the group
 //! is rewritten with them.
 use super::*;
+use ufs_format::bytes::{low_u32, to_index};
 use ufs_format::CsumTotal;
 
 const P5: &str = "pass5";
@@ -63,13 +64,13 @@ pub(super) fn pass5(ctx: &mut Ctx) -> R<()> {
         if c > 0 {
             ctx.report("pass 5", c, g.ncg);
         }
-        let ci = &ctx.cgs[c as usize];
+        let ci = &ctx.cgs[to_index(c)];
         let overlay = overlays.get(&c);
         let changed_here = overlay.is_some() || ci.initediblk != ci.initediblk_disk;
         any_overlay |= changed_here;
         let nf = g.cgsize.div_ceil(g.fsize);
         let mut old = ctx.read_frags(g.cgtod(c), nf)?;
-        old.truncate(g.cgsize as usize);
+        old.truncate(to_index(g.cgsize));
         let new = build(ctx, c, &old, &lay, None);
         let base = if changed_here {
             build(
@@ -82,10 +83,10 @@ pub(super) fn pass5(ctx: &mut Ctx) -> R<()> {
         } else {
             new.clone()
         };
-        let cgsize = g.cgsize as usize;
+        let cgsize = to_index(g.cgsize);
         let new_cs = Cg::view(&new, g.v.endian, cgsize).cg_cs();
         let base_cs = Cg::view(&base, g.v.endian, cgsize).cg_cs();
-        let (corrupt, rebuild) = (ctx.cgs[c as usize].corrupt, ctx.cgs[c as usize].rebuild);
+        let (corrupt, rebuild) = (ctx.cgs[to_index(c)].corrupt, ctx.cgs[to_index(c)].rebuild);
         // 1. The group's entry in the summary area.
         if ctx.csum(c) != base_cs {
             let fix = kind(ctx, 0, c, "FREE BLK COUNT(S) WRONG IN SUPERBLK")?;
@@ -121,7 +122,7 @@ pub(super) fn pass5(ctx: &mut Ctx) -> R<()> {
                 // promise (`Finding::within_crash_guarantee`).
                 let imap = lay.iusedoff..lay.freeoff;
                 let fmap =
-                    lay.freeoff..(lay.freeoff + g.fpg.div_ceil(8) as usize).min(lay.nextfreeoff);
+                    lay.freeoff..(lay.freeoff + to_index(g.fpg.div_ceil(8))).min(lay.nextfreeoff);
                 let bits = |r: std::ops::Range<usize>, f: &dyn Fn(usize) -> u8| -> Vec<u64> {
                     r.flat_map(|i| {
                         let m = f(i);
@@ -258,7 +259,7 @@ fn finish_kinds(ctx: &mut Ctx) {
 
 fn write_cg(ctx: &mut Ctx, c: u64, b: Vec<u8>) -> R<()> {
     let g = ctx.g;
-    let mut cg = Cg::view(&b, g.v.endian, g.cgsize as usize);
+    let mut cg = Cg::view(&b, g.v.endian, to_index(g.cgsize));
     cg.update_ckhash(ctx.ck_cg);
     let off = g.cgtod(c) * g.fsize;
     ctx.write_bytes(off, cg.as_bytes())
@@ -268,31 +269,31 @@ fn write_cg(ctx: &mut Ctx, c: u64, b: Vec<u8>) -> R<()> {
 /// inodes fsck allocated itself are taken as they were before.
 fn build(ctx: &Ctx, c: u64, old: &[u8], lay: &Layout, overlay: Option<&Overlay>) -> Vec<u8> {
     let g = &ctx.g;
-    let ci = &ctx.cgs[c as usize];
+    let ci = &ctx.cgs[to_index(c)];
     let mut cg = Cg::new_layout(g, c);
     let ndblk = g.fpg.min(g.size - g.cgbase(c));
-    cg.set_cg_ndblk(ndblk as u32);
+    // At most fs_fpg, a positive int32 by validation.
+    cg.set_cg_ndblk(low_u32(ndblk));
     if g.v.is_ufs1() && g.old_cpg > 0 {
         // The last group of a UFS1 file system counts the cylinders it has
         // (pass5.c: howmany(ndblk, fpg / cpg)).
         let per_cyl = (g.fpg / g.old_cpg).max(1);
-        cg.set_cg_old_ncyl(ndblk.div_ceil(per_cyl).min(g.old_cpg) as i16);
+        // The field is 16 bits; a larger count stays at its largest, as
+        // Cg::new_layout stores fs_old_cpg.
+        let ncyl = ndblk.div_ceil(per_cyl).min(g.old_cpg);
+        cg.set_cg_old_ncyl(i16::try_from(ncyl).unwrap_or(i16::MAX));
     }
-    let old = Cg::view(old, g.v.endian, g.cgsize as usize);
+    let old = Cg::view(old, g.v.endian, to_index(g.cgsize));
     if !ci.corrupt {
         // Fields fsck keeps from the disk.
         cg.set_cg_old_time(old.cg_old_time());
         cg.set_cg_unrefs(old.cg_unrefs());
         cg.set_cg_ckhash(old.cg_ckhash());
         cg.set_cg_time(old.cg_time());
-        let (rotor, frotor, irotor) = (
-            old.cg_rotor() as u64,
-            old.cg_frotor() as u64,
-            old.cg_irotor() as u64,
-        );
-        cg.set_cg_rotor(if rotor < ndblk { rotor as u32 } else { 0 });
-        cg.set_cg_frotor(if frotor < ndblk { frotor as u32 } else { 0 });
-        cg.set_cg_irotor(if irotor < g.ipg { irotor as u32 } else { 0 });
+        let within = |r: u32, n: u64| if u64::from(r) < n { r } else { 0 };
+        cg.set_cg_rotor(within(old.cg_rotor(), ndblk));
+        cg.set_cg_frotor(within(old.cg_frotor(), ndblk));
+        cg.set_cg_irotor(within(old.cg_irotor(), g.ipg));
     } else {
         cg.set_time(g.v.is_ufs1(), crate::fs::now().0);
     }
@@ -301,7 +302,8 @@ fn build(ctx: &Ctx, c: u64, old: &[u8], lay: &Layout, overlay: Option<&Overlay>)
             Some(_) => ci.initediblk_disk,
             None => ci.initediblk,
         };
-        cg.set_cg_initediblk(inited.min(g.ipg as u32));
+        // fs_ipg is at most 2^31 by validation.
+        cg.set_cg_initediblk(inited.min(low_u32(g.ipg)));
     }
     let b = cg.raw_mut();
     // Inode map.
@@ -323,7 +325,7 @@ fn build(ctx: &Ctx, c: u64, old: &[u8], lay: &Layout, overlay: Option<&Overlay>)
         b[lay.iusedoff] |= 0b11;
         nused += 2;
     }
-    let nifree = g.ipg.saturating_sub(nused) as i32;
+    let nifree = i32::try_from(g.ipg.saturating_sub(nused)).unwrap_or(i32::MAX);
     // Fragment map, cluster map and counters.
     let frag = g.frag;
     let fmask: u64 = (1u64 << frag) - 1;
@@ -334,11 +336,11 @@ fn build(ctx: &Ctx, c: u64, old: &[u8], lay: &Layout, overlay: Option<&Overlay>)
     let mut nbfree = 0i32;
     let mut nffree = 0i32;
     let mut frsum = [0u32; MAXFRAG];
-    let mut clsum = vec![0i32; css as usize + 1];
+    let mut clsum = vec![0i32; to_index(css) + 1];
     let mut run = 0u64;
     let close = |run: &mut u64, clsum: &mut Vec<i32>| {
         if *run > 0 {
-            let k = (*run).min(css) as usize;
+            let k = to_index((*run).min(css));
             if let Some(s) = clsum.get_mut(k) {
                 *s += 1;
             }
@@ -364,12 +366,12 @@ fn build(ctx: &Ctx, c: u64, old: &[u8], lay: &Layout, overlay: Option<&Overlay>)
         let nblk = n / frag;
         if w == 0 && (ncl == 0 || first_blk + nblk <= ncl) {
             // 64 free fragments: whole free blocks.
-            let o = lay.freeoff + (bit / 8) as usize;
+            let o = lay.freeoff + to_index(bit / 8);
             b[o..o + 8].fill(0xFF);
             nbfree += nblk as i32;
             if css > 0 {
                 for k in 0..nblk {
-                    let bi = (first_blk + k) as usize;
+                    let bi = to_index(first_blk + k);
                     b[lay.clusteroff + bi / 8] |= 1 << (bi % 8);
                 }
                 run += nblk;
@@ -386,12 +388,12 @@ fn build(ctx: &Ctx, c: u64, old: &[u8], lay: &Layout, overlay: Option<&Overlay>)
                 let bi = first_blk + k;
                 if free == fmask {
                     for j in 0..frag {
-                        let r = (rel + j) as usize;
+                        let r = to_index(rel + j);
                         b[lay.freeoff + r / 8] |= 1 << (r % 8);
                     }
                     nbfree += 1;
                     if css > 0 && bi < ncl {
-                        let bi = bi as usize;
+                        let bi = to_index(bi);
                         b[lay.clusteroff + bi / 8] |= 1 << (bi % 8);
                         run += 1;
                     }
@@ -406,7 +408,7 @@ fn build(ctx: &Ctx, c: u64, old: &[u8], lay: &Layout, overlay: Option<&Overlay>)
                 let mut len = 0usize;
                 for j in 0..frag {
                     if free & (1 << j) != 0 {
-                        let r = (rel + j) as usize;
+                        let r = to_index(rel + j);
                         b[lay.freeoff + r / 8] |= 1 << (r % 8);
                         nffree += 1;
                         len += 1;
@@ -428,7 +430,7 @@ fn build(ctx: &Ctx, c: u64, old: &[u8], lay: &Layout, overlay: Option<&Overlay>)
             cg.set_clustersum(k as u64, *v);
         }
     }
-    for (i, v) in frsum.iter().enumerate().take(frag as usize).skip(1) {
+    for (i, v) in frsum.iter().enumerate().take(to_index(frag)).skip(1) {
         cg.set_cg_frsum(i, *v);
     }
     cg.set_cg_cs(Csum {

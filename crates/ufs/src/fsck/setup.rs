@@ -12,6 +12,7 @@
 //! size. A UFS1 file system in the pre-4.4BSD format is refused as
 //! `Incompatible`, as FreeBSD's fsck refuses it.
 use super::*;
+use ufs_format::bytes::to_index;
 
 const SB_MASK_FLAGS: i32 = 0x00FF_FFFF;
 
@@ -37,7 +38,7 @@ fn mask(sb: &mut Superblock) {
 }
 
 fn pow2_in(v: i64, lo: i64, hi: i64) -> bool {
-    v >= lo && v <= hi && (v as u64).is_power_of_two()
+    v >= lo && v <= hi && u64::try_from(v).is_ok_and(u64::is_power_of_two)
 }
 
 /// Checks beyond `Superblock::validate` that fsck relies on.
@@ -167,15 +168,14 @@ fn alternate_locations(dev: &dyn BlockDevice, protos: &[Superblock]) -> Vec<u64>
         }
     };
     // Prototypes from damaged standard copies (fsck_ffs' UFS_FSRONLY read).
+    let positive = |v: i32| u64::try_from(v).ok().filter(|&v| v > 0);
     for p in protos {
-        let (fsize, sblkno, fpg, ncg) = (
-            p.fs_fsize() as i64,
-            p.fs_sblkno() as i64,
-            p.fs_fpg() as i64,
-            p.fs_ncg() as u64,
-        );
-        if fsize > 0 && sblkno > 0 && fpg > 0 {
-            add_proto(fsize as u64, sblkno as u64, fpg as u64, ncg, &mut out);
+        if let (Some(fsize), Some(sblkno), Some(fpg)) = (
+            positive(p.fs_fsize()),
+            positive(p.fs_sblkno()),
+            positive(p.fs_fpg()),
+        ) {
+            add_proto(fsize, sblkno, fpg, u64::from(p.fs_ncg()), &mut out);
         }
     }
     // The fsrecovery record in the last 20 bytes before 65536.
@@ -183,12 +183,16 @@ fn alternate_locations(dev: &dyn BlockDevice, protos: &[Superblock]) -> Vec<u64>
         let mut r = [0u8; 20];
         if dev.read_at(65536 - 20, &mut r).is_ok() {
             if let Some(rec) = ufs_format::sb::FsRecovery::parse(&r) {
-                if (0..8).contains(&rec.fsbtodb) && rec.sblkno > 0 && rec.fpg > 0 {
+                if let (true, Some(sblkno), Some(fpg)) = (
+                    (0..8).contains(&rec.fsbtodb),
+                    positive(rec.sblkno),
+                    positive(rec.fpg),
+                ) {
                     add_proto(
                         512u64 << rec.fsbtodb,
-                        rec.sblkno as u64,
-                        rec.fpg as u64,
-                        rec.ncg as u64,
+                        sblkno,
+                        fpg,
+                        u64::from(rec.ncg),
                         &mut out,
                     );
                 }
@@ -281,13 +285,13 @@ pub(super) fn setup<'a>(dev: &'a dyn BlockDevice, mode: FsckMode) -> Result<Ctx<
     let ck = |w: u32| (sb.fs_flags() & FS_METACKHASH) != 0 && (sb.fs_metackhash() & w) != 0;
     let (ck_cg, ck_inode) = (ck(CK_CYLGRP), ck(CK_INODE));
     let nbits = g.size.div_ceil(g.frag) * g.frag;
-    let mut cs_raw = vec![0u8; g.cssize as usize];
+    let mut cs_raw = vec![0u8; to_index(g.cssize)];
     dev.read_at(g.csaddr * g.fsize, &mut cs_raw)?;
     let maxfilesize = {
         let b = g.bsize as u128;
         let n = g.nindir as u128;
         let v = b * 12 - 1 + b * n + b * n * n + b * n * n * n;
-        v.min(u64::MAX as u128) as u64
+        u64::try_from(v).unwrap_or(u64::MAX)
     };
     let was_clean = sb.fs_clean() == 1 && sb.fs_flags() & (FS_UNCLEAN | FS_NEEDSFSCK) == 0;
     let mut ctx = Ctx {
@@ -420,7 +424,9 @@ impl Ctx<'_> {
             self.sb_dirty = true;
         }
         let mb = self.sb.fs_maxbsize() as i64;
-        let bs = self.g.bsize as i64;
+        // fs_bsize is at most 64 KiB by validation.
+        let bs32 = i32::try_from(self.g.bsize).unwrap_or(i32::MAX);
+        let bs = i64::from(bs32);
         if mb != 0
             && !pow2_in(mb, bs, 16 * bs)
             && self.ask(
@@ -430,11 +436,11 @@ impl Ctx<'_> {
                 format!("fs_maxbsize {mb} SHOULD BE {bs}; FIX"),
             )?
         {
-            self.sb.set_fs_maxbsize(bs as i32);
+            self.sb.set_fs_maxbsize(bs32);
             self.sb_dirty = true;
         }
         let ms = self.sb.fs_metaspace();
-        if (ms < 0 || ms as u64 > self.g.fpg / 2)
+        if !u64::try_from(ms).is_ok_and(|m| m <= self.g.fpg / 2)
             && self.ask(
                 P,
                 Severity::Inconsistency,

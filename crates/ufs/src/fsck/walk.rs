@@ -4,6 +4,7 @@
 //! trees, reading in each indirect block only the entries the file size
 //! needs (`nif`). Device nodes and short symlinks have no blocks.
 use super::*;
+use ufs_format::bytes::to_index;
 
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Kind {
@@ -77,7 +78,7 @@ pub(crate) fn walk(ctx: &mut Ctx, di: &Dinode, size: u64, v: &mut dyn Visitor) -
     let snap = is_snapshot(di);
     let extsize = di.di_extsize() as u64;
     if extsize > 0 {
-        let mut ndb = extsize.div_ceil(g.bsize) as i64;
+        let mut ndb = i64::try_from(extsize.div_ceil(g.bsize)).unwrap_or(i64::MAX);
         for j in 0..UFS_NXADDR {
             ndb -= 1;
             let off = g.blkoff(extsize);
@@ -137,11 +138,10 @@ pub(crate) fn walk(ctx: &mut Ctx, di: &Dinode, size: u64, v: &mut dyn Visitor) -
     for i in 0..UFS_NIADDR {
         sizepb *= g.nindir as i128;
         let blk = di.di_ib(i);
-        if visits(snap, blk) && iblock(ctx, v, blk, i as u32 + 1, remsize, lbn, snap)? == Step::Stop
-        {
+        if visits(snap, blk) && iblock(ctx, v, blk, i + 1, remsize, lbn, snap)? == Step::Stop {
             return Ok(Step::Stop);
         }
-        lbn = lbn.saturating_add((sizepb / g.bsize as i128) as u64);
+        lbn = lbn.saturating_add(u64::try_from(sizepb / g.bsize as i128).unwrap_or(u64::MAX));
         remsize -= sizepb;
     }
     Ok(Step::Continue)
@@ -151,7 +151,7 @@ fn iblock(
     ctx: &mut Ctx,
     v: &mut dyn Visitor,
     blk: u64,
-    level: u32,
+    level: usize,
     isize: i128,
     lbn: u64,
     snap: bool,
@@ -173,17 +173,17 @@ fn iblock(
         return Ok(Step::Continue);
     }
     let mut buf = ctx.read_frags(blk, g.frag)?;
-    let nindir = g.nindir as usize;
+    let nindir = to_index(g.nindir);
     // Bytes (and blocks) each entry of this block spans.
     let mut sizepb = g.bsize as i128;
     for _ in 1..level {
         sizepb *= g.nindir as i128;
     }
-    let lbnspan = (sizepb / g.bsize as i128) as u64;
+    let lbnspan = u64::try_from(sizepb / g.bsize as i128).unwrap_or(u64::MAX);
     let nif = if isize <= 0 {
         0
     } else {
-        ((isize + sizepb - 1) / sizepb).min(nindir as i128) as usize
+        usize::try_from(((isize + sizepb - 1) / sizepb).min(nindir as i128)).unwrap_or(nindir)
     };
     let entry = |b: &[u8], i: usize| g.v.get_ptr(b, i);
     if nif < nindir {
