@@ -13,9 +13,7 @@
 //! - tools as library code: [`newfs`], [`fsck`], [`dumpfs`], [`tunefs`].
 #![deny(unsafe_code)]
 // Lossy casts are written out (`ufs_format::bytes::to_index`, `low_u32`,
-// `try_from`), as in the format crate; the modules below that still cast
-// freely say so where they are declared, and leave this list as they
-// are converted.
+// `try_from`), as in the format crate, in every module (docs/FORMAT.md).
 #![warn(
     clippy::cast_possible_truncation,
     clippy::cast_sign_loss,
