@@ -182,7 +182,9 @@ paper_mount() {
   scripts/paper-mount.sh --quick --beside "$work/paper"
   test -s "$work/paper/mount/findings.md"
   python3 analysis/render_report.py "$work/paper/mount/report.html"
-  sed -n '/Through the mount, beside the model/,$p' "$work/paper/report.html" | grep -q '<td>tar-extract</td>'
+  # (awk reads to the end: grep -q would leave sed a SIGPIPE under pipefail)
+  awk '/Through the mount, beside the model/ { s = 1 } s && /<td>tar-extract<\/td>/ { f = 1 } END { exit !f }' \
+    "$work/paper/report.html"
   python3 analysis/render_report.py "$work/paper/report.html"
 }
 step "paper evaluation through the mount" paper_mount
