@@ -334,14 +334,21 @@ impl<D: BlockDevice> ModeledDisk<D> {
             let owed = std::mem::take(&mut wc.owed_ms);
             st.now += owed;
         }
-        if write && st.wc.is_some() {
+        if write {
             st.stats.writes += 1;
             st.stats.write_bytes += len as u64;
+            // A write overlapping the read-ahead segment invalidates it.
             if let Some(ra) = st.ra {
                 if start < ra.end && end > ra.start {
                     st.ra = None;
                 }
             }
+        } else {
+            st.stats.reads += 1;
+            st.stats.read_bytes += len as u64;
+        }
+        let bus = len as f64 / (self.spec.bus_mb_s * 1000.0);
+        if write && st.wc.is_some() {
             let bytes = (end - start) * SECTOR;
             // Room first: the oldest buffered writes go to the media
             // while this one waits.
@@ -353,7 +360,6 @@ impl<D: BlockDevice> ModeledDisk<D> {
                 self.destage_one(&mut st);
             }
             st.stats.overhead_ms += self.spec.overhead_ms;
-            let bus = bytes as f64 / (self.spec.bus_mb_s * 1000.0);
             st.stats.transfer_ms += bus;
             st.now += self.spec.overhead_ms + bus;
             let wc = st.wc.as_mut().expect("write cache");
@@ -368,27 +374,11 @@ impl<D: BlockDevice> ModeledDisk<D> {
                 .as_ref()
                 .is_some_and(|wc| wc.queued.iter().any(|&(s, e)| s <= start && end <= e));
             if cached {
-                st.stats.reads += 1;
-                st.stats.read_bytes += len as u64;
                 st.stats.buffer_hits += 1;
-                let bus = len as f64 / (self.spec.bus_mb_s * 1000.0);
                 st.stats.transfer_ms += bus;
                 st.now += bus;
                 return self.finish(st, t0);
             }
-        }
-        if write {
-            st.stats.writes += 1;
-            st.stats.write_bytes += len as u64;
-            // A write overlapping the read-ahead segment invalidates it.
-            if let Some(ra) = st.ra {
-                if start < ra.end && end > ra.start {
-                    st.ra = None;
-                }
-            }
-        } else {
-            st.stats.reads += 1;
-            st.stats.read_bytes += len as u64;
             if let Some(ra) = st.ra {
                 if start >= ra.start && end <= ra.end {
                     // In the buffer once the drive has read its last sector.
@@ -398,7 +388,6 @@ impl<D: BlockDevice> ModeledDisk<D> {
                         st.now
                     };
                     let wait = (ready - st.now).max(0.0);
-                    let bus = len as f64 / (self.spec.bus_mb_s * 1000.0);
                     st.stats.buffer_hits += 1;
                     st.stats.transfer_ms += wait + bus;
                     st.now += wait + bus;
