@@ -946,26 +946,15 @@ def other_formats(outdir):
 
 def ablation_runs(outdir):
     """[(name, description, (raw, df, factors))] of the ablations
-    (`--ablate`): DIR/ablation-NAME, each with what it changes."""
-    return [(n, ABLATIONS.get(n, n), data) for n, data in sub_runs(outdir, "ablation-")]
+    (`--ablate`): DIR/ablation-NAME, each with what it changes as its
+    paper.json says (`ablation.change`), else its name alone."""
+    out = []
+    for n, data in sub_runs(outdir, "ablation-"):
+        info = config(os.path.join(outdir, "ablation-" + n)).get("ablation")
+        out.append((n, info.get("change", n) if isinstance(info, dict) else n, data))
+    return out
 
 
-# What each ablation of `ufskit bench paper --ablate` changes (its
-# `paper::Ablation::describe`), and the claims it speaks to.
-ABLATIONS = {
-    "syncer-whole": "the modeled syncer writes everything dirty every 30 s, instead of FreeBSD's wheel "
-                    "(each second, what was dirtied 28-30 s before)",
-    "sync-each-test": "each test ends with a sync inside its time, instead of leaving what it delayed "
-                      "to the tests after it",
-    "vmiodir-twentieth": "with vmiodir off, directory blocks live in a twentieth of the cache (FreeBSD's "
-                         "maxbufmallocspace alone), instead of FreeBSD 4.5's buffer space",
-    "disk-write-cache": "the drive's 2 MB write-back cache is on (FreeBSD's ata(4) hw.ata.wc: off in the 2001 driver, on by default in the 2002 one): a write is "
-                        "acknowledged from the buffer and reaches the media while the host computes",
-    "cold-cache": "each test starts from cold caches (what is dirty written, the buffer cache, dirhash and the "
-                  "drive's read-ahead emptied, outside its time), instead of finding what the test before left cached",
-    "small-memory": "a machine with a quarter of the memory: a 16 MiB buffer cache (and, with vmiodir off, that "
-                    "machine's buffer space for directories), instead of 64 MiB",
-}
 
 
 def ablation_rows(rows, ablations):

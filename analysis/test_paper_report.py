@@ -690,6 +690,9 @@ def check_ablations_and_mount(tmp):
     # Soft updates gains nothing: claim g's figures move.
     flat = dict((t, (PLANTED[t][0], lambda c: 1.0)) for t in tests)
     write_dir(os.path.join(d, "ablation-disk-write-cache"), synthetic(tests, planted=flat))
+    # What an ablation changes comes from its own paper.json.
+    with open(os.path.join(d, "ablation-disk-write-cache", "paper.json"), "w") as f:
+        json.dump(dict(PAPER_JSON, ablation={"name": "disk-write-cache", "change": "a planted write cache"}), f)
     # Through the mount: everything helps four times less; tar-find slows
     # with everything on.
     mount = synthetic(tests)
@@ -702,6 +705,8 @@ def check_ablations_and_mount(tmp):
     page, md = texts
     check("Ablations: one modeled element changed" in page, "ablations section in the report")
     check("## Ablations: one modeled element changed" in md, "ablations section in findings.md")
+    check("- `disk-write-cache`: a planted write cache" in md and "- `syncer-whole`: syncer-whole" in md,
+          "each ablation described from its paper.json, else named")
     rows = {}
     for line in md.split("## Ablations")[-1].splitlines():
         cells = [c.strip() for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]

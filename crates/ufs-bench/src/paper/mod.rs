@@ -687,6 +687,16 @@ pub struct Report {
     pub factors: Vec<Factor>,
     pub runs: Vec<Row>,
     pub wall_s: f64,
+    /// The modeled element this run changes, if it is an ablation: its
+    /// name and what it changes (the report's table of ablations).
+    pub ablation: Option<AblationInfo>,
+}
+
+/// An ablation as the report names and describes it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct AblationInfo {
+    pub name: &'static str,
+    pub change: &'static str,
 }
 
 impl Report {
@@ -927,6 +937,10 @@ pub fn run_all(
         factors,
         runs,
         wall_s: wall.elapsed().as_secs_f64(),
+        ablation: p.ablation.map(|a| AblationInfo {
+            name: a.name(),
+            change: a.describe(),
+        }),
     })
 }
 
