@@ -34,6 +34,14 @@ pub fn to_index(v: u64) -> usize {
     usize::try_from(v).unwrap_or(usize::MAX)
 }
 
+/// A count, size or offset in the signed 64-bit arithmetic FreeBSD does
+/// with them (`off_t`, `int64_t` totals, mkfs's layout). Every value of a
+/// validated geometry fits; one that did not would stay at `i64::MAX`
+/// instead of turning negative.
+pub fn to_signed(v: impl TryInto<i64>) -> i64 {
+    v.try_into().unwrap_or(i64::MAX)
+}
+
 /// The low 32 bits of `t`, as C's assignment of a 64-bit time to an
 /// `int32_t` field (FreeBSD's UFS1 `fs_old_time` and `cg_old_time`, which
 /// wrap in 2038 on FreeBSD too).

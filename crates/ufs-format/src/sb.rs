@@ -17,7 +17,7 @@
 //!
 //! Field offsets: FreeBSD `sys/ufs/ffs/fs.h` (amd64 layout; `fs_ocsp` is 15
 //! pointers). Validity rules: `validate_sblock`, sys/ufs/ffs/ffs_subr.c.
-use crate::bytes::{low_i32, Endian};
+use crate::bytes::{low_i32, to_signed, Endian};
 use crate::error::FormatError;
 use crate::variant::{Ufs, Variant};
 use crate::*;
@@ -225,7 +225,7 @@ impl Superblock {
         if self.fs_old_flags() as i32 & FS_FLAGS_UPDATED == 0 {
             self.set_fs_flags(self.fs_old_flags() as i32);
             self.set_fs_old_flags(self.fs_old_flags() | OLD_FLAGS_UPDATED);
-            self.set_fs_sblockloc(i64::try_from(loc).unwrap_or(i64::MAX));
+            self.set_fs_sblockloc(to_signed(loc));
         }
         if self.fs_magic() == FS_UFS1_MAGIC && self.fs_maxbsize() != self.fs_bsize() {
             self.set_fs_maxbsize(self.fs_bsize());

@@ -22,7 +22,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::order::{ChangeId, Deferred, Freed, WriteMode};
 use foldhash::HashMap;
 use rand::{Rng, SeedableRng};
-use ufs_format::bytes::to_index;
+use ufs_format::bytes::{to_index, to_signed};
 use ufs_format::sb::{Csum, CsumTotal};
 use ufs_format::*;
 
@@ -1048,8 +1048,7 @@ impl FsCore {
         let (t, _) = now();
         self.sb.set_fs_time(t);
         self.sb.set_fs_fmod(0);
-        self.sb
-            .set_fs_sblockactualloc(i64::try_from(self.g.sblockloc).unwrap_or(i64::MAX));
+        self.sb.set_fs_sblockactualloc(to_signed(self.g.sblockloc));
         let bytes = self.sb.to_disk_bytes();
         self.cache
             .write_raw(self.g.sblockloc, &bytes, BlockKind::Super)?;

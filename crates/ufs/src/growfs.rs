@@ -28,7 +28,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::fs::read_superblock;
 use crate::newfs::{build_cg, recount_space, write_recovery_record};
 use rand::{Rng, SeedableRng};
-use ufs_format::bytes::{low_i32, low_u32, to_index};
+use ufs_format::bytes::{low_i32, low_u32, to_index, to_signed};
 use ufs_format::*;
 
 /// What to grow to.
@@ -94,11 +94,6 @@ fn field<T: TryFrom<u64>>(name: &str, v: u64) -> Result<T> {
             "the grown file system's {name} would be {v}, more than the superblock holds"
         ))
     })
-}
-
-/// A byte offset on the device for `fs_sblockactualloc`.
-fn byte_offset(v: u64) -> i64 {
-    i64::try_from(v).unwrap_or(i64::MAX)
 }
 
 /// Sets (`free`) or clears fragment map bits `[start, end)` of `cg`.
@@ -356,7 +351,7 @@ pub fn growfs(dev: &dyn BlockDevice, p: &GrowParams) -> Result<GrowReport> {
     let ds = v.dinode_size();
     let backup = |c: u64| {
         let mut b = nsb.clone();
-        b.set_fs_sblockactualloc(byte_offset(ng.cgsblock(c) * fsize));
+        b.set_fs_sblockactualloc(to_signed(ng.cgsblock(c) * fsize));
         b.to_disk_bytes()
     };
     for cg in &fresh {
@@ -384,7 +379,7 @@ pub fn growfs(dev: &dyn BlockDevice, p: &GrowParams) -> Result<GrowReport> {
     // 2. The switch: the new primary, marked not clean until step 3 is done.
     let mut switching = nsb.clone();
     switching.set_fs_clean(0);
-    switching.set_fs_sblockactualloc(byte_offset(ng.sblockloc));
+    switching.set_fs_sblockactualloc(to_signed(ng.sblockloc));
     dev.write_at(ng.sblockloc, &switching.to_disk_bytes())?;
     dev.flush()?;
 
@@ -399,7 +394,7 @@ pub fn growfs(dev: &dyn BlockDevice, p: &GrowParams) -> Result<GrowReport> {
 
     // 4. Clean, and every copy of the superblock new.
     let mut primary = nsb.clone();
-    primary.set_fs_sblockactualloc(byte_offset(ng.sblockloc));
+    primary.set_fs_sblockactualloc(to_signed(ng.sblockloc));
     dev.write_at(ng.sblockloc, &primary.to_disk_bytes())?;
     for c in 0..old_ncg {
         dev.write_at(ng.cgsblock(c) * fsize, &backup(c))?;

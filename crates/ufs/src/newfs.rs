@@ -59,7 +59,7 @@ use crate::error::{Error, ErrorKind, Result};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::fmt::Write as _;
-use ufs_format::bytes::{low_i32, low_u16, low_u32, to_index};
+use ufs_format::bytes::{low_i32, low_u16, low_u32, to_index, to_signed};
 use ufs_format::dinode::{dt, IFDIR};
 use ufs_format::sb::{Csum, CsumTotal};
 use ufs_format::*;
@@ -210,15 +210,6 @@ fn invalid(msg: impl Into<String>) -> Error {
     Error::new(ErrorKind::Invalid, msg)
 }
 
-/// `v` as the signed 64-bit number mkfs computes with. Every caller passes
-/// a constant, a size from the format's tables, or a parameter
-/// [`check_params`] bounded (sizes up to 65536, counts up to `i32::MAX`,
-/// `minfree` below 100), so this is exact; a larger value would saturate
-/// instead of turning negative.
-fn int(v: impl TryInto<i64>) -> i64 {
-    v.try_into().unwrap_or(i64::MAX)
-}
-
 /// `v`, a value of the computed layout, in the 32-bit signed superblock
 /// field `field`. [`compute_layout`] and [`check_layout`] keep every value
 /// in range; one that is not is refused, never wrapped.
@@ -250,7 +241,7 @@ fn ilog2(v: i64) -> u32 {
 /// and maps, for a group of `fpg` fragments and `ipg` inodes.
 fn cgsize_bound(ufs1: bool, fpg: i64, ipg: i64, fragshift: u32, contigsumsize: i64) -> i64 {
     let old_tables = if ufs1 { 4 + 2 } else { 0 };
-    let mut n = int(CG_HEADER_SIZE) + old_tables + 4 + howmany(ipg, 8) + howmany(fpg, 8);
+    let mut n = to_signed(CG_HEADER_SIZE) + old_tables + 4 + howmany(ipg, 8) + howmany(fpg, 8);
     if contigsumsize > 0 {
         n += contigsumsize * 4 + howmany(fpg >> fragshift, 8);
     }
@@ -383,7 +374,7 @@ fn check_params(p: &NewfsParams) -> Result<(i64, i64)> {
         ));
     }
     // Both are at most MAXBSIZE now.
-    Ok((int(bsize), int(fsize)))
+    Ok((to_signed(bsize), to_signed(fsize)))
 }
 
 /// FreeBSD's mkfs geometry for a file system of `fs_bytes` bytes.
@@ -401,16 +392,16 @@ fn compute_layout(p: &NewfsParams, fs_bytes: u64) -> Result<Layout> {
         ));
         optim = FS_OPTSPACE;
     }
-    let sectors = int(fs_bytes / SECTOR as u64);
+    let sectors = to_signed(fs_bytes / SECTOR as u64);
     if sectors <= 0 {
         return Err(invalid(format!("preposterous size {fs_bytes} bytes")));
     }
     // Defaults fixed from the block size first asked for, as newfs keeps
     // them when it has to restart with larger blocks.
     let maxbsize_req = bsize;
-    let maxcontig_req = (int(MAXPHYS) / bsize).max(1);
-    let mut maxblkspercg = int(p.maxblkspercg.unwrap_or(MAXBLKSPERCG));
-    let mut density = int(p.density.unwrap_or(0));
+    let maxcontig_req = (to_signed(MAXPHYS) / bsize).max(1);
+    let mut maxblkspercg = to_signed(p.maxblkspercg.unwrap_or(MAXBLKSPERCG));
+    let mut density = to_signed(p.density.unwrap_or(0));
     let mut internal_retries = 0;
 
     'restart: loop {
@@ -443,9 +434,9 @@ fn compute_layout(p: &NewfsParams, fs_bytes: u64) -> Result<Layout> {
         let fragshift = ilog2(frag);
         let fsbtodb = ilog2(fsize / SECTOR);
         let size = sectors >> fsbtodb;
-        let sblockloc = int(if ufs1 { SBLOCK_UFS1 } else { SBLOCK_UFS2 });
-        let sblkno = roundup(howmany(sblockloc + int(SBLOCKSIZE), fsize), frag);
-        let cblkno = sblkno + roundup(howmany(int(SBLOCKSIZE), fsize), frag);
+        let sblockloc = to_signed(if ufs1 { SBLOCK_UFS1 } else { SBLOCK_UFS2 });
+        let sblkno = roundup(howmany(sblockloc + to_signed(SBLOCKSIZE), fsize), frag);
+        let cblkno = sblkno + roundup(howmany(to_signed(SBLOCKSIZE), fsize), frag);
         let iblkno = cblkno + frag;
         let nindir = bsize_u / v.ptr_size() as u64;
         let mut maxfilesize = bsize_u * UFS_NDADDR as u64 - 1;
@@ -454,7 +445,7 @@ fn compute_layout(p: &NewfsParams, fs_bytes: u64) -> Result<Layout> {
             sizepb = sizepb.saturating_mul(nindir);
             maxfilesize = maxfilesize.saturating_add(sizepb);
         }
-        let inopb = bsize / int(v.dinode_size());
+        let inopb = bsize / to_signed(v.dinode_size());
         let inopf = inopb >> fragshift;
         let cgsize_of = |fpg: i64, ipg: i64| cgsize_bound(ufs1, fpg, ipg, fragshift, contigsumsize);
         let fits = |fpg: i64, ipg: i64| cgsize_of(fpg, ipg) < bsize - CGSIZEFUDGE && ipg <= max_ipg;
@@ -577,7 +568,7 @@ fn compute_layout(p: &NewfsParams, fs_bytes: u64) -> Result<Layout> {
 
             let cgsize = roundup(cgsize_of(fpg, ipg), fsize);
             let dblkno = iblkno + ipg / inopf;
-            let cssize = roundup(ncg * int(Csum::SIZE), fsize);
+            let cssize = roundup(ncg * to_signed(Csum::SIZE), fsize);
             if ufs1 && size > i32::MAX as i64 {
                 return Err(invalid(format!(
                     "a UFS1 file system addresses at most {} fragments with its 32-bit block \
@@ -586,10 +577,10 @@ fn compute_layout(p: &NewfsParams, fs_bytes: u64) -> Result<Layout> {
                     i32::MAX
                 )));
             }
-            let sbsize = roundup(int(SBSIZE_STRUCT), fsize)
-                .min(int(SBLOCKSIZE))
+            let sbsize = roundup(to_signed(SBSIZE_STRUCT), fsize)
+                .min(to_signed(SBLOCKSIZE))
                 .max(SECTOR);
-            let minfree = int(p.minfree);
+            let minfree = to_signed(p.minfree);
             // -k is not range-checked: a value past i64::MAX gets the
             // default, as any of at least fpg / 2 does.
             let metaspace = match p.metaspace.map(i64::try_from) {
@@ -597,7 +588,7 @@ fn compute_layout(p: &NewfsParams, fs_bytes: u64) -> Result<Layout> {
                 Some(Ok(m)) if m > 0 && m < fpg / 2 => m & !(frag - 1),
                 _ => ((fpg * minfree) / 200) & !(frag - 1),
             };
-            let maxbpg = p.maxbpg.map(int).unwrap_or(bsize / 8);
+            let maxbpg = p.maxbpg.map(to_signed).unwrap_or(bsize / 8);
             if u64::try_from(size).is_ok_and(|s| maxfilesize < s) {
                 notes.push(
                     "WARNING: You will be unable to create snapshots on this file system.  Correct by using a larger blocksize."
@@ -647,7 +638,7 @@ fn check_layout(l: &Layout) -> Result<()> {
             l.ncg, l.fpg
         )));
     }
-    let inopb = l.bsize / int(l.v.dinode_size());
+    let inopb = l.bsize / to_signed(l.v.dinode_size());
     if l.ipg
         .checked_mul(l.ncg)
         .is_none_or(|n| n > (1i64 << 32) - inopb)
@@ -657,7 +648,7 @@ fn check_layout(l: &Layout) -> Result<()> {
             l.ncg, l.ipg
         )));
     }
-    if l.ipg * l.ncg < int(UFS_ROOTINO) + 2 {
+    if l.ipg * l.ncg < to_signed(UFS_ROOTINO) + 2 {
         return Err(invalid("too few inodes"));
     }
     if l.dblkno >= l.fpg.min(l.size) {
@@ -729,13 +720,13 @@ fn build_superblock(
     // fs_fsize is at least 512 (check_params), so it is its own absolute
     // value, and a u64 divided by it fits an i64.
     let fsize_u = u64::from(fsize.unsigned_abs());
-    sb.set_fs_providersize(int(media_bytes / fsize_u));
-    let sblockloc = int(if ufs1 { SBLOCK_UFS1 } else { SBLOCK_UFS2 });
+    sb.set_fs_providersize(to_signed(media_bytes / fsize_u));
+    let sblockloc = to_signed(if ufs1 { SBLOCK_UFS1 } else { SBLOCK_UFS2 });
     sb.set_fs_sblockloc(sblockloc);
     sb.set_fs_sblockactualloc(sblockloc);
-    sb.set_fs_nindir(field_i32("fs_nindir", l.bsize / int(v.ptr_size()))?);
-    sb.set_fs_inopb(field_u32("fs_inopb", l.bsize / int(v.dinode_size()))?);
-    sb.set_fs_maxsymlinklen(field_i32("fs_maxsymlinklen", int(v.maxsymlinklen()))?);
+    sb.set_fs_nindir(field_i32("fs_nindir", l.bsize / to_signed(v.ptr_size()))?);
+    sb.set_fs_inopb(field_u32("fs_inopb", l.bsize / to_signed(v.dinode_size()))?);
+    sb.set_fs_maxsymlinklen(field_i32("fs_maxsymlinklen", to_signed(v.maxsymlinklen()))?);
     sb.set_fs_sblkno(field_i32("fs_sblkno", l.sblkno)?);
     sb.set_fs_cblkno(field_i32("fs_cblkno", l.cblkno)?);
     sb.set_fs_iblkno(field_i32("fs_iblkno", l.iblkno)?);
@@ -811,16 +802,16 @@ fn build_superblock(
 fn expected_totals(g: &Geometry) -> CsumTotal {
     // A validated geometry's numbers all fit an i64 (sizes are fs_size's,
     // an int64_t; group counts and inode numbers are 32-bit).
-    let csfrags = int(g.numfrags(g.cssize));
-    let frag = int(g.frag);
-    let size = int(g.size);
-    let sblkno = int(g.sblkno);
-    let dsize = size - sblkno - int(g.ncg) * (int(g.dblkno) - sblkno);
+    let csfrags = to_signed(g.numfrags(g.cssize));
+    let frag = to_signed(g.frag);
+    let size = to_signed(g.size);
+    let sblkno = to_signed(g.sblkno);
+    let dsize = size - sblkno - to_signed(g.ncg) * (to_signed(g.dblkno) - sblkno);
     let tail = csfrags % frag;
     CsumTotal {
         cs_ndir: 0,
         cs_nbfree: (dsize >> g.fragshift) - howmany(csfrags, frag),
-        cs_nifree: int(g.ncg * g.ipg) - int(UFS_ROOTINO),
+        cs_nifree: to_signed(g.ncg * g.ipg) - to_signed(UFS_ROOTINO),
         cs_nffree: size % frag + if tail > 0 { frag - tail } else { 0 },
         cs_numclusters: 0,
     }
@@ -1209,7 +1200,7 @@ pub fn newfs_with_progress(
     let mut totals = CsumTotal::default();
     add_csum(&mut totals, cg0.cg_cs(), 1);
     if let Some(m) = &middle {
-        add_csum(&mut totals, m.cg_cs(), int(ncg) - 2);
+        add_csum(&mut totals, m.cg_cs(), to_signed(ncg) - 2);
     }
     if let Some(lc) = &last {
         add_csum(&mut totals, lc.cg_cs(), 1);
@@ -1292,7 +1283,7 @@ pub fn newfs_with_progress(
     let mut cgbuf: Cg;
     for c in 0..ncg {
         let sbloc = g.cgsblock(c) * fsize;
-        sb.set_fs_sblockactualloc(int(sbloc));
+        sb.set_fs_sblockactualloc(to_signed(sbloc));
         dev.write_at(sbloc, &sb.to_disk_bytes())?;
 
         let cg: &mut Cg = if c == 0 {
@@ -1325,7 +1316,7 @@ pub fn newfs_with_progress(
         dev.write_at(g.cgimin(c) * fsize, &inodes)?;
         progress(c + 1, ncg);
     }
-    sb.set_fs_sblockactualloc(int(g.sblockloc));
+    sb.set_fs_sblockactualloc(to_signed(g.sblockloc));
 
     dev.write_at(root_frag * fsize, &root_blk)?;
     if let Some((f, _, blk)) = &snap {
@@ -1384,9 +1375,9 @@ pub(crate) fn write_recovery_record(dev: &dyn BlockDevice, g: &Geometry) -> Resu
     dev.read_at(start, &mut sector)?;
     let rec = ufs_format::sb::FsRecovery {
         fsbtodb: field_i32("fsr_fsbtodb", i64::from(g.fshift) - 9)?,
-        sblkno: field_i32("fsr_sblkno", int(g.sblkno))?,
-        fpg: field_i32("fsr_fpg", int(g.fpg))?,
-        ncg: field_u32("fsr_ncg", int(g.ncg))?,
+        sblkno: field_i32("fsr_sblkno", to_signed(g.sblkno))?,
+        fpg: field_i32("fsr_fpg", to_signed(g.fpg))?,
+        ncg: field_u32("fsr_ncg", to_signed(g.ncg))?,
     };
     let rec_off = sector.len() - FSRECOVERY_SIZE;
     sector[rec_off..].copy_from_slice(&rec.encode(g.v.endian));

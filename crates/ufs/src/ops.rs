@@ -29,7 +29,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::fs::{now, FsCore, MountOptions, Op};
 pub use acl::AclKind;
 use std::sync::{Mutex, MutexGuard};
-use ufs_format::bytes::{low_u32, to_index};
+use ufs_format::bytes::{low_u32, to_index, to_signed};
 use ufs_format::dinode::{self, dt, iftodt};
 use ufs_format::*;
 pub use xattr::{XattrNs, XattrSet};
@@ -1652,10 +1652,7 @@ impl Fs {
             bsize: g.bsize,
             blocks: g.dsize,
             bfree,
-            bavail: u64::try_from(
-                c.freespace(g.minfree) + i64::try_from(pending_frags).unwrap_or(i64::MAX),
-            )
-            .unwrap_or(0),
+            bavail: u64::try_from(c.freespace(g.minfree) + to_signed(pending_frags)).unwrap_or(0),
             files: g.ninodes() - UFS_ROOTINO,
             ffree: u64::try_from(t.cs_nifree).unwrap_or(0) + pending_inodes,
             namelen: u32::try_from(MAXNAMLEN).unwrap_or(255),

@@ -8,6 +8,7 @@
 use crate::dev::BlockDevice;
 use crate::error::{Error, ErrorKind, Result};
 use crate::fs::read_superblock;
+use ufs_format::bytes::to_signed;
 use ufs_format::*;
 
 #[derive(Debug, Default, Clone)]
@@ -139,7 +140,7 @@ pub fn tunefs(dev: &dyn BlockDevice, p: &TuneParams) -> Result<Vec<String>> {
     if p.all_backups {
         for c in 0..g.ncg {
             let mut b = sb.clone();
-            b.set_fs_sblockactualloc(i64::try_from(g.cgsblock(c) * g.fsize).unwrap_or(i64::MAX));
+            b.set_fs_sblockactualloc(to_signed(g.cgsblock(c) * g.fsize));
             dev.write_at(g.cgsblock(c) * g.fsize, &b.to_disk_bytes())?;
         }
     }

@@ -23,7 +23,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::fs::{DirPref, FsCore};
 use crate::order::Freed;
 use rand::Rng;
-use ufs_format::bytes::{low_u32, to_index};
+use ufs_format::bytes::{low_u32, to_index, to_signed};
 use ufs_format::sb::Csum;
 use ufs_format::*;
 
@@ -33,13 +33,6 @@ use ufs_format::*;
 fn frag_count(n: u64) -> i32 {
     debug_assert!(n <= MAXFRAG as u64, "{n} fragments in one block");
     i32::try_from(n).unwrap_or(i32::MAX)
-}
-
-/// A size or count of the validated geometry (the superblock's fields
-/// are at most 64-bit signed, so below 2^63) in the signed arithmetic of
-/// `fs_cstotal` and of the directory policies, as FreeBSD computes them.
-fn signed(n: u64) -> i64 {
-    i64::try_from(n).unwrap_or(i64::MAX)
 }
 
 /// For every pattern of a block's fragment bits (bit i = fragment i free),
@@ -220,7 +213,7 @@ impl FsCore {
     /// `freespace(fs, minfree)`: fragments free beyond the reserve.
     pub fn freespace(&self, percent: u64) -> i64 {
         let t = self.sb.fs_cstotal();
-        t.cs_nbfree * signed(self.g.frag) + t.cs_nffree - signed(self.g.dsize * percent / 100)
+        t.cs_nbfree * to_signed(self.g.frag) + t.cs_nffree - to_signed(self.g.dsize * percent / 100)
     }
 
     fn nospace(&self, what: &str) -> Error {
@@ -298,7 +291,7 @@ impl FsCore {
         let BlockPref { bno: bpref, exact } = pref;
         self.check_writable()?;
         debug_assert!(size > 0 && size <= self.g.bsize && size.is_multiple_of(self.g.fsize));
-        let need = signed(self.g.numfrags(size));
+        let need = to_signed(self.g.numfrags(size));
         if who == Reserve::Unprivileged && self.freespace(self.g.minfree) - need < 0 {
             return Err(self.nospace("blocks (the rest is reserved for root)"));
         }
@@ -878,8 +871,8 @@ impl FsCore {
     /// 4.4BSD: among groups with at least the average number of free
     /// inodes, the one with the fewest directories.
     fn dirpref_traditional(&self) -> u64 {
-        let avgifree = self.sb.fs_cstotal().cs_nifree / signed(self.g.ncg);
-        let mut minndir = signed(self.g.ipg);
+        let avgifree = self.sb.fs_cstotal().cs_nifree / to_signed(self.g.ncg);
+        let mut minndir = to_signed(self.g.ipg);
         let mut mincg = 0;
         for (c, cs) in (0u64..).zip(&self.cs) {
             if i64::from(cs.cs_nifree) >= avgifree && i64::from(cs.cs_ndir) < minndir {
@@ -895,15 +888,15 @@ impl FsCore {
         let g = self.g;
         let ncg = g.ncg;
         let t = self.sb.fs_cstotal();
-        let avgifree = t.cs_nifree / signed(ncg);
-        let avgbfree = t.cs_nbfree / signed(ncg);
-        let avgndir = t.cs_ndir / signed(ncg);
+        let avgifree = t.cs_nifree / to_signed(ncg);
+        let avgbfree = t.cs_nbfree / to_signed(ncg);
+        let avgndir = t.cs_ndir / to_signed(ncg);
         if parent == UFS_ROOTINO {
             // Top-level directories spread out: random start, then the
             // group with fewest directories and enough room.
             let prefcg = self.rng.gen_range(0..ncg);
             let mut mincg = prefcg;
-            let mut minndir = signed(g.ipg);
+            let mut minndir = to_signed(g.ipg);
             for c in (prefcg..ncg).chain(0..prefcg) {
                 let cs = self.cs[to_index(c)];
                 if i64::from(cs.cs_ndir) < minndir
@@ -916,13 +909,13 @@ impl FsCore {
             }
             return g.ipg * mincg;
         }
-        let maxndir = (avgndir + signed(g.ipg) / 16).min(signed(g.ipg));
+        let maxndir = (avgndir + to_signed(g.ipg) / 16).min(to_signed(g.ipg));
         let minifree = (avgifree - avgifree / 4).max(1);
         let minbfree = (avgbfree - avgbfree / 4).max(1);
-        let cgsize = signed(g.fsize * g.fpg);
+        let cgsize = to_signed(g.fsize * g.fpg);
         let mut dirsize = i64::from(self.sb.fs_avgfilesize()) * i64::from(self.sb.fs_avgfpdir());
         let curdirsize = if avgndir != 0 {
-            (cgsize - avgbfree * signed(g.bsize)) / avgndir
+            (cgsize - avgbfree * to_signed(g.bsize)) / avgndir
         } else {
             0
         };
@@ -932,10 +925,10 @@ impl FsCore {
         let mut maxcontigdirs = if dirsize <= 0 {
             0
         } else {
-            ((avgbfree * signed(g.bsize)) / dirsize).min(255)
+            ((avgbfree * to_signed(g.bsize)) / dirsize).min(255)
         };
         if self.sb.fs_avgfpdir() > 0 {
-            maxcontigdirs = maxcontigdirs.min(signed(g.ipg) / i64::from(self.sb.fs_avgfpdir()));
+            maxcontigdirs = maxcontigdirs.min(to_signed(g.ipg) / i64::from(self.sb.fs_avgfpdir()));
         }
         if maxcontigdirs == 0 {
             maxcontigdirs = 1;
@@ -1011,7 +1004,7 @@ impl FsCore {
             } else {
                 g.dtog(prev) + 1
             } % g.ncg;
-            let avgbfree = self.sb.fs_cstotal().cs_nbfree / signed(g.ncg);
+            let avgbfree = self.sb.fs_cstotal().cs_nbfree / to_signed(g.ncg);
             for c in (startcg..g.ncg).chain(0..=startcg) {
                 if i64::from(self.cs[to_index(c)].cs_nbfree) >= avgbfree {
                     // Below fs_ncg, at most 2^31 by the superblock's checks.

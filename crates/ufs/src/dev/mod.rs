@@ -17,7 +17,7 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
-use ufs_format::bytes::to_index;
+use ufs_format::bytes::{to_index, to_signed};
 
 pub trait BlockDevice: Send + Sync {
     fn read_at(&self, off: u64, buf: &mut [u8]) -> Result<()>;
@@ -193,8 +193,8 @@ fn fadvise_willneed(fd: i32, off: u64, len: usize) {
     unsafe {
         libc::posix_fadvise(
             fd,
-            i64::try_from(off).unwrap_or(i64::MAX),
-            i64::try_from(len).unwrap_or(i64::MAX),
+            to_signed(off),
+            to_signed(len),
             libc::POSIX_FADV_WILLNEED,
         );
     }

@@ -59,7 +59,7 @@
 use crate::dev::BlockDevice;
 use crate::error::{Error, ErrorKind, Result};
 use std::collections::{HashMap, HashSet};
-use ufs_format::bytes::to_index;
+use ufs_format::bytes::{to_index, to_signed};
 use ufs_format::sb::Csum;
 use ufs_format::*;
 
@@ -806,8 +806,7 @@ impl<'a> Ctx<'a> {
 
     fn write_superblock(&mut self, counts: bool) -> R<()> {
         self.sb.set_fs_fmod(0);
-        self.sb
-            .set_fs_sblockactualloc(i64::try_from(self.g.sblockloc).unwrap_or(i64::MAX));
+        self.sb.set_fs_sblockactualloc(to_signed(self.g.sblockloc));
         let b = self.sb.to_disk_bytes();
         let off = self.g.sblockloc;
         if counts {

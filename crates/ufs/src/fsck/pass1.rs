@@ -2,7 +2,7 @@
 //! pass 1b: every owner of a block claimed twice.
 use super::walk::{self, BlockRef, Kind, Step, Visitor};
 use super::*;
-use ufs_format::bytes::{low_u32, to_index};
+use ufs_format::bytes::{low_u32, to_index, to_signed};
 use ufs_format::dinode::*;
 
 const P1: &str = "pass1";
@@ -505,7 +505,7 @@ fn check_inode(ctx: &mut Ctx, ino: u64, mut di: Dinode, hash: Option<(u32, u32)>
         if (mode != IFDIR || past_direct)
             && !short_link
             && size > 0
-            && v.lballoc < i64::try_from(g.lblkno(size - 1)).unwrap_or(i64::MAX)
+            && v.lballoc < to_signed(g.lblkno(size - 1))
         {
             // lballoc is at least -1.
             let fixsize = u64::try_from(v.lballoc + 1).unwrap_or(0) * g.bsize;
@@ -712,7 +712,7 @@ impl Visitor for Claim {
             self.tally += 1;
         }
         if let Kind::Data { lbn } = r.kind {
-            let lbn_signed = i64::try_from(lbn).unwrap_or(i64::MAX);
+            let lbn_signed = to_signed(lbn);
             if lbn_signed > self.lballoc {
                 self.lballoc = lbn_signed;
             }

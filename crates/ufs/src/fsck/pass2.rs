@@ -6,7 +6,7 @@
 use super::dirops;
 use super::walk;
 use super::*;
-use ufs_format::bytes::{low_u16, low_u32};
+use ufs_format::bytes::{low_u16, low_u32, to_signed};
 use ufs_format::dinode::{dt, IFDIR};
 use ufs_format::dir::{dirsiz, write_entry};
 
@@ -142,12 +142,6 @@ struct Scan {
     write: bool,
 }
 
-/// A byte count in `Scan::filesize`'s signed terms (FreeBSD's `off_t`); a
-/// count past `i64` stays at its largest.
-fn signed(n: u64) -> i64 {
-    i64::try_from(n).unwrap_or(i64::MAX)
-}
-
 fn scan_dir(ctx: &mut Ctx, ino: u64) -> R<()> {
     let g = ctx.g;
     let Some(d) = ctx.dir(ino).cloned() else {
@@ -189,7 +183,7 @@ fn scan_dir(ctx: &mut Ctx, ino: u64) -> R<()> {
     let mut st = Scan {
         dir: ino,
         entryno: 0,
-        filesize: signed(isize),
+        filesize: to_signed(isize),
         loc: 0,
         write: false,
     };
@@ -198,7 +192,7 @@ fn scan_dir(ctx: &mut Ctx, ino: u64) -> R<()> {
             break;
         }
         if ctx.chkrange(blk, nfrags) {
-            st.filesize -= signed(nfrags * g.fsize);
+            st.filesize -= to_signed(nfrags * g.fsize);
             continue;
         }
         let mut buf = ctx.read_frags(blk, nfrags)?;
@@ -236,7 +230,7 @@ fn dircheck(en: Endian, buf: &[u8], off: usize, filesize: i64) -> bool {
     if reclen == 0
         || reclen > spaceleft
         || reclen < size
-        || filesize < signed(size as u64)
+        || filesize < to_signed(size as u64)
         || !reclen.is_multiple_of(4)
     {
         return false;
@@ -270,7 +264,7 @@ fn next_entry(ctx: &mut Ctx, buf: &mut [u8], st: &mut Scan) -> R<Option<usize>> 
     if !off.is_multiple_of(DIRBLKSIZ) || dircheck(en, buf, off, st.filesize) {
         let reclen = (ufs_format::dir::header(en, buf, off).1) as usize;
         st.loc += reclen;
-        st.filesize -= signed(reclen as u64);
+        st.filesize -= to_signed(reclen as u64);
         if st.filesize <= 0 || st.loc >= blksiz || st.loc.is_multiple_of(DIRBLKSIZ) {
             return Ok(Some(off));
         }
@@ -282,7 +276,7 @@ fn next_entry(ctx: &mut Ctx, buf: &mut [u8], st: &mut Scan) -> R<Option<usize>> 
     let at = st.loc;
     let size = DIRBLKSIZ - at % DIRBLKSIZ;
     st.loc += size;
-    st.filesize -= signed(size as u64);
+    st.filesize -= to_signed(size as u64);
     if subsume {
         buf[at..at + size].fill(0);
         // The record at `off` passed dircheck, so it and the rest of its

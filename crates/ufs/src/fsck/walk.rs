@@ -4,7 +4,7 @@
 //! trees, reading in each indirect block only the entries the file size
 //! needs (`nif`). Device nodes and short symlinks have no blocks.
 use super::*;
-use ufs_format::bytes::to_index;
+use ufs_format::bytes::{to_index, to_signed};
 
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Kind {
@@ -78,7 +78,7 @@ pub(crate) fn walk(ctx: &mut Ctx, di: &Dinode, size: u64, v: &mut dyn Visitor) -
     let snap = is_snapshot(di);
     let extsize = di.di_extsize() as u64;
     if extsize > 0 {
-        let mut ndb = i64::try_from(extsize.div_ceil(g.bsize)).unwrap_or(i64::MAX);
+        let mut ndb = to_signed(extsize.div_ceil(g.bsize));
         for j in 0..UFS_NXADDR {
             ndb -= 1;
             let off = g.blkoff(extsize);
