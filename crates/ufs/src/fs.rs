@@ -110,9 +110,17 @@ impl Atime {
 /// and it less ten MAXBSIZE (64 KiB) buffers (`vfs_bio.c`, `bufinit`).
 /// A 256 MB machine, the paper's: 2,302 buffers, 35.3 MiB.
 pub fn freebsd4_hibufspace(memory_bytes: u64) -> u64 {
-    const PAGE: u64 = 4096;
     const BKVASIZE: u64 = 16384;
     const MAXBSIZE: u64 = 65536;
+    let maxbufspace = freebsd4_nbuf(memory_bytes) * BKVASIZE;
+    (3 * maxbufspace / 4).max(maxbufspace.saturating_sub(MAXBSIZE * 10))
+}
+
+/// The number of buffers (`nbuf`) FreeBSD 4.x gives a machine with
+/// `memory_bytes` of memory (i386 `machdep.c`, above).
+pub fn freebsd4_nbuf(memory_bytes: u64) -> u64 {
+    const PAGE: u64 = 4096;
+    const BKVASIZE: u64 = 16384;
     let physmem = memory_bytes / PAGE;
     let factor = 4 * BKVASIZE / PAGE;
     let mut nbuf = 50;
@@ -122,8 +130,7 @@ pub fn freebsd4_hibufspace(memory_bytes: u64) -> u64 {
     if physmem > 16384 {
         nbuf += (physmem - 16384) * 2 / (factor * 5);
     }
-    let maxbufspace = nbuf * BKVASIZE;
-    (3 * maxbufspace / 4).max(maxbufspace.saturating_sub(MAXBSIZE * 10))
+    nbuf
 }
 
 /// The room directory blocks have with vmiodir off, as FreeBSD 4.5 gave
@@ -135,12 +142,20 @@ pub fn freebsd4_hibufspace(memory_bytes: u64) -> u64 {
 /// was malloc'd while the malloc'd total stayed under a twentieth of the
 /// buffer space (`maxbufmallocspace`), and page-backed once it did, or
 /// once it grew: the twentieth saved memory, it did not bound how many
-/// directories stayed cached. The machine modeled has four times the
+/// directories stayed cached. Every other buffer in use passes through
+/// the same space, and a directory block goes when more recent buffers
+/// fill it (`crate::cache::DirSpace::Shared`). The machine modeled has four times the
 /// cache in memory (the paper's: a 64 MiB cache for its 256 MB); blocks
 /// are charged their size (the page a page-backed small directory took
 /// is not modeled). At least 64 KiB.
 pub fn dir_pool_bytes(cache_bytes: u64) -> u64 {
     freebsd4_hibufspace(cache_bytes.saturating_mul(4)).max(64 << 10)
+}
+
+/// The buffers of that space (`nbuf`), for the same machine: with 8 KiB
+/// file blocks they bound it before its bytes do.
+pub fn dir_pool_buffers(cache_bytes: u64) -> u64 {
+    freebsd4_nbuf(cache_bytes.saturating_mul(4))
 }
 
 impl Default for MountOptions {
@@ -244,6 +259,9 @@ pub struct FsCore {
 #[derive(Debug, Default)]
 pub struct OpLog {
     pub dir_changes: Vec<ChangeId>,
+    /// A change FreeBSD leaves for the inode's next write (an access
+    /// time): not written at the end even in sync mode.
+    pub lazy: bool,
 }
 
 /// One changing operation: the engine's lock, held from the operation's
@@ -263,6 +281,16 @@ impl<'a> Op<'a> {
         debug_assert!(core.op_log.is_none(), "an operation began inside another");
         core.op_log = Some(OpLog::default());
         Op { core, ended: false }
+    }
+
+    /// An operation whose change FreeBSD writes lazily (an access time,
+    /// `IN_ACCESS`): its end writes nothing in sync mode.
+    pub(crate) fn begin_lazy(core: std::sync::MutexGuard<'a, FsCore>) -> Op<'a> {
+        let mut op = Op::begin(core);
+        if let Some(log) = op.core.op_log.as_mut() {
+            log.lazy = true;
+        }
+        op
     }
 
     /// Ends the operation (see [`FsCore::end_op`]); a writer that must
@@ -559,7 +587,12 @@ impl FsCore {
             .unwrap_or(crate::order::Barrier::default_for(mode));
         cache.set_barrier(barrier);
         if !opts.vmiodir {
-            cache.set_dir_pool(Some(dir_pool_bytes(opts.cache_bytes)));
+            cache.set_dir_pool(
+                Some(dir_pool_bytes(opts.cache_bytes)),
+                crate::cache::DirSpace::Shared {
+                    buffers: dir_pool_buffers(opts.cache_bytes),
+                },
+            );
         }
         let opts = MountOptions {
             write_mode: Some(mode),
@@ -1118,7 +1151,7 @@ impl FsCore {
             return Ok(());
         }
         match self.cache.mode() {
-            WriteMode::Sync => self.sync_blocks()?,
+            WriteMode::Sync if !log.lazy => self.sync_blocks()?,
             WriteMode::Normal if !dir_changes.is_empty() => self.cache.write_ids(&dir_changes)?,
             WriteMode::Softdep if self.cache.ordering_full() => {
                 // The ordering state is bounded by the cache size: past

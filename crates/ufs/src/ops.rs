@@ -1540,11 +1540,23 @@ impl Fs {
     fn read_op(&self, ino: u64, off: u64, size: usize) -> Result<Vec<u8>> {
         let (planned, frees, dev) = {
             let mut c = self.lock();
-            let planned = Self::read_planned(&mut c, ino, off, size)?;
-            if !planned.needs_device() {
-                return planned.finish(c.cache.device());
+            let (planned, accessed) = Self::read_planned(&mut c, ino, off, size)?;
+            let (frees, dev) = (c.block_frees, c.cache.device_handle());
+            if let Some(di) = accessed {
+                // The access time is a change like any other: made inside
+                // an operation, which ends it as the write mode says
+                // (lazily: FreeBSD marks IN_ACCESS and writes the inode
+                // with its next update, even under `-o sync`).
+                let mut op = Op::begin_lazy(c);
+                op.write_inode(ino, &di)?;
+                op.end()?;
+            } else {
+                drop(c);
             }
-            (planned, c.block_frees, c.cache.device_handle())
+            if !planned.needs_device() {
+                return planned.finish(&*dev);
+            }
+            (planned, frees, dev)
         };
         let data = planned.finish(&*dev);
         let mut c = self.lock();
@@ -1555,12 +1567,14 @@ impl Fs {
         c.read_data(ino, &di, off, size)
     }
 
+    /// The read planned, and the inode with its access time updated when
+    /// the mount's atime policy asks for that.
     fn read_planned(
         c: &mut FsCore,
         ino: u64,
         off: u64,
         size: usize,
-    ) -> Result<crate::inode::DataRead> {
+    ) -> Result<(crate::inode::DataRead, Option<dinode::Dinode>)> {
         let mut di = live_inode(c, ino)?;
         if di.is_dir() {
             return Err(Error::new(ErrorKind::IsDir, "is a directory"));
@@ -1577,9 +1591,9 @@ impl Fs {
             )
         {
             touch(&mut di, false, false, true);
-            c.write_inode(ino, &di)?;
+            return Ok((data, Some(di)));
         }
-        Ok(data)
+        Ok((data, None))
     }
 
     fn write_op(
@@ -1845,14 +1859,15 @@ impl Fs {
         Ok(n)
     }
 
-    /// Sets the size of the pool that holds directory blocks with vmiodir
-    /// off (by default FreeBSD 4.5's buffer space, [`crate::fs::dir_pool_bytes`]);
-    /// nothing with vmiodir on. For the evaluation's ablation of that
-    /// model.
-    pub fn set_dir_pool_bytes(&self, bytes: u64) {
+    /// Sets the pool that holds directory blocks with vmiodir off: its
+    /// size (by default FreeBSD 4.5's buffer space,
+    /// [`crate::fs::dir_pool_bytes`]) and whether the other buffers in use
+    /// share it (by default they do); nothing with vmiodir on. For the
+    /// evaluation's ablations of that model.
+    pub fn set_dir_pool(&self, bytes: u64, space: crate::cache::DirSpace) {
         let mut g = self.lock();
         if !g.opts.vmiodir {
-            g.cache.set_dir_pool(Some(bytes));
+            g.cache.set_dir_pool(Some(bytes), space);
         }
     }
 

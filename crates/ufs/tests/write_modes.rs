@@ -385,6 +385,72 @@ fn vmiodir_off_keeps_directory_blocks_in_the_buffer_space() {
     );
 }
 
+/// With vmiodir off the buffer space is shared, as in FreeBSD 4.5: every
+/// block read passes through the same `nbuf` buffers (2,302 on the
+/// paper's 256 MB machine), so reading 40 MiB of files pushes the
+/// directories walked before out of it, and the next walk reads them
+/// again. With a pool of their own (an ablation of the evaluation) or with
+/// vmiodir on (the 64 MiB cache holds both) they stay.
+#[test]
+fn vmiodir_off_directories_compete_with_the_files_read() {
+    assert_eq!(ufs::fs::dir_pool_buffers(64 << 20), 2_302);
+    let dirs = 300u64;
+    let walk_read_walk = |vmiodir: bool, own: bool| {
+        let dev = image(256 << 20, false);
+        let o = MountOptions {
+            vmiodir,
+            cache_bytes: 64 << 20,
+            readahead: 0,
+            write_mode: Some(WriteMode::Async),
+            ..opts(None)
+        };
+        let fs = Fs::open(Box::new(dev.clone()), o).unwrap();
+        if own {
+            fs.set_dir_pool(ufs::fs::dir_pool_bytes(64 << 20), ufs::cache::DirSpace::Own);
+        }
+        let r = fs.root();
+        let (mut inos, mut files) = (Vec::new(), Vec::new());
+        for i in 0..dirs {
+            let d = fs
+                .mkdir(r, format!("d{i}").as_bytes(), 0o755, Cred::ROOT)
+                .unwrap()
+                .ino;
+            files.push(file(&fs, d, "f", &data(i, 140 << 10)));
+            inos.push(d);
+        }
+        fs.sync().unwrap();
+        fs.drop_caches().unwrap();
+        let walk = || {
+            for &d in &inos {
+                assert_eq!(fs.readdir(d, 0, 10).unwrap().len(), 3);
+            }
+        };
+        walk();
+        let before = fs.cache_stats().kind(ufs::cache::BlockKind::Dir).reads;
+        for (i, &f) in files.iter().enumerate() {
+            assert_eq!(fs.read(f, 0, 140 << 10).unwrap(), data(i as u64, 140 << 10));
+        }
+        walk();
+        let st = fs.cache_stats();
+        if !vmiodir && !own {
+            assert!(st.dir_pool_shared_bytes.is_some(), "{st:?}");
+        }
+        fs.unmount().unwrap();
+        drop(fs);
+        assert!(fsck(&*dev, FsckMode::Check).unwrap().findings.is_empty());
+        st.kind(ufs::cache::BlockKind::Dir).reads - before
+    };
+    let shared = walk_read_walk(false, false);
+    let own = walk_read_walk(false, true);
+    let on = walk_read_walk(true, false);
+    assert!(
+        shared >= dirs - 10,
+        "shared space: {shared} directory reads"
+    );
+    assert_eq!(own, 0, "a pool of their own");
+    assert_eq!(on, 0, "vmiodir on");
+}
+
 /// Normal mode is FFS without soft updates: about one device flush per
 /// created file (the inode before its name), not the five it took when
 /// maps and data were ordered too (issue "fast by default": 48,000
@@ -515,4 +581,40 @@ fn statfs_counts_releases_that_wait() {
         after.ffree
     );
     fs.unmount().unwrap();
+}
+
+/// A read that updates the access time changes the inode inside an
+/// operation, as lazily as FreeBSD's IN_ACCESS: even a sync mount writes
+/// nothing for it at the read, yet the new time is what getattr shows and
+/// what the image holds after the unmount, fsck clean.
+#[test]
+fn an_access_time_is_a_lazy_change_even_in_sync_mode() {
+    let dev = image(64 << 20, false);
+    let counted = Arc::new(CountingDevice::new(dev.clone()));
+    let o = MountOptions {
+        atime: ufs::Atime::Strict,
+        ..opts(Some(WriteMode::Sync))
+    };
+    let fs = Fs::open(Box::new(counted.clone()), o.clone()).unwrap();
+    let ino = file(&fs, fs.root(), "f", &data(3, 20_000));
+    fs.fsync(ino).unwrap();
+    let old = ufs::SetAttr {
+        atime: Some(ufs::TimeSet::At(ufs::Time {
+            sec: 1_000,
+            nsec: 0,
+        })),
+        ..Default::default()
+    };
+    fs.setattr(ino, &old, Cred::ROOT).unwrap();
+    assert_eq!(fs.getattr(ino).unwrap().atime.sec, 1_000);
+    let before = counted.stats();
+    assert_eq!(fs.read(ino, 0, 100).unwrap(), data(3, 20_000)[..100]);
+    assert_eq!(counted.stats().writes, before.writes, "the read wrote");
+    let read_at = fs.getattr(ino).unwrap().atime.sec;
+    assert!(read_at > 1_000, "atime not updated: {read_at}");
+    fs.unmount().unwrap();
+    drop(fs);
+    assert!(fsck(&*dev, FsckMode::Check).unwrap().findings.is_empty());
+    let fs = Fs::open(Box::new(dev.clone()), o).unwrap();
+    assert_eq!(fs.getattr(ino).unwrap().atime.sec, read_at);
 }

@@ -134,8 +134,13 @@ pub enum Ablation {
     /// delayed writes to the next.
     SyncEachTest,
     /// vmiodir off keeps directory blocks in a twentieth of the cache
-    /// (FreeBSD's `maxbufmallocspace` alone) instead of the buffer space.
+    /// (FreeBSD's `maxbufmallocspace` alone), a pool of their own, instead
+    /// of the buffer space shared with every other buffer.
     VmiodirTwentieth,
+    /// vmiodir off keeps directory blocks in a pool of the buffer space's
+    /// size that no other buffer uses (the model before 2026-11-29),
+    /// instead of sharing it with every buffer that passes through.
+    VmiodirOwnSpace,
     /// The drive's write-back cache on (2 MB, the buffer of the modeled
     /// drive): writes are acknowledged from the buffer and reach the media
     /// while the host computes. FreeBSD's ata(4) switch `hw.ata.wc` was
@@ -154,10 +159,11 @@ pub enum Ablation {
 }
 
 impl Ablation {
-    pub const ALL: [Ablation; 6] = [
+    pub const ALL: [Ablation; 7] = [
         Ablation::SyncerWhole,
         Ablation::SyncEachTest,
         Ablation::VmiodirTwentieth,
+        Ablation::VmiodirOwnSpace,
         Ablation::DiskWriteCache,
         Ablation::ColdCache,
         Ablation::SmallMemory,
@@ -168,6 +174,7 @@ impl Ablation {
             Ablation::SyncerWhole => "syncer-whole",
             Ablation::SyncEachTest => "sync-each-test",
             Ablation::VmiodirTwentieth => "vmiodir-twentieth",
+            Ablation::VmiodirOwnSpace => "vmiodir-own-space",
             Ablation::DiskWriteCache => "disk-write-cache",
             Ablation::ColdCache => "cold-cache",
             Ablation::SmallMemory => "small-memory",
@@ -183,7 +190,8 @@ impl Ablation {
         match self {
             Ablation::SyncerWhole => "the syncer writes everything dirty every 30 modeled seconds, instead of FreeBSD's wheel (each second, what was dirtied 28-30 s before)",
             Ablation::SyncEachTest => "each test ends with a sync inside its time, instead of leaving what it delayed to the tests after it",
-            Ablation::VmiodirTwentieth => "with vmiodir off, directory blocks live in a twentieth of the cache (FreeBSD's maxbufmallocspace alone), instead of FreeBSD 4.5's buffer space",
+            Ablation::VmiodirTwentieth => "with vmiodir off, directory blocks live in a twentieth of the cache of their own (FreeBSD's maxbufmallocspace alone), instead of FreeBSD 4.5's buffer space shared with every buffer in use",
+            Ablation::VmiodirOwnSpace => "with vmiodir off, directory blocks live in a pool of the buffer space's size that no other buffer uses, instead of sharing FreeBSD 4.5's buffer space with every buffer that passes through it",
             Ablation::DiskWriteCache => "the drive's 2 MB write-back cache is on (FreeBSD's ata(4) hw.ata.wc: off in the 2001 driver, on by default in the 2002 one): a write is acknowledged from the buffer and reaches the media while the host computes, instead of every write waiting for the media",
             Ablation::ColdCache => "each test starts from cold caches (what is dirty written, the buffer cache, dirhash and the drive's read-ahead emptied, outside its time), instead of finding what the test before left cached",
             Ablation::SmallMemory => "a machine with a quarter of the memory: a 16 MiB buffer cache (and, with vmiodir off, that machine's buffer space for directories), instead of 64 MiB",
@@ -198,7 +206,10 @@ impl Ablation {
             Ablation::SyncerWhole => q.syncer = meter::SyncerModel::Whole,
             Ablation::SyncEachTest => q.sync_each_test = true,
             Ablation::SmallMemory => q.cache_bytes /= 4,
-            Ablation::VmiodirTwentieth | Ablation::DiskWriteCache | Ablation::ColdCache => {}
+            Ablation::VmiodirTwentieth
+            | Ablation::VmiodirOwnSpace
+            | Ablation::DiskWriteCache
+            | Ablation::ColdCache => {}
         }
         q
     }
@@ -501,6 +512,10 @@ impl Combo {
             } else {
                 Some(dir_pool_bytes(p, o.cache_bytes))
             },
+            dir_pool_shared_buffers: match dir_space(p, o.cache_bytes) {
+                ufs::cache::DirSpace::Shared { buffers } if !o.vmiodir => Some(buffers),
+                _ => None,
+            },
             dirhash: o.dirhash.enabled,
             dirhash_maxmem: o.dirhash.maxmem,
             dirhash_minsize: o.dirhash.minsize,
@@ -532,6 +547,9 @@ pub struct RunConfig {
     pub vmiodir: bool,
     /// With vmiodir off, the directory pool's size.
     pub dir_pool_bytes: Option<u64>,
+    /// With vmiodir off and the pool shared with the other buffers in use
+    /// (FreeBSD 4.5's buffer space), its buffers (`nbuf`).
+    pub dir_pool_shared_buffers: Option<u64>,
     pub dirhash: bool,
     pub dirhash_maxmem: u64,
     pub dirhash_minsize: u64,
@@ -774,6 +792,17 @@ fn dir_pool_bytes(p: &Profile, cache_bytes: u64) -> u64 {
     }
 }
 
+/// Whether the directory pool of vmiodir off is shared with the other
+/// buffers (FreeBSD 4.5's buffer space) or theirs alone (two ablations).
+fn dir_space(p: &Profile, cache_bytes: u64) -> ufs::cache::DirSpace {
+    match p.ablation {
+        Some(Ablation::VmiodirTwentieth | Ablation::VmiodirOwnSpace) => ufs::cache::DirSpace::Own,
+        _ => ufs::cache::DirSpace::Shared {
+            buffers: ufs::fs::dir_pool_buffers(cache_bytes),
+        },
+    }
+}
+
 /// A fresh file system for `combo` on the modeled disk.
 fn make_fs(p: &Profile, combo: Combo) -> ufs::Result<(Arc<ModeledDisk<SparseDevice>>, Fs)> {
     let (dev, fs) = crate::modeled_fs(
@@ -785,8 +814,9 @@ fn make_fs(p: &Profile, combo: Combo) -> ufs::Result<(Arc<ModeledDisk<SparseDevi
     if p.ablation == Some(Ablation::DiskWriteCache) {
         dev.set_write_cache(Some(WRITE_CACHE_BYTES));
     }
-    if !combo.vm && p.ablation == Some(Ablation::VmiodirTwentieth) {
-        fs.set_dir_pool_bytes(dir_pool_bytes(p, combo.mount_options(p).cache_bytes));
+    if !combo.vm {
+        let cache = combo.mount_options(p).cache_bytes;
+        fs.set_dir_pool(dir_pool_bytes(p, cache), dir_space(p, cache));
     }
     Ok((dev, fs))
 }

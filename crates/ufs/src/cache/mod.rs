@@ -21,12 +21,18 @@
 //!   completed, when a buffer is dropped unwritten, moved or cut. A buffer
 //!   the ordering keeps dirty is never dropped dirty: eviction has the
 //!   ordering force out what it waits for first (`order::sync`).
-//! - With vmiodir off, directory blocks count against a small pool of their
-//!   own and are evicted within it; with it on they share the main budget.
+//! - With vmiodir off, directory blocks count against a pool of their own
+//!   and are evicted within it; with it on they share the main budget. In
+//!   the shared form of that pool (FreeBSD 4.5's buffer space,
+//!   [`bufspace`]) every other buffer used passes through it too, and a
+//!   directory block goes when more recent buffers fill the space.
 //! - The cache knows no on-disk format: check-hashes, which blocks go out
 //!   whole and how a region of named entries is written with some of its
 //!   changes held back are the file system's [`Formats`], the hooks it
 //!   calls in the write path.
+mod bufspace;
+pub use bufspace::DirSpace;
+
 use crate::dev::BlockDevice;
 use crate::error::Result;
 use crate::order::buffers::Ordering;
@@ -128,6 +134,9 @@ pub struct CacheStats {
     /// vmiodir off: bytes of directory blocks held, and their pool's size.
     pub dir_pool_bytes: Option<u64>,
     pub dir_pool_limit: Option<u64>,
+    /// vmiodir off with the pool shared (FreeBSD 4.5's buffer space):
+    /// bytes of the other buffers in it.
+    pub dir_pool_shared_bytes: Option<u64>,
     /// New buffers from memory made ahead of need ([`warm`]), process-wide.
     pub warm: warm::WarmStats,
 }
@@ -214,6 +223,10 @@ pub struct BufferCache {
     /// Directory blocks share the main cache (vmiodir on, FreeBSD's default
     /// since 2000) or live in a pool of this many bytes (vmiodir off).
     dir_pool: Option<u64>,
+    /// Whether that pool is shared with the buffers that pass through it.
+    dir_space: DirSpace,
+    /// With a shared pool: the other buffers that passed through it.
+    passers: bufspace::Passers,
     stats: CacheStats,
     /// The write ordering, called at each event of a buffer's life
     /// (`order::buffers`); it reads and changes the buffers' `deps`.
@@ -312,6 +325,8 @@ impl BufferCache {
             bytes: [0, 0],
             limit: limit_bytes.max(MIN_LIMIT),
             dir_pool: None,
+            dir_space: DirSpace::Own,
+            passers: bufspace::Passers::default(),
             stats: CacheStats::default(),
             order: Ordering::default(),
             failed: None,
@@ -354,9 +369,29 @@ impl BufferCache {
         self.formats = f;
     }
 
-    /// vmiodir off: directory blocks get a pool of their own of `bytes`.
-    pub fn set_dir_pool(&mut self, bytes: Option<u64>) {
+    /// vmiodir off: directory blocks get a pool of `bytes`, shared with
+    /// the other buffers in use or their own ([`DirSpace`]); `None`:
+    /// vmiodir on.
+    pub fn set_dir_pool(&mut self, bytes: Option<u64>, space: DirSpace) {
         self.dir_pool = bytes.map(|b| b.max(64 << 10));
+        self.dir_space = space;
+        self.passers = match (self.dir_pool, space) {
+            (Some(b), DirSpace::Shared { buffers }) => bufspace::Passers::new(b, buffers.max(16)),
+            _ => bufspace::Passers::default(),
+        };
+    }
+
+    /// Directory blocks share their pool with the other buffers in use.
+    fn shared_space(&self) -> bool {
+        self.dir_pool.is_some() && matches!(self.dir_space, DirSpace::Shared { .. })
+    }
+
+    /// Buffers other than directory blocks, `bufs` of them of `bytes`
+    /// bytes in all, known as `key`, pass through the shared pool now.
+    fn pass(&mut self, key: u64, bytes: u64, bufs: u64) {
+        if self.shared_space() {
+            self.passers.pass(key, bytes, bufs, self.clock);
+        }
     }
 
     pub fn device(&self) -> &dyn BlockDevice {
@@ -384,6 +419,7 @@ impl BufferCache {
         s.limit_bytes = self.limit;
         s.dir_pool_bytes = self.dir_pool.map(|_| self.bytes[Pool::Dir as usize]);
         s.dir_pool_limit = self.dir_pool;
+        s.dir_pool_shared_bytes = self.shared_space().then(|| self.passers.held().0);
         s.warm = self.warm.stats();
         s
     }
@@ -413,16 +449,17 @@ impl BufferCache {
     fn touch(&mut self, addr: u64) {
         self.clock += 1;
         let c = self.clock;
-        let dir_pool = self.dir_pool.is_some();
+        let Some(b) = self.bufs.get(&addr) else {
+            return;
+        };
+        let (p, len) = (self.pool(b.kind), b.data.capacity() as u64);
+        if p == Pool::Main {
+            self.pass(addr, len, 1);
+        }
         let Some(b) = self.bufs.get_mut(&addr) else {
             return;
         };
-        let p = if dir_pool && b.kind == BlockKind::Dir {
-            Pool::Dir
-        } else {
-            Pool::Main
-        } as usize;
-        let lru = &mut self.lru[p];
+        let lru = &mut self.lru[p as usize];
         if c - b.stamp <= (lru.len() as u64 / 8).max(1) {
             return;
         }
@@ -443,6 +480,9 @@ impl BufferCache {
         let b = self.bufs.get_mut(&addr).expect("buffer present");
         b.kind = kind;
         if from != to {
+            if to == Pool::Dir as usize {
+                self.passers.forget(addr);
+            }
             let len = b.data.capacity() as u64;
             self.lru[from].remove(&b.stamp);
             self.lru[to].insert(b.stamp, addr);
@@ -498,13 +538,38 @@ impl BufferCache {
         let p = self.pool(b.kind) as usize;
         self.lru[p].remove(&b.stamp);
         self.bytes[p] -= b.data.capacity() as u64;
+        if p == Pool::Main as usize {
+            self.passers.forget(addr);
+        }
         Some(b)
     }
 
     fn make_room(&mut self, need: u64, p: Pool) -> Result<()> {
         let pi = p as usize;
-        while self.bytes[pi] + need > self.pool_limit(p) {
-            let Some((_, &addr)) = self.lru[pi].iter().next() else {
+        let shared = p == Pool::Dir && self.shared_space();
+        loop {
+            let oldest = self.lru[pi].iter().next().map(|(&s, &a)| (s, a));
+            if shared {
+                // The shared pool: directory blocks and the buffers that
+                // passed after them, the oldest of either going first.
+                let bufs = self.lru[pi].len() as u64 + u64::from(need > 0);
+                let fits = self.passers.fits_with(self.bytes[pi] + need, bufs);
+                let dir_first = match (oldest, self.passers.oldest()) {
+                    (Some((s, _)), _) if s < self.passers.fell_out() => true,
+                    _ if fits => break,
+                    (Some((s, _)), Some(o)) => s < o,
+                    (Some(_), None) => true,
+                    (None, Some(_)) => false,
+                    (None, None) => break,
+                };
+                if !dir_first {
+                    self.passers.drop_oldest();
+                    continue;
+                }
+            } else if self.bytes[pi] + need <= self.pool_limit(p) {
+                break;
+            }
+            let Some((_, addr)) = oldest else {
                 break;
             };
             if self.bufs.get(&addr).is_some_and(|b| b.dirty) {
@@ -543,8 +608,12 @@ impl BufferCache {
         let p = self.pool(kind);
         self.make_room(data.capacity() as u64, p)?;
         self.clock += 1;
-        self.bytes[p as usize] += data.capacity() as u64;
+        let len = data.capacity() as u64;
+        self.bytes[p as usize] += len;
         self.lru[p as usize].insert(self.clock, addr);
+        if p == Pool::Main {
+            self.pass(addr, len, 1);
+        }
         if dirty {
             self.ndirty += 1;
         }
@@ -562,6 +631,11 @@ impl BufferCache {
     }
 
     fn ensure(&mut self, addr: u64, len: usize, kind: BlockKind) -> Result<()> {
+        if kind == BlockKind::Dir && self.shared_space() {
+            // What passed since the block was last used may have pushed
+            // it out of the shared pool.
+            self.make_room(0, Pool::Dir)?;
+        }
         let st = &mut self.stats.by_kind[kind.idx()];
         if let Some(b) = self.bufs.get(&addr) {
             if b.data.len() == len {
@@ -988,16 +1062,20 @@ impl BufferCache {
     /// Bytes read directly, bypassing the cache, counted by kind.
     pub fn read_raw(&mut self, byte_off: u64, buf: &mut [u8], kind: BlockKind) -> Result<()> {
         self.dev.read_at(byte_off, buf)?;
-        self.count_raw_read(buf.len(), kind);
+        self.count_raw_read(byte_off, buf.len(), 1, kind);
         Ok(())
     }
 
-    /// Counts a read of `len` bytes made around the cache (by the caller,
-    /// on [`device_handle`](Self::device_handle)).
-    pub fn count_raw_read(&mut self, len: usize, kind: BlockKind) {
+    /// Counts a read of `len` bytes at byte `byte_off`, `bufs` blocks,
+    /// made around the cache (by the caller, on
+    /// [`device_handle`](Self::device_handle)). In FreeBSD they passed
+    /// through the buffer space all the same.
+    pub fn count_raw_read(&mut self, byte_off: u64, len: usize, bufs: u64, kind: BlockKind) {
         let st = &mut self.stats.by_kind[kind.idx()];
         st.reads += 1;
         st.read_bytes += len as u64;
+        self.clock += 1;
+        self.pass(byte_off >> self.fshift, len as u64, bufs);
     }
 
     /// Drops every clean buffer (a cold cache for measurements), and the
@@ -1013,6 +1091,7 @@ impl BufferCache {
         for a in clean {
             self.remove_buf(a);
         }
+        self.passers.clear();
     }
 
     /// Drops clean buffers, least recently used first, until the cache

@@ -662,7 +662,8 @@ impl FsCore {
             let start = read.out.len();
             read.out.resize(start + len, 0);
             read.runs.push((start, at, len));
-            self.cache.count_raw_read(len, BlockKind::Data);
+            let blocks = (len as u64).div_ceil(self.g.bsize).max(1);
+            self.cache.count_raw_read(at, len, blocks, BlockKind::Data);
         }
     }
 
