@@ -355,8 +355,11 @@ struct Walk {
 }
 
 /// `readdir` of `dir`, and a `lookup` and a `getattr` of each entry,
-/// recursively.
+/// recursively, in fts(3)'s order (`find -exec ls -l`, `du -s`): every
+/// entry of a directory looked up before the walk goes down into its
+/// subdirectories (see `classic::find`).
 fn walk(fs: &Fs, dir: u64, w: &mut Walk) -> ufs::Result<()> {
+    let mut subdirs = Vec::new();
     for e in fs.readdir(dir, 0, usize::MAX)? {
         if e.name == b"." || e.name == b".." {
             continue;
@@ -365,11 +368,14 @@ fn walk(fs: &Fs, dir: u64, w: &mut Walk) -> ufs::Result<()> {
         let a = fs.getattr(a.ino)?;
         if a.kind == ufs::FileKind::Dir {
             w.dirs += 1;
-            walk(fs, a.ino, w)?;
+            subdirs.push(a.ino);
         } else {
             w.files += 1;
             w.bytes += a.size;
         }
+    }
+    for d in subdirs {
+        walk(fs, d, w)?;
     }
     Ok(())
 }

@@ -909,14 +909,20 @@ fn compile(fs: &Fs, src: &Src, inos: &[u64], user: &UserCpu) -> ufs::Result<Buil
     Ok(built)
 }
 
-/// `grep -r '#include' dir`: (files, bytes, matching lines).
+/// `grep -r '#include' dir`: (files, bytes, matching lines). In fts(3)'s
+/// order: a directory's entries are all looked up before any is read or
+/// gone into (`fts_build`), then visited in the directory's order, files
+/// opened by the names just looked up (see `classic::find`).
 fn grep(fs: &Fs, dir: u64, user: &UserCpu) -> ufs::Result<(u64, u64, u64)> {
     let mut out = (0, 0, 0);
+    let mut found = Vec::new();
     for e in fs.readdir(dir, 0, usize::MAX)? {
         if e.name == b"." || e.name == b".." {
             continue;
         }
-        let a = fs.lookup(dir, &e.name)?;
+        found.push(fs.lookup(dir, &e.name)?);
+    }
+    for a in found {
         if a.kind == FileKind::Dir {
             let (f, b, m) = grep(fs, a.ino, user)?;
             out = (out.0 + f, out.1 + b, out.2 + m);

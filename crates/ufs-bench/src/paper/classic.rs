@@ -37,9 +37,14 @@ pub fn tar_tree(p: &Profile) -> Tree {
 }
 
 /// `find -print`: every directory read, every entry looked up; returns the
-/// entries seen below `dir`.
+/// entries seen below `dir`. In fts(3)'s order, as FreeBSD's find walks:
+/// a directory is read and each of its entries looked up (`fts_build`)
+/// before the walk goes down into its subdirectories, which it then
+/// enters by the names just looked up (the name cache), not by reading
+/// the directory's blocks again.
 pub(super) fn find(fs: &Fs, dir: u64) -> ufs::Result<u64> {
     let mut seen = 0;
+    let mut subdirs = Vec::new();
     for e in fs.readdir(dir, 0, usize::MAX)? {
         if e.name == b"." || e.name == b".." {
             continue;
@@ -47,8 +52,11 @@ pub(super) fn find(fs: &Fs, dir: u64) -> ufs::Result<u64> {
         let a = fs.lookup(dir, &e.name)?;
         seen += 1;
         if a.kind == ufs::FileKind::Dir {
-            seen += find(fs, a.ino)?;
+            subdirs.push(a.ino);
         }
+    }
+    for d in subdirs {
+        seen += find(fs, d)?;
     }
     Ok(seen)
 }
