@@ -87,17 +87,21 @@ EXPLANATIONS = {
          "still in the 64 MiB cache (as a 256 MB machine would hold them) and gain nothing; where the disk "
          "is read (creating and removing trees, netnews, the grep of a build) Orlov's placement saves "
          "seeks, sometimes far more than 20% (Andrew's grep).",
-    "e": "vmiodir off gives directory blocks what FreeBSD 4.5 gave them: the buffer space of the "
-         "machine (hibufspace from its nbuf formula, 35.3 MiB for the paper's 256 MB), not the memory the VM "
-         "caches file pages in; the malloc'd twentieth of it only saved memory for small directories. Every "
-         "test's directories fit that space, so vmiodir changes nothing we can measure: hard to spot, as the "
-         "paper found, but without its ~2% on the compile and build phases, whose tree the paper read from a "
-         "disk larger than memory where directory buffers competed with file pages. The earlier model, a "
-         "pool of the malloc'd twentieth alone, cost the find over 6,596 directories a read per directory "
-         "(x167); the ablation vmiodir-twentieth runs that model again and shows the verdict move (vmiodir "
-         "becomes the largest effect of a test).",
-    "f": "With vmiodir showing no effect (see e), there is nothing to overlap with dirpref on Andrew's grep "
-         "and remove.",
+    "e": "vmiodir off gives directory blocks what FreeBSD 4.5 gave them: buffers of the machine's buffer "
+         "space (hibufspace bytes in nbuf buffers, 35.3 MiB in 2,302 for the paper's 256 MB), not the VM's "
+         "pages, and every other block read or written passes through the same buffers; the least recently "
+         "used is reused whatever it holds, and a directory's contents go with it. So around 2% on the "
+         "compile and remove phases, as the paper found, but a read-only traversal right after a phase that "
+         "wrote or read more than the space (tar's find after the extraction, Andrew's stat after the copy) "
+         "reads every directory again without vmiodir, where with it they are all still in memory: vmiodir "
+         "becomes their largest effect, which the paper did not report. The ablations vmiodir-own-space "
+         "(directories in a space of that size of their own) and vmiodir-twentieth (the malloc'd twentieth "
+         "alone) show the verdict move with the model of that space.",
+    "f": "With the buffer space shared, Andrew's grep and remove look up names in directories the copy's and "
+         "the grep's file blocks pushed out of it: vmiodir saves those reads, and dirpref makes each read "
+         "cheaper (a directory near its parent and its files), so the two save the same reads and overlap. "
+         "With directories in a space of their own (the ablation vmiodir-own-space) nothing pushes them out, "
+         "vmiodir changes nothing and there is nothing to overlap.",
     "g": "Soft updates: the gains are of the paper's order; ours on create is smaller because with soft "
          "updates the modeled disk still writes every message's data, one block at a time at each flush, "
          "where the real IDE disk's write cache and FreeBSD's clustering absorbed them. Dirhash: it saves "
