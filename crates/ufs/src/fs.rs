@@ -66,8 +66,9 @@ pub struct MountOptions {
     /// What an ordered write waits for (`-o barrier=flush|write`); None:
     /// the mode's own ([`Barrier::default_for`](crate::order::Barrier::default_for)).
     pub barrier: Option<crate::order::Barrier>,
-    /// Directory blocks in the main buffer cache (on) or in a small fixed
-    /// pool of their own (off) (`-o vmiodir=on|off`).
+    /// Directory blocks in the main buffer cache (on) or in FreeBSD 4.5's
+    /// buffer space, shared with every other block read or written (off)
+    /// (`-o vmiodir=on|off`; [`dir_pool_bytes`]).
     pub vmiodir: bool,
     /// When a read updates a file's access time (`-o relatime`, the
     /// default, `strictatime`, `noatime`).

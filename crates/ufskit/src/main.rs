@@ -267,7 +267,7 @@ struct MountArgs {
     ///   cache=SIZE          buffer cache (1/32 of memory, 64M to 1G)
     ///   readahead=SIZE      read on a small-block miss (128k; 0 off)
     ///   writeback=off | on  kernel write-back caching of file data
-    ///   vmiodir=on | off    directory blocks cached as file data (FreeBSD's vmiodir)
+    ///   vmiodir=on | off    directory blocks cached as file data (on) or in FreeBSD 4.5's buffer space (off)
     ///   dircache=on | off   directories opened without a request, listings cached
     ///   readdirplus=auto | on | off   listings with attributes
     ///   lowmem=on | off     give dirhash memory back under memory pressure

@@ -226,12 +226,16 @@ pub fn cmd_stats(
             );
         }
     }
-    match c["dir_pool_limit"].as_u64() {
-        Some(lim) => println!(
+    match (c["dir_pool_limit"].as_u64(), c["dir_pool_shared_bytes"].as_u64()) {
+        (Some(lim), Some(others)) => println!(
+            "vmiodir: off (directory blocks in FreeBSD 4.5's buffer space of {lim} bytes: {} bytes of them, {others} of the other blocks that passed through it)",
+            c["dir_pool_bytes"]
+        ),
+        (Some(lim), None) => println!(
             "vmiodir: off (directory blocks in a pool of {lim} bytes, {} in use)",
             c["dir_pool_bytes"]
         ),
-        None => println!("vmiodir: on (directory blocks share the buffer cache)"),
+        (None, _) => println!("vmiodir: on (directory blocks share the buffer cache)"),
     }
     let di = &v["dir"];
     if di.is_object() {
