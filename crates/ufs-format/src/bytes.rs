@@ -42,6 +42,13 @@ pub fn to_signed(v: impl TryInto<i64>) -> i64 {
     v.try_into().unwrap_or(i64::MAX)
 }
 
+/// A count in one of FreeBSD's `int32_t` fields (a group's summary counts,
+/// a link count fsck tallies). Every count of a validated geometry fits;
+/// one that did not would stay at `i32::MAX` instead of turning negative.
+pub fn to_i32(v: impl TryInto<i32>) -> i32 {
+    v.try_into().unwrap_or(i32::MAX)
+}
+
 /// The low 32 bits of `t`, as C's assignment of a 64-bit time to an
 /// `int32_t` field (FreeBSD's UFS1 `fs_old_time` and `cg_old_time`, which
 /// wrap in 2038 on FreeBSD too).

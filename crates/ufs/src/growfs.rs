@@ -26,7 +26,7 @@
 use crate::dev::BlockDevice;
 use crate::error::{Error, ErrorKind, Result};
 use crate::fs::read_superblock;
-use crate::newfs::{build_cg, recount_space, write_recovery_record};
+use crate::newfs::{build_cg, recount_space, sb_field, write_recovery_record};
 use rand::{Rng, SeedableRng};
 use ufs_format::bytes::{low_i32, low_u32, to_index, to_signed};
 use ufs_format::*;
@@ -84,16 +84,6 @@ impl GrowReport {
 
 fn refuse(msg: impl Into<String>) -> Error {
     Error::new(ErrorKind::Invalid, msg.into())
-}
-
-/// `v` for the grown superblock's field `name`, refused when the field's
-/// type cannot hold it (a size asked for past what the format counts).
-fn field<T: TryFrom<u64>>(name: &str, v: u64) -> Result<T> {
-    T::try_from(v).map_err(|_| {
-        refuse(format!(
-            "the grown file system's {name} would be {v}, more than the superblock holds"
-        ))
-    })
 }
 
 /// Sets (`free`) or clears fragment map bits `[start, end)` of `cg`.
@@ -203,11 +193,11 @@ pub fn growfs(dev: &dyn BlockDevice, p: &GrowParams) -> Result<GrowReport> {
 
     // The new superblock and its geometry.
     let mut nsb = sb.clone();
-    nsb.set_fs_size(field("fs_size", nsize)?);
-    nsb.set_fs_ncg(field("fs_ncg", ncg)?);
-    nsb.set_fs_cssize(field("fs_cssize", new_cssize)?);
-    nsb.set_fs_csaddr(field("fs_csaddr", new_csaddr)?);
-    nsb.set_fs_providersize(field("fs_providersize", device / fsize)?);
+    nsb.set_fs_size(sb_field("fs_size", nsize)?);
+    nsb.set_fs_ncg(sb_field("fs_ncg", ncg)?);
+    nsb.set_fs_cssize(sb_field("fs_cssize", new_cssize)?);
+    nsb.set_fs_csaddr(sb_field("fs_csaddr", new_csaddr)?);
+    nsb.set_fs_providersize(sb_field("fs_providersize", device / fsize)?);
     let t = p.time.unwrap_or_else(|| crate::fs::now().0);
     nsb.set_fs_time(t);
     // fs_dsize: what the added fragments add, less each new group's
@@ -231,12 +221,12 @@ pub fn growfs(dev: &dyn BlockDevice, p: &GrowParams) -> Result<GrowReport> {
         dsize += n - meta;
     }
     dsize -= new_csfrags - old_csfrags;
-    nsb.set_fs_dsize(field("fs_dsize", dsize)?);
+    nsb.set_fs_dsize(sb_field("fs_dsize", dsize)?);
     if v.is_ufs1() {
-        nsb.set_fs_old_size(field("fs_old_size", nsize)?);
-        nsb.set_fs_old_dsize(field("fs_old_dsize", dsize)?);
-        nsb.set_fs_old_csaddr(field("fs_old_csaddr", new_csaddr)?);
-        nsb.set_fs_old_ncyl(field("fs_old_ncyl", ncg * g.old_cpg.max(1))?);
+        nsb.set_fs_old_size(sb_field("fs_old_size", nsize)?);
+        nsb.set_fs_old_dsize(sb_field("fs_old_dsize", dsize)?);
+        nsb.set_fs_old_csaddr(sb_field("fs_old_csaddr", new_csaddr)?);
+        nsb.set_fs_old_ncyl(sb_field("fs_old_ncyl", ncg * g.old_cpg.max(1))?);
     }
     let ng = nsb
         .validate(loc)

@@ -59,7 +59,7 @@ use crate::error::{Error, ErrorKind, Result};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::fmt::Write as _;
-use ufs_format::bytes::{low_i32, low_u16, low_u32, to_index, to_signed};
+use ufs_format::bytes::{low_i32, low_u16, low_u32, to_i32, to_index, to_signed};
 use ufs_format::dinode::{dt, IFDIR};
 use ufs_format::sb::{Csum, CsumTotal};
 use ufs_format::*;
@@ -210,17 +210,16 @@ fn invalid(msg: impl Into<String>) -> Error {
     Error::new(ErrorKind::Invalid, msg)
 }
 
-/// `v`, a value of the computed layout, in the 32-bit signed superblock
-/// field `field`. [`compute_layout`] and [`check_layout`] keep every value
-/// in range; one that is not is refused, never wrapped.
-fn field_i32(field: &str, v: impl Into<i64>) -> Result<i32> {
-    let v = v.into();
-    i32::try_from(v).map_err(|_| invalid(format!("{field} {v} does not fit its 32-bit field")))
-}
-
-/// [`field_i32`] for the unsigned 32-bit fields.
-fn field_u32(field: &str, v: i64) -> Result<u32> {
-    u32::try_from(v).map_err(|_| invalid(format!("{field} {v} does not fit its 32-bit field")))
+/// `v` for the superblock field `name` (a value of the computed layout, or
+/// of a grown one in growfs), refused, never wrapped, when the field's
+/// type cannot hold it. [`compute_layout`] and [`check_layout`] keep
+/// newfs's values in range.
+pub(crate) fn sb_field<T: TryFrom<V>, V: Copy + std::fmt::Display>(name: &str, v: V) -> Result<T> {
+    T::try_from(v).map_err(|_| {
+        invalid(format!(
+            "{name} would be {v}, more than its superblock field holds"
+        ))
+    })
 }
 
 fn howmany(a: i64, b: i64) -> i64 {
@@ -697,14 +696,14 @@ fn build_superblock(
         flags |= FS_DOSOFTDEP;
     }
     sb.set_fs_volname(&p.volname);
-    let bsize = field_i32("fs_bsize", l.bsize)?;
-    let fsize = field_i32("fs_fsize", l.fsize)?;
+    let bsize: i32 = sb_field("fs_bsize", l.bsize)?;
+    let fsize: i32 = sb_field("fs_fsize", l.fsize)?;
     sb.set_fs_bsize(bsize);
     sb.set_fs_fsize(fsize);
-    sb.set_fs_frag(field_i32("fs_frag", l.frag)?);
-    sb.set_fs_maxbsize(field_i32("fs_maxbsize", l.maxbsize)?);
-    sb.set_fs_maxcontig(field_i32("fs_maxcontig", l.maxcontig)?);
-    sb.set_fs_contigsumsize(field_i32("fs_contigsumsize", l.contigsumsize)?);
+    sb.set_fs_frag(sb_field("fs_frag", l.frag)?);
+    sb.set_fs_maxbsize(sb_field("fs_maxbsize", l.maxbsize)?);
+    sb.set_fs_maxcontig(sb_field("fs_maxcontig", l.maxcontig)?);
+    sb.set_fs_contigsumsize(sb_field("fs_contigsumsize", l.contigsumsize)?);
     let bmask = !(bsize - 1);
     let fmask = !(fsize - 1);
     sb.set_fs_bmask(bmask);
@@ -712,10 +711,10 @@ fn build_superblock(
     // The quad masks are the 32-bit complements widened (positive values).
     sb.set_fs_qbmask(i64::from(!bmask));
     sb.set_fs_qfmask(i64::from(!fmask));
-    sb.set_fs_bshift(field_i32("fs_bshift", l.bshift)?);
-    sb.set_fs_fshift(field_i32("fs_fshift", l.fshift)?);
-    sb.set_fs_fragshift(field_i32("fs_fragshift", l.fragshift)?);
-    sb.set_fs_fsbtodb(field_i32("fs_fsbtodb", l.fsbtodb)?);
+    sb.set_fs_bshift(sb_field("fs_bshift", l.bshift)?);
+    sb.set_fs_fshift(sb_field("fs_fshift", l.fshift)?);
+    sb.set_fs_fragshift(sb_field("fs_fragshift", l.fragshift)?);
+    sb.set_fs_fsbtodb(sb_field("fs_fsbtodb", l.fsbtodb)?);
     sb.set_fs_size(l.size);
     // fs_fsize is at least 512 (check_params), so it is its own absolute
     // value, and a u64 divided by it fits an i64.
@@ -724,24 +723,24 @@ fn build_superblock(
     let sblockloc = to_signed(if ufs1 { SBLOCK_UFS1 } else { SBLOCK_UFS2 });
     sb.set_fs_sblockloc(sblockloc);
     sb.set_fs_sblockactualloc(sblockloc);
-    sb.set_fs_nindir(field_i32("fs_nindir", l.bsize / to_signed(v.ptr_size()))?);
-    sb.set_fs_inopb(field_u32("fs_inopb", l.bsize / to_signed(v.dinode_size()))?);
-    sb.set_fs_maxsymlinklen(field_i32("fs_maxsymlinklen", to_signed(v.maxsymlinklen()))?);
-    sb.set_fs_sblkno(field_i32("fs_sblkno", l.sblkno)?);
-    sb.set_fs_cblkno(field_i32("fs_cblkno", l.cblkno)?);
-    sb.set_fs_iblkno(field_i32("fs_iblkno", l.iblkno)?);
-    sb.set_fs_dblkno(field_i32("fs_dblkno", l.dblkno)?);
+    sb.set_fs_nindir(sb_field("fs_nindir", l.bsize / to_signed(v.ptr_size()))?);
+    sb.set_fs_inopb(sb_field("fs_inopb", l.bsize / to_signed(v.dinode_size()))?);
+    sb.set_fs_maxsymlinklen(sb_field("fs_maxsymlinklen", to_signed(v.maxsymlinklen()))?);
+    sb.set_fs_sblkno(sb_field("fs_sblkno", l.sblkno)?);
+    sb.set_fs_cblkno(sb_field("fs_cblkno", l.cblkno)?);
+    sb.set_fs_iblkno(sb_field("fs_iblkno", l.iblkno)?);
+    sb.set_fs_dblkno(sb_field("fs_dblkno", l.dblkno)?);
     sb.set_fs_maxfilesize(l.maxfilesize);
-    sb.set_fs_ipg(field_u32("fs_ipg", l.ipg)?);
-    sb.set_fs_fpg(field_i32("fs_fpg", l.fpg)?);
-    sb.set_fs_ncg(field_u32("fs_ncg", l.ncg)?);
-    sb.set_fs_cgsize(field_i32("fs_cgsize", l.cgsize)?);
+    sb.set_fs_ipg(sb_field("fs_ipg", l.ipg)?);
+    sb.set_fs_fpg(sb_field("fs_fpg", l.fpg)?);
+    sb.set_fs_ncg(sb_field("fs_ncg", l.ncg)?);
+    sb.set_fs_cgsize(sb_field("fs_cgsize", l.cgsize)?);
     sb.set_fs_csaddr(l.dblkno);
-    sb.set_fs_cssize(field_i32("fs_cssize", l.cssize)?);
-    sb.set_fs_sbsize(field_i32("fs_sbsize", l.sbsize)?);
-    sb.set_fs_minfree(field_i32("fs_minfree", l.minfree)?);
+    sb.set_fs_cssize(sb_field("fs_cssize", l.cssize)?);
+    sb.set_fs_sbsize(sb_field("fs_sbsize", l.sbsize)?);
+    sb.set_fs_minfree(sb_field("fs_minfree", l.minfree)?);
     sb.set_fs_metaspace(l.metaspace);
-    sb.set_fs_maxbpg(field_i32("fs_maxbpg", l.maxbpg)?);
+    sb.set_fs_maxbpg(sb_field("fs_maxbpg", l.maxbpg)?);
     sb.set_fs_optim(l.optim);
     sb.set_fs_avgfilesize(p.avgfilesize);
     sb.set_fs_avgfpdir(p.avgfpdir);
@@ -771,14 +770,14 @@ fn build_superblock(
         // All fit: a UFS1 file system is at most i32::MAX fragments
         // (compute_layout) and a group's sectors are below 2^26 (its map
         // fits a block).
-        let nspf = field_i32("fs_old_nspf", l.fsize / SECTOR)?;
-        let spc = field_i32("fs_old_spc", l.fpg * (l.fsize / SECTOR))?;
+        let nspf: i32 = sb_field("fs_old_nspf", l.fsize / SECTOR)?;
+        let spc: i32 = sb_field("fs_old_spc", l.fpg * (l.fsize / SECTOR))?;
         sb.set_fs_old_inodefmt(FS_44INODEFMT);
         sb.set_fs_old_cgoffset(0);
         sb.set_fs_old_cgmask(-1);
-        sb.set_fs_old_size(field_i32("fs_old_size", l.size)?);
-        sb.set_fs_old_dsize(field_i32("fs_old_dsize", dsize)?);
-        sb.set_fs_old_csaddr(field_i32("fs_old_csaddr", l.dblkno)?);
+        sb.set_fs_old_size(sb_field("fs_old_size", l.size)?);
+        sb.set_fs_old_dsize(sb_field("fs_old_dsize", dsize)?);
+        sb.set_fs_old_csaddr(sb_field("fs_old_csaddr", l.dblkno)?);
         sb.set_fs_old_rotdelay(0);
         sb.set_fs_old_rps(60);
         sb.set_fs_old_nspf(nspf);
@@ -791,7 +790,7 @@ fn build_superblock(
         sb.set_fs_old_spc(spc);
         sb.set_fs_old_nsect(spc);
         sb.set_fs_old_npsect(spc);
-        sb.set_fs_old_ncyl(field_i32("fs_old_ncyl", l.ncg)?);
+        sb.set_fs_old_ncyl(sb_field("fs_old_ncyl", l.ncg)?);
     }
     sb.set_fs_magic(v.magic());
     Ok(sb)
@@ -887,8 +886,8 @@ pub(crate) fn recount_space(cg: &mut Cg, g: &Geometry) {
     }
     // Both count fragments of one group, at most fs_fpg, an int32_t.
     let mut cs = cg.cg_cs();
-    cs.cs_nbfree = i32::try_from(nbfree).unwrap_or(i32::MAX);
-    cs.cs_nffree = i32::try_from(nffree).unwrap_or(i32::MAX);
+    cs.cs_nbfree = to_i32(nbfree);
+    cs.cs_nffree = to_i32(nffree);
     cg.set_cg_cs(cs);
     for (i, v) in frsum.iter().enumerate() {
         cg.set_cg_frsum(i, *v);
@@ -935,7 +934,7 @@ pub(crate) fn build_cg(g: &Geometry, c: u64, utime: i64) -> Cg {
     let mut cs = Csum {
         // A validated fs_ipg is below 2^19 (its inode map fits the cg
         // block).
-        cs_nifree: i32::try_from(g.ipg).unwrap_or(i32::MAX),
+        cs_nifree: to_i32(g.ipg),
         ..Csum::default()
     };
     if c == 0 {
@@ -1374,10 +1373,10 @@ pub(crate) fn write_recovery_record(dev: &dyn BlockDevice, g: &Geometry) -> Resu
     let mut sector = vec![0u8; to_index(SECTOR as u64)];
     dev.read_at(start, &mut sector)?;
     let rec = ufs_format::sb::FsRecovery {
-        fsbtodb: field_i32("fsr_fsbtodb", i64::from(g.fshift) - 9)?,
-        sblkno: field_i32("fsr_sblkno", to_signed(g.sblkno))?,
-        fpg: field_i32("fsr_fpg", to_signed(g.fpg))?,
-        ncg: field_u32("fsr_ncg", to_signed(g.ncg))?,
+        fsbtodb: sb_field("fsr_fsbtodb", i64::from(g.fshift) - 9)?,
+        sblkno: sb_field("fsr_sblkno", to_signed(g.sblkno))?,
+        fpg: sb_field("fsr_fpg", to_signed(g.fpg))?,
+        ncg: sb_field("fsr_ncg", to_signed(g.ncg))?,
     };
     let rec_off = sector.len() - FSRECOVERY_SIZE;
     sector[rec_off..].copy_from_slice(&rec.encode(g.v.endian));

@@ -23,7 +23,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::fs::{DirPref, FsCore};
 use crate::order::Freed;
 use rand::Rng;
-use ufs_format::bytes::{low_u32, to_index, to_signed};
+use ufs_format::bytes::{low_u32, to_i32, to_index, to_signed};
 use ufs_format::sb::Csum;
 use ufs_format::*;
 
@@ -32,7 +32,7 @@ use ufs_format::*;
 /// group's `cs_nffree`, FreeBSD's `int32_t`.
 fn frag_count(n: u64) -> i32 {
     debug_assert!(n <= MAXFRAG as u64, "{n} fragments in one block");
-    i32::try_from(n).unwrap_or(i32::MAX)
+    to_i32(n)
 }
 
 /// For every pattern of a block's fragment bits (bit i = fragment i free),

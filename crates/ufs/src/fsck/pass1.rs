@@ -2,7 +2,7 @@
 //! pass 1b: every owner of a block claimed twice.
 use super::walk::{self, BlockRef, Kind, Step, Visitor};
 use super::*;
-use ufs_format::bytes::{low_u32, to_index, to_signed};
+use ufs_format::bytes::{low_u32, to_i32, to_index, to_signed};
 use ufs_format::dinode::*;
 
 const P1: &str = "pass1";
@@ -432,7 +432,7 @@ fn check_inode(ctx: &mut Ctx, ino: u64, mut di: Dinode, hash: Option<(u32, u32)>
         *x = InoInfo {
             state,
             dtype: iftodt(di.di_mode()),
-            linkcnt: i32::try_from(nlink).unwrap_or(i32::MAX),
+            linkcnt: to_i32(nlink),
         };
     }
     if mode == IFDIR {

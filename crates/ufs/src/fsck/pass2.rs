@@ -6,7 +6,7 @@
 use super::dirops;
 use super::walk;
 use super::*;
-use ufs_format::bytes::{low_u16, low_u32, to_signed};
+use ufs_format::bytes::{low_u16, low_u32, to_i32, to_signed};
 use ufs_format::dinode::{dt, IFDIR};
 use ufs_format::dir::{dirsiz, write_entry};
 
@@ -599,7 +599,7 @@ fn check_entry(ctx: &mut Ctx, buf: &mut [u8], off: usize, st: &mut Scan) -> R<bo
                     };
                     if let Some(x) = ctx.info_mut(target) {
                         x.state = ns;
-                        x.linkcnt = i32::try_from(di.nlink()).unwrap_or(i32::MAX);
+                        x.linkcnt = to_i32(di.nlink());
                     }
                     continue;
                 }

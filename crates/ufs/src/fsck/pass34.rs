@@ -4,7 +4,7 @@ use super::dirops;
 use super::pass2::propagate;
 use super::walk;
 use super::*;
-use ufs_format::bytes::to_index;
+use ufs_format::bytes::{to_i32, to_index};
 
 const P3: &str = "pass3";
 const P4: &str = "pass4";
@@ -282,7 +282,7 @@ fn release_dir_refs(ctx: &mut Ctx, dir: u64) -> R<()> {
 /// (`adjust`); an inode nothing names is reconnected or cleared.
 fn adjust(ctx: &mut Ctx, ino: u64, mut lcnt: i32) -> R<()> {
     let mut di = ctx.read_inode(ino)?;
-    let nlink = i32::try_from(di.nlink()).unwrap_or(i32::MAX);
+    let nlink = to_i32(di.nlink());
     let kind = kind_of(ctx, ino);
     if nlink == lcnt {
         if ctx.mode == FsckMode::Preen && di.di_size() == 0 {

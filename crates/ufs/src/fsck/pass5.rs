@@ -10,7 +10,7 @@
 //! of the disk: the comparison uses the state before them, and the group
 //! is rewritten with them.
 use super::*;
-use ufs_format::bytes::{low_u32, to_index};
+use ufs_format::bytes::{low_u32, to_i32, to_index};
 use ufs_format::CsumTotal;
 
 const P5: &str = "pass5";
@@ -325,7 +325,7 @@ fn build(ctx: &Ctx, c: u64, old: &[u8], lay: &Layout, overlay: Option<&Overlay>)
         b[lay.iusedoff] |= 0b11;
         nused += 2;
     }
-    let nifree = i32::try_from(g.ipg.saturating_sub(nused)).unwrap_or(i32::MAX);
+    let nifree = to_i32(g.ipg.saturating_sub(nused));
     // Fragment map, cluster map and counters.
     let frag = g.frag;
     let fmask: u64 = (1u64 << frag) - 1;

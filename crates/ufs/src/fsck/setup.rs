@@ -12,7 +12,7 @@
 //! size. A UFS1 file system in the pre-4.4BSD format is refused as
 //! `Incompatible`, as FreeBSD's fsck refuses it.
 use super::*;
-use ufs_format::bytes::to_index;
+use ufs_format::bytes::{to_i32, to_index};
 
 const SB_MASK_FLAGS: i32 = 0x00FF_FFFF;
 
@@ -425,7 +425,7 @@ impl Ctx<'_> {
         }
         let mb = self.sb.fs_maxbsize() as i64;
         // fs_bsize is at most 64 KiB by validation.
-        let bs32 = i32::try_from(self.g.bsize).unwrap_or(i32::MAX);
+        let bs32 = to_i32(self.g.bsize);
         let bs = i64::from(bs32);
         if mb != 0
             && !pow2_in(mb, bs, 16 * bs)
