@@ -118,7 +118,9 @@ pub struct Profile {
     /// 4.5 machine had it (`--format ufs1`).
     #[serde(serialize_with = "variant_name")]
     pub format: ufs_format::Variant,
-    /// The one modeled element this run changes, if it is an ablation.
+    /// The one modeled element this run changes, if it is an ablation
+    /// (written once in paper.json, as its top-level `ablation`).
+    #[serde(skip)]
     pub ablation: Option<Ablation>,
 }
 
