@@ -145,8 +145,9 @@ pub fn freebsd4_nbuf(memory_bytes: u64) -> u64 {
 /// once it grew: the twentieth saved memory, it did not bound how many
 /// directories stayed cached. Every other buffer in use passes through
 /// the same space, and a directory block goes when more recent buffers
-/// fill it (`crate::cache::DirSpace::Shared`). The machine modeled has four times the
-/// cache in memory (the paper's: a 64 MiB cache for its 256 MB); blocks
+/// fill it (`crate::cache::DirSpace::Shared`). The machine modeled has
+/// four times the cache in memory (the paper's: a 64 MiB cache for its
+/// 256 MB); blocks
 /// are charged their size (the page a page-backed small directory took
 /// is not modeled). At least 64 KiB.
 pub fn dir_pool_bytes(cache_bytes: u64) -> u64 {

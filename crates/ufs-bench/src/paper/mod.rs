@@ -140,7 +140,7 @@ pub enum Ablation {
     /// of the buffer space shared with every other buffer.
     VmiodirTwentieth,
     /// vmiodir off keeps directory blocks in a pool of the buffer space's
-    /// size that no other buffer uses (the model before 2026-11-29),
+    /// size that no other buffer uses (the model until 2026-11-28, late),
     /// instead of sharing it with every buffer that passes through.
     VmiodirOwnSpace,
     /// The drive's write-back cache on (2 MB, the buffer of the modeled

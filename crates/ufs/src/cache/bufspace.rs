@@ -39,8 +39,9 @@ pub enum DirSpace {
     /// passes through it (the model of FreeBSD 4.5, the default), of at
     /// most this many buffers (`nbuf`) besides its size in bytes.
     Shared { buffers: u64 },
-    /// In a pool of their own that nothing else uses (the evaluation's
-    /// ablations: the pool of before 2026-11-29, and `maxbufmallocspace`).
+    /// In a pool of their own that nothing else uses (two ablations of
+    /// the evaluation: the model until 2026-11-28, late, and
+    /// `maxbufmallocspace` alone).
     Own,
 }
 
