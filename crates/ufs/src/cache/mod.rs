@@ -449,16 +449,18 @@ impl BufferCache {
     fn touch(&mut self, addr: u64) {
         self.clock += 1;
         let c = self.clock;
-        let Some(b) = self.bufs.get(&addr) else {
-            return;
-        };
-        let (p, len) = (self.pool(b.kind), b.data.capacity() as u64);
-        if p == Pool::Main {
-            self.pass(addr, len, 1);
-        }
+        let (dir_pool, shared) = (self.dir_pool.is_some(), self.shared_space());
         let Some(b) = self.bufs.get_mut(&addr) else {
             return;
         };
+        let p = if dir_pool && b.kind == BlockKind::Dir {
+            Pool::Dir
+        } else {
+            Pool::Main
+        };
+        if shared && p == Pool::Main {
+            self.passers.pass(addr, b.data.capacity() as u64, 1, c);
+        }
         let lru = &mut self.lru[p as usize];
         if c - b.stamp <= (lru.len() as u64 / 8).max(1) {
             return;
