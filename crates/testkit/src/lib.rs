@@ -366,12 +366,12 @@ pub fn hostile_tree(root: &Path, big: usize, huge: bool) {
 
 /// Copies a host tree into `fs` under directory `dst` (files, dirs,
 /// symlinks, fifos, hard links by host inode), keeping mode and mtime.
-pub fn copy_in(fs: &Fs, src: &Path, dst: u64) {
+pub fn copy_in(fs: &Fs, src: &Path, dst: ufs::Ino) {
     use std::collections::HashMap;
     use std::os::unix::ffi::OsStrExt;
     use std::os::unix::fs::{FileTypeExt, MetadataExt};
     let root = ufs::Cred::ROOT;
-    let mut links: HashMap<(u64, u64), u64> = HashMap::new();
+    let mut links: HashMap<(u64, u64), ufs::Ino> = HashMap::new();
     let mut stack = vec![(src.to_path_buf(), dst)];
     while let Some((dir, dino)) = stack.pop() {
         let mut ents: Vec<_> = std::fs::read_dir(&dir)

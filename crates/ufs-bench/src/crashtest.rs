@@ -55,6 +55,7 @@ use ufs::dev::MemDevice;
 use ufs::fsck::{fsck, Finding, FsckMode};
 use ufs::newfs::{newfs, NewfsParams};
 use ufs::order::{Barrier, WriteMode};
+use ufs::Ino;
 use ufs::{Cred, Error, ErrorKind, FileKind, Fs, MountOptions, RenameMode, SetAttr};
 use ufs_sim::crash::{CrashState, RecordingDevice};
 
@@ -1026,7 +1027,7 @@ pub(crate) fn read_file(fs: &Fs, path: &str) -> ufs::Result<Vec<u8>> {
 struct Record {
     /// Names under which it may be found (the second after a rename).
     paths: Vec<String>,
-    ino: u64,
+    ino: Ino,
     content: Arc<Vec<u8>>,
     /// Writes logged when the promise was made.
     at: usize,
@@ -1067,9 +1068,9 @@ struct Session {
     fs: Arc<Fs>,
     rec: Option<Arc<Recorder>>,
     /// Path (relative to the root, no leading slash) to inode.
-    nodes: BTreeMap<String, u64>,
+    nodes: BTreeMap<String, Ino>,
     dirs: BTreeSet<String>,
-    content: HashMap<u64, Vec<u8>>,
+    content: HashMap<Ino, Vec<u8>>,
     records: Vec<Record>,
     /// Operations of the recorded part: writes logged when each began.
     ops: Vec<(usize, String)>,
@@ -1143,7 +1144,7 @@ impl Session {
         self.end_where(|r| r.paths.iter().any(|p| under(p, path)));
     }
 
-    fn ino(&self, path: &str) -> ufs::Result<u64> {
+    fn ino(&self, path: &str) -> ufs::Result<Ino> {
         if path.is_empty() {
             return Ok(self.fs.root());
         }
@@ -1200,7 +1201,7 @@ impl Session {
         Ok(())
     }
 
-    fn write_raw(&mut self, ino: u64, off: usize, len: usize) -> ufs::Result<()> {
+    fn write_raw(&mut self, ino: Ino, off: usize, len: usize) -> ufs::Result<()> {
         let data = self.bytes(len);
         for (i, chunk) in data.chunks(1 << 16).enumerate() {
             let at = off + (i << 16);
@@ -1299,7 +1300,7 @@ impl Session {
             .collect();
         let mut moved_nodes = Vec::new();
         for k in keys {
-            let ino = self.nodes.remove(&k).unwrap_or(0);
+            let ino = self.nodes.remove(&k).unwrap_or(Ino::NONE);
             let was_dir = self.dirs.remove(&k);
             moved_nodes.push((moved(&k, from, to), ino, was_dir));
         }
@@ -2093,7 +2094,7 @@ mod tests {
     fn records_apply_between_fsync_and_next_change() {
         let r = Record {
             paths: vec!["f".into()],
-            ino: 3,
+            ino: Ino::new(3),
             content: Arc::new(vec![1]),
             at: 10,
             end: 20,

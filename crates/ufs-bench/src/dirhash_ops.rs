@@ -19,6 +19,7 @@ use rand::{Rng, SeedableRng};
 use serde::Serialize;
 use std::time::Instant;
 use ufs::dir::dirhash::DirhashConfig;
+use ufs::Ino;
 use ufs::{Cred, Fs, MountOptions};
 
 #[derive(Debug, Clone, Serialize)]
@@ -121,7 +122,7 @@ fn fname(i: u64) -> Vec<u8> {
 
 struct Dir<'a> {
     fs: &'a Fs,
-    ino: u64,
+    ino: Ino,
     /// Names in directory order.
     names: Vec<Vec<u8>>,
     next: u64,
@@ -148,7 +149,7 @@ fn scanned(fs: &Fs) -> u64 {
 
 /// Sets the mode: dirhash on (index built now, build time returned) or
 /// linear (indexes and lookup hints dropped).
-fn set_mode(fs: &Fs, dir: u64, hashed: bool, minsize: u64) -> ufs::Result<Option<f64>> {
+fn set_mode(fs: &Fs, dir: Ino, hashed: bool, minsize: u64) -> ufs::Result<Option<f64>> {
     fs.drop_directory_indexes();
     fs.tune_dirhash(|c| {
         c.enabled = hashed;

@@ -24,6 +24,7 @@ use std::time::Instant;
 use ufs::dev::{BlockDevice, SparseDevice};
 use ufs::fs::DirPref;
 use ufs::newfs::{newfs, NewfsParams};
+use ufs::Ino;
 use ufs::{Cred, Fs, MountOptions};
 use ufs_sim::model::{preset, DiskStats, ModeledDisk};
 
@@ -84,7 +85,7 @@ pub fn policy_name(p: DirPref) -> &'static str {
 }
 
 /// Creates file `name` of `size` bytes in `parent`; returns its inode.
-fn create_file(fs: &Fs, parent: u64, name: &str, size: u64) -> ufs::Result<u64> {
+fn create_file(fs: &Fs, parent: Ino, name: &str, size: u64) -> ufs::Result<Ino> {
     static DATA: [u8; 65536] = [b'x'; 65536];
     let a = fs.mknod(parent, name.as_bytes(), 0o100644, 0, Cred::ROOT)?;
     let mut off = 0;
@@ -98,8 +99,8 @@ fn create_file(fs: &Fs, parent: u64, name: &str, size: u64) -> ufs::Result<u64> 
 
 /// Creates every entry of `tree` under `root`, in archive order; returns
 /// the inode of each directory created.
-pub fn extract<'t>(fs: &Fs, root: u64, tree: &'t Tree) -> ufs::Result<HashMap<&'t str, u64>> {
-    let mut inos: HashMap<&str, u64> = HashMap::new();
+pub fn extract<'t>(fs: &Fs, root: Ino, tree: &'t Tree) -> ufs::Result<HashMap<&'t str, Ino>> {
+    let mut inos: HashMap<&str, Ino> = HashMap::new();
     for e in &tree.entries {
         let (parent, name) = match e.path.rsplit_once('/') {
             Some((p, n)) => (*inos.get(p).unwrap_or(&root), n),
@@ -119,7 +120,7 @@ pub fn extract<'t>(fs: &Fs, root: u64, tree: &'t Tree) -> ufs::Result<HashMap<&'
 }
 
 /// `rm -rf parent/name`, as fts does it: depth first in directory order.
-pub fn remove(fs: &Fs, parent: u64, name: &[u8]) -> ufs::Result<()> {
+pub fn remove(fs: &Fs, parent: Ino, name: &[u8]) -> ufs::Result<()> {
     let a = fs.lookup(parent, name)?;
     if a.kind != ufs::FileKind::Dir {
         return fs.unlink(parent, name);
@@ -222,7 +223,7 @@ pub fn run(
     let ipg = fs.geometry().ipg;
     let dir_groups = dirs
         .values()
-        .map(|ino| ino / ipg)
+        .map(|ino| ino.get() / ipg)
         .collect::<std::collections::BTreeSet<_>>()
         .len() as u64;
     let (rm_disk, fsck_clean) = remove_and_check(&dev, fs, tree)?;
@@ -419,7 +420,7 @@ pub fn fill_run(sys: &System, v: &Variant, tree: &Tree, seed: u64) -> ufs::Resul
         };
         let ino = create_file(&fs, parent, name, size)?;
         files += 1;
-        if ino / ipg == parent / ipg {
+        if ino.get() / ipg == parent.get() / ipg {
             with_dir += 1;
         }
     }
@@ -427,7 +428,7 @@ pub fn fill_run(sys: &System, v: &Variant, tree: &Tree, seed: u64) -> ufs::Resul
     let s3 = ModeledDisk::disk_stats(&dev);
     let mut per_group: HashMap<u64, u64> = HashMap::new();
     for ino in dirs.values() {
-        *per_group.entry(ino / ipg).or_default() += 1;
+        *per_group.entry(ino.get() / ipg).or_default() += 1;
     }
     let (rm, fsck_clean) = remove_and_check(&dev, fs, tree)?;
     Ok(FillRun {

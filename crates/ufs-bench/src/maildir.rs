@@ -62,6 +62,7 @@ use serde::Serialize;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 use ufs::dir::dirhash::{DirhashConfig, DirhashStats};
+use ufs::Ino;
 use ufs::{Cred, Error, ErrorKind, Fs, MountOptions, RenameMode};
 
 /// Concurrent IMAP sessions (the original's 10 threads), interleaved.
@@ -379,7 +380,7 @@ impl Mail {
     }
 }
 
-fn write_all(m: &mut Meter, ino: u64, data: &[u8]) -> ufs::Result<()> {
+fn write_all(m: &mut Meter, ino: Ino, data: &[u8]) -> ufs::Result<()> {
     let n = m.op(|fs| fs.write(ino, 0, data, Cred::ROOT))?;
     if n != data.len() {
         return Err(Error::new(
@@ -391,7 +392,7 @@ fn write_all(m: &mut Meter, ino: u64, data: &[u8]) -> ufs::Result<()> {
 }
 
 /// Every name in a directory but `.` and `..`, read as `readdir(3)` does.
-fn list(m: &mut Meter, ino: u64) -> ufs::Result<Vec<Vec<u8>>> {
+fn list(m: &mut Meter, ino: Ino) -> ufs::Result<Vec<Vec<u8>>> {
     let mut out = Vec::new();
     let mut cookie = 0;
     loop {
@@ -430,7 +431,7 @@ enum OtherStep {
 
 struct Other {
     dirs: Vec<TDir>,
-    inos: Vec<u64>,
+    inos: Vec<Ino>,
     steps: Vec<OtherStep>,
     next: usize,
 }
@@ -500,7 +501,7 @@ impl Other {
         let n = dirs.len();
         Other {
             dirs,
-            inos: vec![0; n],
+            inos: vec![Ino::NONE; n],
             steps,
             next: 0,
         }
@@ -512,7 +513,7 @@ impl Other {
         (files * 8 + self.dirs.len() * 4) as u64
     }
 
-    fn parent_ino(&self, d: usize, root: u64) -> u64 {
+    fn parent_ino(&self, d: usize, root: Ino) -> Ino {
         self.dirs[d].parent.map_or(root, |p| self.inos[p])
     }
 
@@ -520,7 +521,7 @@ impl Other {
     fn step(
         &mut self,
         m: &mut Meter,
-        root: u64,
+        root: Ino,
         mail: &Mail,
         rng: &mut StdRng,
     ) -> ufs::Result<bool> {
@@ -581,9 +582,9 @@ impl Other {
 // Maildirs and sessions
 
 struct Maildir {
-    cur: u64,
-    new: u64,
-    tmp: u64,
+    cur: Ino,
+    new: Ino,
+    tmp: Ino,
     cur_names: Vec<Vec<u8>>,
     new_names: Vec<Vec<u8>>,
 }

@@ -38,6 +38,7 @@ use std::time::Instant;
 use ufs::dev::{BlockDevice, SparseDevice};
 use ufs::newfs::NewfsParams;
 use ufs::order::{OrderStats, WriteMode};
+use ufs::Ino;
 use ufs::{Cred, Fs, MountOptions, RenameMode};
 use ufs_sim::model::{preset, DiskStats, ModeledDisk};
 
@@ -338,7 +339,7 @@ fn invalid(msg: String) -> ufs::Error {
 }
 
 /// The entries of `dir` other than `.` and `..`, in readdir order.
-fn listing(fs: &Fs, dir: u64) -> ufs::Result<Vec<ufs::dir::ReadDirEntry>> {
+fn listing(fs: &Fs, dir: Ino) -> ufs::Result<Vec<ufs::dir::ReadDirEntry>> {
     let mut v = fs.readdir(dir, 0, usize::MAX)?;
     v.retain(|e| e.name != b"." && e.name != b"..");
     Ok(v)
@@ -446,11 +447,11 @@ fn files_workload(cfg: &Config, m: &mut Meter, progress: &mut dyn FnMut(&str)) -
 /// `sizes` bytes, in that order; returns the folder's inode.
 pub(crate) fn folder_create(
     fs: &Fs,
-    parent: u64,
+    parent: Ino,
     name: &[u8],
     numbers: &[u64],
     sizes: &[usize],
-) -> ufs::Result<u64> {
+) -> ufs::Result<Ino> {
     let dir = fs.mkdir(parent, name, 0o700, Cred::ROOT)?.ino;
     for (&num, &size) in numbers.iter().zip(sizes) {
         let a = fs.mknod(dir, num.to_string().as_bytes(), 0o100600, 0, Cred::ROOT)?;
@@ -467,7 +468,7 @@ pub(crate) fn folder_create(
 }
 
 /// `folder -pack` of folder `dir`, which must hold exactly `numbers`.
-pub(crate) fn folder_pack(fs: &Fs, dir: u64, numbers: &[u64]) -> ufs::Result<()> {
+pub(crate) fn folder_pack(fs: &Fs, dir: Ino, numbers: &[u64]) -> ufs::Result<()> {
     // MH reads the folder, sorts the message numbers and renames each
     // to its position; a target is never a message still to be moved
     // (sources ascend and each is at least its position), so nothing
@@ -500,7 +501,7 @@ pub(crate) fn folder_pack(fs: &Fs, dir: u64, numbers: &[u64]) -> ufs::Result<()>
 }
 
 /// Fails unless folder `dir` holds exactly the messages 1..=`n`.
-pub(crate) fn folder_check_packed(fs: &Fs, dir: u64, n: u64) -> ufs::Result<()> {
+pub(crate) fn folder_check_packed(fs: &Fs, dir: Ino, n: u64) -> ufs::Result<()> {
     let mut names: Vec<u64> = listing(fs, dir)?
         .iter()
         .filter_map(|e| std::str::from_utf8(&e.name).ok()?.parse().ok())
@@ -517,7 +518,7 @@ pub(crate) fn folder_check_packed(fs: &Fs, dir: u64, n: u64) -> ufs::Result<()> 
 
 /// `rm -rf parent/name` of a folder (messages in readdir order, then the
 /// directory); fails if it is still there afterwards.
-pub(crate) fn folder_remove(fs: &Fs, parent: u64, name: &[u8], dir: u64) -> ufs::Result<()> {
+pub(crate) fn folder_remove(fs: &Fs, parent: Ino, name: &[u8], dir: Ino) -> ufs::Result<()> {
     for e in listing(fs, dir)? {
         fs.unlink(dir, &e.name)?;
     }

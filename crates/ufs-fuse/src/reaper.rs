@@ -58,7 +58,7 @@ impl Reaper {
     }
 }
 
-fn report(failed: Vec<(u64, ufs::Error)>) {
+fn report(failed: Vec<(ufs::Ino, ufs::Error)>) {
     for (ino, e) in failed {
         log(format_args!("forget of inode {ino}: {e}"));
     }

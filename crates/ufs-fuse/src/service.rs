@@ -30,7 +30,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use ufs::ops::linux_xattr::{acl_from_linux, acl_to_linux, linux_xattr_name, LinuxXattr};
-use ufs::{Attr, Cred, FileKind, Fs, RenameMode, SetAttr};
+use ufs::{Attr, Cred, FileKind, Fs, Ino, RenameMode, SetAttr};
 
 /// How long the kernel may cache attributes and entries. The image is
 /// locked by this daemon and every change reaches the engine through this
@@ -57,13 +57,13 @@ pub const fn swap_root(ino: u64) -> u64 {
 }
 
 /// FUSE node id -> UFS inode number.
-pub const fn to_ufs(nodeid: u64) -> u64 {
-    swap_root(nodeid)
+pub const fn to_ufs(nodeid: u64) -> Ino {
+    Ino::new(swap_root(nodeid))
 }
 
 /// UFS inode number -> FUSE node id.
-pub const fn to_fuse(ino: u64) -> u64 {
-    swap_root(ino)
+pub const fn to_fuse(ino: Ino) -> u64 {
+    swap_root(ino.get())
 }
 
 /// Writes a diagnostic to stderr without ever panicking (stderr may be a
@@ -148,7 +148,7 @@ pub const RENAME_WHITEOUT: u32 = 4;
 
 /// One entry of a directory snapshot.
 struct Snap {
-    ino: u64,
+    ino: Ino,
     dtype: u8,
     name: Vec<u8>,
 }
@@ -167,7 +167,7 @@ struct Snap {
 struct Listings {
     /// Per handle: the directory, its snapshot, and the bytes counted for
     /// it in `unopened_bytes` (0 for a listing opened with OPENDIR).
-    by_handle: HashMap<u32, (u64, Arc<Vec<Snap>>, usize)>,
+    by_handle: HashMap<u32, (Ino, Arc<Vec<Snap>>, usize)>,
     /// Handles with no RELEASEDIR to end them, least recently read first:
     /// each ends when too many are kept (see [`MAX_UNOPENED_LISTINGS`]).
     unopened: VecDeque<u32>,
@@ -213,7 +213,7 @@ impl Listings {
         }
     }
 
-    fn keep(&mut self, h: u32, opened: bool, dir: u64, snap: Arc<Vec<Snap>>) {
+    fn keep(&mut self, h: u32, opened: bool, dir: Ino, snap: Arc<Vec<Snap>>) {
         if opened {
             self.by_handle.insert(h, (dir, snap, 0));
             return;
@@ -284,7 +284,7 @@ pub struct Service {
     /// lack of space. The writer learns it at its next write(): the
     /// kernel's attributes of the file are invalidated, so that write asks
     /// for them first, and that one question is answered ENOSPC.
-    out_of_space: Mutex<HashSet<u64>>,
+    out_of_space: Mutex<HashSet<Ino>>,
     /// Extended attributes are served (`-o noxattr` turns them off: every
     /// attribute request is answered ENOSYS, which the kernel remembers and
     /// answers EOPNOTSUPP itself from then on).
@@ -456,7 +456,7 @@ impl Service {
     /// kernel does not know (it marks only the two parents' cached
     /// listings stale), so its cached listing is dropped (a thread of its
     /// own, as for [`note_out_of_space`](Self::note_out_of_space)).
-    fn drop_cached_listing(&self, ino: u64) {
+    fn drop_cached_listing(&self, ino: Ino) {
         if self.dircache() {
             self.inval_inode_later(ino, 0, "dropping the cached listing of");
         }
@@ -466,7 +466,7 @@ impl Service {
     /// `offset` 0 also its pages) from a thread of its own: the
     /// notification must not wait inside the request that caused it.
     /// `what` starts the log line if it fails.
-    fn inval_inode_later(&self, ino: u64, offset: i64, what: &'static str) {
+    fn inval_inode_later(&self, ino: Ino, offset: i64, what: &'static str) {
         let notifier = lock(&self.notifier).clone();
         if let Some(n) = notifier {
             let _ = std::thread::Builder::new()
@@ -488,7 +488,7 @@ impl Service {
     /// write on a file opened without FOPEN_DIRECT_IO and fallocate come
     /// unmarked (xfstests generic/355, 683). The kernel is told to drop
     /// the mode it cached.
-    fn drop_setid(&self, c: &Caller, ino: u64, kernel_kill: bool) {
+    fn drop_setid(&self, c: &Caller, ino: Ino, kernel_kill: bool) {
         if !kernel_kill && c.uid == 0 {
             return;
         }
@@ -514,7 +514,7 @@ impl Service {
     /// after it must see the change). Attributes only: the kernel takes no
     /// lock a request in flight may hold for that, so it cannot wait on
     /// the request that sends it.
-    fn inval_attrs_now(&self, ino: u64) {
+    fn inval_attrs_now(&self, ino: Ino) {
         let notifier = lock(&self.notifier).clone();
         if let Some(n) = notifier {
             if let Err(e) = n.inval_inode(fuser::INodeNo(to_fuse(ino)), -1, 0) {
@@ -529,7 +529,7 @@ impl Service {
     /// Marks the file and has the kernel drop its attributes (from a
     /// thread of its own: the notification must not wait inside the
     /// request that caused it).
-    fn note_out_of_space(&self, ino: u64) {
+    fn note_out_of_space(&self, ino: Ino) {
         lock(&self.out_of_space).insert(ino);
         self.inval_inode_later(ino, -1, "telling the kernel it is full:");
     }
@@ -931,7 +931,7 @@ impl Service {
         };
         let (from, to) = (to_ufs(parent), to_ufs(newparent));
         // The directories that change parent (and so their `..`).
-        let moving = |dir: u64, n: &[u8]| {
+        let moving = |dir: Ino, n: &[u8]| {
             self.fs
                 .lookup(dir, n)
                 .ok()
@@ -1212,7 +1212,7 @@ impl Service {
     /// call: reading in batches would release the engine lock in between,
     /// and an unlink on another request thread could then move a record
     /// behind the batch cookie.
-    fn snapshot(&self, dir: u64) -> ufs::Result<Vec<Snap>> {
+    fn snapshot(&self, dir: Ino) -> ufs::Result<Vec<Snap>> {
         let ents = self.fs.readdir(dir, 0, usize::MAX)?;
         Ok(ents
             .into_iter()
@@ -1229,7 +1229,7 @@ impl Service {
     /// rewinddir), else the one the cookie names, or, if that one is gone
     /// (pushed out, or a cookie of another listing), a new one read from
     /// the cookie's index.
-    fn dir_snapshot(&self, dir: u64, fh: u64, offset: u64) -> ufs::Result<(u32, Arc<Vec<Snap>>)> {
+    fn dir_snapshot(&self, dir: Ino, fh: u64, offset: u64) -> ufs::Result<(u32, Arc<Vec<Snap>>)> {
         // An opened listing's snapshot is its file handle's, whatever the
         // cookie says.
         let h = if fh != 0 { fh as u32 } else { offset as u32 };
@@ -1435,12 +1435,12 @@ mod tests {
 
     #[test]
     fn root_mapping_is_a_swap() {
-        assert_eq!(to_ufs(1), 2);
-        assert_eq!(to_ufs(2), 1);
-        assert_eq!(to_fuse(2), 1);
-        assert_eq!(to_fuse(1), 2);
+        assert_eq!(to_ufs(1), Ino::ROOT);
+        assert_eq!(to_ufs(2), Ino::new(1));
+        assert_eq!(to_fuse(Ino::ROOT), 1);
+        assert_eq!(to_fuse(Ino::new(1)), 2);
         for n in [0u64, 3, 4, 1000, u64::MAX] {
-            assert_eq!(to_ufs(to_fuse(n)), n);
+            assert_eq!(to_ufs(to_fuse(Ino::new(n))), Ino::new(n));
         }
     }
 
@@ -1460,7 +1460,7 @@ mod tests {
             pid: 1,
         };
         let mk = |name: &[u8]| svc.mknod(&root, 1, name, 0o100644, 0, 0).unwrap().ino;
-        let fill = |ino: u64| {
+        let fill = |ino: Ino| {
             let chunk = vec![1u8; 1 << 20];
             let mut off = 0;
             while let Ok(n) = svc.write(&root, to_fuse(ino), off, &chunk, false) {

@@ -379,14 +379,14 @@ fn engine_check(img: &Path) -> Result<(BTreeMap<PathBuf, Node>, bool, Invariants
     let clean = fs.was_clean();
     let mut out = BTreeMap::new();
     // inode -> (nlink, kind, names seen, blocks)
-    let mut seen: BTreeMap<u64, (u32, ufs::FileKind, u32, u64)> = BTreeMap::new();
+    let mut seen: BTreeMap<ufs::Ino, (u32, ufs::FileKind, u32, u64)> = BTreeMap::new();
     let root = fs.getattr(fs.root()).map_err(|e| format!("root: {e}"))?;
     seen.insert(root.ino, (root.nlink, root.kind, 1, root.blocks));
     let mut stack = vec![(PathBuf::new(), fs.root(), fs.root())];
     while let Some((rel, ino, parent)) = stack.pop() {
         let mut cookie = 0;
         let mut subdirs = 0u32;
-        let (mut dot, mut dotdot) = (0u64, 0u64);
+        let (mut dot, mut dotdot) = (ufs::Ino::NONE, ufs::Ino::NONE);
         loop {
             let ents = fs
                 .readdir(ino, cookie, 100)

@@ -65,7 +65,7 @@ fn count(es: &[Entry]) -> usize {
         .sum()
 }
 
-fn extract(fs: &ufs::Fs, parent: u64, es: &[Entry]) {
+fn extract(fs: &ufs::Fs, parent: ufs::Ino, es: &[Entry]) {
     let root = ufs::Cred::ROOT;
     let times = ufs::SetAttr {
         atime: Some(ufs::TimeSet::At(ufs::Time { sec: 1, nsec: 0 })),

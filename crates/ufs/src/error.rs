@@ -6,6 +6,7 @@
 //! knows it ([`Damage`]: which inode, block, group, directory entry);
 //! an error made from a lower one (the device's `std::io::Error`, the
 //! format layer's `FormatError`) keeps it as its [`std::error::Error::source`].
+use crate::Ino;
 use std::fmt;
 use std::sync::Arc;
 use ufs_format::FormatError;
@@ -46,12 +47,12 @@ pub enum Damage {
     Superblock,
     /// Cylinder group number.
     Group(u64),
-    Inode(u64),
+    Inode(Ino),
     /// Fragment address.
     Block(u64),
     /// Directory inode and byte offset in it.
     DirEntry {
-        dir: u64,
+        dir: Ino,
         offset: u64,
     },
     PartitionTable,
@@ -205,10 +206,10 @@ mod tests {
     fn damage_is_euclean_and_device_failure_eio() {
         assert_eq!(Error::corrupt("bad").errno(), libc::EUCLEAN);
         assert_eq!(Error::new(ErrorKind::Io, "gone").errno(), libc::EIO);
-        let e = Error::damaged(Damage::Inode(7), "bad mode");
+        let e = Error::damaged(Damage::Inode(Ino::new(7)), "bad mode");
         assert_eq!(
             (e.errno(), e.damage),
-            (libc::EUCLEAN, Some(Damage::Inode(7)))
+            (libc::EUCLEAN, Some(Damage::Inode(Ino::new(7))))
         );
     }
 

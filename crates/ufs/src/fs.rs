@@ -20,6 +20,7 @@ use crate::cache::{BlockKind, BufferCache};
 use crate::dev::BlockDevice;
 use crate::error::{Error, ErrorKind, Result};
 use crate::order::{ChangeId, Deferred, Freed, WriteMode};
+use crate::Ino;
 use foldhash::HashMap;
 use rand::{Rng, SeedableRng};
 use ufs_format::bytes::{to_index, to_signed};
@@ -209,9 +210,9 @@ pub struct FsCore {
     pub(crate) rng: rand::rngs::StdRng,
     /// Kernel lookup references per inode (FUSE); an unlinked inode is freed
     /// only when its count drops to zero.
-    pub(crate) lookups: HashMap<u64, u64>,
+    pub(crate) lookups: HashMap<Ino, u64>,
     /// Inodes whose link count reached zero while still referenced.
-    pub(crate) orphans: std::collections::BTreeSet<u64>,
+    pub(crate) orphans: std::collections::BTreeSet<Ino>,
     /// Whether the file system was clean when opened.
     pub(crate) was_clean: bool,
     /// The superblock says soft updates (`FS_DOSOFTDEP`) but this mount
@@ -230,11 +231,11 @@ pub struct FsCore {
     pub(crate) dirhash: crate::dir::dirhash::Dirhash,
     /// Per directory, the chunk where the last linear lookup succeeded
     /// (FreeBSD's `i_diroff`); only a hint for where to start scanning.
-    pub(crate) dir_hints: HashMap<u64, u64>,
+    pub(crate) dir_hints: HashMap<Ino, u64>,
     /// Per file being read in order, where its next read would start and
     /// how far ahead the device was asked to read (memory only; see
     /// `FsCore::read_ahead`).
-    pub(crate) seq_reads: HashMap<u64, crate::inode::SeqRead>,
+    pub(crate) seq_reads: HashMap<Ino, crate::inode::SeqRead>,
     /// How many times blocks went back to the free maps. A read that
     /// fetched file blocks from the device without the engine lock checks
     /// this did not move meanwhile: a block still the file's when the read
@@ -752,8 +753,8 @@ impl FsCore {
         Ok(())
     }
 
-    pub fn check_ino(&self, ino: u64) -> Result<()> {
-        if ino < UFS_ROOTINO || ino >= self.g.ninodes() {
+    pub fn check_ino(&self, ino: Ino) -> Result<()> {
+        if ino < Ino::ROOT || ino.get() >= self.g.ninodes() {
             return Err(Error::damaged(
                 crate::error::Damage::Inode(ino),
                 format!("inode number {ino} out of range"),
@@ -764,13 +765,13 @@ impl FsCore {
 
     /// Byte offset of inode `ino` in its inode block.
     #[inline]
-    pub fn inode_offset(&self, ino: u64) -> usize {
-        to_index(self.g.ino_to_fsbo(ino)) * self.g.dinode_size()
+    pub fn inode_offset(&self, ino: Ino) -> usize {
+        to_index(self.g.ino_to_fsbo(ino.get())) * self.g.dinode_size()
     }
 
-    pub fn read_inode(&mut self, ino: u64) -> Result<Dinode> {
+    pub fn read_inode(&mut self, ino: Ino) -> Result<Dinode> {
         self.check_ino(ino)?;
-        let addr = self.g.ino_to_fsba(ino);
+        let addr = self.g.ino_to_fsba(ino.get());
         let off = self.inode_offset(ino);
         let bsize = to_index(self.g.bsize);
         let verify = self.sb.ckhash_enabled(CK_INODE);
@@ -795,13 +796,13 @@ impl FsCore {
     /// (`order.inode_deps`: what its in-memory state already holds);
     /// releases of blocks whose pointers this write clears are attached to
     /// it. Returns the change.
-    pub fn write_inode(&mut self, ino: u64, di: &Dinode) -> Result<ChangeId> {
+    pub fn write_inode(&mut self, ino: Ino, di: &Dinode) -> Result<ChangeId> {
         self.check_writable()?;
         self.check_ino(ino)?;
         let ckhash = self.sb.ckhash_enabled(CK_INODE);
         let v = self.g.v;
         let dsize = v.dinode_size();
-        let addr = self.g.ino_to_fsba(ino);
+        let addr = self.g.ino_to_fsba(ino.get());
         let off = self.inode_offset(ino);
         let bsize = to_index(self.g.bsize);
         let deps = self.order.inode_deps.remove(&ino).unwrap_or_default();
@@ -869,14 +870,14 @@ impl FsCore {
     /// Without map ordering (normal and sync modes) only the inode: the
     /// group is forced out whenever its count of initialised inode blocks
     /// grows (see `claim_inode`).
-    pub fn inode_pointer_needs(&self, ino: u64) -> [ChangeId; 3] {
-        let addr = self.g.ino_to_fsba(ino);
+    pub fn inode_pointer_needs(&self, ino: Ino) -> [ChangeId; 3] {
+        let addr = self.g.ino_to_fsba(ino.get());
         let off = self.inode_offset(ino);
         let inode = self.cache.region_latest(addr, off);
         if !self.cache.mode().orders_maps() {
             return [inode, ChangeId::NONE, ChangeId::NONE];
         }
-        let cg = self.g.cgtod(self.g.ino_to_cg(ino));
+        let cg = self.g.cgtod(self.g.ino_to_cg(ino.get()));
         [
             inode,
             self.cache.region_latest(cg, 0),
@@ -944,7 +945,7 @@ impl FsCore {
     }
 
     /// Notes that inode `ino` will point at the new block `bno`.
-    pub fn note_new_block(&mut self, ino: u64, bno: u64) {
+    pub fn note_new_block(&mut self, ino: Ino, bno: u64) {
         if self.cache.mode().tracks() {
             let n = self.block_pointer_needs(bno);
             self.order
@@ -1219,7 +1220,7 @@ impl FsCore {
 
     /// Frees every inode whose last link went while it was still in use.
     pub fn free_orphans(&mut self) -> Result<()> {
-        let orphans: Vec<u64> = std::mem::take(&mut self.orphans).into_iter().collect();
+        let orphans: Vec<Ino> = std::mem::take(&mut self.orphans).into_iter().collect();
         for ino in orphans {
             self.release_inode(ino)?;
         }
@@ -1228,7 +1229,7 @@ impl FsCore {
 
     /// Frees an inode with no links: its blocks, then the inode itself.
     /// Returns the change that zeroed the inode (0 if nothing was done).
-    pub fn release_inode(&mut self, ino: u64) -> Result<ChangeId> {
+    pub fn release_inode(&mut self, ino: Ino) -> Result<ChangeId> {
         let mut di = self.read_inode(ino)?;
         if di.di_mode() == 0 || di.nlink() != 0 {
             return Ok(ChangeId::NONE);

@@ -16,10 +16,11 @@
 //! `.` and `..` are not counted; fewer than two entries give 1.0.
 use crate::error::Result;
 use crate::ops::Fs;
+use crate::Ino;
 
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct LayoutReport {
-    pub dir_ino: u64,
+    pub dir_ino: Ino,
     pub entries: u64,
     pub readdir_locality: f64,
     pub name_locality: f64,
@@ -40,16 +41,16 @@ pub fn ascending(v: &[u64]) -> f64 {
 }
 
 /// Measures directory `dir`.
-pub fn measure(fs: &Fs, dir: u64) -> Result<LayoutReport> {
-    let mut ents: Vec<(Vec<u8>, u64)> = fs
+pub fn measure(fs: &Fs, dir: Ino) -> Result<LayoutReport> {
+    let mut ents: Vec<(Vec<u8>, Ino)> = fs
         .readdir(dir, 0, usize::MAX)?
         .into_iter()
         .filter(|e| e.name != b"." && e.name != b"..")
         .map(|e| (e.name, e.ino))
         .collect();
-    let readdir: Vec<u64> = ents.iter().map(|e| e.1).collect();
+    let readdir: Vec<u64> = ents.iter().map(|e| e.1.get()).collect();
     ents.sort();
-    let by_name: Vec<u64> = ents.iter().map(|e| e.1).collect();
+    let by_name: Vec<u64> = ents.iter().map(|e| e.1.get()).collect();
     let mut inos = readdir.clone();
     inos.sort_unstable();
     let g = fs.geometry();
@@ -58,13 +59,13 @@ pub fn measure(fs: &Fs, dir: u64) -> Result<LayoutReport> {
     let mut same = 0u64;
     for &ino in &inos {
         let first = (|| -> Result<u64> {
-            let di = fs.inode(ino)?;
+            let di = fs.inode(Ino::new(ino))?;
             // Device nodes keep their number in the first pointer, and short
             // symlinks their target: only blocks that hold data count.
             if !(di.is_reg() || di.is_dir() || (di.is_symlink() && di.di_blocks() > 0)) {
                 return Ok(0);
             }
-            fs.block_of(ino, 0)
+            fs.block_of(Ino::new(ino), 0)
         })()?;
         if first != 0 {
             firsts.push(first);

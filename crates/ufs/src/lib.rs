@@ -1,6 +1,7 @@
 //! ufskit engine: a userspace implementation of FreeBSD's UFS2.
 //!
 //! Layers, bottom up (each module's header states its invariants):
+//! - [`ino`]: the inode number as a type ([`Ino`]), for every call below;
 //! - [`dev`]: block devices (file, memory, counting);
 //! - [`cache`]: the buffer cache, the single path of every block;
 //! - [`fs`]: the mounted-file-system core: superblock, summary, inode I/O;
@@ -31,6 +32,7 @@ pub mod fs;
 pub mod fsck;
 pub mod fuzz;
 pub mod growfs;
+pub mod ino;
 pub mod inode;
 pub mod layout;
 pub mod newfs;
@@ -42,6 +44,7 @@ pub mod tunefs;
 
 pub use error::{Damage, Error, ErrorKind, Result};
 pub use fs::{Atime, DirPref, MountOptions};
+pub use ino::Ino;
 pub use ops::{
     linux_inode_flags, with_linux_inode_flags, AclKind, Attr, Cred, FileKind, Fs, RenameMode,
     SetAttr, StatFs, Time, TimeSet, XattrNs, XattrSet,

@@ -16,6 +16,7 @@
 use crate::dir::dirhash::{DirhashConfig, DirhashStats};
 use crate::error::Result;
 use crate::ops::Fs;
+use crate::Ino;
 use std::time::Instant;
 use ufs_format::cg::Cg;
 use ufs_format::dinode::Dinode;
@@ -54,13 +55,13 @@ impl Fs {
     }
 
     /// A copy of inode `ino` as the engine holds it now.
-    pub fn inode(&self, ino: u64) -> Result<Dinode> {
+    pub fn inode(&self, ino: Ino) -> Result<Dinode> {
         self.lock().read_inode(ino)
     }
 
     /// The fragment address of logical block `lbn` of inode `ino` (0: a
     /// hole).
-    pub fn block_of(&self, ino: u64, lbn: u64) -> Result<u64> {
+    pub fn block_of(&self, ino: Ino, lbn: u64) -> Result<u64> {
         let mut c = self.lock();
         let di = c.read_inode(ino)?;
         c.bmap(ino, &di, lbn)
@@ -86,7 +87,7 @@ impl Fs {
 
     /// The index of directory `ino`, if it has one: (memory, directory
     /// bytes covered, entries).
-    pub fn dirhash_index(&self, ino: u64) -> Option<(u64, u64, u32)> {
+    pub fn dirhash_index(&self, ino: Ino) -> Option<(u64, u64, u32)> {
         self.lock().dirhash.describe(ino)
     }
 
@@ -121,7 +122,7 @@ impl Fs {
 
     /// Checks directory `ino`'s index against its blocks (`ufskit stats
     /// --verify`); false when it has no index.
-    pub fn verify_dirhash(&self, ino: u64) -> Result<bool> {
+    pub fn verify_dirhash(&self, ino: Ino) -> Result<bool> {
         let mut c = self.lock();
         let di = c.read_inode(ino)?;
         c.dir_verify_index(ino, &di)
@@ -130,7 +131,7 @@ impl Fs {
     /// Marks the index of directory `ino` as used at `now`, as a lookup
     /// then would: low-memory events judge idleness from it (tests of the
     /// reclaim age run the clock forward this way).
-    pub fn dirhash_touch_at(&self, ino: u64, now: Instant) -> Result<()> {
+    pub fn dirhash_touch_at(&self, ino: Ino, now: Instant) -> Result<()> {
         let mut c = self.lock();
         let di = c.read_inode(ino)?;
         if let crate::dir::dirhash::Take::Index(ix) =

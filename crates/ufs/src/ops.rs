@@ -17,6 +17,7 @@
 //!   allocated, as an open unlinked file's does.
 //! - Directory depth (`di_dirdepth`, FreeBSD 14 fsck checks it) is the
 //!   parent's plus one, root 0, kept right across renames.
+use crate::Ino;
 mod acl;
 pub mod linux_xattr;
 mod xattr;
@@ -84,7 +85,7 @@ pub struct Time {
 
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Attr {
-    pub ino: u64,
+    pub ino: Ino,
     pub size: u64,
     /// 512-byte units.
     pub blocks: u64,
@@ -169,11 +170,11 @@ pub struct Fs {
     core: Mutex<FsCore>,
     calls: crate::calls::Calls,
     /// Kernel references dropped but not yet applied (inode, count).
-    forgets: Mutex<Vec<(u64, u64)>>,
+    forgets: Mutex<Vec<(Ino, u64)>>,
     /// `forgets` may be non-empty (set after a push, cleared before a take).
     forgets_pending: std::sync::atomic::AtomicBool,
     /// Deferred forgets that failed, for the caller to report.
-    forget_errors: Mutex<Vec<(u64, Error)>>,
+    forget_errors: Mutex<Vec<(Ino, Error)>>,
 }
 
 /// A lock around plain data (no invariant a panic could break).
@@ -181,7 +182,7 @@ fn lock_plain<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn attr_of(ino: u64, di: &Dinode, bsize: u64) -> Result<Attr> {
+fn attr_of(ino: Ino, di: &Dinode, bsize: u64) -> Result<Attr> {
     let kind = FileKind::from_mode(di.di_mode()).ok_or_else(|| {
         Error::damaged(
             crate::error::Damage::Inode(ino),
@@ -334,8 +335,8 @@ impl Fs {
         *self.calls.hook.lock().unwrap_or_else(|p| p.into_inner()) = hook;
     }
 
-    pub fn root(&self) -> u64 {
-        UFS_ROOTINO
+    pub fn root(&self) -> Ino {
+        Ino::ROOT
     }
     pub fn is_read_only(&self) -> bool {
         self.lock().read_only
@@ -351,7 +352,7 @@ impl Fs {
         self.lock().g.v
     }
 
-    pub fn getattr(&self, ino: u64) -> Result<Attr> {
+    pub fn getattr(&self, ino: Ino) -> Result<Attr> {
         let r = (|| {
             let mut c = self.lock();
             let di = live_inode(&mut c, ino)?;
@@ -360,18 +361,18 @@ impl Fs {
         self.counted(Call::Getattr, 0, r)
     }
 
-    pub fn lookup(&self, parent: u64, name: &[u8]) -> Result<Attr> {
+    pub fn lookup(&self, parent: Ino, name: &[u8]) -> Result<Attr> {
         self.lookup_counting(parent, name, false)
     }
 
     /// [`lookup`](Self::lookup) and [`remember`](Self::remember) of what
     /// it found, under one hold of the engine's lock (a FUSE LOOKUP, or an
     /// entry of READDIRPLUS).
-    pub fn lookup_remembered(&self, parent: u64, name: &[u8]) -> Result<Attr> {
+    pub fn lookup_remembered(&self, parent: Ino, name: &[u8]) -> Result<Attr> {
         self.lookup_counting(parent, name, true)
     }
 
-    fn lookup_counting(&self, parent: u64, name: &[u8], remember: bool) -> Result<Attr> {
+    fn lookup_counting(&self, parent: Ino, name: &[u8], remember: bool) -> Result<Attr> {
         let r = (|| {
             check_name(name)?;
             let mut c = self.lock();
@@ -379,7 +380,7 @@ impl Fs {
             match c.dir_lookup(parent, &pdi, name)? {
                 // A whiteout (FreeBSD's union mounts; fsck_ffs turns an
                 // entry naming inode 1 into one) names nothing.
-                Some(f) if f.ino == ufs_format::UFS_WINO => {
+                Some(f) if f.ino == Ino::WHITEOUT => {
                     Err(Error::new(ErrorKind::NotFound, "whiteout"))
                 }
                 Some(f) => {
@@ -408,19 +409,19 @@ impl Fs {
     /// number is stale too. Nothing here marks the file system damaged: a
     /// handle is the caller's input, not the image's. The group's inode
     /// map is consulted first (FreeBSD's `ffs_inotovp`).
-    pub fn lookup_by_number(&self, ino: u64) -> Result<Attr> {
+    pub fn lookup_by_number(&self, ino: Ino) -> Result<Attr> {
         let r = (|| {
             let mut c = self.lock();
             let gone = || Error::new(ErrorKind::NotFound, format!("no inode {ino}"));
-            if ino < UFS_ROOTINO || ino >= c.g.ninodes() {
+            if ino < Ino::ROOT || ino.get() >= c.g.ninodes() {
                 return Err(gone());
             }
             // FreeBSD's ffs_inotovp: an inode the group's map calls free,
             // or past its initialised inode blocks (never written), is
             // stale without being read; damage found reading it is the
             // handle's problem too.
-            let idx = ino % c.g.ipg;
-            let group = c.g.ino_to_cg(ino);
+            let idx = ino.get() % c.g.ipg;
+            let group = c.g.ino_to_cg(ino.get());
             let cg = c.read_cg(group).map_err(|_| gone())?;
             if !cg.inode_used(idx) || (c.g.lazy_inodes() && idx >= u64::from(cg.cg_initediblk())) {
                 return Err(gone());
@@ -437,11 +438,11 @@ impl Fs {
     }
 
     /// Records a kernel reference to `ino` (FUSE lookup count).
-    pub fn remember(&self, ino: u64) {
+    pub fn remember(&self, ino: Ino) {
         *self.lock().lookups.entry(ino).or_insert(0) += 1;
     }
 
-    fn forget_op(c: &mut FsCore, ino: u64, n: u64) -> Result<()> {
+    fn forget_op(c: &mut FsCore, ino: Ino, n: u64) -> Result<()> {
         let left = match c.lookups.get_mut(&ino) {
             Some(k) => {
                 *k = k.saturating_sub(n);
@@ -461,7 +462,7 @@ impl Fs {
     #[allow(clippy::too_many_arguments)]
     fn mknod_op(
         c: &mut FsCore,
-        parent: u64,
+        parent: Ino,
         name: &[u8],
         mode: u32,
         rdev: u32,
@@ -498,7 +499,7 @@ impl Fs {
 
     fn tmpfile_op(
         c: &mut FsCore,
-        parent: u64,
+        parent: Ino,
         mode: u32,
         umask: Option<u32>,
         cred: Cred,
@@ -524,7 +525,7 @@ impl Fs {
 
     fn mkdir_op(
         c: &mut FsCore,
-        parent: u64,
+        parent: Ino,
         name: &[u8],
         mode: u32,
         umask: Option<u32>,
@@ -590,7 +591,7 @@ impl Fs {
 
     fn symlink_op(
         c: &mut FsCore,
-        parent: u64,
+        parent: Ino,
         name: &[u8],
         target: &[u8],
         cred: Cred,
@@ -635,12 +636,12 @@ impl Fs {
     #[allow(clippy::too_many_arguments)]
     fn make_node(
         c: &mut FsCore,
-        parent: u64,
+        parent: Ino,
         name: &[u8],
         mode: u16,
         umask: Option<u32>,
         cred: Cred,
-        init: impl FnOnce(&mut FsCore, u64, &mut Dinode) -> Result<()>,
+        init: impl FnOnce(&mut FsCore, Ino, &mut Dinode) -> Result<()>,
     ) -> Result<Attr> {
         check_name(name)?;
         c.check_writable()?;
@@ -682,7 +683,7 @@ impl Fs {
     }
 
     /// Drops `n` kernel references; frees the inode if it was unlinked.
-    pub fn forget(&self, ino: u64, n: u64) -> Result<()> {
+    pub fn forget(&self, ino: Ino, n: u64) -> Result<()> {
         let r = self.finish(|c| Self::forget_op(c, ino, n));
         self.counted(Call::Other, 0, r)
     }
@@ -692,7 +693,7 @@ impl Fs {
     /// invariants). A FUSE daemon receives forgets on threads of their own;
     /// applied there, each would contend for the lock with the request
     /// that follows it (a cross-CPU sleep and wake-up per `unlink`).
-    pub fn forget_later(&self, ino: u64, n: u64) {
+    pub fn forget_later(&self, ino: Ino, n: u64) {
         lock_plain(&self.forgets).push((ino, n));
         self.forgets_pending
             .store(true, std::sync::atomic::Ordering::Release);
@@ -712,7 +713,7 @@ impl Fs {
 
     /// Applies the queued forgets now (one operation); returns those that
     /// failed since the last call, here or in another operation.
-    pub fn apply_forgets(&self) -> Vec<(u64, Error)> {
+    pub fn apply_forgets(&self) -> Vec<(Ino, Error)> {
         self.drain_forgets();
         std::mem::take(&mut *lock_plain(&self.forget_errors))
     }
@@ -748,7 +749,7 @@ impl Fs {
     /// Creates a regular file, fifo, socket or device node.
     pub fn mknod(
         &self,
-        parent: u64,
+        parent: Ino,
         name: &[u8],
         mode: u32,
         rdev: u32,
@@ -763,7 +764,7 @@ impl Fs {
     /// directory replaces it, as POSIX says.
     pub fn mknod_umask(
         &self,
-        parent: u64,
+        parent: Ino,
         name: &[u8],
         mode: u32,
         rdev: u32,
@@ -774,7 +775,7 @@ impl Fs {
         self.counted(Call::Create, 0, r)
     }
 
-    pub fn mkdir(&self, parent: u64, name: &[u8], mode: u32, cred: Cred) -> Result<Attr> {
+    pub fn mkdir(&self, parent: Ino, name: &[u8], mode: u32, cred: Cred) -> Result<Attr> {
         let r = self.finish(|c| Self::mkdir_op(c, parent, name, mode, None, cred));
         self.counted(Call::Create, 0, r)
     }
@@ -783,7 +784,7 @@ impl Fs {
     /// [`mknod_umask`](Self::mknod_umask)).
     pub fn mkdir_umask(
         &self,
-        parent: u64,
+        parent: Ino,
         name: &[u8],
         mode: u32,
         umask: u32,
@@ -793,7 +794,7 @@ impl Fs {
         self.counted(Call::Create, 0, r)
     }
 
-    pub fn symlink(&self, parent: u64, name: &[u8], target: &[u8], cred: Cred) -> Result<Attr> {
+    pub fn symlink(&self, parent: Ino, name: &[u8], target: &[u8], cred: Cred) -> Result<Attr> {
         let r = self.finish(|c| Self::symlink_op(c, parent, name, target, cred));
         self.counted(Call::Create, 0, r)
     }
@@ -804,31 +805,31 @@ impl Fs {
     /// open file whose last name went), and [`link`](Self::link) can give
     /// it a name (`linkat` of the descriptor). A crash before that leaves
     /// an unreferenced inode, which fsck's preen frees.
-    pub fn tmpfile(&self, parent: u64, mode: u32, umask: Option<u32>, cred: Cred) -> Result<Attr> {
+    pub fn tmpfile(&self, parent: Ino, mode: u32, umask: Option<u32>, cred: Cred) -> Result<Attr> {
         let r = self.finish(|c| Self::tmpfile_op(c, parent, mode, umask, cred));
         self.counted(Call::Create, 0, r)
     }
 
-    pub fn link(&self, ino: u64, newparent: u64, newname: &[u8]) -> Result<Attr> {
+    pub fn link(&self, ino: Ino, newparent: Ino, newname: &[u8]) -> Result<Attr> {
         let r = self.finish(|c| Self::link_op(c, ino, newparent, newname));
         self.counted(Call::Create, 0, r)
     }
 
-    pub fn unlink(&self, parent: u64, name: &[u8]) -> Result<()> {
+    pub fn unlink(&self, parent: Ino, name: &[u8]) -> Result<()> {
         let r = self.finish(|c| Self::unlink_op(c, parent, name));
         self.counted(Call::Remove, 0, r)
     }
 
-    pub fn rmdir(&self, parent: u64, name: &[u8]) -> Result<()> {
+    pub fn rmdir(&self, parent: Ino, name: &[u8]) -> Result<()> {
         let r = self.finish(|c| Self::rmdir_op(c, parent, name));
         self.counted(Call::Remove, 0, r)
     }
 
     pub fn rename(
         &self,
-        parent: u64,
+        parent: Ino,
         name: &[u8],
-        newparent: u64,
+        newparent: Ino,
         newname: &[u8],
         mode: RenameMode,
     ) -> Result<()> {
@@ -843,9 +844,9 @@ impl Fs {
     /// (one entry changed in place), so no crash state has lost it.
     pub fn rename_whiteout(
         &self,
-        parent: u64,
+        parent: Ino,
         name: &[u8],
-        newparent: u64,
+        newparent: Ino,
         newname: &[u8],
         mode: RenameMode,
         cred: Cred,
@@ -861,14 +862,14 @@ impl Fs {
         self.counted(Call::Rename, 0, r)
     }
 
-    pub fn setattr(&self, ino: u64, s: &SetAttr, cred: Cred) -> Result<Attr> {
+    pub fn setattr(&self, ino: Ino, s: &SetAttr, cred: Cred) -> Result<Attr> {
         let r = self.finish(|c| Self::setattr_op(c, ino, s, cred));
         self.counted(Call::Setattr, 0, r)
     }
 
     /// Writes `data` at `off`; a writer other than root takes setuid (and
     /// setgid with group execute) away, as Linux does.
-    pub fn write(&self, ino: u64, off: u64, data: &[u8], cred: Cred) -> Result<usize> {
+    pub fn write(&self, ino: Ino, off: u64, data: &[u8], cred: Cred) -> Result<usize> {
         self.write_killing(ino, off, data, cred, cred.uid != 0)
     }
 
@@ -880,7 +881,7 @@ impl Fs {
     /// that bypass its page cache).
     pub fn write_killing(
         &self,
-        ino: u64,
+        ino: Ino,
         off: u64,
         data: &[u8],
         cred: Cred,
@@ -895,7 +896,7 @@ impl Fs {
     /// never written, or the end of the file, which counts as a hole).
     /// An offset at or past the end is ENXIO, as is SEEK_DATA with no data
     /// after `off`. A hole is whole blocks; a block written in part is data.
-    pub fn seek_data_hole(&self, ino: u64, off: u64, data: bool) -> Result<u64> {
+    pub fn seek_data_hole(&self, ino: Ino, off: u64, data: bool) -> Result<u64> {
         // The lock is let go every few thousand blocks, so that a walk
         // over a large file's data does not stall other requests.
         const STEPS: usize = 4096;
@@ -941,7 +942,7 @@ impl Fs {
     /// requests run between them; ENOSPC part way leaves what was done.
     pub fn allocate(
         &self,
-        ino: u64,
+        ino: Ino,
         off: u64,
         len: u64,
         keep_size: bool,
@@ -990,7 +991,7 @@ impl Fs {
     /// (the writer is not in the file's group). Read and changed under one
     /// hold of the lock, so a chmod meanwhile is not undone. Ok(true) when
     /// the mode changed.
-    pub fn drop_setid(&self, ino: u64, outsider: bool) -> Result<bool> {
+    pub fn drop_setid(&self, ino: Ino, outsider: bool) -> Result<bool> {
         let r = self.finish(|c| {
             c.check_writable()?;
             let mut di = live_inode(c, ino)?;
@@ -1016,7 +1017,7 @@ impl Fs {
     /// The checks of a fallocate on `[off, off + len)` of `ino`: a regular
     /// file, writable, none of the flags `refused`, the end within the
     /// largest file. Returns the end, the file's size and the block size.
-    fn space_range(&self, ino: u64, off: u64, len: u64, refused: u32) -> Result<(u64, u64, u64)> {
+    fn space_range(&self, ino: Ino, off: u64, len: u64, refused: u32) -> Result<(u64, u64, u64)> {
         let end = off
             .checked_add(len)
             .ok_or_else(|| Error::new(ErrorKind::FileTooBig, "offset overflow"))?;
@@ -1048,7 +1049,7 @@ impl Fs {
     /// last block stays allocated (UFS keeps it so; FreeBSD's truncation
     /// allocates it), zeroed instead. A block per engine operation, as
     /// [`allocate`](Self::allocate).
-    pub fn punch_hole(&self, ino: u64, off: u64, len: u64, cred: Cred) -> Result<()> {
+    pub fn punch_hole(&self, ino: Ino, off: u64, len: u64, cred: Cred) -> Result<()> {
         let (end, size, bsize) = self.space_range(ino, off, len, IMMUTABLE | APPEND)?;
         let end = end.min(size);
         let zeros = vec![0u8; to_index(bsize)];
@@ -1082,7 +1083,7 @@ impl Fs {
         Ok(())
     }
 
-    pub fn readlink(&self, ino: u64) -> Result<Vec<u8>> {
+    pub fn readlink(&self, ino: Ino) -> Result<Vec<u8>> {
         let r = (|| {
             let mut c = self.lock();
             let di = live_inode(&mut c, ino)?;
@@ -1098,7 +1099,7 @@ impl Fs {
         self.counted(Call::Other, 0, r)
     }
 
-    fn link_op(c: &mut FsCore, ino: u64, newparent: u64, newname: &[u8]) -> Result<Attr> {
+    fn link_op(c: &mut FsCore, ino: Ino, newparent: Ino, newname: &[u8]) -> Result<Attr> {
         check_name(newname)?;
         c.check_writable()?;
         let mut di = live_inode(c, ino)?;
@@ -1142,7 +1143,7 @@ impl Fs {
         attr_of(ino, &di, c.g.bsize)
     }
 
-    fn unlink_op(c: &mut FsCore, parent: u64, name: &[u8]) -> Result<()> {
+    fn unlink_op(c: &mut FsCore, parent: Ino, name: &[u8]) -> Result<()> {
         check_name(name)?;
         c.check_writable()?;
         let mut pdi = dir_inode(c, parent)?;
@@ -1159,7 +1160,7 @@ impl Fs {
         Ok(())
     }
 
-    fn rmdir_op(c: &mut FsCore, parent: u64, name: &[u8]) -> Result<()> {
+    fn rmdir_op(c: &mut FsCore, parent: Ino, name: &[u8]) -> Result<()> {
         check_name(name)?;
         if name == b"." {
             return Err(Error::new(ErrorKind::Invalid, "cannot remove '.'"));
@@ -1196,9 +1197,9 @@ impl Fs {
     #[allow(clippy::too_many_arguments)]
     fn rename_op(
         c: &mut FsCore,
-        parent: u64,
+        parent: Ino,
         name: &[u8],
-        newparent: u64,
+        newparent: Ino,
         newname: &[u8],
         mode: RenameMode,
         whiteout: Option<Cred>,
@@ -1427,7 +1428,7 @@ impl Fs {
         Ok(())
     }
 
-    fn setattr_op(c: &mut FsCore, ino: u64, s: &SetAttr, cred: Cred) -> Result<Attr> {
+    fn setattr_op(c: &mut FsCore, ino: Ino, s: &SetAttr, cred: Cred) -> Result<Attr> {
         c.check_writable()?;
         let mut di = live_inode(c, ino)?;
         // Linux's notify_change: times set to given values, like the mode,
@@ -1524,7 +1525,7 @@ impl Fs {
         attr_of(ino, &di, c.g.bsize)
     }
 
-    pub fn read(&self, ino: u64, off: u64, size: usize) -> Result<Vec<u8>> {
+    pub fn read(&self, ino: Ino, off: u64, size: usize) -> Result<Vec<u8>> {
         let r = self.read_op(ino, off, size);
         let n = r.as_ref().map_or(0, |d| d.len() as u64);
         self.counted(Call::Read, n, r)
@@ -1537,7 +1538,7 @@ impl Fs {
     /// meanwhile (the file truncated, or another one removed) the blocks
     /// read might since belong to another file, so the read is done again
     /// under the lock.
-    fn read_op(&self, ino: u64, off: u64, size: usize) -> Result<Vec<u8>> {
+    fn read_op(&self, ino: Ino, off: u64, size: usize) -> Result<Vec<u8>> {
         let (planned, frees, dev) = {
             let mut c = self.lock();
             let (planned, accessed) = Self::read_planned(&mut c, ino, off, size)?;
@@ -1571,7 +1572,7 @@ impl Fs {
     /// the mount's atime policy asks for that.
     fn read_planned(
         c: &mut FsCore,
-        ino: u64,
+        ino: Ino,
         off: u64,
         size: usize,
     ) -> Result<(crate::inode::DataRead, Option<dinode::Dinode>)> {
@@ -1598,7 +1599,7 @@ impl Fs {
 
     fn write_op(
         c: &mut FsCore,
-        ino: u64,
+        ino: Ino,
         off: u64,
         data: &[u8],
         cred: Cred,
@@ -1636,7 +1637,7 @@ impl Fs {
         r
     }
 
-    pub fn readdir(&self, ino: u64, cookie: u64, max: usize) -> Result<Vec<ReadDirEntry>> {
+    pub fn readdir(&self, ino: Ino, cookie: u64, max: usize) -> Result<Vec<ReadDirEntry>> {
         let r = (|| {
             let mut c = self.lock();
             let di = dir_inode(&mut c, ino)?;
@@ -1674,7 +1675,7 @@ impl Fs {
     }
 
     /// Makes `ino` durable (currently: the whole file system).
-    pub fn fsync(&self, _ino: u64) -> Result<()> {
+    pub fn fsync(&self, _ino: Ino) -> Result<()> {
         let r = self.lock().sync();
         self.counted(Call::Fsync, 0, r)
     }
@@ -1882,7 +1883,7 @@ impl Fs {
 
     /// Counters of the engine, and what dirhash knows about directory
     /// `dir` (checked against its blocks if `verify`).
-    pub fn stats(&self, dir: Option<u64>, verify: bool) -> Result<EngineStats> {
+    pub fn stats(&self, dir: Option<Ino>, verify: bool) -> Result<EngineStats> {
         let mut c = self.lock();
         let dir = match dir {
             None => None,
@@ -1937,7 +1938,7 @@ impl Fs {
     }
 
     /// The inode of `path` (components relative to the root).
-    pub fn resolve(&self, path: &std::path::Path) -> Result<u64> {
+    pub fn resolve(&self, path: &std::path::Path) -> Result<Ino> {
         use std::os::unix::ffi::OsStrExt;
         let mut ino = self.root();
         for comp in path.components() {
@@ -1992,7 +1993,7 @@ pub struct EngineStats {
 /// One directory as dirhash sees it.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct DirIndexInfo {
-    pub ino: u64,
+    pub ino: Ino,
     pub dir_bytes: u64,
     pub hashed: bool,
     pub index_bytes: Option<u64>,
@@ -2021,7 +2022,7 @@ fn modifying_lookup<T>(c: &mut FsCore, f: impl FnOnce(&mut FsCore) -> Result<T>)
 }
 
 /// The entry `name` of directory `dir`, or `NotFound`.
-fn must_find(c: &mut FsCore, dir: u64, ddi: &Dinode, name: &[u8]) -> Result<crate::dir::Found> {
+fn must_find(c: &mut FsCore, dir: Ino, ddi: &Dinode, name: &[u8]) -> Result<crate::dir::Found> {
     modifying_lookup(c, |c| c.dir_lookup(dir, ddi, name))?.ok_or_else(|| {
         Error::new(
             ErrorKind::NotFound,
@@ -2031,7 +2032,7 @@ fn must_find(c: &mut FsCore, dir: u64, ddi: &Dinode, name: &[u8]) -> Result<crat
 }
 
 /// `Exists` unless directory `dir` lacks `name`.
-fn must_be_absent(c: &mut FsCore, dir: u64, ddi: &Dinode, name: &[u8]) -> Result<()> {
+fn must_be_absent(c: &mut FsCore, dir: Ino, ddi: &Dinode, name: &[u8]) -> Result<()> {
     if modifying_lookup(c, |c| c.dir_lookup(dir, ddi, name))?.is_some() {
         return Err(Error::new(
             ErrorKind::Exists,
@@ -2047,7 +2048,7 @@ fn perm_bits(mode: u32) -> u16 {
     u16::try_from(mode & 0o7777).unwrap_or(0)
 }
 
-fn live_inode(c: &mut FsCore, ino: u64) -> Result<Dinode> {
+fn live_inode(c: &mut FsCore, ino: Ino) -> Result<Dinode> {
     let di = c.read_inode(ino)?;
     if di.di_mode() == 0 {
         return Err(Error::new(
@@ -2058,7 +2059,7 @@ fn live_inode(c: &mut FsCore, ino: u64) -> Result<Dinode> {
     Ok(di)
 }
 
-fn dir_inode(c: &mut FsCore, ino: u64) -> Result<Dinode> {
+fn dir_inode(c: &mut FsCore, ino: Ino) -> Result<Dinode> {
     let di = live_inode(c, ino)?;
     if !di.is_dir() {
         return Err(Error::new(
@@ -2071,7 +2072,7 @@ fn dir_inode(c: &mut FsCore, ino: u64) -> Result<Dinode> {
 
 /// A new inode's initial contents: the generation number the allocator
 /// left in the inode block is kept (bumped), everything else set afresh.
-fn fresh_inode(c: &mut FsCore, ino: u64, mode: u16, cred: Cred, parent: &Dinode) -> Result<Dinode> {
+fn fresh_inode(c: &mut FsCore, ino: Ino, mode: u16, cred: Cred, parent: &Dinode) -> Result<Dinode> {
     let old = c.read_inode(ino)?;
     if old.di_mode() != 0 {
         return Err(Error::damaged(
@@ -2223,15 +2224,15 @@ fn may_change(di: &Dinode) -> Result<()> {
 #[allow(clippy::too_many_arguments)]
 fn new_inode(
     c: &mut FsCore,
-    parent: u64,
+    parent: Ino,
     pdi: &Dinode,
     mode: u16,
     umask: Option<u32>,
     cred: Cred,
     nlink: u32,
     goal: Option<crate::alloc::placement::Goal>,
-    init: impl FnOnce(&mut FsCore, u64, &mut Dinode) -> Result<()>,
-) -> Result<(u64, Dinode)> {
+    init: impl FnOnce(&mut FsCore, Ino, &mut Dinode) -> Result<()>,
+) -> Result<(Ino, Dinode)> {
     let (mode, acls) = acl::inherit(c, parent, pdi, mode, umask)?;
     let ino = match goal {
         Some(goal) => c.alloc_placed(parent, goal)?,
@@ -2255,7 +2256,7 @@ fn new_inode(
 }
 
 /// Frees an inode whose creation failed half-way.
-fn undo_create(c: &mut FsCore, ino: u64) -> Result<()> {
+fn undo_create(c: &mut FsCore, ino: Ino) -> Result<()> {
     let mut di = c.read_inode(ino)?;
     di.set_nlink(0);
     c.write_inode(ino, &di)?;
@@ -2264,7 +2265,7 @@ fn undo_create(c: &mut FsCore, ino: u64) -> Result<()> {
 }
 
 /// Drops `n` links of `ino`; frees it when no link and no reference remain.
-fn drop_link(c: &mut FsCore, ino: u64, n: u32) -> Result<crate::order::ChangeId> {
+fn drop_link(c: &mut FsCore, ino: Ino, n: u32) -> Result<crate::order::ChangeId> {
     let mut di = c.read_inode(ino)?;
     di.set_nlink(di.nlink().saturating_sub(n));
     touch(&mut di, false, true, false);
@@ -2283,13 +2284,13 @@ fn drop_link(c: &mut FsCore, ino: u64, n: u32) -> Result<crate::order::ChangeId>
 }
 
 /// Is directory `anc` an ancestor of (or equal to) directory `dir`?
-fn is_ancestor(c: &mut FsCore, anc: u64, mut dir: u64) -> Result<bool> {
+fn is_ancestor(c: &mut FsCore, anc: Ino, mut dir: Ino) -> Result<bool> {
     let mut steps = 0u64;
     loop {
         if dir == anc {
             return Ok(true);
         }
-        if dir == UFS_ROOTINO {
+        if dir == Ino::ROOT {
             return Ok(false);
         }
         let di = dir_inode(c, dir)?;
@@ -2308,7 +2309,7 @@ fn is_ancestor(c: &mut FsCore, anc: u64, mut dir: u64) -> Result<bool> {
 }
 
 /// Sets `di_dirdepth` of directory `ino` to `depth` and its subdirectories below.
-fn set_depths(c: &mut FsCore, ino: u64, depth: u32) -> Result<()> {
+fn set_depths(c: &mut FsCore, ino: Ino, depth: u32) -> Result<()> {
     let mut stack = vec![(ino, depth)];
     while let Some((d, depth)) = stack.pop() {
         let mut di = dir_inode(c, d)?;
@@ -2440,15 +2441,15 @@ fn exchange_ordered(c: &mut FsCore, a: Named<'_>, b: Named<'_>) -> Result<()> {
 /// One side of a RENAME_EXCHANGE: a name in a directory, and the inode
 /// it names.
 struct Named<'a> {
-    parent: u64,
+    parent: Ino,
     name: &'a [u8],
-    ino: u64,
+    ino: Ino,
     di: &'a Dinode,
 }
 
 impl<'a> Named<'a> {
     /// (parent, name, inode number, inode), for the exchange routines.
-    fn parts(&self) -> (u64, &'a [u8], u64, &'a Dinode) {
+    fn parts(&self) -> (Ino, &'a [u8], Ino, &'a Dinode) {
         (self.parent, self.name, self.ino, self.di)
     }
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use ufs::dev::MemDevice;
 use ufs::fsck::{fsck, FsckMode};
 use ufs::newfs::{newfs, NewfsParams};
-use ufs::{AclKind, Cred, ErrorKind, Fs, MountOptions, XattrNs, XattrSet};
+use ufs::{AclKind, Cred, ErrorKind, Fs, Ino, MountOptions, XattrNs, XattrSet};
 use ufs_format::acl::{
     decode, AclEntry, ACL_GROUP_OBJ, ACL_MASK, ACL_OTHER, ACL_UNDEFINED_ID, ACL_USER, ACL_USER_OBJ,
     OLDACL_SIZE,
@@ -51,7 +51,7 @@ fn setup() -> (Arc<MemDevice>, Fs) {
     (dev, fs)
 }
 
-fn mode(fs: &Fs, ino: u64) -> u32 {
+fn mode(fs: &Fs, ino: Ino) -> u32 {
     u32::from(fs.getattr(ino).unwrap().perm & 0o7777)
 }
 

@@ -9,7 +9,7 @@ use ufs::dev::MemDevice;
 use ufs::fsck::{fsck, FsckMode};
 use ufs::newfs::{newfs, NewfsParams};
 use ufs::order::WriteMode;
-use ufs::{Cred, Fs, MountOptions};
+use ufs::{Cred, Fs, Ino, MountOptions};
 
 /// A soft-updates file system with 4 KiB blocks: 16 inodes per inode block,
 /// so a few dozen files cross several of them.
@@ -60,8 +60,8 @@ fn damage_after_kill(dev: &MemDevice) -> Vec<String> {
 }
 
 /// `cg_initediblk` of the group holding `ino`, as it is in memory.
-fn initediblk(fs: &Fs, ino: u64) -> u64 {
-    let cg = fs.geometry().ino_to_cg(ino);
+fn initediblk(fs: &Fs, ino: Ino) -> u64 {
+    let cg = fs.geometry().ino_to_cg(ino.get());
     fs.cylinder_group(cg).unwrap().cg_initediblk() as u64
 }
 
@@ -96,20 +96,24 @@ fn a_name_never_reaches_the_disk_before_the_group_counts_its_inode_block() {
             break (ino, before);
         }
     };
-    let group = x / ipg;
+    let group = x.get() / ipg;
     let cg_addr = fs.geometry().cgtod(group);
     // Files up to the last inode before B.
     let mut last = x;
-    while last % ipg + 1 < b_first {
+    while last.get() % ipg + 1 < b_first {
         last = create(&fs);
-        assert_eq!(last / ipg, group, "files stay in their directory's group");
+        assert_eq!(
+            last.get() / ipg,
+            group,
+            "files stay in their directory's group"
+        );
     }
     // The buffer daemon writes the group before B (B is young): the
     // counter covering B is rolled back in that write.
     fs.buffer_daemon().write(cg_addr).unwrap();
     // Y: the next file, the first inode of B.
     let y = create(&fs);
-    assert_eq!(y % ipg, b_first, "inodes are handed out in order");
+    assert_eq!(y.get() % ipg, b_first, "inodes are handed out in order");
     // An eviction of the root's directory block forces out everything the
     // new name needs, then the name.
     let addr = fs.block_of(root, 0).unwrap();
@@ -136,7 +140,7 @@ fn a_name_never_reaches_the_disk_before_the_group_counts_its_inode_block() {
 fn a_removal_in_a_moved_directory_block_waits_for_the_pointer_to_it() {
     let (dev, fs) = softdep_fs();
     let root = fs.root();
-    let mk = |dir: u64, name: &str, len: usize| {
+    let mk = |dir: Ino, name: &str, len: usize| {
         let ino = fs
             .mknod(dir, name.as_bytes(), 0o100644, 0, Cred::ROOT)
             .unwrap()
@@ -175,7 +179,7 @@ fn a_removal_in_a_moved_directory_block_waits_for_the_pointer_to_it() {
     fs.unlink(d, b"victim").unwrap();
     // Its inode block is forced out (an eviction), with what it waits for.
     fs.buffer_daemon()
-        .evict(fs.geometry().ino_to_fsba(victim))
+        .evict(fs.geometry().ino_to_fsba(victim.get()))
         .unwrap();
     let beyond = damage_after_kill(&dev);
     assert!(

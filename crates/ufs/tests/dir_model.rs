@@ -4,7 +4,7 @@
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 use testkit::*;
-use ufs::{Cred, ErrorKind, Fs, MountOptions, RenameMode};
+use ufs::{Cred, ErrorKind, Fs, Ino, MountOptions, RenameMode};
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -56,7 +56,7 @@ proptest! {
         };
         let fs = Fs::open_path(&img, opts).unwrap();
         let d = fs.mkdir(fs.root(), b"d", 0o755, Cred::ROOT).unwrap().ino;
-        let mut model: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
+        let mut model: BTreeMap<Vec<u8>, Ino> = BTreeMap::new();
         for op in ops {
             match op {
                 Op::Create(i) => {

@@ -13,7 +13,7 @@ use ufs::dev::MemDevice;
 use ufs::dir::dirhash::DirhashConfig;
 use ufs::fsck::{fsck, FsckMode};
 use ufs::newfs::{newfs, NewfsParams};
-use ufs::{Cred, ErrorKind, Fs, MountOptions, RenameMode};
+use ufs::{Cred, ErrorKind, Fs, Ino, MountOptions, RenameMode};
 
 const R: Cred = Cred::ROOT;
 
@@ -86,8 +86,8 @@ enum Op {
 
 struct Run {
     fs: Fs,
-    dirs: [u64; 2],
-    model: [BTreeMap<Vec<u8>, u64>; 2],
+    dirs: [Ino; 2],
+    model: [BTreeMap<Vec<u8>, Ino>; 2],
     next_fresh: u32,
     max_entries: usize,
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use ufs::dev::{BlockDevice, MemDevice};
 use ufs::fsck::{fsck, FsckMode, FsckReport};
 use ufs::newfs::{newfs, NewfsParams};
-use ufs::{Cred, Fs, MountOptions, RenameMode, SetAttr};
+use ufs::{Cred, Fs, Ino, MountOptions, RenameMode, SetAttr};
 
 pub fn mkfs(bytes: u64, p: NewfsParams) -> Arc<MemDevice> {
     let dev = Arc::new(MemDevice::new(bytes));
@@ -49,7 +49,7 @@ fn nbfree(fs: &Fs) -> i64 {
 }
 
 /// Fills the file system with whole blocks, then frees exactly `keep` blocks.
-fn fill_leaving(fs: &Fs, keep: i64) -> u64 {
+fn fill_leaving(fs: &Fs, keep: i64) -> Ino {
     let r = fs.root();
     let bs = fs.block_size();
     let filler = fs.mknod(r, b"filler", 0o100644, 0, R).unwrap().ino;
@@ -120,10 +120,10 @@ fn enospc_after_indirect_allocated() {
 /// Unmounts `fs`, plants `v` as the first block pointer of `ino` on the
 /// device (damage as a crash or another writer could leave it) and mounts
 /// the image again.
-fn set_db0(dev: &Arc<MemDevice>, fs: Fs, ino: u64, v: u64) -> Fs {
+fn set_db0(dev: &Arc<MemDevice>, fs: Fs, ino: Ino, v: u64) -> Fs {
     fs.unmount().unwrap();
     drop(fs);
-    testkit::patch_inode(&**dev, ino, |di| di.set_di_db(0, v));
+    testkit::patch_inode(&**dev, ino.get(), |di| di.set_di_db(0, v));
     mount(dev)
 }
 
@@ -271,7 +271,7 @@ fn random_tree_ops_fsck_clean() {
         {
             let fs = mount(&dev);
             let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-            let mut dirs: Vec<u64> = vec![fs.root()];
+            let mut dirs: Vec<Ino> = vec![fs.root()];
             let names = ["a", "b", "c", "d", "e"];
             for _ in 0..400 {
                 let p = dirs[rng.gen_range(0..dirs.len())];
@@ -432,14 +432,14 @@ fn unaligned_rotor_from_disk() {
             .mkdir(fs.root(), format!("d{i}").as_bytes(), 0o755, R)
             .unwrap()
             .ino;
-        if d / g.ipg == 1 {
+        if d.get() / g.ipg == 1 {
             break d;
         }
         i += 1;
         assert!(i < 200, "no directory landed in group 1");
     };
     let f = fs.mknod(dir, b"f", 0o100644, 0, R).unwrap().ino;
-    assert_eq!(f / g.ipg, 1, "a file goes to its directory's group");
+    assert_eq!(f.get() / g.ipg, 1, "a file goes to its directory's group");
     fs.write(f, 0, &vec![1u8; g.bsize as usize], R).unwrap();
     let (b, frag) = (fs.block_of(f, 0).unwrap(), g.frag);
     assert_eq!(b / g.fpg, 1, "the block comes from group 1");

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use ufs::dev::{BlockDevice, MemDevice};
 use ufs::fs::read_superblock;
 use ufs::fsck::{fsck, FsckMode};
-use ufs::{Cred, ErrorKind, Fs, MountOptions, XattrNs, XattrSet};
+use ufs::{Cred, ErrorKind, Fs, Ino, MountOptions, XattrNs, XattrSet};
 use ufs_format::extattr::{parse_area, ExtAttr, EXTATTR_NAMESPACE_SYSTEM, EXTATTR_NAMESPACE_USER};
 use ufs_format::{Dinode, DINODE_SIZE};
 
@@ -34,16 +34,16 @@ fn check_clean(dev: &Arc<MemDevice>) {
 }
 
 /// The inode as it is on the device.
-fn disk_inode(dev: &Arc<MemDevice>, ino: u64) -> Dinode {
+fn disk_inode(dev: &Arc<MemDevice>, ino: Ino) -> Dinode {
     let (_, g, _) = read_superblock(&**dev).unwrap();
-    let off = g.ino_to_fsba(ino) * g.fsize + g.ino_to_fsbo(ino) * DINODE_SIZE as u64;
+    let off = g.ino_to_fsba(ino.get()) * g.fsize + g.ino_to_fsbo(ino.get()) * DINODE_SIZE as u64;
     let mut b = vec![0u8; DINODE_SIZE];
     dev.read_at(off, &mut b).unwrap();
     Dinode::from_bytes(&b)
 }
 
 /// The inode's attribute area as it is on the device.
-fn disk_area(dev: &Arc<MemDevice>, ino: u64) -> Vec<u8> {
+fn disk_area(dev: &Arc<MemDevice>, ino: Ino) -> Vec<u8> {
     let (_, g, _) = read_superblock(&**dev).unwrap();
     let di = disk_inode(dev, ino);
     let size = di.di_extsize() as u64;
@@ -58,14 +58,14 @@ fn disk_area(dev: &Arc<MemDevice>, ino: u64) -> Vec<u8> {
     out
 }
 
-fn file(fs: &Fs, name: &str) -> u64 {
+fn file(fs: &Fs, name: &str) -> Ino {
     fs.mknod(fs.root(), name.as_bytes(), 0o100666, 0, Cred::ROOT)
         .unwrap()
         .ino
 }
 
 /// A new file `f` holding the user attribute `a` = `value`.
-fn file_with_attr(fs: &Fs, value: &[u8]) -> u64 {
+fn file_with_attr(fs: &Fs, value: &[u8]) -> Ino {
     let f = file(fs, "f");
     fs.setxattr(f, XattrNs::User, b"a", value, XattrSet::Either, Cred::ROOT)
         .unwrap();
@@ -360,7 +360,7 @@ fn a_stray_pointer_releases_nothing() {
     fs.write(other, 0, b"x", Cred::ROOT).unwrap();
     unmount(fs);
     let stray = disk_inode(&dev, other).di_db(0);
-    testkit::patch_inode(&*dev, f, |di| di.set_di_extb(1, stray));
+    testkit::patch_inode(&*dev, f.get(), |di| di.set_di_extb(1, stray));
     let fs = mount(&dev);
     let free = fs.statfs().bfree;
     let e = fs
@@ -381,7 +381,7 @@ fn a_stray_pointer_releases_nothing() {
     unmount(fs);
     let rep = fsck(&*dev, FsckMode::Check).unwrap();
     assert!(
-        rep.findings.iter().all(|x| x.ino == Some(f)
+        rep.findings.iter().all(|x| x.ino == Some(f.get())
                 || x.message.contains("DUP")
                 || x.message.contains("dup")
                 // The damage met leaves the file system marked for fsck.

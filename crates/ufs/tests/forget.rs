@@ -5,10 +5,10 @@
 //! arrives with a new reference to the same inode outstanding leaves the
 //! inode alone.
 use ufs::fsck::{fsck, FsckMode};
-use ufs::{Cred, ErrorKind, Fs, MountOptions};
+use ufs::{Cred, ErrorKind, Fs, Ino, MountOptions};
 
 /// A 1 MB file the kernel holds a reference to, unlinked.
-fn unlinked_but_referenced(fs: &Fs, name: &[u8]) -> u64 {
+fn unlinked_but_referenced(fs: &Fs, name: &[u8]) -> Ino {
     let f = fs
         .mknod(fs.root(), name, 0o100644, 0, Cred::ROOT)
         .unwrap()

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use ufs::dev::{BlockDevice, MemDevice};
 use ufs::fs::read_superblock;
 use ufs::fsck::{fsck, FsckMode};
-use ufs::{Cred, ErrorKind, Fs, MountOptions};
+use ufs::{Cred, ErrorKind, Fs, Ino, MountOptions};
 use ufs_format::{FS_DOSOFTDEP, FS_GJOURNAL, FS_SUJ};
 
 fn image(edit: impl FnOnce(&mut ufs_format::sb::Superblock)) -> Arc<MemDevice> {
@@ -115,7 +115,7 @@ fn journaled_soft_updates_not_clean_refuse_even_forced() {
     assert!(fs.is_read_only());
 }
 
-fn set_flags(fs: &Fs, ino: u64, flags: u32, cred: Cred) -> ufs::Result<ufs::Attr> {
+fn set_flags(fs: &Fs, ino: Ino, flags: u32, cred: Cred) -> ufs::Result<ufs::Attr> {
     fs.setattr(
         ino,
         &ufs::SetAttr {
@@ -252,28 +252,28 @@ fn fsck_checks_snapshot_block_maps() {
     fs.write(other, 0, b"x", Cred::ROOT).unwrap();
     fs.unmount().unwrap();
     drop(fs);
-    testkit::patch_inode(&*dev, snap, |di| {
+    testkit::patch_inode(&*dev, snap.get(), |di| {
         di.set_di_flags(di.di_flags() | ufs_format::SF_SNAPSHOT);
         di.set_di_db(1, 1); // BLK_NOCOPY
         di.set_di_db(2, 2); // BLK_SNAP
         di.set_di_db(3, 1);
     });
     let (mut sb, _, loc) = read_superblock(&*dev).unwrap();
-    sb.set_fs_snapinum(0, snap as u32);
+    sb.set_fs_snapinum(0, snap.get() as u32);
     dev.write_at(loc, &sb.to_disk_bytes()).unwrap();
     let rep = fsck(&*dev, FsckMode::Check).unwrap();
     assert!(rep.findings.is_empty(), "{:?}", rep.findings);
     // Outside a snapshot the same values are bad block numbers.
-    testkit::patch_inode(&*dev, other, |di| di.set_di_db(1, 2));
-    testkit::patch_inode(&*dev, other, |di| di.set_di_size(2 * g.bsize));
+    testkit::patch_inode(&*dev, other.get(), |di| di.set_di_db(1, 2));
+    testkit::patch_inode(&*dev, other.get(), |di| di.set_di_size(2 * g.bsize));
     let rep = fsck(&*dev, FsckMode::Check).unwrap();
     assert!(
-        rep.findings.iter().any(|f| f.ino == Some(other)),
+        rep.findings.iter().any(|f| f.ino == Some(other.get())),
         "{:?}",
         rep.findings
     );
     assert!(
-        rep.findings.iter().all(|f| f.ino != Some(snap)),
+        rep.findings.iter().all(|f| f.ino != Some(snap.get())),
         "{:?}",
         rep.findings
     );

@@ -1454,22 +1454,22 @@ fn big_directory_size_past_end_is_preen_adjusted() {
     let data = dev.snapshot();
     assert_clean(&data, "engine-built big directory");
     let mut img = Img::new(data);
-    let mut di = img.inode(big);
+    let mut di = img.inode(big.get());
     assert!(
         di.di_ib(0) != 0,
         "directory should reach its indirect block"
     );
     di.set_di_size(di.di_size() + 512);
-    img.set_inode_hashed(big, &di);
+    img.set_inode_hashed(big.get(), &di);
     detect_and_repair(
         &img.data,
         "BEYOND END OF ALLOCATED FILE",
         "big dir size past end",
     );
     preen_fixes(&img.data, "big dir size past end");
-    let mut di = img.inode(small);
+    let mut di = img.inode(small.get());
     di.set_di_size(di.di_size() + 4096);
-    img.set_inode_hashed(small, &di);
+    img.set_inode_hashed(small.get(), &di);
     preen_refuses(&img.data, "small dir size past end");
 }
 
@@ -1498,12 +1498,12 @@ fn small_engine_image(bytes: u64, softupdates: bool) -> std::sync::Arc<MemDevice
 /// UNALLOCATED); a full check reads the inode and repairs the map.
 #[test]
 fn softdep_preen_reads_no_inode_past_the_inode_map() {
-    use ufs::{Cred, Fs, MountOptions};
+    use ufs::{Cred, Fs, Ino, MountOptions};
     for softupdates in [true, false] {
         let dev = small_engine_image(8 << 20, softupdates);
         let fs = Fs::open(Box::new(dev.clone()), MountOptions::default()).unwrap();
         let d = fs.mkdir(fs.root(), b"d", 0o755, Cred::ROOT).unwrap().ino;
-        let mut last = 0;
+        let mut last = Ino::NONE;
         for i in 0..5 {
             last = fs
                 .mknod(d, format!("f{i}").as_bytes(), 0o100644, 0, Cred::ROOT)
@@ -1515,7 +1515,7 @@ fn softdep_preen_reads_no_inode_past_the_inode_map() {
         // The newest file's bit never reached its group's map.
         let mut img = Img::new(dev.snapshot());
         let g = img.g;
-        let (c, rel) = (last / g.ipg, last % g.ipg);
+        let (c, rel) = (last.get() / g.ipg, last.get() % g.ipg);
         let co = img.cg_off(c);
         let iused = get_u32(&img.data, co + 92) as usize;
         img.data[co + iused + (rel / 8) as usize] &= !(1 << (rel % 8));

@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use ufs::dev::{BlockDevice, MemDevice};
 use ufs::fsck::{fsck, FsckMode};
-use ufs::{Cred, ErrorKind, FileKind, Fs, MountOptions};
+use ufs::{Cred, ErrorKind, FileKind, Fs, Ino, MountOptions};
 
 /// Counts the bytes this test binary holds, and the most it held.
 struct Counting;
@@ -85,7 +85,7 @@ struct Base {
     bytes: Vec<u8>,
     g: ufs_format::sb::Geometry,
     /// Inode numbers by name: small, big, dir, sub, sym, longsym, xattr.
-    ino: std::collections::HashMap<&'static str, u64>,
+    ino: std::collections::HashMap<&'static str, Ino>,
 }
 
 fn opts() -> MountOptions {
@@ -115,7 +115,7 @@ fn base(ckhash: bool) -> Base {
     let r = Cred::ROOT;
     let root = fs.root();
     let mut ino = std::collections::HashMap::new();
-    let file = |parent: u64, name: &str, len: usize| {
+    let file = |parent: Ino, name: &str, len: usize| {
         let a = fs.mknod(parent, name.as_bytes(), 0o100644, 0, r).unwrap();
         let data: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
         fs.write(a.ino, 0, &data, r).unwrap();
@@ -162,14 +162,15 @@ fn base(ckhash: bool) -> Base {
 
 impl Base {
     /// Byte offset of inode `ino`'s 256 bytes (UFS2).
-    fn inode(&self, ino: u64) -> usize {
-        (self.g.ino_to_fsba(ino) * self.g.fsize + self.g.ino_to_fsbo(ino) * 256) as usize
+    fn inode(&self, ino: Ino) -> usize {
+        (self.g.ino_to_fsba(ino.get()) * self.g.fsize + self.g.ino_to_fsbo(ino.get()) * 256)
+            as usize
     }
     fn u64_at(&self, off: usize) -> u64 {
         u64::from_le_bytes(self.bytes[off..off + 8].try_into().unwrap())
     }
     /// Byte offset of the first data block of inode `ino`.
-    fn first_block(&self, ino: u64) -> usize {
+    fn first_block(&self, ino: Ino) -> usize {
         (self.u64_at(self.inode(ino) + DI_DB) * self.g.fsize) as usize
     }
 }
@@ -215,7 +216,7 @@ fn cases(b: &Base) -> Vec<(String, Mutation)> {
         (name, Box::new(move |img: &mut Vec<u8>| put(img, off, &v)))
     };
     let other_block = b.u64_at(b.inode(b.ino["small"]) + DI_DB);
-    let inode_table = b.g.ino_to_fsba(b.ino["big"]);
+    let inode_table = b.g.ino_to_fsba(b.ino["big"].get());
     for who in ["small", "big", "dir", "sub", "longsym", "xattr"] {
         let i = b.inode(b.ino[who]);
         let u16s: &[(&str, usize, u16)] = &[
@@ -304,7 +305,7 @@ fn cases(b: &Base) -> Vec<(String, Mutation)> {
         (
             "'..' is itself",
             d + 12,
-            (b.ino["dir"] as u32).to_le_bytes().to_vec(),
+            b.ino["dir"].d_ino().to_le_bytes().to_vec(),
         ),
         ("'..' ino u32::MAX", d + 12, u32::MAX.to_le_bytes().to_vec()),
         ("'..' reclen 0", d + 16, 0u16.to_le_bytes().to_vec()),
@@ -343,8 +344,8 @@ fn cases(b: &Base) -> Vec<(String, Mutation)> {
         }),
     ));
     // A loop: "dir"'s entry "sub" is "dir" itself.
-    let dir_ino = b.ino["dir"] as u32;
-    let sub_ino = b.ino["sub"] as u32;
+    let dir_ino = b.ino["dir"].d_ino();
+    let sub_ino = b.ino["sub"].d_ino();
     out.push((
         "dir: an entry names the directory itself".into(),
         Box::new(move |img: &mut Vec<u8>| {

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::time::Instant;
 use ufs::dev::{BlockDevice, FileDevice, MemDevice};
 use ufs::newfs::{newfs, newfs_plan, NewfsParams, NewfsReport};
-use ufs::ErrorKind;
+use ufs::{ErrorKind, Ino};
 use ufs_format::dinode::{dt, IFDIR};
 use ufs_format::sb::{Csum, CsumTotal};
 use ufs_format::*;
@@ -628,7 +628,7 @@ fn engine_mounts_the_result() {
     };
     let fs = ufs::Fs::open(Box::new(dev), opts).unwrap();
     let names: Vec<Vec<u8>> = fs
-        .readdir(2, 0, 100)
+        .readdir(Ino::new(2), 0, 100)
         .unwrap()
         .into_iter()
         .map(|e| e.name)
@@ -637,13 +637,16 @@ fn engine_mounts_the_result() {
         names,
         vec![b".".to_vec(), b"..".to_vec(), b".snap".to_vec()]
     );
-    let names: Vec<(Vec<u8>, u64)> = fs
-        .readdir(3, 0, 100)
+    let names: Vec<(Vec<u8>, Ino)> = fs
+        .readdir(Ino::new(3), 0, 100)
         .unwrap()
         .into_iter()
         .map(|e| (e.name, e.ino))
         .collect();
-    assert_eq!(names, vec![(b".".to_vec(), 3), (b"..".to_vec(), 2)]);
+    assert_eq!(
+        names,
+        vec![(b".".to_vec(), Ino::new(3)), (b"..".to_vec(), Ino::new(2))]
+    );
     for c in 0..fs.geometry().ncg {
         fs.cylinder_group(c).unwrap();
     }

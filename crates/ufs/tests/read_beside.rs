@@ -13,7 +13,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 use ufs::dev::{BlockDevice, MemDevice};
-use ufs::{Cred, Fs, MountOptions, SetAttr};
+use ufs::{Cred, Fs, Ino, MountOptions, SetAttr};
 
 const R: Cred = Cred::ROOT;
 const WAIT: Duration = Duration::from_secs(10);
@@ -68,7 +68,7 @@ impl BlockDevice for GateDev {
 
 /// A file system with `/big`, 1 MiB of `fill`, written out and dropped
 /// from the cache; the engine, the gate, and the file's inode number.
-fn setup(fill: u8) -> (Arc<Fs>, Arc<Gate>, u64) {
+fn setup(fill: u8) -> (Arc<Fs>, Arc<Gate>, Ino) {
     let gate = Arc::new(Gate {
         mem: testkit::mem_image(64 << 20),
         armed: AtomicBool::new(false),
@@ -86,7 +86,7 @@ fn setup(fill: u8) -> (Arc<Fs>, Arc<Gate>, u64) {
 
 /// Starts a read of the whole of `/big` on a thread of its own and waits
 /// until the device has parked it.
-fn parked_read(fs: &Arc<Fs>, gate: &Arc<Gate>, ino: u64) -> std::thread::JoinHandle<Vec<u8>> {
+fn parked_read(fs: &Arc<Fs>, gate: &Arc<Gate>, ino: Ino) -> std::thread::JoinHandle<Vec<u8>> {
     let (tx, rx) = mpsc::channel();
     *gate.parked.lock().unwrap() = Some(tx);
     gate.armed.store(true, Ordering::SeqCst);

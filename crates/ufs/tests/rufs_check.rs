@@ -2,7 +2,7 @@
 //! reader (the `rufs` crate), after copying trees in and then renaming,
 //! deleting, truncating and appending.
 use testkit::*;
-use ufs::{Fs, MountOptions};
+use ufs::{Fs, Ino, MountOptions};
 
 #[test]
 fn rufs_reads_what_ufskit_wrote() {
@@ -39,7 +39,7 @@ fn rufs_reads_what_ufskit_wrote() {
     rename_remove_truncate(&fs, &host, 3000);
     if let Some(l) = linux {
         // remove a whole subtree
-        fn rm_rf(fs: &Fs, dir: u64) {
+        fn rm_rf(fs: &Fs, dir: Ino) {
             loop {
                 let ents = fs.readdir(dir, 0, 1000).unwrap();
                 let ents: Vec<_> = ents

@@ -6,7 +6,7 @@
 //! uncached blocks and holes it crosses.
 use std::sync::{Arc, Mutex};
 use ufs::dev::MemDevice;
-use ufs::{Cred, Fs, MountOptions};
+use ufs::{Cred, Fs, Ino, MountOptions};
 
 const R: Cred = Cred::ROOT;
 
@@ -32,7 +32,7 @@ fn pattern(i: u64) -> u8 {
 /// A 3 MiB + 5,000-byte file (its last block a fragment run) with a
 /// 200 KiB hole from 1 MiB, on a fresh image; its inode number and the
 /// bytes it holds.
-fn image() -> (Arc<MemDevice>, u64, Vec<u8>) {
+fn image() -> (Arc<MemDevice>, Ino, Vec<u8>) {
     let mem = testkit::mem_image(128 << 20);
     let (fs, _, _) = open(&mem, false);
     let f = fs.mknod(fs.root(), b"f", 0o100644, 0, R).unwrap();

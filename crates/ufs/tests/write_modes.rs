@@ -9,7 +9,7 @@ use ufs::dev::{CountingDevice, MemDevice};
 use ufs::fsck::{fsck, FsckMode};
 use ufs::newfs::{newfs, NewfsParams};
 use ufs::order::{Barrier, WriteMode};
-use ufs::{Cred, ErrorKind, Fs, MountOptions, RenameMode, SetAttr};
+use ufs::{Cred, ErrorKind, Fs, Ino, MountOptions, RenameMode, SetAttr};
 
 fn image(bytes: u64, softupdates: bool) -> Arc<MemDevice> {
     let dev = Arc::new(MemDevice::new(bytes));
@@ -40,7 +40,7 @@ fn data(seed: u64, len: usize) -> Vec<u8> {
         .collect()
 }
 
-fn file(fs: &Fs, dir: u64, name: &str, bytes: &[u8]) -> u64 {
+fn file(fs: &Fs, dir: Ino, name: &str, bytes: &[u8]) -> Ino {
     let ino = fs
         .mknod(dir, name.as_bytes(), 0o100644, 0, Cred::ROOT)
         .unwrap()
@@ -498,7 +498,7 @@ fn normal_mode_by_default_flushes_only_when_asked() {
     assert_eq!((st.mode.as_str(), st.barrier.as_str()), ("normal", "write"));
     let d = fs.mkdir(fs.root(), b"d", 0o755, Cred::ROOT).unwrap().ino;
     let before = counted.stats();
-    let mut last = 0;
+    let mut last = Ino::NONE;
     for i in 0..400u64 {
         last = file(&fs, d, &format!("f{i}"), &data(i, 5000));
     }

@@ -17,7 +17,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use ufs::ops::linux_xattr::{acl_to_linux, linux_xattr_name};
-use ufs::{Attr, Cred, FileKind, Fs, MountOptions};
+use ufs::{Attr, Cred, FileKind, Fs, Ino, MountOptions};
 
 /// Bytes read from the image per request.
 const CHUNK: usize = 1 << 20;
@@ -103,7 +103,7 @@ fn find(fs: &Fs, path: &Path) -> Result<Attr, String> {
 }
 
 /// Every entry of directory `ino` but `.` and `..` (with them if `dots`).
-fn entries(fs: &Fs, ino: u64, dots: bool) -> ufs::Result<Vec<(Vec<u8>, u64)>> {
+fn entries(fs: &Fs, ino: Ino, dots: bool) -> ufs::Result<Vec<(Vec<u8>, Ino)>> {
     let mut out = Vec::new();
     let mut cookie = 0;
     loop {
@@ -149,9 +149,9 @@ struct Extractor<'a> {
     fs: &'a Fs,
     root_user: bool,
     /// Host paths of files already copied that have other links.
-    linked: HashMap<u64, PathBuf>,
+    linked: HashMap<Ino, PathBuf>,
     /// Directories copied so far (a damaged image may loop).
-    dirs_seen: std::collections::HashSet<u64>,
+    dirs_seen: std::collections::HashSet<Ino>,
     /// Entries the image could not give (damage).
     image_errors: u64,
     tally: Tally,
@@ -356,7 +356,7 @@ impl Extractor<'_> {
         self.finish_node(a, to)
     }
 
-    fn dir_contents(&mut self, ino: u64, to: &Path, src: &Path) -> Result<(), String> {
+    fn dir_contents(&mut self, ino: Ino, to: &Path, src: &Path) -> Result<(), String> {
         let list = match entries(self.fs, ino, false) {
             Ok(l) => l,
             Err(e) => {

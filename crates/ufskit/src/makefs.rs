@@ -23,7 +23,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use ufs::ops::linux_xattr::{acl_from_linux, LinuxXattr};
-use ufs::{Cred, Fs, MountOptions, SetAttr, Time, TimeSet, XattrSet};
+use ufs::{Cred, Fs, Ino, MountOptions, SetAttr, Time, TimeSet, XattrSet};
 
 #[derive(clap::Args)]
 pub struct MakefsArgs {
@@ -444,7 +444,7 @@ struct Putter<'a> {
     spec: &'a HashMap<PathBuf, SpecEntry>,
     stamp: Option<i64>,
     /// Host (device, inode) of files with other links → image inode.
-    links: HashMap<(u64, u64), u64>,
+    links: HashMap<(u64, u64), Ino>,
     bar: &'a indicatif::ProgressBar,
     warned: std::collections::HashSet<&'static str>,
     /// The copy buffer, kept from file to file.
@@ -461,7 +461,7 @@ impl Putter<'_> {
     }
 
     /// Puts node `i`'s children into image directory `dir`.
-    fn children(&mut self, nodes: &[Node], i: usize, dir: u64) -> Result<(), Failure> {
+    fn children(&mut self, nodes: &[Node], i: usize, dir: Ino) -> Result<(), Failure> {
         for &c in &nodes[i].children {
             let n = &nodes[c];
             let src = self.a.dir.join(&n.rel);
@@ -526,7 +526,7 @@ impl Putter<'_> {
 
     /// A regular file's data runs, read with SEEK_DATA/SEEK_HOLE; the size
     /// set after (a hole at the end stays one).
-    fn data(&mut self, src: &Path, len: u64, ino: u64) -> Result<(), Failure> {
+    fn data(&mut self, src: &Path, len: u64, ino: Ino) -> Result<(), Failure> {
         let f = std::fs::File::open(src)
             .map_err(|e| Failure::Other(format!("{}: {e}", src.display())))?;
         let mut buf = std::mem::take(&mut self.buf);
@@ -550,7 +550,7 @@ impl Putter<'_> {
         f: &std::fs::File,
         src: &Path,
         len: u64,
-        ino: u64,
+        ino: Ino,
         buf: &mut [u8],
     ) -> Result<(), Failure> {
         use nix::unistd::{lseek, Whence};
@@ -592,7 +592,7 @@ impl Putter<'_> {
 
     /// The source's extended attributes and ACLs (those this user can
     /// read; a name with no place on UFS is left out with a warning).
-    fn attributes(&mut self, src: &Path, ino: u64) -> Result<(), Failure> {
+    fn attributes(&mut self, src: &Path, ino: Ino) -> Result<(), Failure> {
         let names = match xattr::list(src) {
             Ok(n) => n,
             Err(_) => return Ok(()),
@@ -633,7 +633,7 @@ impl Putter<'_> {
 
     /// Owner, mode and times of `n` (at `rel`) onto image inode `ino`:
     /// the source's, then -r, then the spec's, then -T's time.
-    fn finish(&mut self, n: &Node, ino: u64, rel: &Path) -> Result<(), Failure> {
+    fn finish(&mut self, n: &Node, ino: Ino, rel: &Path) -> Result<(), Failure> {
         let m = &n.meta;
         let mut uid = m.uid();
         let mut gid = m.gid();
@@ -669,7 +669,7 @@ impl Putter<'_> {
     #[allow(clippy::too_many_arguments)]
     fn set(
         &mut self,
-        ino: u64,
+        ino: Ino,
         uid: u32,
         gid: u32,
         mode: Option<u16>,
@@ -692,7 +692,7 @@ impl Putter<'_> {
     }
 
     /// Directories the spec names that the tree lacks.
-    fn spec_dirs(&mut self, root: u64) -> Result<(), Failure> {
+    fn spec_dirs(&mut self, root: Ino) -> Result<(), Failure> {
         let mut dirs: Vec<(&PathBuf, &SpecEntry)> =
             self.spec.iter().filter(|(_, s)| s.dir).collect();
         dirs.sort_by(|x, y| x.0.cmp(y.0));

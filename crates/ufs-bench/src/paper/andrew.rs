@@ -82,6 +82,7 @@ use super::meter::{Meter, UserCpu};
 use super::{invalid, Profile};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use ufs::Ino;
 use ufs::{Cred, Fs};
 
 pub(super) const TESTS: &[&str] = &[
@@ -302,7 +303,7 @@ fn tree(seed: u64) -> Tree {
 }
 
 /// The directories of one copy, by [`DIRS`] index.
-fn copy_dirs(fs: &Fs, top: u64, copy: u64) -> ufs::Result<Vec<u64>> {
+fn copy_dirs(fs: &Fs, top: Ino, copy: u64) -> ufs::Result<Vec<Ino>> {
     let mut inos = vec![fs.lookup(top, copy_name(copy).as_bytes())?.ino];
     for (path, parent) in &DIRS[1..] {
         let name = path.rsplit('/').next().unwrap_or(path);
@@ -315,7 +316,7 @@ fn copy_name(copy: u64) -> String {
     format!("a{copy:03}")
 }
 
-fn mkdirs(fs: &Fs, copies: u64) -> ufs::Result<u64> {
+fn mkdirs(fs: &Fs, copies: u64) -> ufs::Result<Ino> {
     let top = fs.mkdir(fs.root(), TOP, 0o755, Cred::ROOT)?.ino;
     for c in 0..copies {
         let mut inos = vec![
@@ -333,7 +334,7 @@ fn mkdirs(fs: &Fs, copies: u64) -> ufs::Result<u64> {
     Ok(top)
 }
 
-fn copy(fs: &Fs, top: u64, copies: u64, t: &Tree) -> ufs::Result<()> {
+fn copy(fs: &Fs, top: Ino, copies: u64, t: &Tree) -> ufs::Result<()> {
     for c in 0..copies {
         let dirs = copy_dirs(fs, top, c)?;
         for f in &t.files {
@@ -358,7 +359,7 @@ struct Walk {
 /// recursively, in fts(3)'s order (`find -exec ls -l`, `du -s`): every
 /// entry of a directory looked up before the walk goes down into its
 /// subdirectories (see `classic::find`).
-fn walk(fs: &Fs, dir: u64, w: &mut Walk) -> ufs::Result<()> {
+fn walk(fs: &Fs, dir: Ino, w: &mut Walk) -> ufs::Result<()> {
     let mut subdirs = Vec::new();
     for e in fs.readdir(dir, 0, usize::MAX)? {
         if e.name == b"." || e.name == b".." {
@@ -382,7 +383,7 @@ fn walk(fs: &Fs, dir: u64, w: &mut Walk) -> ufs::Result<()> {
 
 /// Reads a file in full by name; its length must be the size `lookup`
 /// reported.
-fn read_named(fs: &Fs, dir: u64, name: &[u8]) -> ufs::Result<Vec<u8>> {
+fn read_named(fs: &Fs, dir: Ino, name: &[u8]) -> ufs::Result<Vec<u8>> {
     let a = fs.lookup(dir, name)?;
     let data = fs.read(a.ino, 0, a.size as usize)?;
     if data.len() as u64 != a.size {
@@ -405,7 +406,7 @@ struct Scan {
     lines: u64,
 }
 
-fn grep_wc(fs: &Fs, top: u64, copies: u64, t: &Tree, user: &UserCpu) -> ufs::Result<Scan> {
+fn grep_wc(fs: &Fs, top: Ino, copies: u64, t: &Tree, user: &UserCpu) -> ufs::Result<Scan> {
     let mut s = Scan::default();
     for c in 0..copies {
         let dirs = copy_dirs(fs, top, c)?;
@@ -463,7 +464,7 @@ fn binary(tag: u64, len: u64) -> Vec<u8> {
         .collect()
 }
 
-fn exists(fs: &Fs, dir: u64, name: &[u8]) -> ufs::Result<bool> {
+fn exists(fs: &Fs, dir: Ino, name: &[u8]) -> ufs::Result<bool> {
     match fs.lookup(dir, name) {
         Ok(_) => Ok(true),
         Err(e) if e.kind == ufs::ErrorKind::NotFound => Ok(false),
@@ -473,7 +474,7 @@ fn exists(fs: &Fs, dir: u64, name: &[u8]) -> ufs::Result<bool> {
 
 /// `make` in every copy: compile each `.c`, then link. Returns (objects,
 /// programs) written.
-fn compile(fs: &Fs, top: u64, copies: u64, t: &Tree, user: &UserCpu) -> ufs::Result<(u64, u64)> {
+fn compile(fs: &Fs, top: Ino, copies: u64, t: &Tree, user: &UserCpu) -> ufs::Result<(u64, u64)> {
     let (mut objects, mut programs) = (0, 0);
     for c in 0..copies {
         let dirs = copy_dirs(fs, top, c)?;

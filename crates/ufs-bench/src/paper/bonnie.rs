@@ -49,6 +49,7 @@ use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use std::collections::HashSet;
+use ufs::Ino;
 use ufs::{Cred, Fs};
 
 pub(super) const TESTS: &[&str] = &[
@@ -99,7 +100,7 @@ fn names(rng: &mut StdRng, n: u64, sequential: bool) -> Vec<Vec<u8>> {
 }
 
 /// `mkdir` of the test directory and `creat` of every name in order.
-fn create(fs: &Fs, names: &[Vec<u8>]) -> ufs::Result<u64> {
+fn create(fs: &Fs, names: &[Vec<u8>]) -> ufs::Result<Ino> {
     let dir = fs.mkdir(fs.root(), DIR, 0o755, Cred::ROOT)?.ino;
     for n in names {
         fs.mknod(dir, n, 0o100644, 0, Cred::ROOT)?;
@@ -109,7 +110,7 @@ fn create(fs: &Fs, names: &[Vec<u8>]) -> ufs::Result<u64> {
 
 /// The directory's entries other than `.` and `..`, in its order, read a
 /// batch at a time as a program's `readdir` does.
-fn read_dir(fs: &Fs, dir: u64) -> ufs::Result<Vec<Vec<u8>>> {
+fn read_dir(fs: &Fs, dir: Ino) -> ufs::Result<Vec<Vec<u8>>> {
     let mut out = Vec::new();
     let mut cookie = 0;
     loop {
@@ -131,7 +132,7 @@ fn read_dir(fs: &Fs, dir: u64) -> ufs::Result<Vec<Vec<u8>>> {
 }
 
 /// `stat` of `name`: it must be an empty regular file.
-fn stat(fs: &Fs, dir: u64, name: &[u8]) -> ufs::Result<()> {
+fn stat(fs: &Fs, dir: Ino, name: &[u8]) -> ufs::Result<()> {
     let a = fs.lookup(dir, name)?;
     if a.kind != ufs::FileKind::File || a.size != 0 {
         return Err(invalid(format!(
@@ -161,7 +162,7 @@ fn check_listing(test: &str, listed: &[Vec<u8>], created: &[Vec<u8>]) -> ufs::Re
 
 /// Removes `order` from the test directory, then the directory; checks
 /// that it is gone.
-fn delete(fs: &Fs, dir: u64, order: &[Vec<u8>]) -> ufs::Result<()> {
+fn delete(fs: &Fs, dir: Ino, order: &[Vec<u8>]) -> ufs::Result<()> {
     for n in order {
         fs.unlink(dir, n)?;
     }

@@ -82,6 +82,7 @@ use crate::tree::lognormal;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::HashMap;
+use ufs::Ino;
 use ufs::{Cred, ErrorKind, FileKind, Fs, RenameMode};
 
 pub(super) const TESTS: &[&str] = &[
@@ -541,13 +542,13 @@ fn entries(src: &Src, d: usize) -> String {
     s
 }
 
-fn new_file(fs: &Fs, dir: u64, name: &[u8], data: &[u8]) -> ufs::Result<u64> {
+fn new_file(fs: &Fs, dir: Ino, name: &[u8], data: &[u8]) -> ufs::Result<Ino> {
     let ino = fs.mknod(dir, name, 0o100644, 0, Cred::ROOT)?.ino;
     write_all(fs, ino, 0, data)?;
     Ok(ino)
 }
 
-fn read_whole(fs: &Fs, ino: u64, size: u64) -> ufs::Result<Vec<u8>> {
+fn read_whole(fs: &Fs, ino: Ino, size: u64) -> ufs::Result<Vec<u8>> {
     let got = fs.read(ino, 0, size as usize)?;
     if got.len() as u64 != size {
         return Err(invalid(format!(
@@ -559,15 +560,15 @@ fn read_whole(fs: &Fs, ino: u64, size: u64) -> ufs::Result<Vec<u8>> {
 }
 
 /// `cvs checkout`: returns every source directory's inode.
-fn checkout(fs: &Fs, src: &Src, filler: &[u8]) -> ufs::Result<Vec<u64>> {
-    let mut inos = vec![0u64; src.dirs.len()];
+fn checkout(fs: &Fs, src: &Src, filler: &[u8]) -> ufs::Result<Vec<Ino>> {
+    let mut inos = vec![Ino::NONE; src.dirs.len()];
     fn walk(
         fs: &Fs,
         src: &Src,
         filler: &[u8],
         d: usize,
-        parent: u64,
-        inos: &mut [u64],
+        parent: Ino,
+        inos: &mut [Ino],
     ) -> ufs::Result<()> {
         let dir = &src.dirs[d];
         let ino = fs
@@ -602,7 +603,7 @@ fn checkout(fs: &Fs, src: &Src, filler: &[u8]) -> ufs::Result<Vec<u64>> {
     Ok(inos)
 }
 
-fn check_checkout(fs: &Fs, src: &Src, inos: &[u64]) -> ufs::Result<()> {
+fn check_checkout(fs: &Fs, src: &Src, inos: &[Ino]) -> ufs::Result<()> {
     for (d, dir) in src.dirs.iter().enumerate() {
         let mut names: Vec<Vec<u8>> = fs
             .readdir(inos[d], 0, usize::MAX)?
@@ -645,7 +646,7 @@ fn check_checkout(fs: &Fs, src: &Src, inos: &[u64]) -> ufs::Result<()> {
 }
 
 /// `mkdir -p` below `base`, remembering what it made.
-fn mkdir_p(fs: &Fs, base: u64, path: &str, made: &mut HashMap<String, u64>) -> ufs::Result<u64> {
+fn mkdir_p(fs: &Fs, base: Ino, path: &str, made: &mut HashMap<String, Ino>) -> ufs::Result<Ino> {
     let mut dir = base;
     let mut so_far = String::new();
     for part in path.split('/').filter(|p| !p.is_empty()) {
@@ -690,14 +691,14 @@ fn bad(what: String) -> ufs::Error {
 }
 
 /// `make buildworld`, reduced (see the module comment).
-fn compile(fs: &Fs, src: &Src, inos: &[u64], user: &UserCpu) -> ufs::Result<Built> {
+fn compile(fs: &Fs, src: &Src, inos: &[Ino], user: &UserCpu) -> ufs::Result<Built> {
     let root = fs.root();
     let obj = fs.mkdir(root, b"obj", 0o755, Cred::ROOT)?.ino;
     let tmp = fs.mkdir(obj, b"tmp", 0o755, Cred::ROOT)?.ino;
     let mut made = HashMap::new();
     let inc_root = mkdir_p(fs, obj, "worldtmp/usr/include", &mut made)?;
     // make obj.
-    let mut objdirs = vec![0u64; src.dirs.len()];
+    let mut objdirs = vec![Ino::NONE; src.dirs.len()];
     let mut made_obj = HashMap::new();
     for (d, dir) in src.dirs.iter().enumerate() {
         if !dir.kernel {
@@ -706,7 +707,7 @@ fn compile(fs: &Fs, src: &Src, inos: &[u64], user: &UserCpu) -> ufs::Result<Buil
     }
     let mut built = Built::default();
     // Install the headers.
-    let mut made_inc: HashMap<String, u64> = HashMap::new();
+    let mut made_inc: HashMap<String, Ino> = HashMap::new();
     for (d, j, path) in &src.installed {
         let f = &src.dirs[*d].files[*j];
         let a = fs.lookup(inos[*d], f.name.as_bytes())?;
@@ -913,7 +914,7 @@ fn compile(fs: &Fs, src: &Src, inos: &[u64], user: &UserCpu) -> ufs::Result<Buil
 /// order: a directory's entries are all looked up before any is read or
 /// gone into (`fts_build`), then visited in the directory's order, files
 /// opened by the names just looked up (see `classic::find`).
-fn grep(fs: &Fs, dir: u64, user: &UserCpu) -> ufs::Result<(u64, u64, u64)> {
+fn grep(fs: &Fs, dir: Ino, user: &UserCpu) -> ufs::Result<(u64, u64, u64)> {
     let mut out = (0, 0, 0);
     let mut found = Vec::new();
     for e in fs.readdir(dir, 0, usize::MAX)? {

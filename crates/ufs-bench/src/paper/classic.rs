@@ -21,6 +21,7 @@ use crate::tree::{ports_tree, Kind, Tree};
 use crate::writeorder;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use ufs::Ino;
 use ufs::{Cred, Fs};
 
 pub(super) const TAR_TESTS: &[&str] = &["tar-extract", "tar-find", "tar-remove"];
@@ -42,7 +43,7 @@ pub fn tar_tree(p: &Profile) -> Tree {
 /// before the walk goes down into its subdirectories, which it then
 /// enters by the names just looked up (the name cache), not by reading
 /// the directory's blocks again.
-pub(super) fn find(fs: &Fs, dir: u64) -> ufs::Result<u64> {
+pub(super) fn find(fs: &Fs, dir: Ino) -> ufs::Result<u64> {
     let mut seen = 0;
     let mut subdirs = Vec::new();
     for e in fs.readdir(dir, 0, usize::MAX)? {
@@ -136,7 +137,7 @@ const PM_MIN: usize = 500;
 const PM_MAX: usize = 10_000;
 const PM_DIRS: u64 = 10;
 
-pub(super) fn write_all(fs: &Fs, ino: u64, off: u64, data: &[u8]) -> ufs::Result<()> {
+pub(super) fn write_all(fs: &Fs, ino: Ino, off: u64, data: &[u8]) -> ufs::Result<()> {
     let mut done = 0;
     while done < data.len() {
         match fs.write(ino, off + done as u64, &data[done..], Cred::ROOT)? {
@@ -155,7 +156,7 @@ fn postmark(fs: &Fs, p: &Profile, files: u64, transactions: u64) -> ufs::Result<
     let text: Vec<u8> = (0..PM_MAX).map(|i| b'a' + (i % 26) as u8).collect();
     let root = fs.root();
     let top = fs.mkdir(root, b"postmark", 0o755, Cred::ROOT)?.ino;
-    let dirs: Vec<u64> = (0..PM_DIRS)
+    let dirs: Vec<Ino> = (0..PM_DIRS)
         .map(|i| {
             Ok(fs
                 .mkdir(top, format!("s{i}").as_bytes(), 0o755, Cred::ROOT)?
@@ -163,9 +164,9 @@ fn postmark(fs: &Fs, p: &Profile, files: u64, transactions: u64) -> ufs::Result<
         })
         .collect::<ufs::Result<_>>()?;
     // Live files: (directory, name, inode).
-    let mut live: Vec<(u64, String, u64)> = Vec::new();
+    let mut live: Vec<(Ino, String, Ino)> = Vec::new();
     let mut next = 0u64;
-    let mut create = |live: &mut Vec<(u64, String, u64)>, rng: &mut StdRng| {
+    let mut create = |live: &mut Vec<(Ino, String, Ino)>, rng: &mut StdRng| {
         let d = dirs[rng.gen_range(0..dirs.len())];
         let name = format!("pm{next}");
         next += 1;

@@ -572,7 +572,7 @@ mod tests {
             false,
             &mut quiet,
         );
-        let a = fs.mknod(2, b"f", 0o100644, 0, Cred::ROOT).unwrap();
+        let a = fs.mknod(fs.root(), b"f", 0o100644, 0, Cred::ROOT).unwrap();
         assert_eq!(
             fs.write(a.ino, 0, &[7u8; 20_000], Cred::ROOT).unwrap(),
             20_000
@@ -582,7 +582,7 @@ mod tests {
         let (mut first, mut clean) = (None, None);
         for s in 1..=70 {
             m.user().charge(1.0);
-            fs.getattr(2).unwrap();
+            fs.getattr(fs.root()).unwrap();
             let t = f64::from(s);
             if first.is_none() && dev.disk_stats().writes > writes0 {
                 first = Some(t);

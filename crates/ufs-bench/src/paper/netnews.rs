@@ -62,6 +62,7 @@ use crate::tree::lognormal;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::HashMap;
+use ufs::Ino;
 use ufs::{Cred, Fs, RenameMode};
 
 pub(super) const TESTS: &[&str] = &["netnews-unbatch", "netnews-expire", "netnews-remove"];
@@ -437,10 +438,10 @@ fn body_text() -> Vec<u8> {
 /// The server's fixed files: `news/`, `news/spool/`, `news/db/` with an
 /// empty `history` and `active`.
 struct Server {
-    spool: u64,
-    db: u64,
-    history: u64,
-    active: u64,
+    spool: Ino,
+    db: Ino,
+    history: Ino,
+    active: Ino,
     /// Offset of each group's high water mark in `active` (the low one
     /// follows it after a space).
     marks: Vec<u64>,
@@ -471,7 +472,7 @@ fn set_up(fs: &Fs, f: &Feed) -> ufs::Result<Server> {
 }
 
 /// `mkdir -p` of a group's directory, remembering every directory made.
-fn group_dir(fs: &Fs, spool: u64, made: &mut HashMap<String, u64>, g: &Group) -> ufs::Result<u64> {
+fn group_dir(fs: &Fs, spool: Ino, made: &mut HashMap<String, Ino>, g: &Group) -> ufs::Result<Ino> {
     let mut dir = spool;
     let mut path = String::new();
     for part in &g.parts {
@@ -493,23 +494,23 @@ fn group_dir(fs: &Fs, spool: u64, made: &mut HashMap<String, u64>, g: &Group) ->
 
 /// Per group: its directory and its `.overview` (inode, size).
 struct Spooled {
-    dirs: Vec<u64>,
-    overview: Vec<(u64, u64)>,
+    dirs: Vec<Ino>,
+    overview: Vec<(Ino, u64)>,
     history_size: u64,
 }
 
 fn unbatch(fs: &Fs, f: &Feed, s: &Server, body: &[u8]) -> ufs::Result<Spooled> {
     let n = f.groups.len();
     let mut made = HashMap::new();
-    let mut dirs = vec![0u64; n];
-    let mut overview = vec![(0u64, 0u64); n];
+    let mut dirs = vec![Ino::NONE; n];
+    let mut overview = vec![(Ino::NONE, 0u64); n];
     let mut pending = String::new();
     let mut history_size = 0u64;
     for (i, a) in f.articles.iter().enumerate() {
         let text = article_text(f, i, body);
-        let mut ino = 0;
+        let mut ino = Ino::NONE;
         for (k, &(g, number)) in a.links.iter().enumerate() {
-            if dirs[g] == 0 {
+            if dirs[g].is_none() {
                 dirs[g] = group_dir(fs, s.spool, &mut made, &f.groups[g])?;
                 let ov = fs.mknod(dirs[g], b".overview", 0o100644, 0, Cred::ROOT)?;
                 overview[g] = (ov.ino, 0);
@@ -553,7 +554,7 @@ fn unbatch(fs: &Fs, f: &Feed, s: &Server, body: &[u8]) -> ufs::Result<Spooled> {
 }
 
 /// The whole of a file, read in chunks.
-fn read_whole(fs: &Fs, ino: u64) -> ufs::Result<Vec<u8>> {
+fn read_whole(fs: &Fs, ino: Ino) -> ufs::Result<Vec<u8>> {
     let size = fs.getattr(ino)?.size as usize;
     let mut out = Vec::with_capacity(size);
     while out.len() < size {
@@ -574,7 +575,7 @@ fn read_whole(fs: &Fs, ino: u64) -> ufs::Result<Vec<u8>> {
 
 /// Writes `data` to a new file `name` in `dir` in chunks, then renames it
 /// over `over`.
-fn replace_file(fs: &Fs, dir: u64, name: &[u8], over: &[u8], data: &[u8]) -> ufs::Result<()> {
+fn replace_file(fs: &Fs, dir: Ino, name: &[u8], over: &[u8], data: &[u8]) -> ufs::Result<()> {
     let ino = fs.mknod(dir, name, 0o100644, 0, Cred::ROOT)?.ino;
     for (k, c) in data.chunks(CHUNK).enumerate() {
         write_all(fs, ino, (k * CHUNK) as u64, c)?;
@@ -606,8 +607,8 @@ fn expire(fs: &Fs, f: &Feed, s: &Server, expect_history: &[u8]) -> ufs::Result<u
         .collect();
     // A fresh process: group directories found by lookups from the spool,
     // each remembered once found (the name cache).
-    let mut found: HashMap<String, u64> = HashMap::new();
-    let mut dir_of = |g: usize| -> ufs::Result<u64> {
+    let mut found: HashMap<String, Ino> = HashMap::new();
+    let mut dir_of = |g: usize| -> ufs::Result<Ino> {
         let mut dir = s.spool;
         let mut path = String::new();
         for part in &f.groups[g].parts {
@@ -689,7 +690,7 @@ fn expire(fs: &Fs, f: &Feed, s: &Server, expect_history: &[u8]) -> ufs::Result<u
 
 /// The numbered entries of a group directory, and whether `.overview` is
 /// there.
-fn listing(fs: &Fs, dir: u64) -> ufs::Result<(Vec<u64>, bool)> {
+fn listing(fs: &Fs, dir: Ino) -> ufs::Result<(Vec<u64>, bool)> {
     let mut numbers = Vec::new();
     let mut overview = false;
     for e in fs.readdir(dir, 0, usize::MAX)? {
@@ -746,7 +747,11 @@ pub(super) fn workload(p: &Profile, m: &mut Meter) -> ufs::Result<()> {
     }
     for (g, &want) in overview.iter().enumerate() {
         let (ino, wrote) = sp.overview[g];
-        let size = if ino == 0 { 0 } else { m.fs.getattr(ino)?.size };
+        let size = if ino.is_none() {
+            0
+        } else {
+            m.fs.getattr(ino)?.size
+        };
         if size != want || wrote != want {
             return Err(invalid(format!(
                 "netnews: {}/.overview holds {size} bytes ({wrote} appended), {want} expected",

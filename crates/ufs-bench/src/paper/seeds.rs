@@ -70,6 +70,7 @@ use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use std::collections::{HashSet, VecDeque};
+use ufs::Ino;
 use ufs::{Cred, ErrorKind, Fs, RenameMode};
 
 pub(super) const MAILDIR_TESTS: &[&str] = &[
@@ -98,7 +99,7 @@ pub const READDIR_BATCH: usize = 128;
 const LARGEDIR_FILE: usize = 4096;
 
 /// The names in directory `dir` but `.` and `..`, read in batches.
-fn names_in(fs: &Fs, dir: u64) -> ufs::Result<Vec<ufs::dir::ReadDirEntry>> {
+fn names_in(fs: &Fs, dir: Ino) -> ufs::Result<Vec<ufs::dir::ReadDirEntry>> {
     let mut out = Vec::new();
     let mut cookie = 0;
     loop {
@@ -116,7 +117,7 @@ fn names_in(fs: &Fs, dir: u64) -> ufs::Result<Vec<ufs::dir::ReadDirEntry>> {
 }
 
 /// Ok if `name` is not in `dir`.
-fn absent(fs: &Fs, dir: u64, name: &[u8], what: &str) -> ufs::Result<()> {
+fn absent(fs: &Fs, dir: Ino, name: &[u8], what: &str) -> ufs::Result<()> {
     match fs.lookup(dir, name) {
         Err(e) if e.kind == ErrorKind::NotFound => Ok(()),
         Err(e) => Err(e),
@@ -239,9 +240,9 @@ fn recorded_size(name: &[u8]) -> Option<u64> {
 
 /// One maildir and the names it should hold.
 struct Maildir {
-    cur: u64,
-    new: u64,
-    tmp: u64,
+    cur: Ino,
+    new: Ino,
+    tmp: Ino,
     in_cur: Vec<Vec<u8>>,
     in_new: Vec<Vec<u8>>,
 }
@@ -250,28 +251,28 @@ struct Maildir {
 enum Act {
     /// List a directory; it must hold `expect` names.
     List {
-        dir: u64,
+        dir: Ino,
         expect: usize,
     },
     /// Rename `from` in `new` to `to` in `cur`.
     Move {
-        new: u64,
-        cur: u64,
+        new: Ino,
+        cur: Ino,
         from: Vec<u8>,
         to: Vec<u8>,
     },
     /// `stat`: look the name up, then get its attributes.
     Stat {
-        dir: u64,
+        dir: Ino,
         name: Vec<u8>,
     },
     /// Read the whole message.
     Read {
-        dir: u64,
+        dir: Ino,
         name: Vec<u8>,
     },
     Delete {
-        dir: u64,
+        dir: Ino,
         name: Vec<u8>,
     },
 }

@@ -16,6 +16,7 @@
 //! (lazy inode-block initialisation via `cg_initediblk`), `ffs_blkfree`,
 //! `ffs_freefile`, `ffs_dirpref` (Orlov) and the 4.4BSD directory policy,
 //! `ffs_blkpref_ufs2`; `ffs_clusteracct` and `ffs_fragacct` from ffs_subr.c.
+use crate::Ino;
 pub mod placement;
 
 use crate::cache::BlockKind;
@@ -264,7 +265,7 @@ impl FsCore {
     /// not durably gone) are waited for before giving up with ENOSPC.
     pub fn alloc_block(
         &mut self,
-        ino: u64,
+        ino: Ino,
         bpref: BlockPref,
         size: u64,
         who: Reserve,
@@ -283,7 +284,7 @@ impl FsCore {
 
     fn alloc_block_once(
         &mut self,
-        ino: u64,
+        ino: Ino,
         pref: BlockPref,
         size: u64,
         who: Reserve,
@@ -297,7 +298,7 @@ impl FsCore {
         }
         let bpref = if bpref >= self.g.size { 0 } else { bpref };
         let cg = if bpref == 0 {
-            self.g.ino_to_cg(ino)
+            self.g.ino_to_cg(ino.get())
         } else {
             self.g.dtog(bpref)
         };
@@ -516,17 +517,17 @@ impl FsCore {
     /// at) they are free at once; otherwise they wait until the inode
     /// write clearing the pointer is durable (the next `write_inode(ino)`
     /// attaches them). Unwritten data in them is abandoned now.
-    pub fn free_blocks(&mut self, ino: u64, bno: u64, size: u64) -> Result<()> {
+    pub fn free_blocks(&mut self, ino: Ino, bno: u64, size: u64) -> Result<()> {
         self.release_blocks(ino, crate::order::Freed::Blocks { bno, size })
     }
 
     /// Like [`free_blocks`](Self::free_blocks), for a fragment run whose
     /// contents moved to a new place (see [`crate::order::Freed::Moved`]).
-    pub fn free_moved_blocks(&mut self, ino: u64, bno: u64, size: u64) -> Result<()> {
+    pub fn free_moved_blocks(&mut self, ino: Ino, bno: u64, size: u64) -> Result<()> {
         self.release_blocks(ino, crate::order::Freed::Moved { bno, size })
     }
 
-    fn release_blocks(&mut self, ino: u64, what: crate::order::Freed) -> Result<()> {
+    fn release_blocks(&mut self, ino: Ino, what: crate::order::Freed) -> Result<()> {
         let (crate::order::Freed::Blocks { bno, size } | crate::order::Freed::Moved { bno, size }) =
             what
         else {
@@ -535,7 +536,7 @@ impl FsCore {
                 "internal error: releasing an inode as blocks",
             ));
         };
-        if ino == 0 || !self.cache.mode().tracks() {
+        if ino.is_none() || !self.cache.mode().tracks() {
             return self.free_blocks_now(bno, size);
         }
         self.cache.discard_data(bno, self.g.numfrags(size));
@@ -572,7 +573,7 @@ impl FsCore {
             .collect();
         let group = |f: &Freed| match *f {
             Freed::Blocks { bno, .. } | Freed::Moved { bno, .. } => g.dtog(bno),
-            Freed::Inode { ino, .. } => g.ino_to_cg(ino),
+            Freed::Inode { ino, .. } => g.ino_to_cg(ino.get()),
         };
         frees.sort_by_key(group);
         let mut rest = &frees[..];
@@ -627,7 +628,7 @@ impl FsCore {
 
     /// `ffs_valloc`: a new inode for a child of `parent`.
     /// Waits for released inodes like [`alloc_block`](Self::alloc_block).
-    pub fn alloc_inode(&mut self, parent: u64, is_dir: bool) -> Result<u64> {
+    pub fn alloc_inode(&mut self, parent: Ino, is_dir: bool) -> Result<Ino> {
         match self.alloc_inode_once(parent, is_dir) {
             Err(e)
                 if e.kind == crate::error::ErrorKind::NoSpace
@@ -640,16 +641,20 @@ impl FsCore {
         }
     }
 
-    fn alloc_inode_once(&mut self, parent: u64, is_dir: bool) -> Result<u64> {
+    fn alloc_inode_once(&mut self, parent: Ino, is_dir: bool) -> Result<Ino> {
         self.check_writable()?;
         if self.sb.fs_cstotal().cs_nifree <= 0 {
             return Err(self.nospace("inodes"));
         }
-        let ipref = if is_dir { self.dirpref(parent) } else { parent };
+        let ipref = if is_dir {
+            self.dirpref(parent)
+        } else {
+            parent.get()
+        };
         let ipref = if ipref >= self.g.ninodes() { 0 } else { ipref };
         let cg = self.g.ino_to_cg(ipref);
         match self.hashalloc(cg, |fs, c, _| fs.nodealloccg(c, ipref, is_dir))? {
-            Some(ino) => Ok(ino),
+            Some(ino) => Ok(Ino::new(ino)),
             None => Err(self.nospace("inodes")),
         }
     }
@@ -771,7 +776,7 @@ impl FsCore {
             // never in use while its map calls it free.
             let bit = self.cache.region_latest(g.cgtod(c), 0);
             if bit != crate::order::ChangeId::NONE {
-                self.order.inode_deps(ino).needs.push(bit);
+                self.order.inode_deps(Ino::new(ino)).needs.push(bit);
             }
         } else if !made.is_empty() && self.cache.mode().tracks() {
             // Names do not wait for the group in normal and sync modes, but
@@ -856,12 +861,12 @@ impl FsCore {
     }
 
     /// `ffs_freefile`: returns inode `ino` to its group's map.
-    pub fn free_inode_now(&mut self, ino: u64, was_dir: bool) -> Result<()> {
+    pub fn free_inode_now(&mut self, ino: Ino, was_dir: bool) -> Result<()> {
         self.free_now(vec![Freed::Inode { ino, was_dir }])
     }
 
     /// Preferred inode for a new directory under `parent`.
-    pub fn dirpref(&mut self, parent: u64) -> u64 {
+    pub fn dirpref(&mut self, parent: Ino) -> u64 {
         match self.opts.dirpref {
             DirPref::Orlov => self.dirpref_orlov(parent),
             DirPref::Traditional => self.dirpref_traditional(),
@@ -884,14 +889,14 @@ impl FsCore {
     }
 
     /// Orlov's policy as in FreeBSD's `ffs_dirpref`.
-    fn dirpref_orlov(&mut self, parent: u64) -> u64 {
+    fn dirpref_orlov(&mut self, parent: Ino) -> u64 {
         let g = self.g;
         let ncg = g.ncg;
         let t = self.sb.fs_cstotal();
         let avgifree = t.cs_nifree / to_signed(ncg);
         let avgbfree = t.cs_nbfree / to_signed(ncg);
         let avgndir = t.cs_ndir / to_signed(ncg);
-        if parent == UFS_ROOTINO {
+        if parent == Ino::ROOT {
             // Top-level directories spread out: random start, then the
             // group with fewest directories and enough room.
             let prefcg = self.rng.gen_range(0..ncg);
@@ -933,7 +938,7 @@ impl FsCore {
         if maxcontigdirs == 0 {
             maxcontigdirs = 1;
         }
-        let prefcg = g.ino_to_cg(parent);
+        let prefcg = g.ino_to_cg(parent.get());
         for c in (prefcg..ncg).chain(0..prefcg) {
             let cs = self.cs[to_index(c)];
             if i64::from(cs.cs_ndir) < maxndir
@@ -960,7 +965,7 @@ impl FsCore {
     /// first indirect pointer.
     pub fn blkpref(
         &mut self,
-        ino: u64,
+        ino: Ino,
         is_dir: bool,
         lbn: u64,
         indx: u64,
@@ -978,7 +983,7 @@ impl FsCore {
                 };
             }
         }
-        let inocg = g.ino_to_cg(ino);
+        let inocg = g.ino_to_cg(ino.get());
         // The first block under the first indirect follows that indirect
         // block when it sits in the data zone of the inode's group.
         if lbn == UFS_NDADDR as u64
@@ -1020,12 +1025,12 @@ impl FsCore {
     /// `ffs_blkpref_ufs2` for indirect blocks: the metadata zone of the
     /// inode's group, except that a file's first single-indirect block goes
     /// right after its last direct block.
-    pub fn indir_pref(&self, ino: u64, level: usize, lbn: u64, db11: u64) -> BlockPref {
+    pub fn indir_pref(&self, ino: Ino, level: usize, lbn: u64, db11: u64) -> BlockPref {
         let g = self.g;
         if level == 1 && lbn < UFS_NDADDR as u64 + g.nindir && db11 != 0 && db11 < g.size {
             return BlockPref::near(db11 + g.frag);
         }
-        BlockPref::near(g.cgdmin(g.ino_to_cg(ino)))
+        BlockPref::near(g.cgdmin(g.ino_to_cg(ino.get())))
     }
 }
 
@@ -1173,8 +1178,8 @@ fn free_blocks_in(g: &Geometry, cg: &mut Cg, bno: u64, size: u64) -> Result<()> 
 
 /// `ffs_freefile`'s work on the group `cg` of inode `ino`: its bit
 /// cleared, the rotor and counts.
-fn free_inode_in(g: &Geometry, cg: &mut Cg, ino: u64, was_dir: bool) -> Result<()> {
-    let rel = ino % g.ipg;
+fn free_inode_in(g: &Geometry, cg: &mut Cg, ino: Ino, was_dir: bool) -> Result<()> {
+    let rel = ino.get() % g.ipg;
     if !cg.inode_used(rel) {
         return Err(Error::damaged(
             crate::error::Damage::Inode(ino),
@@ -1199,6 +1204,7 @@ fn free_inode_in(g: &Geometry, cg: &mut Cg, ino: u64, was_dir: bool) -> Result<(
 mod tests {
     use super::{first_partial_fit, RUNS};
     use crate::dev::MemDevice;
+    use crate::Ino;
     use proptest::prelude::*;
 
     proptest! {
@@ -1360,11 +1366,13 @@ mod tests {
         let (a, b) = (ino(b"a"), ino(b"b"));
         let mut c = fs.lock();
         let g = c.g;
-        let used = |c: &mut crate::fs::FsCore, i: u64| {
-            c.read_cg(g.ino_to_cg(i)).unwrap().inode_used(i % g.ipg)
+        let used = |c: &mut crate::fs::FsCore, i: Ino| {
+            c.read_cg(g.ino_to_cg(i.get()))
+                .unwrap()
+                .inode_used(i.get() % g.ipg)
         };
         assert!(used(&mut c, a) && used(&mut c, b));
-        let free_before = c.read_cg(g.ino_to_cg(a)).unwrap().cg_cs().cs_nifree;
+        let free_before = c.read_cg(g.ino_to_cg(a.get())).unwrap().cg_cs().cs_nifree;
         // A block in the boot area (group 0, with the inodes) and an inode
         // number outside the file system are refused; the two good
         // releases between them are still done.
@@ -1379,18 +1387,18 @@ mod tests {
                 size: g.fsize,
             },
             inode(b),
-            inode(g.ninodes() + 5),
+            inode(Ino::new(g.ninodes() + 5)),
         ]);
         assert!(r.unwrap_err().msg.contains("freeing bad block"));
         assert!(!used(&mut c, a) && !used(&mut c, b));
-        let cs = c.read_cg(g.ino_to_cg(a)).unwrap().cg_cs();
+        let cs = c.read_cg(g.ino_to_cg(a.get())).unwrap().cg_cs();
         assert_eq!(cs.cs_nifree, free_before + 2);
         // Freeing a free inode is damage: refused, and the group's counts
         // stay as they were.
         let r = c.free_now(vec![inode(a)]);
         assert!(r.unwrap_err().msg.contains("freeing free inode"));
         assert_eq!(
-            c.read_cg(g.ino_to_cg(a)).unwrap().cg_cs().cs_nifree,
+            c.read_cg(g.ino_to_cg(a.get())).unwrap().cg_cs().cs_nifree,
             free_before + 2
         );
     }

@@ -36,6 +36,7 @@
 use crate::dir::SlotContext;
 use crate::error::Result;
 use crate::fs::FsCore;
+use crate::Ino;
 use foldhash::HashMap;
 use std::hash::{Hash, Hasher};
 use std::ops::ControlFlow;
@@ -152,11 +153,11 @@ pub struct PlacementStats {
 
 #[derive(Default)]
 pub struct Placement {
-    pub dirs: HashMap<u64, DirPlacement>,
+    pub dirs: HashMap<Ino, DirPlacement>,
     pub stats: PlacementStats,
     /// Placed inodes that have no data block yet: their first block
     /// follows the data of the inode before them ([`FsCore::data_pref`]).
-    pub no_data_yet: foldhash::HashSet<u64>,
+    pub no_data_yet: foldhash::HashSet<Ino>,
     /// When a placed inode last made its writer wait for the releases
     /// ([`FsCore::hurry_releases`]).
     pub last_release_wait: Option<std::time::Instant>,
@@ -234,7 +235,7 @@ impl FsCore {
 
     /// The goal inode for a new non-directory entry `name` of directory
     /// `dir`, or None when the policy is off or the directory is small.
-    pub fn placement_goal(&mut self, dir: u64, ddi: &Dinode, name: &[u8]) -> Result<Option<Goal>> {
+    pub fn placement_goal(&mut self, dir: Ino, ddi: &Dinode, name: &[u8]) -> Result<Option<Goal>> {
         let order = self.opts.inode_order;
         if !self.is_large_dir(ddi) {
             return Ok(None);
@@ -262,7 +263,7 @@ impl FsCore {
     #[allow(clippy::too_many_arguments)]
     fn goal_in(
         &mut self,
-        dir: u64,
+        dir: Ino,
         p: &mut DirPlacement,
         order: InodeOrder,
         size: u64,
@@ -368,7 +369,7 @@ impl FsCore {
     /// mostly free and clear of other directories' open ranges.
     fn open_range(
         &mut self,
-        dir: u64,
+        dir: Ino,
         p: &mut DirPlacement,
         size: u64,
         slot: u64,
@@ -384,7 +385,7 @@ impl FsCore {
             .iter()
             .map(|r| r.lo + r.len)
             .max()
-            .unwrap_or(g.ino_to_cg(dir) * g.ipg);
+            .unwrap_or(g.ino_to_cg(dir.get()) * g.ipg);
         let taken: Vec<(u64, u64)> = self
             .placement
             .dirs
@@ -466,13 +467,13 @@ impl FsCore {
     /// data area can be full and its files' data elsewhere), so that
     /// reading files in inode order reads their data forwards too, after
     /// churn as when fresh. None for other inodes.
-    pub fn data_pref(&mut self, ino: u64) -> Option<u64> {
+    pub fn data_pref(&mut self, ino: Ino) -> Option<u64> {
         if !self.placement.no_data_yet.remove(&ino) {
             return None;
         }
         let g = self.g;
         for back in 1..=8u64 {
-            let prev = ino.checked_sub(back).filter(|&p| p > UFS_ROOTINO)?;
+            let prev = Ino::new(ino.get().checked_sub(back).filter(|&p| p > UFS_ROOTINO)?);
             let Ok(di) = self.read_inode(prev) else {
                 continue;
             };
@@ -492,7 +493,7 @@ impl FsCore {
 
     /// Allocates the inode for a new entry: the first free one at or after
     /// the goal inside its range, then before it, then the ordinary policy.
-    pub fn alloc_placed(&mut self, dir: u64, goal: Goal) -> Result<u64> {
+    pub fn alloc_placed(&mut self, dir: Ino, goal: Goal) -> Result<Ino> {
         let ino = self.alloc_placed_at(dir, goal)?;
         if self.placement.no_data_yet.len() >= MAX_WAITING {
             self.placement.no_data_yet.clear();
@@ -501,7 +502,7 @@ impl FsCore {
         Ok(ino)
     }
 
-    fn alloc_placed_at(&mut self, dir: u64, goal: Goal) -> Result<u64> {
+    fn alloc_placed_at(&mut self, dir: Ino, goal: Goal) -> Result<Ino> {
         let (lo, hi) = match self
             .placement
             .dirs
@@ -531,7 +532,7 @@ impl FsCore {
             self.placement.stats.fallbacks += 1;
             self.hurry_releases();
             return match self.alloc_inode_in(hi, self.g.ninodes())? {
-                Some(ino) => Ok(ino),
+                Some(ino) => Ok(Ino::new(ino)),
                 None => self.alloc_inode(dir, false),
             };
         }
@@ -559,7 +560,7 @@ impl FsCore {
                 if ino == goal.ino {
                     self.placement.stats.on_goal += 1;
                 }
-                Ok(ino)
+                Ok(Ino::new(ino))
             }
             None => {
                 r.full = true;
@@ -568,7 +569,7 @@ impl FsCore {
                 // Still keep to the order: the first free inode past the
                 // goal anywhere, before the ordinary policy.
                 match self.alloc_inode_in(goal.ino, self.g.ninodes())? {
-                    Some(ino) => Ok(ino),
+                    Some(ino) => Ok(Ino::new(ino)),
                     None => self.alloc_inode(dir, false),
                 }
             }
@@ -613,7 +614,7 @@ impl FsCore {
     /// of its entries' inode numbers with small gaps become its ranges (in
     /// offset order for key `offset`), so a remount goes on where the last
     /// mount stopped.
-    pub fn placement_recover(&mut self, dir: u64, ddi: &Dinode) -> Result<()> {
+    pub fn placement_recover(&mut self, dir: Ino, ddi: &Dinode) -> Result<()> {
         let mut ents: Vec<(u64, u64)> = Vec::new(); // (ino, offset)
         let mut p = DirPlacement {
             gen: ddi.di_gen(),
@@ -627,7 +628,7 @@ impl FsCore {
         let mut first = true;
         self.dir_scan(dir, ddi, 0, |coff, e| {
             if e.ino != 0 && e.name != b"." && e.name != b".." {
-                ents.push((e.ino as u64, coff + e.off as u64));
+                ents.push((u64::from(e.ino), coff + e.off as u64));
                 if first {
                     p.prefix = e.name.to_vec();
                     first = false;
@@ -673,7 +674,7 @@ impl FsCore {
     }
 
     /// Forgets a directory that is gone.
-    pub fn placement_forget(&mut self, dir: u64) {
+    pub fn placement_forget(&mut self, dir: Ino) {
         self.placement.dirs.remove(&dir);
     }
 }

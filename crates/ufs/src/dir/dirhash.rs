@@ -19,6 +19,7 @@
 //! - An index is bound to its directory's inode generation; a different
 //!   generation means a reused inode, and the index is dropped.
 use super::index::DirIndex;
+use crate::Ino;
 use foldhash::HashMap;
 use serde::Serialize;
 use std::time::{Duration, Instant};
@@ -158,8 +159,8 @@ struct Slot {
     dir_bytes: u64,
     score: u32,
     last_used: Instant,
-    prev: Option<u64>,
-    next: Option<u64>,
+    prev: Option<Ino>,
+    next: Option<Ino>,
 }
 
 /// What [`Dirhash::take`] found for a directory.
@@ -175,9 +176,9 @@ pub enum Take {
 pub struct Dirhash {
     pub cfg: DirhashConfig,
     pub stats: DirhashStats,
-    map: HashMap<u64, Slot>,
-    head: Option<u64>,
-    tail: Option<u64>,
+    map: HashMap<Ino, Slot>,
+    head: Option<Ino>,
+    tail: Option<Ino>,
     mem: u64,
     /// Last check failure, for the log and the stats command.
     pub last_check_failure: Option<String>,
@@ -206,11 +207,11 @@ impl Dirhash {
     pub fn hashes(&self) -> usize {
         self.map.len()
     }
-    pub fn has_index(&self, ino: u64) -> bool {
+    pub fn has_index(&self, ino: Ino) -> bool {
         self.map.contains_key(&ino)
     }
     /// `(memory, directory bytes, score)` of a directory's index.
-    pub fn describe(&self, ino: u64) -> Option<(u64, u64, u32)> {
+    pub fn describe(&self, ino: Ino) -> Option<(u64, u64, u32)> {
         self.map.get(&ino).map(|s| (s.mem, s.dir_bytes, s.score))
     }
 
@@ -224,7 +225,7 @@ impl Dirhash {
         s
     }
 
-    fn unlink(&mut self, ino: u64) {
+    fn unlink(&mut self, ino: Ino) {
         let (prev, next) = {
             let s = &self.map[&ino];
             (s.prev, s.next)
@@ -239,7 +240,7 @@ impl Dirhash {
         }
     }
 
-    fn link_after(&mut self, ino: u64, after: Option<u64>) {
+    fn link_after(&mut self, ino: Ino, after: Option<Ino>) {
         let next = match after {
             Some(a) => self.map[&a].next,
             None => self.head,
@@ -261,7 +262,7 @@ impl Dirhash {
 
     /// Takes the index of directory `ino` (generation `gen`, `size` bytes)
     /// out of the set for one operation, promoting it in the list.
-    pub fn take(&mut self, ino: u64, gen: u32, size: u64, now: Instant) -> Take {
+    pub fn take(&mut self, ino: Ino, gen: u32, size: u64, now: Instant) -> Take {
         let hashable = self.cfg.enabled
             && size >= self.cfg.minsize
             && size <= i32::MAX as u64
@@ -308,7 +309,7 @@ impl Dirhash {
 
     /// Puts back an index taken with [`Dirhash::take`] or built after a
     /// [`Dirhash::reserve`].
-    pub fn put(&mut self, ino: u64, index: Box<DirIndex>) {
+    pub fn put(&mut self, ino: Ino, index: Box<DirIndex>) {
         match self.map.get_mut(&ino) {
             Some(s) => {
                 s.dir_bytes = index.dir_size();
@@ -323,7 +324,7 @@ impl Dirhash {
 
     /// Reserves `bytes` for a new index of directory `ino`, recycling
     /// others if the budget requires and their scores allow.
-    pub fn reserve(&mut self, ino: u64, gen: u32, bytes: u64, now: Instant) -> bool {
+    pub fn reserve(&mut self, ino: Ino, gen: u32, bytes: u64, now: Instant) -> bool {
         if self.map.contains_key(&ino) {
             self.free(ino);
         }
@@ -376,7 +377,7 @@ impl Dirhash {
     }
 
     /// Frees the index of `ino` (if any); returns the bytes released.
-    pub fn free(&mut self, ino: u64) -> u64 {
+    pub fn free(&mut self, ino: Ino) -> u64 {
         if !self.map.contains_key(&ino) {
             return 0;
         }
@@ -387,7 +388,7 @@ impl Dirhash {
     }
 
     /// Drops an index that went stale during an operation.
-    pub fn drop_stale(&mut self, ino: u64, inconsistent: bool) {
+    pub fn drop_stale(&mut self, ino: Ino, inconsistent: bool) {
         if self.free(ino) > 0 {
             if inconsistent {
                 self.stats.dropped_inconsistent += 1;
@@ -398,7 +399,7 @@ impl Dirhash {
     }
 
     /// Frees the index of a directory being removed.
-    pub fn forget_dir(&mut self, ino: u64) {
+    pub fn forget_dir(&mut self, ino: Ino) {
         if self.free(ino) > 0 {
             self.stats.freed_with_dir += 1;
         }
@@ -453,7 +454,7 @@ impl Dirhash {
 
     /// Frees every index (cache drop).
     pub fn clear(&mut self) {
-        let all: Vec<u64> = self.map.keys().copied().collect();
+        let all: Vec<Ino> = self.map.keys().copied().collect();
         for ino in all {
             self.free(ino);
         }
@@ -461,7 +462,7 @@ impl Dirhash {
 
     /// Directories in list order, head (first to go) first, with their
     /// score and idle time: for tests and the stats command.
-    pub fn order(&self, now: Instant) -> Vec<(u64, u32, Duration)> {
+    pub fn order(&self, now: Instant) -> Vec<(Ino, u32, Duration)> {
         let mut out = Vec::new();
         let mut cur = self.head;
         while let Some(ino) = cur {
@@ -485,7 +486,7 @@ mod tests {
         }
     }
 
-    fn build(d: &mut Dirhash, ino: u64, bytes: u64, now: Instant) -> bool {
+    fn build(d: &mut Dirhash, ino: Ino, bytes: u64, now: Instant) -> bool {
         if !d.reserve(ino, 1, bytes, now) {
             return false;
         }
@@ -497,15 +498,15 @@ mod tests {
     fn budget_is_never_exceeded_and_scores_protect_hot_hashes() {
         let now = Instant::now();
         let mut d = Dirhash::new(cfg(1000));
-        assert!(build(&mut d, 10, 600, now));
+        assert!(build(&mut d, Ino::new(10), 600, now));
         // No room for a second: the head's score (8) must wear down first.
         let mut tries = 0;
-        while !build(&mut d, 11, 600, now) {
+        while !build(&mut d, Ino::new(11), 600, now) {
             tries += 1;
             assert!(d.mem() <= 1000);
         }
         assert_eq!(tries, SCORE_INIT as usize - 1);
-        assert!(!d.has_index(10));
+        assert!(!d.has_index(Ino::new(10)));
         assert_eq!(d.stats.recycled, 1);
         assert_eq!(d.stats.build_refused, tries as u64);
     }
@@ -515,21 +516,21 @@ mod tests {
         let now = Instant::now();
         let mut d = Dirhash::new(cfg(1 << 20));
         for ino in 1..=3 {
-            assert!(build(&mut d, ino, 100, now));
+            assert!(build(&mut d, Ino::new(ino), 100, now));
         }
         assert_eq!(
-            d.order(now).iter().map(|o| o.0).collect::<Vec<_>>(),
+            d.order(now).iter().map(|o| o.0.get()).collect::<Vec<_>>(),
             vec![1, 2, 3]
         );
-        let Take::Index(ix) = d.take(1, 1, 4096, now) else {
+        let Take::Index(ix) = d.take(Ino::new(1), 1, 4096, now) else {
             panic!()
         };
-        d.put(1, ix);
+        d.put(Ino::new(1), ix);
         assert_eq!(
-            d.order(now).iter().map(|o| o.0).collect::<Vec<_>>(),
+            d.order(now).iter().map(|o| o.0.get()).collect::<Vec<_>>(),
             vec![2, 1, 3]
         );
-        assert_eq!(d.describe(1).unwrap().2, SCORE_INIT + 1);
+        assert_eq!(d.describe(Ino::new(1)).unwrap().2, SCORE_INIT + 1);
     }
 
     #[test]
@@ -537,20 +538,20 @@ mod tests {
         let t0 = Instant::now();
         let mut d = Dirhash::new(cfg(1 << 30));
         for ino in 1..=20 {
-            assert!(build(&mut d, ino, 1000, t0));
+            assert!(build(&mut d, Ino::new(ino), 1000, t0));
         }
         let later = t0 + Duration::from_secs(3);
         // Use 11..=20 at t0+3s; 1..=10 stay idle since t0.
         for ino in 11..=20 {
-            let Take::Index(ix) = d.take(ino, 1, 4096, later) else {
+            let Take::Index(ix) = d.take(Ino::new(ino), 1, 4096, later) else {
                 panic!()
             };
-            d.put(ino, ix);
+            d.put(Ino::new(ino), ix);
         }
         let at = t0 + Duration::from_secs(6);
         let freed = d.lowmem(at);
         assert_eq!(freed, 10_000);
-        assert!((1..=10).all(|i| !d.has_index(i)));
+        assert!((1..=10).all(|i| !d.has_index(Ino::new(i))));
         // Nothing idle remains: the next event frees 10% from the head.
         let before = d.mem();
         let freed = d.lowmem(at);
@@ -563,7 +564,7 @@ mod tests {
         let t0 = Instant::now();
         let mut d = Dirhash::new(cfg(1 << 30));
         for ino in 1..=20 {
-            assert!(build(&mut d, ino, 1000, t0));
+            assert!(build(&mut d, Ino::new(ino), 1000, t0));
         }
         let before = d.mem();
         // Every index is older than the reclaim age, yet only the head goes.
@@ -572,7 +573,7 @@ mod tests {
             freed * 10 >= before && freed * 5 < before,
             "{freed} of {before}"
         );
-        assert!(!d.has_index(1) && d.has_index(20));
+        assert!(!d.has_index(Ino::new(1)) && d.has_index(Ino::new(20)));
         assert_eq!(d.stats.lowmem_events, 1);
         assert_eq!(d.mem(), before - freed);
     }
@@ -581,8 +582,8 @@ mod tests {
     fn generation_change_drops_the_index() {
         let now = Instant::now();
         let mut d = Dirhash::new(cfg(1 << 20));
-        assert!(build(&mut d, 5, 100, now));
-        assert!(matches!(d.take(5, 2, 4096, now), Take::Absent));
+        assert!(build(&mut d, Ino::new(5), 100, now));
+        assert!(matches!(d.take(Ino::new(5), 2, 4096, now), Take::Absent));
         assert_eq!(d.mem(), 0);
     }
 }

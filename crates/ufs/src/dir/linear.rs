@@ -11,6 +11,7 @@
 use super::Found;
 use crate::error::Result;
 use crate::fs::FsCore;
+use crate::Ino;
 use std::ops::ControlFlow;
 use ufs_format::*;
 
@@ -28,7 +29,7 @@ impl FsCore {
     /// in directory order cost one chunk each.
     pub(super) fn linear_lookup(
         &mut self,
-        ino: u64,
+        ino: Ino,
         di: &Dinode,
         name: &[u8],
     ) -> Result<Option<Found>> {
@@ -43,7 +44,7 @@ impl FsCore {
         let matcher = |coff: u64, e: ufs_format::dir::EntryRef<'_>| {
             if e.ino != 0 && e.name == name {
                 ControlFlow::Break(Found {
-                    ino: e.ino as u64,
+                    ino: Ino::from(e.ino),
                     dtype: e.dtype,
                     off: coff + e.off as u64,
                 })
@@ -71,7 +72,7 @@ impl FsCore {
     }
 
     /// The slot sweep of `ufs_lookup` for an entry of `needed` bytes.
-    pub(super) fn linear_slot(&mut self, ino: u64, di: &Dinode, needed: usize) -> Result<Slot> {
+    pub(super) fn linear_slot(&mut self, ino: Ino, di: &Dinode, needed: usize) -> Result<Slot> {
         let mut found: Option<(u64, usize, usize)> = None; // one record with room
         let mut compact: Option<(u64, usize, usize)> = None; // first chunk whose room adds up
         let mut end_useful = 0u64;
@@ -116,14 +117,14 @@ impl FsCore {
     /// Finds the live entry `name` for removal.
     pub(super) fn linear_find(
         &mut self,
-        ino: u64,
+        ino: Ino,
         di: &Dinode,
         name: &[u8],
     ) -> Result<Option<Found>> {
         self.dir_scan(ino, di, 0, |coff, e| {
             if e.ino != 0 && e.name == name {
                 ControlFlow::Break(Found {
-                    ino: e.ino as u64,
+                    ino: Ino::from(e.ino),
                     dtype: e.dtype,
                     off: coff + e.off as u64,
                 })
@@ -135,7 +136,7 @@ impl FsCore {
 
     /// End of the last chunk that holds a live entry, looking back from
     /// the end (never below the first chunk).
-    pub(super) fn linear_end_useful(&mut self, ino: u64, di: &Dinode) -> Result<u64> {
+    pub(super) fn linear_end_useful(&mut self, ino: Ino, di: &Dinode) -> Result<u64> {
         let mut end = di.di_size();
         while end > DIRBLKSIZ as u64 {
             let chunk = end - DIRBLKSIZ as u64;

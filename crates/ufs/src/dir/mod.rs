@@ -16,6 +16,7 @@
 //! dropped, never trusted, and the answer comes from the blocks. On-disk
 //! results are valid either way; the two paths may choose different slots
 //! for a new entry, as FreeBSD's do.
+use crate::Ino;
 pub mod chunk;
 pub mod dirhash;
 pub mod index;
@@ -31,14 +32,14 @@ use index::{DirIndex, Stale};
 use rand::Rng;
 use std::ops::ControlFlow;
 use std::time::Instant;
-use ufs_format::bytes::{low_u16, low_u32, to_index};
+use ufs_format::bytes::{low_u16, to_index};
 use ufs_format::dir::{dirsiz, iter_chunk, EntryRef};
 use ufs_format::*;
 
 /// A name found in a directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Found {
-    pub ino: u64,
+    pub ino: Ino,
     pub dtype: u8,
     /// Byte offset of the entry in the directory.
     pub off: u64,
@@ -48,7 +49,7 @@ pub struct Found {
 #[derive(Debug, Clone)]
 pub struct ReadDirEntry {
     pub next: u64,
-    pub ino: u64,
+    pub ino: Ino,
     pub dtype: u8,
     pub name: Vec<u8>,
 }
@@ -90,7 +91,7 @@ pub const PREFETCH_SUBDIRS: usize = 256;
 #[derive(Clone, Copy)]
 struct NewEntry<'a> {
     name: &'a [u8],
-    child: u64,
+    child: Ino,
     dtype: u8,
     who: Reserve,
     needs: &'a [ChangeId],
@@ -102,7 +103,7 @@ impl NewEntry<'_> {
         EntryOp {
             name: self.name.to_vec(),
             before: None,
-            after: Some((low_u32(self.child), self.dtype)),
+            after: Some((self.child.d_ino(), self.dtype)),
         }
     }
 }
@@ -111,7 +112,7 @@ impl NewEntry<'_> {
 fn removal(name: &[u8], f: &Found) -> EntryOp {
     EntryOp {
         name: name.to_vec(),
-        before: Some((low_u32(f.ino), f.dtype)),
+        before: Some((f.ino.d_ino(), f.dtype)),
         after: None,
     }
 }
@@ -132,7 +133,7 @@ fn chunk_of(off: u64) -> u64 {
 }
 
 impl FsCore {
-    fn check_dir_size(&self, ino: u64, di: &Dinode) -> Result<()> {
+    fn check_dir_size(&self, ino: Ino, di: &Dinode) -> Result<()> {
         if !di.di_size().is_multiple_of(DIRBLKSIZ as u64) {
             return Err(Error::damaged(
                 crate::error::Damage::Inode(ino),
@@ -147,7 +148,7 @@ impl FsCore {
 
     /// Where the chunk at `off` lives: block address, block length, and the
     /// chunk's offset inside the block.
-    fn chunk_place(&mut self, ino: u64, di: &Dinode, off: u64) -> Result<(u64, usize, usize)> {
+    fn chunk_place(&mut self, ino: Ino, di: &Dinode, off: u64) -> Result<(u64, usize, usize)> {
         let g = self.g;
         let lbn = g.lblkno(off);
         let addr = self.bmap(ino, di, lbn)?;
@@ -176,7 +177,7 @@ impl FsCore {
     /// disk.
     fn dir_chunk_mut<T>(
         &mut self,
-        ino: u64,
+        ino: Ino,
         di: &Dinode,
         off: u64,
         needs: &[ChangeId],
@@ -205,7 +206,7 @@ impl FsCore {
 
     /// The newest change of the chunk at `off` (what a directory size
     /// covering it needs).
-    fn chunk_change(&mut self, ino: u64, di: &Dinode, off: u64) -> Result<crate::order::ChangeId> {
+    fn chunk_change(&mut self, ino: Ino, di: &Dinode, off: u64) -> Result<crate::order::ChangeId> {
         let (addr, _, o) = self.chunk_place(ino, di, off)?;
         Ok(self.cache.region_latest(addr, o))
     }
@@ -213,7 +214,7 @@ impl FsCore {
     /// Notes that the next write of inode `ino` (its lowered link count)
     /// waits until the directory change `seen` (the name that pointed at it
     /// going away) is seen on disk.
-    fn after_dir_change(&mut self, ino: u64, seen: &[ChangeId]) {
+    fn after_dir_change(&mut self, ino: Ino, seen: &[ChangeId]) {
         self.order
             .inode_deps(ino)
             .needs
@@ -221,7 +222,7 @@ impl FsCore {
     }
 
     /// Records that `name` left directory `dino` with change `id`.
-    fn note_name_gone(&mut self, dino: u64, name: &[u8], seen: &[ChangeId]) {
+    fn note_name_gone(&mut self, dino: Ino, name: &[u8], seen: &[ChangeId]) {
         if !self.cache.mode().tracks() || seen.iter().all(|&i| i == ChangeId::NONE) {
             return;
         }
@@ -237,7 +238,7 @@ impl FsCore {
 
     /// What a new entry `name` in directory `dino` needs: the removal of
     /// an earlier entry of that name, if it may not be on disk yet.
-    fn name_reuse_need(&mut self, dino: u64, name: &[u8]) -> Vec<ChangeId> {
+    fn name_reuse_need(&mut self, dino: Ino, name: &[u8]) -> Vec<ChangeId> {
         let key = (dino, name.to_vec());
         let Some(ids) = self.order.gone_names.get(&key) else {
             return Vec::new();
@@ -256,7 +257,7 @@ impl FsCore {
     /// Runs `f` on the bytes of the chunk at `off`.
     fn dir_chunk<T>(
         &mut self,
-        ino: u64,
+        ino: Ino,
         di: &Dinode,
         off: u64,
         f: impl FnOnce(&[u8]) -> T,
@@ -271,7 +272,7 @@ impl FsCore {
     /// offset and the entry. Invalid chunks fail with `Corrupt`.
     pub fn dir_scan<T>(
         &mut self,
-        ino: u64,
+        ino: Ino,
         di: &Dinode,
         from: u64,
         mut f: impl FnMut(u64, EntryRef<'_>) -> ControlFlow<T>,
@@ -334,7 +335,7 @@ impl FsCore {
     /// Reads the entry at byte `off` (a hash candidate) and compares its
     /// name. An offset that does not hold a live, well-formed entry means
     /// the index is wrong: `Corrupt`.
-    fn dir_entry_at(&mut self, ino: u64, di: &Dinode, off: u64, name: &[u8]) -> Result<AtOffset> {
+    fn dir_entry_at(&mut self, ino: Ino, di: &Dinode, off: u64, name: &[u8]) -> Result<AtOffset> {
         if off >= di.di_size() || !off.is_multiple_of(4) {
             return Err(Error::damaged(
                 crate::error::Damage::Inode(ino),
@@ -370,7 +371,7 @@ impl FsCore {
     /// The directory's index, built from its blocks if the policy allows
     /// and the budget has room; `None`: use the linear algorithms. The
     /// index is out of the set until [`FsCore::dh_give_back`].
-    fn dh_take(&mut self, ino: u64, di: &Dinode) -> Result<Option<Box<DirIndex>>> {
+    fn dh_take(&mut self, ino: Ino, di: &Dinode) -> Result<Option<Box<DirIndex>>> {
         if !self.dirhash.cfg.enabled {
             return Ok(None);
         }
@@ -387,7 +388,7 @@ impl FsCore {
         }
     }
 
-    fn dh_build(&mut self, ino: u64, di: &Dinode, now: Instant) -> Result<Option<Box<DirIndex>>> {
+    fn dh_build(&mut self, ino: Ino, di: &Dinode, now: Instant) -> Result<Option<Box<DirIndex>>> {
         self.check_dir_size(ino, di)?;
         let size = di.di_size();
         if !self
@@ -428,7 +429,7 @@ impl FsCore {
 
     /// Ends an operation on a hashed directory: the index goes back, or is
     /// dropped if it went stale.
-    fn dh_give_back(&mut self, ino: u64, ix: Box<DirIndex>, stale: Option<Stale>) {
+    fn dh_give_back(&mut self, ino: Ino, ix: Box<DirIndex>, stale: Option<Stale>) {
         match stale {
             None => self.dirhash.put(ino, ix),
             Some(Stale::Inconsistent(why)) => {
@@ -442,7 +443,7 @@ impl FsCore {
     }
 
     /// Records a self-check disagreement and drops the index.
-    fn dh_check_failed(&mut self, ino: u64, why: String) {
+    fn dh_check_failed(&mut self, ino: Ino, why: String) {
         log::error!("dirhash self-check: directory {ino}: {why}");
         self.dirhash.stats.check_failures += 1;
         self.dirhash.last_check_failure = Some(format!("directory {ino}: {why}"));
@@ -451,7 +452,7 @@ impl FsCore {
 
     fn hashed_lookup(
         &mut self,
-        ino: u64,
+        ino: Ino,
         di: &Dinode,
         ix: &mut DirIndex,
         name: &[u8],
@@ -463,7 +464,7 @@ impl FsCore {
                     ix.note_hit(guess, at.reclen);
                     self.dirhash.stats.lookups_sequential += 1;
                     return Ok(Some(Found {
-                        ino: at.ino as u64,
+                        ino: Ino::from(at.ino),
                         dtype: at.dtype,
                         off: guess,
                     }));
@@ -482,7 +483,7 @@ impl FsCore {
         Ok(hit.map(|(off, at)| {
             ix.note_hit(off, at.reclen);
             Found {
-                ino: at.ino as u64,
+                ino: Ino::from(at.ino),
                 dtype: at.dtype,
                 off,
             }
@@ -492,7 +493,7 @@ impl FsCore {
     // ----- the operations -----
 
     /// Looks `name` up in directory `ino`.
-    pub fn dir_lookup(&mut self, ino: u64, di: &Dinode, name: &[u8]) -> Result<Option<Found>> {
+    pub fn dir_lookup(&mut self, ino: Ino, di: &Dinode, name: &[u8]) -> Result<Option<Found>> {
         if let Some(mut ix) = self.dh_take(ino, di)? {
             match self.hashed_lookup(ino, di, &mut ix, name) {
                 Ok(found) => {
@@ -532,10 +533,10 @@ impl FsCore {
     #[allow(clippy::too_many_arguments)]
     pub fn dir_enter(
         &mut self,
-        dino: u64,
+        dino: Ino,
         ddi: &mut Dinode,
         name: &[u8],
-        child: u64,
+        child: Ino,
         dtype: u8,
         who: Reserve,
         needs: &[ChangeId],
@@ -581,7 +582,7 @@ impl FsCore {
     /// placement chooses the slot before the inode (`inodeorder=offset`).
     pub fn dir_slot_for(
         &mut self,
-        dino: u64,
+        dino: Ino,
         ddi: &Dinode,
         namelen: usize,
     ) -> Result<(u64, Option<SlotContext>)> {
@@ -635,7 +636,7 @@ impl FsCore {
     /// The hashed insertion: the free-space summary picks the chunk.
     fn hashed_enter(
         &mut self,
-        dino: u64,
+        dino: Ino,
         ddi: &mut Dinode,
         ix: &mut DirIndex,
         e: &NewEntry,
@@ -674,13 +675,7 @@ impl FsCore {
                     )));
                 }
                 if sorted {
-                    return Ok(Ok(chunk::insert_sorted(
-                        en,
-                        c,
-                        low_u32(child),
-                        dtype,
-                        name,
-                    )?));
+                    return Ok(Ok(chunk::insert_sorted(en, c, child.d_ino(), dtype, name)?));
                 }
                 let Some((start, len)) = chunk::find_span(en, c, needed)? else {
                     return Ok(Err(format!(
@@ -692,7 +687,7 @@ impl FsCore {
                     c,
                     start,
                     len,
-                    low_u32(child),
+                    child.d_ino(),
                     dtype,
                     name,
                 )?))
@@ -731,7 +726,7 @@ impl FsCore {
         Ok(Entered::Done(seen, None))
     }
 
-    fn linear_enter(&mut self, dino: u64, ddi: &mut Dinode, e: &NewEntry) -> Result<Seen> {
+    fn linear_enter(&mut self, dino: Ino, ddi: &mut Dinode, e: &NewEntry) -> Result<Seen> {
         let NewEntry {
             name,
             child,
@@ -748,9 +743,9 @@ impl FsCore {
                 let (r, seen) =
                     self.dir_chunk_mut(dino, ddi, coff, e.needs, vec![e.op()], |c| {
                         if sorted {
-                            chunk::insert_sorted(en, c, low_u32(child), dtype, name)
+                            chunk::insert_sorted(en, c, child.d_ino(), dtype, name)
                         } else {
-                            chunk::insert(en, c, start, len, low_u32(child), dtype, name)
+                            chunk::insert(en, c, start, len, child.d_ino(), dtype, name)
                         }
                     })?;
                 r?;
@@ -768,7 +763,7 @@ impl FsCore {
     /// The chunk is first written empty (a valid state to roll back to),
     /// then the entry goes in as a change of its own: the directory's new
     /// size waits only for the empty chunk, the entry for its inode.
-    fn dir_append(&mut self, dino: u64, ddi: &mut Dinode, e: &NewEntry) -> Result<Seen> {
+    fn dir_append(&mut self, dino: Ino, ddi: &mut Dinode, e: &NewEntry) -> Result<Seen> {
         let NewEntry {
             name,
             child,
@@ -793,7 +788,7 @@ impl FsCore {
             self.order.inode_deps(dino).needs.push(formatted);
         }
         let ((), seen) = self.dir_chunk_mut(dino, ddi, size, e.needs, vec![e.op()], |c| {
-            ufs_format::dir::write_entry(en, c, 0, low_u32(child), low_u16(DIRBLKSIZ), dtype, name)
+            ufs_format::dir::write_entry(en, c, 0, child.d_ino(), low_u16(DIRBLKSIZ), dtype, name)
         })?;
         Ok(seen)
     }
@@ -804,7 +799,7 @@ impl FsCore {
     /// `needs` (a rename's new name).
     pub fn dir_remove(
         &mut self,
-        dino: u64,
+        dino: Ino,
         ddi: &mut Dinode,
         name: &[u8],
         who: Reserve,
@@ -818,7 +813,7 @@ impl FsCore {
 
     fn dir_remove_entry(
         &mut self,
-        dino: u64,
+        dino: Ino,
         ddi: &mut Dinode,
         name: &[u8],
         who: Reserve,
@@ -880,7 +875,7 @@ impl FsCore {
     #[allow(clippy::too_many_arguments)]
     fn hashed_remove(
         &mut self,
-        dino: u64,
+        dino: Ino,
         ddi: &mut Dinode,
         ix: &mut DirIndex,
         name: &[u8],
@@ -936,10 +931,10 @@ impl FsCore {
     /// change seen on disk.
     pub fn dir_rewrite(
         &mut self,
-        dino: u64,
+        dino: Ino,
         ddi: &Dinode,
         name: &[u8],
-        ino: u64,
+        ino: Ino,
         dtype: u8,
         needs: &[ChangeId],
     ) -> Result<Seen> {
@@ -959,12 +954,12 @@ impl FsCore {
         );
         let op = EntryOp {
             name: name.to_vec(),
-            before: Some((low_u32(f.ino), f.dtype)),
-            after: Some((low_u32(ino), dtype)),
+            before: Some((f.ino.d_ino(), f.dtype)),
+            after: Some((ino.d_ino(), dtype)),
         };
         let en = self.g.v.endian;
         let ((), seen) = self.dir_chunk_mut(dino, ddi, coff, &needs, vec![op], |c| {
-            ufs_format::dir::set_ino(en, c, eoff, low_u32(ino));
+            ufs_format::dir::set_ino(en, c, eoff, ino.d_ino());
             ufs_format::dir::set_type(c, eoff, dtype);
         })?;
         self.after_dir_change(f.ino, &seen);
@@ -979,7 +974,7 @@ impl FsCore {
     /// Returns None, having changed nothing, when the name does not fit.
     pub fn dir_rename_in_place(
         &mut self,
-        dino: u64,
+        dino: Ino,
         ddi: &Dinode,
         old: &[u8],
         new: &[u8],
@@ -1016,12 +1011,12 @@ impl FsCore {
             EntryOp {
                 name: new.to_vec(),
                 before: None,
-                after: Some((low_u32(f.ino), f.dtype)),
+                after: Some((f.ino.d_ino(), f.dtype)),
             },
         ];
         let en = self.g.v.endian;
         let r = self.dir_chunk_mut(dino, ddi, coff, &reuse, ops, |c| {
-            ufs_format::dir::write_entry(en, c, eoff, low_u32(f.ino), at.reclen, f.dtype, new)
+            ufs_format::dir::write_entry(en, c, eoff, f.ino.d_ino(), at.reclen, f.dtype, new)
         });
         if let Some(mut ix) = ix {
             if r.is_err() {
@@ -1037,7 +1032,7 @@ impl FsCore {
     }
 
     /// True if the directory holds only `.` and `..`.
-    pub fn dir_is_empty(&mut self, dino: u64, ddi: &Dinode) -> Result<bool> {
+    pub fn dir_is_empty(&mut self, dino: Ino, ddi: &Dinode) -> Result<bool> {
         let other = self.dir_scan(dino, ddi, 0, |_, e| {
             if e.ino != 0 && e.name != b"." && e.name != b".." {
                 ControlFlow::Break(())
@@ -1051,7 +1046,7 @@ impl FsCore {
     /// Entries starting at byte `cookie`, up to `max` of them.
     pub fn dir_read(
         &mut self,
-        dino: u64,
+        dino: Ino,
         ddi: &Dinode,
         cookie: u64,
         max: usize,
@@ -1064,7 +1059,7 @@ impl FsCore {
             if abs >= cookie && e.ino != 0 && u64::from(e.ino) != ufs_format::UFS_WINO {
                 out.push(ReadDirEntry {
                     next: abs + e.reclen as u64,
-                    ino: e.ino as u64,
+                    ino: Ino::from(e.ino),
                     dtype: e.dtype,
                     name: e.name.to_vec(),
                 });
@@ -1095,10 +1090,11 @@ impl FsCore {
         }
         let g = self.g;
         let bsize = to_index(g.bsize);
-        let live = |e: &&ReadDirEntry| e.name != b"." && e.name != b".." && e.ino <= g.ninodes();
+        let live =
+            |e: &&ReadDirEntry| e.name != b"." && e.name != b".." && e.ino.get() <= g.ninodes();
         let mut asked = std::collections::HashSet::new();
         for e in ents.iter().filter(live) {
-            let iaddr = g.ino_to_fsba(e.ino);
+            let iaddr = g.ino_to_fsba(e.ino.get());
             if asked.len() >= PREFETCH_INODE_BLOCKS {
                 break;
             }
@@ -1121,7 +1117,7 @@ impl FsCore {
     }
 
     /// Writes the first chunk of a new directory (`.` and `..`).
-    pub fn dir_init(&mut self, ino: u64, di: &mut Dinode, parent: u64, who: Reserve) -> Result<()> {
+    pub fn dir_init(&mut self, ino: Ino, di: &mut Dinode, parent: Ino, who: Reserve) -> Result<()> {
         self.dirhash.forget_dir(ino);
         let en = self.g.v.endian;
         let mut chunk = ufs_format::dir::empty_chunk(en);
@@ -1129,7 +1125,7 @@ impl FsCore {
             en,
             &mut chunk,
             0,
-            low_u32(ino),
+            ino.d_ino(),
             12,
             ufs_format::dinode::dt::DT_DIR,
             b".",
@@ -1138,7 +1134,7 @@ impl FsCore {
             en,
             &mut chunk,
             12,
-            low_u32(parent),
+            parent.d_ino(),
             low_u16(DIRBLKSIZ - 12),
             ufs_format::dinode::dt::DT_DIR,
             b"..",
@@ -1156,7 +1152,7 @@ impl FsCore {
     /// Checks a directory's index (if it has one) against its blocks: every
     /// entry, every chunk's free space, the free-space classes. `Ok(false)`
     /// if the directory has no index. For tests and `ufskit stats --verify`.
-    pub fn dir_verify_index(&mut self, ino: u64, di: &Dinode) -> Result<bool> {
+    pub fn dir_verify_index(&mut self, ino: Ino, di: &Dinode) -> Result<bool> {
         let Some(ix) = (match self
             .dirhash
             .take(ino, di.di_gen(), di.di_size(), Instant::now())

@@ -20,6 +20,7 @@ use crate::alloc::{BlockPref, Reserve};
 use crate::cache::BlockKind;
 use crate::error::{Damage, Error, ErrorKind, Result};
 use crate::fs::FsCore;
+use crate::Ino;
 use ufs_format::bytes::{low_u32, to_index};
 use ufs_format::extattr::{self, ExtAttr};
 use ufs_format::*;
@@ -44,7 +45,7 @@ impl FsCore {
     }
 
     /// The raw extended attribute area of `di`.
-    pub fn read_ext_area(&mut self, ino: u64, di: &Dinode) -> Result<Vec<u8>> {
+    pub fn read_ext_area(&mut self, ino: Ino, di: &Dinode) -> Result<Vec<u8>> {
         let g = self.g;
         let size = di.di_extsize() as u64;
         if size > self.max_ext_area() {
@@ -79,7 +80,7 @@ impl FsCore {
     }
 
     /// The attributes of `di`, in the order the area holds them.
-    pub fn ext_attrs(&mut self, ino: u64, di: &Dinode) -> Result<Vec<ExtAttr>> {
+    pub fn ext_attrs(&mut self, ino: Ino, di: &Dinode) -> Result<Vec<ExtAttr>> {
         if di.di_extsize() == 0 {
             return Ok(Vec::new());
         }
@@ -98,7 +99,7 @@ impl FsCore {
     /// changes nothing.
     pub fn replace_ext_area(
         &mut self,
-        ino: u64,
+        ino: Ino,
         di: &mut Dinode,
         area: &[u8],
         who: Reserve,
@@ -118,7 +119,7 @@ impl FsCore {
         // The old area must be sound before anything is allocated.
         self.ext_blocks(ino, di)?;
         let mut made: Vec<(u64, u64)> = Vec::new();
-        let mut pref = BlockPref::near(g.cgdmin(g.ino_to_cg(ino)));
+        let mut pref = BlockPref::near(g.cgdmin(g.ino_to_cg(ino.get())));
         for j in 0..UFS_NXADDR as u64 {
             let start = j * g.bsize;
             if start >= size {
@@ -132,7 +133,7 @@ impl FsCore {
                     // the blocks given back at once.
                     for (b, s) in made {
                         self.cache.discard(b, g.numfrags(s));
-                        self.free_blocks(0, b, s)?;
+                        self.free_blocks(Ino::NONE, b, s)?;
                     }
                     return Err(e);
                 }
@@ -150,7 +151,7 @@ impl FsCore {
             if let Err(e) = filled {
                 for (b, s) in made {
                     self.cache.discard(b, g.numfrags(s));
-                    self.free_blocks(0, b, s)?;
+                    self.free_blocks(Ino::NONE, b, s)?;
                 }
                 return Err(e);
             }
@@ -170,7 +171,7 @@ impl FsCore {
     /// The area's blocks as `(slot, address, bytes)`, every pointer checked
     /// first: nothing is released unless all of them are sound, so a
     /// damaged area never leaves a half-released one behind.
-    fn ext_blocks(&self, ino: u64, di: &Dinode) -> Result<Vec<(usize, u64, u64)>> {
+    fn ext_blocks(&self, ino: Ino, di: &Dinode) -> Result<Vec<(usize, u64, u64)>> {
         let g = self.g;
         let size = di.di_extsize() as u64;
         if size > self.max_ext_area() {
@@ -202,7 +203,7 @@ impl FsCore {
 
     /// Releases the area of `di` (when the inode is freed: FreeBSD's
     /// `ffs_truncate` with `IO_EXT`); updates `di`.
-    pub fn release_ext_blocks(&mut self, ino: u64, di: &mut Dinode) -> Result<()> {
+    pub fn release_ext_blocks(&mut self, ino: Ino, di: &mut Dinode) -> Result<()> {
         for (j, addr, bsz) in self.ext_blocks(ino, di)? {
             self.free_blocks(ino, addr, bsz)?;
             di.set_di_extb(j, 0);

@@ -16,6 +16,7 @@ use crate::cache::BlockKind;
 use crate::error::{Error, ErrorKind, Result};
 use crate::fs::FsCore;
 use crate::order::ChangeId;
+use crate::Ino;
 use ufs_format::bytes::to_index;
 use ufs_format::*;
 
@@ -113,7 +114,7 @@ impl FsCore {
     /// fsck_ffs's `chkrange`: a run of `nfrags` fragments at `addr` lies
     /// inside the file system, inside one block, and outside every group's
     /// metadata (backup superblock, cg block, inode blocks).
-    pub(crate) fn check_ptr(&self, ino: u64, addr: u64, nfrags: u64) -> Result<()> {
+    pub(crate) fn check_ptr(&self, ino: Ino, addr: u64, nfrags: u64) -> Result<()> {
         let g = &self.g;
         let bad = || {
             Err(Error::damaged(
@@ -153,7 +154,7 @@ impl FsCore {
         }
     }
 
-    fn indir_get(&mut self, ino: u64, addr: u64, idx: u64) -> Result<u64> {
+    fn indir_get(&mut self, ino: Ino, addr: u64, idx: u64) -> Result<u64> {
         self.check_ptr(ino, addr, self.g.frag)?;
         let bs = to_index(self.g.bsize);
         let v = self.g.v;
@@ -165,7 +166,7 @@ impl FsCore {
     /// tree) to `val`. A pointer to a new block waits for the block's
     /// contents and bitmap bits (and for `also`, if not 0); a cleared pointer is what the releases of
     /// the blocks below it wait for.
-    fn indir_set(&mut self, ino: u64, addr: u64, idx: u64, val: u64, also: ChangeId) -> Result<()> {
+    fn indir_set(&mut self, ino: Ino, addr: u64, idx: u64, val: u64, also: ChangeId) -> Result<()> {
         let bs = to_index(self.g.bsize);
         let v = self.g.v;
         let w = v.ptr_size();
@@ -192,7 +193,7 @@ impl FsCore {
     }
 
     /// Physical fragment address of logical block `lbn` (0 for a hole).
-    pub fn bmap(&mut self, ino: u64, di: &Dinode, lbn: u64) -> Result<u64> {
+    pub fn bmap(&mut self, ino: Ino, di: &Dinode, lbn: u64) -> Result<u64> {
         match self.path(lbn)? {
             Path::Direct(i) => {
                 let a = di.di_db(i);
@@ -225,7 +226,7 @@ impl FsCore {
     /// leaves the whole range it would map empty, so that a walk over a
     /// sparse file's holes (SEEK_DATA, SEEK_HOLE) skips it at once.
     /// None: the block is mapped.
-    pub fn hole_run(&mut self, ino: u64, di: &Dinode, lbn: u64) -> Result<Option<u64>> {
+    pub fn hole_run(&mut self, ino: Ino, di: &Dinode, lbn: u64) -> Result<Option<u64>> {
         match self.path(lbn)? {
             Path::Direct(_) => Ok((self.bmap(ino, di, lbn)? == 0).then_some(1)),
             Path::Indirect(level, idx) => {
@@ -257,7 +258,7 @@ impl FsCore {
     /// (`trim_tree`). Indirect blocks stay, even when all their pointers
     /// are gone (fsck counts them as the file's). Returns whether a block
     /// was freed; `di` must be stored by the caller.
-    pub fn punch_block(&mut self, ino: u64, di: &mut Dinode, lbn: u64) -> Result<bool> {
+    pub fn punch_block(&mut self, ino: Ino, di: &mut Dinode, lbn: u64) -> Result<bool> {
         let g = self.g;
         match self.path(lbn)? {
             Path::Direct(i) => {
@@ -306,7 +307,7 @@ impl FsCore {
     #[allow(clippy::too_many_arguments)]
     fn realloc_frags(
         &mut self,
-        ino: u64,
+        ino: Ino,
         di: &Dinode,
         lbn: u64,
         bprev: u64,
@@ -345,7 +346,7 @@ impl FsCore {
             .relocate(bprev, to_index(osize), bno, to_index(nsize), kind)?;
         if request > nsize {
             // Never pointed at: free at once.
-            self.free_blocks(0, bno + self.g.numfrags(nsize), request - nsize)?;
+            self.free_blocks(Ino::NONE, bno + self.g.numfrags(nsize), request - nsize)?;
         }
         self.note_new_block(ino, bno);
         self.free_moved_blocks(ino, bprev, osize)?;
@@ -357,7 +358,7 @@ impl FsCore {
     /// `di.di_size` must still be the size before the write.
     fn balloc(
         &mut self,
-        ino: u64,
+        ino: Ino,
         di: &mut Dinode,
         lbn: u64,
         nsize: u64,
@@ -453,7 +454,7 @@ impl FsCore {
     #[allow(clippy::too_many_arguments)]
     fn indir_chain(
         &mut self,
-        ino: u64,
+        ino: Ino,
         di: &mut Dinode,
         lbn: u64,
         level: usize,
@@ -514,7 +515,7 @@ impl FsCore {
                 Err(e) => {
                     // Nothing points at them yet: give them back at once.
                     for &b in &nodes[have..j] {
-                        self.free_blocks(0, b, bs)?;
+                        self.free_blocks(Ino::NONE, b, bs)?;
                     }
                     return Err(e);
                 }
@@ -553,7 +554,7 @@ impl FsCore {
     /// waits for the inode as last stored. 0 in async mode.
     fn size_need(
         &mut self,
-        ino: u64,
+        ino: Ino,
         di: &Dinode,
         lbn: u64,
         grow: &mut Growth,
@@ -576,7 +577,7 @@ impl FsCore {
     }
 
     /// Reads up to `len` bytes at `off`; short at end of file.
-    pub fn read_data(&mut self, ino: u64, di: &Dinode, off: u64, len: usize) -> Result<Vec<u8>> {
+    pub fn read_data(&mut self, ino: Ino, di: &Dinode, off: u64, len: usize) -> Result<Vec<u8>> {
         let read = self.plan_read(ino, di, off, len)?;
         read.finish(self.cache.device())
     }
@@ -586,7 +587,7 @@ impl FsCore {
     /// file data the cache does not hold still to be read from the device
     /// ([`DataRead::finish`]), which the caller may do after letting go of
     /// the engine (see `Fs::read`).
-    pub fn plan_read(&mut self, ino: u64, di: &Dinode, off: u64, len: usize) -> Result<DataRead> {
+    pub fn plan_read(&mut self, ino: Ino, di: &Dinode, off: u64, len: usize) -> Result<DataRead> {
         let g = self.g;
         let size = di.di_size();
         if off >= size {
@@ -675,7 +676,7 @@ impl FsCore {
     /// it a cold sequential read waited for the disk at every request
     /// (315 MB/s against 1.1 GB/s with the image in the host's cache, 1
     /// GiB file, 2026-11-28). Holes and blocks already cached are skipped.
-    fn read_ahead(&mut self, ino: u64, di: &Dinode, off: u64, end: u64) -> Result<()> {
+    fn read_ahead(&mut self, ino: Ino, di: &Dinode, off: u64, end: u64) -> Result<()> {
         let g = self.g;
         if self.seq_reads.len() >= SEQ_READS_KEPT && !self.seq_reads.contains_key(&ino) {
             self.seq_reads.clear();
@@ -735,7 +736,7 @@ impl FsCore {
     /// must be stored by the caller even when this fails.
     pub fn write_data(
         &mut self,
-        ino: u64,
+        ino: Ino,
         di: &mut Dinode,
         off: u64,
         data: &[u8],
@@ -790,7 +791,7 @@ impl FsCore {
     /// Sets the file size to `length`, freeing or allocating blocks.
     pub fn truncate_data(
         &mut self,
-        ino: u64,
+        ino: Ino,
         di: &mut Dinode,
         length: u64,
         who: Reserve,
@@ -914,7 +915,7 @@ impl FsCore {
     /// Returns true if the whole tree, `addr` included, was freed.
     fn trim_tree(
         &mut self,
-        ino: u64,
+        ino: Ino,
         di: &mut Dinode,
         addr: u64,
         level: usize,

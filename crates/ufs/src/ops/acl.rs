@@ -18,6 +18,7 @@
 use super::{flag_refusal, live_inode, touch, Cred, Fs};
 use crate::error::{Error, ErrorKind, Result};
 use crate::fs::FsCore;
+use crate::Ino;
 use ufs_format::acl::{self, AclEntry};
 use ufs_format::extattr::{ExtAttr, EXTATTR_NAMESPACE_SYSTEM};
 use ufs_format::{dinode, Dinode, Endian, APPEND, IMMUTABLE};
@@ -60,7 +61,7 @@ pub(crate) fn check_acl_value(en: Endian, value: &[u8]) -> Result<Vec<AclEntry>>
     Ok(entries)
 }
 
-fn stored(en: Endian, attrs: &[ExtAttr], kind: AclKind, ino: u64) -> Result<Option<Vec<AclEntry>>> {
+fn stored(en: Endian, attrs: &[ExtAttr], kind: AclKind, ino: Ino) -> Result<Option<Vec<AclEntry>>> {
     let Some(a) = attrs
         .iter()
         .find(|a| a.namespace == EXTATTR_NAMESPACE_SYSTEM && a.name == kind.attr_name())
@@ -106,7 +107,7 @@ fn put(
 /// ACL). Symbolic links inherit nothing.
 pub(crate) fn inherit(
     c: &mut FsCore,
-    parent: u64,
+    parent: Ino,
     pdi: &Dinode,
     mode: u16,
     umask: Option<u32>,
@@ -141,7 +142,7 @@ pub(crate) fn inherit(
 impl Fs {
     /// The inode's ACL of `kind`, if it has one (an access ACL's base
     /// entries as the mode says).
-    pub fn get_acl(&self, ino: u64, kind: AclKind) -> Result<Option<Vec<AclEntry>>> {
+    pub fn get_acl(&self, ino: Ino, kind: AclKind) -> Result<Option<Vec<AclEntry>>> {
         let r = (|| {
             let mut c = self.lock();
             let di = live_inode(&mut c, ino)?;
@@ -166,7 +167,7 @@ impl Fs {
     /// Linux's `posix_acl_update_mode`).
     pub fn set_acl(
         &self,
-        ino: u64,
+        ino: Ino,
         kind: AclKind,
         entries: Option<&[AclEntry]>,
         kill_sgid: bool,

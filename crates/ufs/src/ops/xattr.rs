@@ -16,6 +16,7 @@
 use super::{flag_refusal, live_inode, touch, Call, Cred, Fs};
 use crate::error::{Error, ErrorKind, Result};
 use crate::fs::FsCore;
+use crate::Ino;
 use ufs_format::extattr::{
     self, ExtAttr, EXTATTR_MAXNAMELEN, EXTATTR_NAMESPACE_SYSTEM, EXTATTR_NAMESPACE_USER,
 };
@@ -90,7 +91,7 @@ fn no_attr(name: &[u8]) -> Error {
 
 impl Fs {
     /// The value of attribute `name` in `ns`.
-    pub fn getxattr(&self, ino: u64, ns: XattrNs, name: &[u8], cred: Cred) -> Result<Vec<u8>> {
+    pub fn getxattr(&self, ino: Ino, ns: XattrNs, name: &[u8], cred: Cred) -> Result<Vec<u8>> {
         let r = (|| {
             check_cred(ns, cred)?;
             check_attr_name(name)?;
@@ -107,7 +108,7 @@ impl Fs {
     }
 
     /// The attributes `cred` may see, in the order the inode holds them.
-    pub fn listxattr(&self, ino: u64, cred: Cred) -> Result<Vec<(XattrNs, Vec<u8>)>> {
+    pub fn listxattr(&self, ino: Ino, cred: Cred) -> Result<Vec<(XattrNs, Vec<u8>)>> {
         let r = (|| {
             let mut c = self.lock();
             let di = live_inode(&mut c, ino)?;
@@ -124,7 +125,7 @@ impl Fs {
     /// Sets attribute `name` in `ns` to `value`.
     pub fn setxattr(
         &self,
-        ino: u64,
+        ino: Ino,
         ns: XattrNs,
         name: &[u8],
         value: &[u8],
@@ -166,7 +167,7 @@ impl Fs {
     }
 
     /// Removes attribute `name` from `ns`.
-    pub fn removexattr(&self, ino: u64, ns: XattrNs, name: &[u8], cred: Cred) -> Result<()> {
+    pub fn removexattr(&self, ino: Ino, ns: XattrNs, name: &[u8], cred: Cred) -> Result<()> {
         let r = self.finish(|c| {
             Self::change_xattrs(c, ino, ns, name, cred, |attrs, found| {
                 let i = found.ok_or_else(|| no_attr(name))?;
@@ -181,7 +182,7 @@ impl Fs {
     /// the index of `name` in `ns` if present) and stores the result.
     fn change_xattrs(
         c: &mut FsCore,
-        ino: u64,
+        ino: Ino,
         ns: XattrNs,
         name: &[u8],
         cred: Cred,
@@ -218,7 +219,7 @@ pub const CAPABILITY_ATTR: &[u8] = b"security.capability";
 /// without an attribute area costs nothing here.
 pub(super) fn drop_capability(
     c: &mut FsCore,
-    ino: u64,
+    ino: Ino,
     di: &mut ufs_format::Dinode,
     cred: Cred,
 ) -> Result<()> {
@@ -242,7 +243,7 @@ pub(super) fn drop_capability(
 /// on the inode, which only regular files and directories take.
 pub(super) fn store_xattrs(
     c: &mut FsCore,
-    ino: u64,
+    ino: Ino,
     mut di: ufs_format::Dinode,
     attrs: &[ExtAttr],
     adds: bool,

@@ -37,6 +37,7 @@
 //! they were made; ids of changes that can never be written (their block
 //! was freed) are dropped ("moot") only when nothing on disk can reach the
 //! block any more.
+use crate::Ino;
 use foldhash::HashMap;
 use serde::Serialize;
 
@@ -572,7 +573,7 @@ pub enum Freed {
     /// `barrier=flush`), so a crash never leaves two files pointing at it.
     Moved { bno: u64, size: u64 },
     /// An inode (its bitmap bit).
-    Inode { ino: u64, was_dir: bool },
+    Inode { ino: Ino, was_dir: bool },
 }
 
 #[derive(Debug, Clone)]
@@ -616,12 +617,12 @@ pub struct InodeDeps {
 #[derive(Debug, Default)]
 pub struct OrderState {
     /// Per inode: what its next write carries.
-    pub inode_deps: HashMap<u64, InodeDeps>,
+    pub inode_deps: HashMap<Ino, InodeDeps>,
     /// Per directory and name: what makes the name's removal seen on
     /// disk, while it may not be durable. A new entry of that name
     /// elsewhere in the directory waits for it, so the disk never holds one
     /// name twice.
-    pub gone_names: HashMap<(u64, Vec<u8>), Vec<ChangeId>>,
+    pub gone_names: HashMap<(Ino, Vec<u8>), Vec<ChangeId>>,
     /// Size of `gone_names` at which its durable members are dropped.
     pub gone_names_prune_at: usize,
     /// Releases waiting for their needs.
@@ -643,7 +644,7 @@ pub struct OrderState {
 
 impl OrderState {
     /// The dependencies the next write of inode `ino` carries.
-    pub fn inode_deps(&mut self, ino: u64) -> &mut InodeDeps {
+    pub fn inode_deps(&mut self, ino: Ino) -> &mut InodeDeps {
         self.inode_deps.entry(ino).or_default()
     }
 }
