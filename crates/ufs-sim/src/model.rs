@@ -28,6 +28,18 @@
 //! Reads go first. A flush does not empty the buffer: FreeBSD 4.5 never
 //! sent a cache flush.
 //!
+//! Writes can also be issued without the host waiting
+//! ([`ModeledDisk::set_async_writes`], the `syncer-async` ablation: the
+//! syncer's and buffer daemon's writes as FreeBSD's `bawrite` issues them,
+//! the process going on while the drive works): they queue at the drive
+//! in arrival order and cost the host nothing when issued. The drive
+//! writes them while the host computes ([`ModeledDisk::idle`]), and a
+//! request the host waits for queues behind every one still there (no
+//! reordering: FreeBSD's disksort would sort them, which this model does
+//! not), so the host waits only for what its computing did not cover. A
+//! flush the host waits for waits for the whole queue. The data reach the
+//! device below when issued, as every write's do.
+//!
 //! Invariants: the modeled clock only moves forward and only by service
 //! time, so a sequence of requests gives the same figures on every run
 //! (there is no host think time in the model); the data itself is always
@@ -237,6 +249,20 @@ struct State {
     stats: DiskStats,
     /// The write-back cache, when on.
     wc: Option<WriteCache>,
+    /// Writes issued without waiting, when that is on.
+    queue: HostQueue,
+}
+
+/// Writes the host issued without waiting for them (sector ranges), in
+/// arrival order, and whether writes are issued that way now.
+#[derive(Debug, Clone, Default)]
+struct HostQueue {
+    on: bool,
+    queued: std::collections::VecDeque<(u64, u64)>,
+    /// Host time the drive has had for them and not used.
+    credit_ms: f64,
+    /// Time the next request waits for one under way.
+    owed_ms: f64,
 }
 
 /// The drive's write-back buffer: requests (sector ranges) acknowledged
@@ -299,6 +325,7 @@ impl<D: BlockDevice> ModeledDisk<D> {
             ra: None,
             stats: DiskStats::default(),
             wc: None,
+            queue: HostQueue::default(),
         };
         Ok(ModeledDisk {
             inner,
@@ -327,6 +354,19 @@ impl<D: BlockDevice> ModeledDisk<D> {
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let start = off / SECTOR;
         let end = (off + len as u64).div_ceil(SECTOR).max(start + 1);
+        if write && st.queue.on {
+            // Issued without waiting: counted, and written later.
+            st.stats.requests += 1;
+            st.stats.writes += 1;
+            st.stats.write_bytes += len as u64;
+            if let Some(ra) = st.ra {
+                if start < ra.end && end > ra.start {
+                    st.ra = None;
+                }
+            }
+            st.queue.queued.push_back((start, end));
+            return 0.0;
+        }
         let t0 = st.now;
         st.stats.requests += 1;
         // A background write under way ends first.
@@ -334,6 +374,11 @@ impl<D: BlockDevice> ModeledDisk<D> {
             let owed = std::mem::take(&mut wc.owed_ms);
             st.now += owed;
         }
+        // So do the writes issued without waiting, all of them: this
+        // request queues behind them.
+        let owed = std::mem::take(&mut st.queue.owed_ms);
+        st.now += owed;
+        while self.write_queued(&mut st) > 0.0 {}
         if write {
             st.stats.writes += 1;
             st.stats.write_bytes += len as u64;
@@ -488,6 +533,38 @@ impl<D: BlockDevice> ModeledDisk<D> {
         st.now - t0
     }
 
+    /// Writes the oldest request the host issued without waiting; returns
+    /// its time (0 when none is queued).
+    fn write_queued(&self, st: &mut State) -> f64 {
+        let Some((start, end)) = st.queue.queued.pop_front() else {
+            return 0.0;
+        };
+        let t0 = st.now;
+        st.ra = None;
+        self.media(st, start, end, true);
+        (st.now - t0).max(f64::MIN_POSITIVE)
+    }
+
+    /// Issues writes without waiting for them (`on`), or as requests the
+    /// host waits for (what is queued stays queued).
+    pub fn set_async_writes(&self, on: bool) {
+        self.state
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .queue
+            .on = on;
+    }
+
+    /// Writes issued without waiting and not yet on the media.
+    pub fn queued_writes(&self) -> usize {
+        self.state
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .queue
+            .queued
+            .len()
+    }
+
     /// Turns the write-back cache on with `bytes` of buffer, or off
     /// (`None`: what is buffered is written first).
     pub fn set_write_cache(&self, bytes: Option<u64>) {
@@ -510,6 +587,21 @@ impl<D: BlockDevice> ModeledDisk<D> {
     /// time is not the drive's busy time as the host sees it.
     pub fn idle(&self, ms: f64) {
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        // Writes issued without waiting go on meanwhile, oldest first.
+        if !st.queue.queued.is_empty() && ms > 0.0 {
+            st.queue.credit_ms += ms;
+            while st.queue.credit_ms > 0.0 {
+                let t = self.write_queued(&mut st);
+                if t == 0.0 {
+                    break;
+                }
+                st.queue.credit_ms -= t;
+            }
+            if st.queue.credit_ms < 0.0 {
+                st.queue.owed_ms += -st.queue.credit_ms;
+            }
+        }
+        st.queue.credit_ms = 0.0;
         let Some(wc) = st.wc.as_mut() else {
             return;
         };
@@ -567,6 +659,19 @@ impl<D: BlockDevice> BlockDevice for ModeledDisk<D> {
         Ok(())
     }
     fn flush(&self) -> Result<()> {
+        // A flush the host waits for waits for the writes issued without
+        // waiting; one issued without waiting (the syncer's pass ends
+        // with one) does not.
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if !st.queue.on && (!st.queue.queued.is_empty() || st.queue.owed_ms > 0.0) {
+            let t0 = st.now;
+            let owed = std::mem::take(&mut st.queue.owed_ms);
+            st.now += owed;
+            while self.write_queued(&mut st) > 0.0 {}
+            self.finish(st, t0);
+        } else {
+            drop(st);
+        }
         self.inner.flush()
     }
     fn size(&self) -> u64 {
@@ -694,6 +799,66 @@ mod tests {
             .err()
             .unwrap();
         assert!(e.to_string().contains("does not fit"), "{e}");
+    }
+
+    #[test]
+    fn writes_issued_without_waiting_go_on_while_the_host_computes() {
+        let size = 1u64 << 30;
+        let step = (size / 1000) & !4095;
+        let burst = |d: &ModeledDisk<MemDevice>, n: u64| {
+            for i in 0..n {
+                d.write_at((i * 7919 % 1000) * step, &[i as u8; 8192])
+                    .unwrap();
+            }
+        };
+        // The same 100 scattered writes, waited for and issued without
+        // waiting: the second costs the host nothing when issued, and the
+        // counts are the same.
+        let plain = disk("ide-20g-2001", size);
+        burst(&plain, 100);
+        let waited = plain.disk_stats().busy_ms;
+        let queued = disk("ide-20g-2001", size);
+        queued.set_async_writes(true);
+        burst(&queued, 100);
+        queued.set_async_writes(false);
+        assert!(waited > 500.0, "{waited} ms");
+        assert_eq!(queued.disk_stats().busy_ms, 0.0);
+        assert_eq!(queued.queued_writes(), 100);
+        assert_eq!(queued.disk_stats().writes, plain.disk_stats().writes);
+        // The bytes are the device's at once.
+        let mut b = [0u8; 8192];
+        queued.inner().read_at(7919 % 1000 * step, &mut b).unwrap();
+        assert_eq!(b, [1u8; 8192]);
+        // Host time covering half of them: a request the host waits for
+        // then queues behind the other half.
+        queued.idle(waited / 2.0);
+        let left = queued.queued_writes();
+        assert!((40..=60).contains(&left), "{left} left");
+        queued.read_at(0, &mut b).unwrap();
+        assert_eq!(queued.queued_writes(), 0);
+        let paid = queued.disk_stats().busy_ms;
+        assert!(
+            paid > waited * 0.3 && paid < waited * 0.7,
+            "{paid} of {waited} ms"
+        );
+        // Enough host time hides them all; a flush the host waits for
+        // pays for what is left, one issued without waiting does not.
+        let hidden = disk("ide-20g-2001", size);
+        hidden.set_async_writes(true);
+        burst(&hidden, 100);
+        hidden.flush().unwrap();
+        assert_eq!(hidden.queued_writes(), 100);
+        hidden.set_async_writes(false);
+        hidden.idle(waited * 2.0);
+        assert_eq!(hidden.queued_writes(), 0);
+        assert_eq!(hidden.disk_stats().busy_ms, 0.0);
+        let flushed = disk("ide-20g-2001", size);
+        flushed.set_async_writes(true);
+        burst(&flushed, 100);
+        flushed.set_async_writes(false);
+        flushed.flush().unwrap();
+        assert_eq!(flushed.queued_writes(), 0);
+        assert!(flushed.disk_stats().busy_ms > waited * 0.8);
     }
 
     #[test]

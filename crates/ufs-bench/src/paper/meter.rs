@@ -26,6 +26,12 @@
 //! writes that delayed-write modes (soft updates) would have made in that
 //! time.
 //!
+//! Under the `syncer-async` ablation the syncer's and the buffer
+//! daemon's writes are issued without waiting, as FreeBSD issues them:
+//! the drive writes them while the benchmark computes
+//! (`ModeledDisk::set_async_writes`, `ModeledDisk::idle`), and the
+//! benchmark's own next request queues behind those still there.
+//!
 //! A second trigger stands for FreeBSD's buffer daemon: when more than
 //! `dirty_high` buffers are dirty (FreeBSD's `hidirtybuffers`, a quarter
 //! of `nbuf` plus 20: about 1,000 on the paper's 256 MB machine, whose
@@ -112,6 +118,12 @@ pub struct SyncerConfig {
     pub every_s: f64,
     /// Dirty buffers that make the buffer daemon write (0: never).
     pub dirty_high: usize,
+    /// The syncer's and buffer daemon's writes are issued without
+    /// waiting, as FreeBSD issues them (`bawrite`, `vfs_bio_awrite`):
+    /// queued at the drive and written while the benchmark computes
+    /// (`ModeledDisk::set_async_writes`; the `syncer-async` ablation).
+    /// Off: the benchmark waits for each.
+    pub asynchronous: bool,
 }
 
 /// Seconds a buffer of `kind` waits on FreeBSD's syncer wheel before its
@@ -316,6 +328,8 @@ struct Clock {
     user_s: f64,
     sync_every_s: f64,
     syncer: SyncerModel,
+    /// The syncer's and buffer daemon's writes are issued without waiting.
+    syncer_async: bool,
     wheel: Wheel,
     dirty_high: usize,
     /// Deliver a dirhash low-memory event with a run of the syncer when
@@ -392,6 +406,7 @@ impl<'a> Meter<'a> {
             model: syncer,
             every_s: sync_every_s,
             dirty_high,
+            asynchronous: syncer_async,
         } = syncer;
         let clock = Arc::new(Mutex::new(Clock {
             cpu,
@@ -401,6 +416,7 @@ impl<'a> Meter<'a> {
             user_s: 0.0,
             sync_every_s,
             syncer,
+            syncer_async,
             wheel: Wheel {
                 next_tick_s: 1.0,
                 ..Wheel::default()
@@ -431,7 +447,10 @@ impl<'a> Meter<'a> {
                     while now >= c.wheel.next_tick_s {
                         let tick = c.wheel.next_tick_s;
                         c.wheel.next_tick_s += 1.0;
-                        match c.wheel.turn(fs, tick) {
+                        c.dev.set_async_writes(c.syncer_async);
+                        let turned = c.wheel.turn(fs, tick);
+                        c.dev.set_async_writes(false);
+                        match turned {
                             Ok(0) => {}
                             Ok(_) => c.syncs += 1,
                             Err(e) => {
@@ -444,7 +463,12 @@ impl<'a> Meter<'a> {
                 let timed = c.sync_every_s > 0.0 && now >= c.next_sync_s;
                 let whole = timed && c.syncer == SyncerModel::Whole;
                 if whole || (c.dirty_high > 0 && fs.dirty_buffers() > c.dirty_high) {
-                    if let Err(e) = fs.sync() {
+                    // The buffer daemon's writes are asynchronous in
+                    // FreeBSD too (`flushbufqueues`, `vfs_bio_awrite`).
+                    c.dev.set_async_writes(c.syncer_async);
+                    let synced = fs.sync();
+                    c.dev.set_async_writes(false);
+                    if let Err(e) = synced {
                         c.sync_error.get_or_insert(e.to_string());
                     }
                     c.syncs += 1;
@@ -568,6 +592,7 @@ mod tests {
                 model: syncer,
                 every_s: SYNC_EVERY_S,
                 dirty_high: DIRTY_HIGH,
+                asynchronous: false,
             },
             false,
             &mut quiet,

@@ -132,6 +132,12 @@ pub enum Ablation {
     /// The syncer writes everything every 30 s instead of turning
     /// FreeBSD's wheel once a second.
     SyncerWhole,
+    /// The syncer's and buffer daemon's writes are issued without
+    /// waiting, as FreeBSD issues them (`bawrite` from `sched_sync`,
+    /// `vfs_bio_awrite` from `flushbufqueues`): queued at the drive in
+    /// arrival order and written while the benchmark computes, instead of
+    /// the benchmark waiting for each.
+    SyncerAsync,
     /// Each test ends with a sync inside its time instead of leaving its
     /// delayed writes to the next.
     SyncEachTest,
@@ -161,8 +167,9 @@ pub enum Ablation {
 }
 
 impl Ablation {
-    pub const ALL: [Ablation; 7] = [
+    pub const ALL: [Ablation; 8] = [
         Ablation::SyncerWhole,
+        Ablation::SyncerAsync,
         Ablation::SyncEachTest,
         Ablation::VmiodirTwentieth,
         Ablation::VmiodirOwnSpace,
@@ -174,6 +181,7 @@ impl Ablation {
     pub fn name(self) -> &'static str {
         match self {
             Ablation::SyncerWhole => "syncer-whole",
+            Ablation::SyncerAsync => "syncer-async",
             Ablation::SyncEachTest => "sync-each-test",
             Ablation::VmiodirTwentieth => "vmiodir-twentieth",
             Ablation::VmiodirOwnSpace => "vmiodir-own-space",
@@ -191,6 +199,7 @@ impl Ablation {
     pub fn describe(self) -> &'static str {
         match self {
             Ablation::SyncerWhole => "the syncer writes everything dirty every 30 modeled seconds, instead of FreeBSD's wheel (each second, what was dirtied 28-30 s before)",
+            Ablation::SyncerAsync => "the syncer's and buffer daemon's writes are issued without waiting, as FreeBSD issues them (bawrite): queued at the drive in arrival order and written while the benchmark computes, which waits for them only when its own request comes behind them, instead of waiting for each",
             Ablation::SyncEachTest => "each test ends with a sync inside its time, instead of leaving what it delayed to the tests after it",
             Ablation::VmiodirTwentieth => "with vmiodir off, directory blocks live in a twentieth of the cache of their own (FreeBSD's maxbufmallocspace alone), instead of FreeBSD 4.5's buffer space shared with every buffer in use",
             Ablation::VmiodirOwnSpace => "with vmiodir off, directory blocks live in a pool of the buffer space's size that no other buffer uses, instead of sharing FreeBSD 4.5's buffer space with every buffer that passes through it",
@@ -208,7 +217,8 @@ impl Ablation {
             Ablation::SyncerWhole => q.syncer = meter::SyncerModel::Whole,
             Ablation::SyncEachTest => q.sync_each_test = true,
             Ablation::SmallMemory => q.cache_bytes /= 4,
-            Ablation::VmiodirTwentieth
+            Ablation::SyncerAsync
+            | Ablation::VmiodirTwentieth
             | Ablation::VmiodirOwnSpace
             | Ablation::DiskWriteCache
             | Ablation::ColdCache => {}
@@ -841,6 +851,7 @@ pub fn run(
             model: p.syncer,
             every_s: p.sync_every_s,
             dirty_high: p.dirty_high,
+            asynchronous: p.ablation == Some(Ablation::SyncerAsync),
         },
         combo.lowmem_events(),
         progress,
