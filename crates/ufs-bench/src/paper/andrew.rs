@@ -105,6 +105,9 @@ pub(super) const WC_S_PER_BYTE: f64 = 20e-9;
 pub(super) const CC_START_S: f64 = 6e-3;
 pub(super) const CC_S_PER_BYTE: f64 = 3e-6;
 pub(super) const CPP_S_PER_BYTE: f64 = 0.3e-6;
+/// How many times slower the compiler is under the `andrew-slow-cc`
+/// ablation (gcc at 2,000 lines a second instead of 10,000).
+pub(super) const SLOW_CC: f64 = 5.0;
 pub(super) const SYS_HEADER_BYTES: u64 = 12 * 1024;
 pub(super) const OBJ_FIXED: u64 = 800;
 pub(super) const OBJ_PER_SOURCE_BYTE: f64 = 0.7;
@@ -474,7 +477,15 @@ fn exists(fs: &Fs, dir: Ino, name: &[u8]) -> ufs::Result<bool> {
 
 /// `make` in every copy: compile each `.c`, then link. Returns (objects,
 /// programs) written.
-fn compile(fs: &Fs, top: Ino, copies: u64, t: &Tree, user: &UserCpu) -> ufs::Result<(u64, u64)> {
+/// `make`: each source compiled (its CPU times `cc_scale`), then linked.
+fn compile(
+    fs: &Fs,
+    top: Ino,
+    copies: u64,
+    t: &Tree,
+    user: &UserCpu,
+    cc_scale: f64,
+) -> ufs::Result<(u64, u64)> {
     let (mut objects, mut programs) = (0, 0);
     for c in 0..copies {
         let dirs = copy_dirs(fs, top, c)?;
@@ -515,9 +526,10 @@ fn compile(fs: &Fs, top: Ino, copies: u64, t: &Tree, user: &UserCpu) -> ufs::Res
                 )));
             }
             user.charge(
-                CC_START_S
-                    + src.len() as f64 * CC_S_PER_BYTE
-                    + (header_bytes + system * SYS_HEADER_BYTES) as f64 * CPP_S_PER_BYTE,
+                cc_scale
+                    * (CC_START_S
+                        + src.len() as f64 * CC_S_PER_BYTE
+                        + (header_bytes + system * SYS_HEADER_BYTES) as f64 * CPP_S_PER_BYTE),
             );
             let size = object_size(src.len() as u64);
             let ino = fs.mknod(dir, obj.as_bytes(), 0o100644, 0, Cred::ROOT)?.ino;
@@ -602,8 +614,14 @@ pub(super) fn workload(p: &Profile, m: &mut Meter) -> ufs::Result<()> {
         )));
     }
 
-    let (objects, programs) =
-        m.phase("andrew-compile", |fs| compile(fs, top, copies, &t, &user))?;
+    let cc_scale = if p.ablation == Some(super::Ablation::AndrewSlowCc) {
+        SLOW_CC
+    } else {
+        1.0
+    };
+    let (objects, programs) = m.phase("andrew-compile", |fs| {
+        compile(fs, top, copies, &t, &user, cc_scale)
+    })?;
     let sources = t.sources().count() as u64;
     if objects != copies * sources || programs != copies {
         return Err(invalid(format!(

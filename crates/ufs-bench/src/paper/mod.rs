@@ -164,10 +164,14 @@ pub enum Ablation {
     /// machines beside its 256 MB one): a 16 MiB buffer cache, and with
     /// vmiodir off the buffer space of that machine.
     SmallMemory,
+    /// Andrew's compiler five times slower (`andrew::SLOW_CC`): the paper
+    /// gives no compile time, and the compile's share of disk time decides
+    /// whether dirpref shows in it.
+    AndrewSlowCc,
 }
 
 impl Ablation {
-    pub const ALL: [Ablation; 8] = [
+    pub const ALL: [Ablation; 9] = [
         Ablation::SyncerWhole,
         Ablation::SyncerAsync,
         Ablation::SyncEachTest,
@@ -176,6 +180,7 @@ impl Ablation {
         Ablation::DiskWriteCache,
         Ablation::ColdCache,
         Ablation::SmallMemory,
+        Ablation::AndrewSlowCc,
     ];
 
     pub fn name(self) -> &'static str {
@@ -188,6 +193,7 @@ impl Ablation {
             Ablation::DiskWriteCache => "disk-write-cache",
             Ablation::ColdCache => "cold-cache",
             Ablation::SmallMemory => "small-memory",
+            Ablation::AndrewSlowCc => "andrew-slow-cc",
         }
     }
 
@@ -206,6 +212,7 @@ impl Ablation {
             Ablation::DiskWriteCache => "the drive's 2 MB write-back cache is on (FreeBSD's ata(4) hw.ata.wc: off in the 2001 driver, on by default in the 2002 one): a write is acknowledged from the buffer and reaches the media while the host computes, instead of every write waiting for the media",
             Ablation::ColdCache => "each test starts from cold caches (what is dirty written, the buffer cache, dirhash and the drive's read-ahead emptied, outside its time), instead of finding what the test before left cached",
             Ablation::SmallMemory => "a machine with a quarter of the memory: a 16 MiB buffer cache (and, with vmiodir off, that machine's buffer space for directories), instead of 64 MiB",
+            Ablation::AndrewSlowCc => "Andrew's modeled compiler five times slower (gcc 2.95 at 2,000 lines a second instead of 10,000): the paper gives no compile time, and the compile's share of disk time decides how much dirpref shows in it",
         }
     }
 
@@ -221,7 +228,8 @@ impl Ablation {
             | Ablation::VmiodirTwentieth
             | Ablation::VmiodirOwnSpace
             | Ablation::DiskWriteCache
-            | Ablation::ColdCache => {}
+            | Ablation::ColdCache
+            | Ablation::AndrewSlowCc => {}
         }
         q
     }
