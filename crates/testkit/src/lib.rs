@@ -607,12 +607,13 @@ pub fn walk_rufs(img: &Path) -> BTreeMap<PathBuf, Node> {
 /// engine meets is a well-formed inode holding the planted values).
 pub fn patch_inode(
     dev: &dyn ufs::dev::BlockDevice,
-    ino: u64,
+    ino: ufs::Ino,
     f: impl FnOnce(&mut ufs_format::dinode::Dinode),
 ) {
     let (sb, g, _) = ufs::fs::read_superblock(dev).expect("superblock");
     let ds = g.dinode_size();
-    let off = g.ino_to_fsba(ino) * g.fsize + g.ino_to_fsbo(ino) * ds as u64;
+    let n = ino.get();
+    let off = g.ino_to_fsba(n) * g.fsize + g.ino_to_fsbo(n) * ds as u64;
     let mut b = vec![0u8; ds];
     dev.read_at(off, &mut b).expect("read inode");
     let mut di = ufs_format::dinode::Dinode::decode(g.v, &b);

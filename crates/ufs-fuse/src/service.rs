@@ -237,6 +237,8 @@ impl Listings {
 /// One entry handed to a READDIR(PLUS) reply: `offset` is the cookie of
 /// the entry after it; `attr` is there for READDIRPLUS only.
 pub struct DirItem<'a> {
+    /// The kernel's node id (already through [`to_fuse`]); `attr.ino` is
+    /// the engine's inode number.
     pub ino: u64,
     pub offset: u64,
     pub kind: FileKind,

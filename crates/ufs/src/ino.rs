@@ -42,9 +42,10 @@ impl Ino {
     }
 
     /// The number as a directory entry's 32-bit `d_ino` holds it. A
-    /// mounted file system's inode numbers are below its `ninodes`, which
-    /// fits (`ipg` and `ncg` are 32-bit fields whose product the mount
-    /// checks), so nothing is lost for any inode the engine hands out.
+    /// mounted file system's inode numbers are below its `ncg * ipg`,
+    /// which the superblock's check keeps within 32 bits
+    /// (`ufs_format::sb`, "overflow 32-bit inode numbers"), so nothing is
+    /// lost for any inode the engine hands out.
     pub fn d_ino(self) -> u32 {
         ufs_format::bytes::low_u32(self.0)
     }

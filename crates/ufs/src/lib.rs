@@ -1,7 +1,8 @@
 //! ufskit engine: a userspace implementation of FreeBSD's UFS2.
 //!
 //! Layers, bottom up (each module's header states its invariants):
-//! - [`ino`]: the inode number as a type ([`Ino`]), for every call below;
+//! - [`ino`]: the inode number as a type ([`Ino`]), in every engine call
+//!   that names an inode (fsck and the tools keep plain numbers);
 //! - [`dev`]: block devices (file, memory, counting);
 //! - [`cache`]: the buffer cache, the single path of every block;
 //! - [`fs`]: the mounted-file-system core: superblock, summary, inode I/O;

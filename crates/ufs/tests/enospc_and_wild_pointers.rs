@@ -123,7 +123,7 @@ fn enospc_after_indirect_allocated() {
 fn set_db0(dev: &Arc<MemDevice>, fs: Fs, ino: Ino, v: u64) -> Fs {
     fs.unmount().unwrap();
     drop(fs);
-    testkit::patch_inode(&**dev, ino.get(), |di| di.set_di_db(0, v));
+    testkit::patch_inode(&**dev, ino, |di| di.set_di_db(0, v));
     mount(dev)
 }
 

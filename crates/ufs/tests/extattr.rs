@@ -360,7 +360,7 @@ fn a_stray_pointer_releases_nothing() {
     fs.write(other, 0, b"x", Cred::ROOT).unwrap();
     unmount(fs);
     let stray = disk_inode(&dev, other).di_db(0);
-    testkit::patch_inode(&*dev, f.get(), |di| di.set_di_extb(1, stray));
+    testkit::patch_inode(&*dev, f, |di| di.set_di_extb(1, stray));
     let fs = mount(&dev);
     let free = fs.statfs().bfree;
     let e = fs

@@ -252,7 +252,7 @@ fn fsck_checks_snapshot_block_maps() {
     fs.write(other, 0, b"x", Cred::ROOT).unwrap();
     fs.unmount().unwrap();
     drop(fs);
-    testkit::patch_inode(&*dev, snap.get(), |di| {
+    testkit::patch_inode(&*dev, snap, |di| {
         di.set_di_flags(di.di_flags() | ufs_format::SF_SNAPSHOT);
         di.set_di_db(1, 1); // BLK_NOCOPY
         di.set_di_db(2, 2); // BLK_SNAP
@@ -264,8 +264,8 @@ fn fsck_checks_snapshot_block_maps() {
     let rep = fsck(&*dev, FsckMode::Check).unwrap();
     assert!(rep.findings.is_empty(), "{:?}", rep.findings);
     // Outside a snapshot the same values are bad block numbers.
-    testkit::patch_inode(&*dev, other.get(), |di| di.set_di_db(1, 2));
-    testkit::patch_inode(&*dev, other.get(), |di| di.set_di_size(2 * g.bsize));
+    testkit::patch_inode(&*dev, other, |di| di.set_di_db(1, 2));
+    testkit::patch_inode(&*dev, other, |di| di.set_di_size(2 * g.bsize));
     let rep = fsck(&*dev, FsckMode::Check).unwrap();
     assert!(
         rep.findings.iter().any(|f| f.ino == Some(other.get())),

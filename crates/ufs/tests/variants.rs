@@ -281,10 +281,10 @@ fn fsck_repairs_damage_in_every_variant() {
         // A wrong link count, a group's free-block count off, and the
         // summary totals off: pass 4 and pass 5 find and fix each.
         let dev = open_image(&img, true);
-        patch_inode(&dev, f.get(), |di| di.set_nlink(3));
+        patch_inode(&dev, f, |di| di.set_nlink(3));
         // A short symlink with a wrong block count: its text stays text
         // (FreeBSD decides by size alone), fsck corrects the count.
-        patch_inode(&dev, l.get(), |di| di.set_di_blocks(8));
+        patch_inode(&dev, l, |di| di.set_di_blocks(8));
         patch_cg(&dev, 0, |cg| {
             let mut cs = cg.cg_cs();
             cs.cs_nbfree += 5;

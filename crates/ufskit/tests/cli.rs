@@ -2769,7 +2769,9 @@ fn damage_met_through_the_mount_is_an_error_and_leaves_the_image_for_fsck() {
     {
         let dev = testkit::open_image(&img, true);
         // A mode with no file type (FreeBSD's IFMT bits 0o110000).
-        testkit::patch_inode(&dev, ino, |di| di.set_di_mode(0o110644));
+        // st_ino through the mount is the inode number (only the root's
+        // differs).
+        testkit::patch_inode(&dev, ufs::Ino::new(ino), |di| di.set_di_mode(0o110644));
     }
     for opts in [&["ro"][..], &[][..]] {
         let m = Mounted::new(&img, &mnt, opts);

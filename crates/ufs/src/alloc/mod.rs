@@ -513,7 +513,7 @@ impl FsCore {
     }
 
     /// Releases `size` bytes at fragment `bno` that inode `ino` pointed at.
-    /// Without ordering (async, or `ino` 0 for blocks nothing ever pointed
+    /// Without ordering (async, or `ino` [`Ino::NONE`] for blocks nothing ever pointed
     /// at) they are free at once; otherwise they wait until the inode
     /// write clearing the pointer is durable (the next `write_inode(ino)`
     /// attaches them). Unwritten data in them is abandoned now.
@@ -792,7 +792,7 @@ impl FsCore {
     /// The first free inode in `[from, to)` (global numbers), searching
     /// forwards group by group; takes it. For the large-directory placement,
     /// which hands out goals inside a reserved range.
-    pub fn alloc_inode_in(&mut self, from: u64, to: u64) -> Result<Option<u64>> {
+    pub fn alloc_inode_in(&mut self, from: u64, to: u64) -> Result<Option<Ino>> {
         self.check_writable()?;
         let g = self.g;
         let to = to.min(g.ninodes());
@@ -804,7 +804,9 @@ impl FsCore {
                 let cg = self.read_cg(c)?;
                 let before = cg.cg_cs();
                 if let Some(rel) = (at % g.ipg..end - c * g.ipg).find(|&i| !cg.inode_used(i)) {
-                    return self.claim_inode(c, cg, before, rel, false).map(Some);
+                    return self
+                        .claim_inode(c, cg, before, rel, false)
+                        .map(|n| Some(Ino::new(n)));
                 }
             }
             at = end;
@@ -814,7 +816,7 @@ impl FsCore {
 
     /// The last free inode in `[from, to)` (global numbers), searching
     /// backwards group by group; takes it.
-    pub fn alloc_inode_last_in(&mut self, from: u64, to: u64) -> Result<Option<u64>> {
+    pub fn alloc_inode_last_in(&mut self, from: u64, to: u64) -> Result<Option<Ino>> {
         self.check_writable()?;
         let g = self.g;
         let from = from.max(UFS_ROOTINO + 1);
@@ -829,7 +831,9 @@ impl FsCore {
                     .rev()
                     .find(|&i| !cg.inode_used(i))
                 {
-                    return self.claim_inode(c, cg, before, rel, false).map(Some);
+                    return self
+                        .claim_inode(c, cg, before, rel, false)
+                        .map(|n| Some(Ino::new(n)));
                 }
             }
             end = start;

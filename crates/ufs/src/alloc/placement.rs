@@ -122,6 +122,8 @@ pub struct DirPlacement {
 /// The goal handed to the allocator for one new entry.
 #[derive(Debug, Clone, Copy)]
 pub struct Goal {
+    /// The inode number wanted, as a number: placement computes with it
+    /// inside the directory's ranges, and the allocator hands out an `Ino`.
     pub ino: u64,
     pub range: usize,
     /// Key `offset`, a reused slot: where its inode must come from to
@@ -532,7 +534,7 @@ impl FsCore {
             self.placement.stats.fallbacks += 1;
             self.hurry_releases();
             return match self.alloc_inode_in(hi, self.g.ninodes())? {
-                Some(ino) => Ok(Ino::new(ino)),
+                Some(ino) => Ok(ino),
                 None => self.alloc_inode(dir, false),
             };
         }
@@ -553,14 +555,14 @@ impl FsCore {
         };
         match got {
             Some(ino) => {
-                r.mean_dist += (ino.abs_diff(goal.ino) as f64 - r.mean_dist) / 32.0;
+                r.mean_dist += (ino.get().abs_diff(goal.ino) as f64 - r.mean_dist) / 32.0;
                 if r.mean_dist > FULL_DISTANCE {
                     r.full = true;
                 }
-                if ino == goal.ino {
+                if ino.get() == goal.ino {
                     self.placement.stats.on_goal += 1;
                 }
-                Ok(Ino::new(ino))
+                Ok(ino)
             }
             None => {
                 r.full = true;
@@ -569,7 +571,7 @@ impl FsCore {
                 // Still keep to the order: the first free inode past the
                 // goal anywhere, before the ordinary policy.
                 match self.alloc_inode_in(goal.ino, self.g.ninodes())? {
-                    Some(ino) => Ok(Ino::new(ino)),
+                    Some(ino) => Ok(ino),
                     None => self.alloc_inode(dir, false),
                 }
             }

@@ -1056,7 +1056,7 @@ impl FsCore {
             let abs = coff + e.off as u64;
             // Whiteouts (inode 1, DT_WHT) are FreeBSD union mounts' and
             // name nothing here.
-            if abs >= cookie && e.ino != 0 && u64::from(e.ino) != ufs_format::UFS_WINO {
+            if abs >= cookie && e.ino != 0 && Ino::from(e.ino) != Ino::WHITEOUT {
                 out.push(ReadDirEntry {
                     next: abs + e.reclen as u64,
                     ino: Ino::from(e.ino),
@@ -1091,7 +1091,7 @@ impl FsCore {
         let g = self.g;
         let bsize = to_index(g.bsize);
         let live =
-            |e: &&ReadDirEntry| e.name != b"." && e.name != b".." && e.ino.get() <= g.ninodes();
+            |e: &&ReadDirEntry| e.name != b"." && e.name != b".." && e.ino.get() < g.ninodes();
         let mut asked = std::collections::HashSet::new();
         for e in ents.iter().filter(live) {
             let iaddr = g.ino_to_fsba(e.ino.get());
