@@ -129,7 +129,7 @@ paper() {
   test -s "$work/paper/paper_tables.md"
   test -s "$work/paper/fig10_summary.png"
   test -s "$work/paper/findings.md"
-  for a in syncer-whole syncer-async sync-each-test vmiodir-twentieth vmiodir-own-space disk-write-cache cold-cache small-memory andrew-slow-cc; do
+  for a in syncer-whole syncer-async sync-each-test vmiodir-twentieth vmiodir-own-space disk-write-cache cold-cache small-memory andrew-slow-cc disk-skew; do
     test -s "$work/paper/ablation-$a/findings.md"
   done
   grep -q 'Ablations: one modeled element changed' "$work/paper/report.html"

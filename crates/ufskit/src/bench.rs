@@ -125,7 +125,7 @@ enum Which {
         /// report in OUT sets each claim's verdict under each beside the
         /// main run's: syncer-whole, syncer-async, sync-each-test,
         /// vmiodir-twentieth, vmiodir-own-space, disk-write-cache,
-        /// cold-cache, small-memory, andrew-slow-cc, or all.
+        /// cold-cache, small-memory, andrew-slow-cc, disk-skew, or all.
         #[arg(long, value_delimiter = ',')]
         ablate: Vec<String>,
     },

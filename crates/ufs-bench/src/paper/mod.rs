@@ -168,10 +168,16 @@ pub enum Ablation {
     /// gives no compile time, and the compile's share of disk time decides
     /// whether dirpref shows in it.
     AndrewSlowCc,
+    /// The modeled drive's tracks skewed, as drives are formatted
+    /// (`ModeledDisk::set_skew`): each track's first sector a head-switch
+    /// time, each cylinder's a cylinder-switch time, after the one before,
+    /// instead of every track starting at the same angle. It moves the
+    /// rotational wait between two blocks written one after the other.
+    DiskSkew,
 }
 
 impl Ablation {
-    pub const ALL: [Ablation; 9] = [
+    pub const ALL: [Ablation; 10] = [
         Ablation::SyncerWhole,
         Ablation::SyncerAsync,
         Ablation::SyncEachTest,
@@ -181,6 +187,7 @@ impl Ablation {
         Ablation::ColdCache,
         Ablation::SmallMemory,
         Ablation::AndrewSlowCc,
+        Ablation::DiskSkew,
     ];
 
     pub fn name(self) -> &'static str {
@@ -194,6 +201,7 @@ impl Ablation {
             Ablation::ColdCache => "cold-cache",
             Ablation::SmallMemory => "small-memory",
             Ablation::AndrewSlowCc => "andrew-slow-cc",
+            Ablation::DiskSkew => "disk-skew",
         }
     }
 
@@ -212,6 +220,7 @@ impl Ablation {
             Ablation::DiskWriteCache => "the drive's 2 MB write-back cache is on (FreeBSD's ata(4) hw.ata.wc: off in the 2001 driver, on by default in the 2002 one): a write is acknowledged from the buffer and reaches the media while the host computes, instead of every write waiting for the media",
             Ablation::ColdCache => "each test starts from cold caches (what is dirty written, the buffer cache, dirhash and the drive's read-ahead emptied, outside its time), instead of finding what the test before left cached",
             Ablation::SmallMemory => "a machine with a quarter of the memory: a 16 MiB buffer cache (and, with vmiodir off, that machine's buffer space for directories), instead of 64 MiB",
+            Ablation::DiskSkew => "the modeled drive's tracks skewed as drives are formatted (each track's first sector a head-switch time, each cylinder's a cylinder-switch time, after the one before), instead of every track starting at the same angle: the rotational wait between two blocks written one after the other moves",
             Ablation::AndrewSlowCc => "Andrew's modeled compiler five times slower (gcc 2.95 at 2,000 lines a second instead of 10,000): the paper gives no compile time, and the compile's share of disk time decides how much dirpref shows in it",
         }
     }
@@ -229,7 +238,8 @@ impl Ablation {
             | Ablation::VmiodirOwnSpace
             | Ablation::DiskWriteCache
             | Ablation::ColdCache
-            | Ablation::AndrewSlowCc => {}
+            | Ablation::AndrewSlowCc
+            | Ablation::DiskSkew => {}
         }
         q
     }
@@ -833,6 +843,9 @@ fn make_fs(p: &Profile, combo: Combo) -> ufs::Result<(Arc<ModeledDisk<SparseDevi
     )?;
     if p.ablation == Some(Ablation::DiskWriteCache) {
         dev.set_write_cache(Some(WRITE_CACHE_BYTES));
+    }
+    if p.ablation == Some(Ablation::DiskSkew) {
+        dev.set_skew(true);
     }
     if !combo.vm {
         let cache = combo.mount_options(p).cache_bytes;
