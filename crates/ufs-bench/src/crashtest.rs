@@ -55,8 +55,7 @@ use ufs::dev::MemDevice;
 use ufs::fsck::{fsck, Finding, FsckMode};
 use ufs::newfs::{newfs, NewfsParams};
 use ufs::order::{Barrier, WriteMode};
-use ufs::Ino;
-use ufs::{Cred, Error, ErrorKind, FileKind, Fs, MountOptions, RenameMode, SetAttr};
+use ufs::{Cred, Error, ErrorKind, FileKind, Fs, Ino, MountOptions, RenameMode, SetAttr};
 use ufs_sim::crash::{CrashState, RecordingDevice};
 
 /// Size of every test file system.

@@ -19,8 +19,7 @@ use rand::{Rng, SeedableRng};
 use serde::Serialize;
 use std::time::Instant;
 use ufs::dir::dirhash::DirhashConfig;
-use ufs::Ino;
-use ufs::{Cred, Fs, MountOptions};
+use ufs::{Cred, Fs, Ino, MountOptions};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct OpsConfig {

@@ -24,8 +24,7 @@ use std::time::Instant;
 use ufs::dev::{BlockDevice, SparseDevice};
 use ufs::fs::DirPref;
 use ufs::newfs::{newfs, NewfsParams};
-use ufs::Ino;
-use ufs::{Cred, Fs, MountOptions};
+use ufs::{Cred, Fs, Ino, MountOptions};
 use ufs_sim::model::{preset, DiskStats, ModeledDisk};
 
 const MIB: u64 = 1 << 20;

@@ -62,8 +62,7 @@ use serde::Serialize;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 use ufs::dir::dirhash::{DirhashConfig, DirhashStats};
-use ufs::Ino;
-use ufs::{Cred, Error, ErrorKind, Fs, MountOptions, RenameMode};
+use ufs::{Cred, Error, ErrorKind, Fs, Ino, MountOptions, RenameMode};
 
 /// Concurrent IMAP sessions (the original's 10 threads), interleaved.
 pub const SESSIONS: usize = 10;

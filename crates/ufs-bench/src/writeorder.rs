@@ -38,8 +38,7 @@ use std::time::Instant;
 use ufs::dev::{BlockDevice, SparseDevice};
 use ufs::newfs::NewfsParams;
 use ufs::order::{OrderStats, WriteMode};
-use ufs::Ino;
-use ufs::{Cred, Fs, MountOptions, RenameMode};
+use ufs::{Cred, Fs, Ino, MountOptions, RenameMode};
 use ufs_sim::model::{preset, DiskStats, ModeledDisk};
 
 const MIB: u64 = 1 << 20;

@@ -82,8 +82,7 @@ use super::meter::{Meter, UserCpu};
 use super::{invalid, Profile};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use ufs::Ino;
-use ufs::{Cred, Fs};
+use ufs::{Cred, Fs, Ino};
 
 pub(super) const TESTS: &[&str] = &[
     "andrew-mkdir",
@@ -475,9 +474,8 @@ fn exists(fs: &Fs, dir: Ino, name: &[u8]) -> ufs::Result<bool> {
     }
 }
 
-/// `make` in every copy: compile each `.c`, then link. Returns (objects,
-/// programs) written.
-/// `make`: each source compiled (its CPU times `cc_scale`), then linked.
+/// `make` in every copy: compile each `.c` (its CPU times `cc_scale`),
+/// then link. Returns (objects, programs) written.
 fn compile(
     fs: &Fs,
     top: Ino,

@@ -49,8 +49,7 @@ use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use std::collections::HashSet;
-use ufs::Ino;
-use ufs::{Cred, Fs};
+use ufs::{Cred, Fs, Ino};
 
 pub(super) const TESTS: &[&str] = &[
     "bonnie-seq-create",

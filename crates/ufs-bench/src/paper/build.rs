@@ -82,8 +82,7 @@ use crate::tree::lognormal;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::HashMap;
-use ufs::Ino;
-use ufs::{Cred, ErrorKind, FileKind, Fs, RenameMode};
+use ufs::{Cred, ErrorKind, FileKind, Fs, Ino, RenameMode};
 
 pub(super) const TESTS: &[&str] = &[
     "build-checkout",

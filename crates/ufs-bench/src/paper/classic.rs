@@ -21,8 +21,7 @@ use crate::tree::{ports_tree, Kind, Tree};
 use crate::writeorder;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use ufs::Ino;
-use ufs::{Cred, Fs};
+use ufs::{Cred, Fs, Ino};
 
 pub(super) const TAR_TESTS: &[&str] = &["tar-extract", "tar-find", "tar-remove"];
 pub(super) const FOLDER_TESTS: &[&str] = &["folder-create", "folder-pack", "folder-remove"];

@@ -62,8 +62,7 @@ use crate::tree::lognormal;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::HashMap;
-use ufs::Ino;
-use ufs::{Cred, Fs, RenameMode};
+use ufs::{Cred, Fs, Ino, RenameMode};
 
 pub(super) const TESTS: &[&str] = &["netnews-unbatch", "netnews-expire", "netnews-remove"];
 

@@ -70,8 +70,7 @@ use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use std::collections::{HashSet, VecDeque};
-use ufs::Ino;
-use ufs::{Cred, ErrorKind, Fs, RenameMode};
+use ufs::{Cred, ErrorKind, Fs, Ino, RenameMode};
 
 pub(super) const MAILDIR_TESTS: &[&str] = &[
     "maildir-setup",
