@@ -268,8 +268,6 @@ struct State {
 struct HostQueue {
     on: bool,
     queued: std::collections::VecDeque<(u64, u64)>,
-    /// Host time the drive has had for them and not used.
-    credit_ms: f64,
     /// Time the next request waits for one under way.
     owed_ms: f64,
 }
@@ -281,8 +279,6 @@ struct WriteCache {
     capacity: u64,
     queued: std::collections::VecDeque<(u64, u64)>,
     bytes: u64,
-    /// Host time the drive has had for background writes and not used.
-    credit_ms: f64,
     /// Time the next request waits for a background write under way.
     owed_ms: f64,
 }
@@ -296,6 +292,22 @@ struct ReadAhead {
     from: u64,
     at: f64,
     per_sector: f64,
+}
+
+/// Lets the drive work through background requests while the host
+/// computes for `ms`: `step` writes one (returning its time, 0 when none is
+/// left). Returns how far the last one ran past `ms`, which the host's
+/// next request waits for.
+fn work_while_host_computes(ms: f64, mut step: impl FnMut() -> f64) -> f64 {
+    let mut left = ms;
+    while left > 0.0 {
+        let t = step();
+        if t == 0.0 {
+            break;
+        }
+        left -= t;
+    }
+    (-left).max(0.0)
 }
 
 /// The modeled drive over a device that holds the bytes.
@@ -364,21 +376,26 @@ impl<D: BlockDevice> ModeledDisk<D> {
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let start = off / SECTOR;
         let end = (off + len as u64).div_ceil(SECTOR).max(start + 1);
-        if write && st.queue.on {
-            // Issued without waiting: counted, and written later.
-            st.stats.requests += 1;
+        st.stats.requests += 1;
+        if write {
             st.stats.writes += 1;
             st.stats.write_bytes += len as u64;
+            // A write overlapping the read-ahead segment invalidates it.
             if let Some(ra) = st.ra {
                 if start < ra.end && end > ra.start {
                     st.ra = None;
                 }
             }
-            st.queue.queued.push_back((start, end));
-            return 0.0;
+            if st.queue.on {
+                // Issued without waiting: written later.
+                st.queue.queued.push_back((start, end));
+                return 0.0;
+            }
+        } else {
+            st.stats.reads += 1;
+            st.stats.read_bytes += len as u64;
         }
         let t0 = st.now;
-        st.stats.requests += 1;
         // A background write under way ends first.
         if let Some(wc) = st.wc.as_mut() {
             let owed = std::mem::take(&mut wc.owed_ms);
@@ -389,19 +406,6 @@ impl<D: BlockDevice> ModeledDisk<D> {
         let owed = std::mem::take(&mut st.queue.owed_ms);
         st.now += owed;
         while self.write_queued(&mut st) > 0.0 {}
-        if write {
-            st.stats.writes += 1;
-            st.stats.write_bytes += len as u64;
-            // A write overlapping the read-ahead segment invalidates it.
-            if let Some(ra) = st.ra {
-                if start < ra.end && end > ra.start {
-                    st.ra = None;
-                }
-            }
-        } else {
-            st.stats.reads += 1;
-            st.stats.read_bytes += len as u64;
-        }
         let bus = len as f64 / (self.spec.bus_mb_s * 1000.0);
         if write && st.wc.is_some() {
             let bytes = (end - start) * SECTOR;
@@ -625,43 +629,18 @@ impl<D: BlockDevice> ModeledDisk<D> {
     /// finished before the next request (which waits for the rest). The
     /// time is not the drive's busy time as the host sees it.
     pub fn idle(&self, ms: f64) {
-        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        // Writes issued without waiting go on meanwhile, oldest first.
-        if !st.queue.queued.is_empty() && ms > 0.0 {
-            st.queue.credit_ms += ms;
-            while st.queue.credit_ms > 0.0 {
-                let t = self.write_queued(&mut st);
-                if t == 0.0 {
-                    break;
-                }
-                st.queue.credit_ms -= t;
-            }
-            if st.queue.credit_ms < 0.0 {
-                st.queue.owed_ms += -st.queue.credit_ms;
+        let mut guard = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let st = &mut *guard;
+        // Writes issued without waiting go on meanwhile, oldest first,
+        // then the write-back cache's.
+        let over = work_while_host_computes(ms, || self.write_queued(st));
+        st.queue.owed_ms += over;
+        if st.wc.is_some() {
+            let over = work_while_host_computes(ms, || self.destage_one(st));
+            if let Some(wc) = st.wc.as_mut() {
+                wc.owed_ms += over;
             }
         }
-        st.queue.credit_ms = 0.0;
-        let Some(wc) = st.wc.as_mut() else {
-            return;
-        };
-        if wc.queued.is_empty() || ms <= 0.0 {
-            wc.credit_ms = 0.0;
-            return;
-        }
-        wc.credit_ms += ms;
-        loop {
-            let wc = st.wc.as_ref().expect("write cache");
-            if wc.queued.is_empty() || wc.credit_ms <= 0.0 {
-                break;
-            }
-            let t = self.destage_one(&mut st);
-            st.wc.as_mut().expect("write cache").credit_ms -= t;
-        }
-        let wc = st.wc.as_mut().expect("write cache");
-        if wc.credit_ms < 0.0 {
-            wc.owed_ms += -wc.credit_ms;
-        }
-        wc.credit_ms = 0.0;
     }
 
     /// Bytes acknowledged and not yet on the media.

@@ -357,6 +357,16 @@ impl Clock {
     }
 }
 
+/// Runs `f` (a syncer or buffer-daemon pass) with the drive taking its
+/// writes without the benchmark waiting when `on` (the `syncer-async`
+/// ablation), and as writes it waits for otherwise.
+fn background_writes<T>(dev: &ModeledDisk<SparseDevice>, on: bool, f: impl FnOnce() -> T) -> T {
+    dev.set_async_writes(on);
+    let r = f();
+    dev.set_async_writes(false);
+    r
+}
+
 /// A handle for a workload to declare CPU time of its own (a compiler's,
 /// `grep`'s) on the modeled clock.
 #[derive(Clone)]
@@ -447,10 +457,8 @@ impl<'a> Meter<'a> {
                     while now >= c.wheel.next_tick_s {
                         let tick = c.wheel.next_tick_s;
                         c.wheel.next_tick_s += 1.0;
-                        c.dev.set_async_writes(c.syncer_async);
-                        let turned = c.wheel.turn(fs, tick);
-                        c.dev.set_async_writes(false);
-                        match turned {
+                        let (dev, bg) = (c.dev.clone(), c.syncer_async);
+                        match background_writes(&dev, bg, || c.wheel.turn(fs, tick)) {
                             Ok(0) => {}
                             Ok(_) => c.syncs += 1,
                             Err(e) => {
@@ -465,10 +473,7 @@ impl<'a> Meter<'a> {
                 if whole || (c.dirty_high > 0 && fs.dirty_buffers() > c.dirty_high) {
                     // The buffer daemon's writes are asynchronous in
                     // FreeBSD too (`flushbufqueues`, `vfs_bio_awrite`).
-                    c.dev.set_async_writes(c.syncer_async);
-                    let synced = fs.sync();
-                    c.dev.set_async_writes(false);
-                    if let Err(e) = synced {
+                    if let Err(e) = background_writes(&c.dev, c.syncer_async, || fs.sync()) {
                         c.sync_error.get_or_insert(e.to_string());
                     }
                     c.syncs += 1;
