@@ -718,6 +718,15 @@ def check_ablations_and_mount(tmp):
     g = rows.get("g", [])
     check(len(g) == 4 and g[3].startswith("(same)"), "identical runs show (same) (%s)" % g[3:4])
     check(len(g) == 4 and not g[2].startswith("(same)"), "changed runs move claim g (%s)" % g[2:3])
+    # The claims' table says, per claim, which ablations moved it.
+    claims = md.split("## Details")[0]
+    head = next((l for l in claims.splitlines() if l.startswith("| id |")), "")
+    check(head.rstrip().endswith("| ablations that move it |"), "claims table has the ablations column (%s)" % head)
+    g_row = next((l for l in claims.splitlines() if l.startswith("| g |")), "")
+    last = [c.strip() for c in re.split(r"(?<!\\)\|", g_row.strip())[1:-1]][-1:] or [""]
+    check("disk-write-cache" in last[0] and "syncer-whole" not in last[0],
+          "claim g moved by the changed ablation alone (%s)" % last[0])
+    check("ablations that move it" in page and "measured cause" in page, "report's claims table has the column")
     text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", page))
     check("Through the mount, beside the model" in page, "mount section present")
     m = re.search(r"tar-find \S+ \S+ \S+ \S+ (yes|no)", text.split("Through the mount, beside the model")[-1])
@@ -732,6 +741,22 @@ def check_ablations_and_mount(tmp):
         page = f.read()
     check("Ablations: one modeled element changed" not in page and "Through the mount, beside" not in page,
           "neither section without its directory")
+    check("ablations that move it" not in page, "no ablations column without ablations")
+
+
+def check_moved_by():
+    """Each claim's ablations sorted by what they do to its verdict:
+    closer to the paper (a better verdict), further, or its figures alone."""
+    line = dict(id="l", verdict="partly", under=[("skew", "agrees", "x", True), ("cache", "disagrees", "y", True),
+                                                 ("async", "partly", "z", True), ("whole", "partly", "w", False)])
+    got = pr.moved_by([line])["l"]
+    check(got == "closer to the paper under skew (agrees); further from it under cache (disagrees); "
+          "figures alone move under async", "moved_by sorts by direction (%s)" % got)
+    still = dict(id="b", verdict="agrees", under=[("whole", "agrees", "w", False)])
+    check(pr.moved_by([still])["b"] == "no ablation run moves it", "nothing moved is said")
+    unmeasured = dict(id="m", verdict="not measured", under=[("io", "agrees", "v", True)])
+    got = pr.moved_by([unmeasured])["m"]
+    check(got == "measured or not as it changes under io (agrees)", "a claim measured in one run only (%s)" % got)
 
 
 def check_bad_inputs(tmp):
@@ -769,6 +794,7 @@ def main():
     check_verdicts_in_process()
     check_verdict_rules()
     check_further_factors()
+    check_moved_by()
     with tempfile.TemporaryDirectory(prefix="paper-report-test.") as tmp:
         rendered = check_end_to_end(tmp)
         check_computes_stats(tmp)

@@ -129,7 +129,12 @@ paper() {
   test -s "$work/paper/paper_tables.md"
   test -s "$work/paper/fig10_summary.png"
   test -s "$work/paper/findings.md"
-  for a in syncer-whole syncer-async sync-each-test vmiodir-twentieth vmiodir-own-space disk-write-cache cold-cache small-memory andrew-slow-cc disk-skew; do
+  # Every ablation ufskit knows (its refusal of an unknown name lists them).
+  local known
+  known=$({ target/release/ufskit bench paper --quick --ablate '?' --out "$work/none" 2>&1 || true; } |
+    sed -n 's/.*(known: \(.*\), all)$/\1/p' | tr -d ',')
+  [ "$(echo "$known" | wc -w)" -ge 10 ] || { echo "ablations known: '$known'" >&2; return 1; }
+  for a in $known; do
     test -s "$work/paper/ablation-$a/findings.md"
   done
   grep -q 'Ablations: one modeled element changed' "$work/paper/report.html"
@@ -143,6 +148,11 @@ e = next(r for r in rows if r[0] == "e")
 verdict = lambda cell: cell.removeprefix("(same) ").split(":")[0]
 if verdict(e[1]) == verdict(e[col]):
     sys.exit(f"claim e keeps its verdict with vmiodir-own-space: {e[1]} / {e[col]}")
+# The claims' table names it among the ablations that move e's verdict.
+claims = open(sys.argv[1], encoding="utf-8").read().split("## Details")[0]
+e_row = next(split(l) for l in claims.splitlines() if l.startswith("| e |"))
+if "vmiodir-own-space (" not in e_row[-1]:
+    sys.exit(f"claim e's ablations column does not name vmiodir-own-space: {e_row[-1]}")
 PY
   python3 analysis/render_report.py "$work/paper/report.html"
 }

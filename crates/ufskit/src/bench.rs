@@ -169,8 +169,22 @@ fn write_json(path: &Path, v: &impl serde::Serialize) -> Result<(), String> {
     std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))
 }
 
+/// Runs one benchmark into `a.out`, made if missing; a run that fails
+/// before writing anything (an unknown ablation, say) leaves no empty
+/// directory behind.
 pub fn cmd_bench(a: BenchArgs) -> Result<(), String> {
-    std::fs::create_dir_all(&a.out).map_err(|e| format!("{}: {e}", a.out.display()))?;
+    let out = a.out.clone();
+    let existed = out.exists();
+    std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
+    let r = run_bench(a);
+    if r.is_err() && !existed {
+        // remove_dir takes only an empty directory: results stay.
+        let _ = std::fs::remove_dir(&out);
+    }
+    r
+}
+
+fn run_bench(a: BenchArgs) -> Result<(), String> {
     match a.which {
         Which::Dirhash { quick } => {
             let cfg = if quick {
@@ -430,7 +444,13 @@ pub fn cmd_bench(a: BenchArgs) -> Result<(), String> {
                     })?);
                 }
             }
-            ablations.dedup();
+            // `--ablate all,disk-skew` names one twice: each runs once.
+            let mut seen = Vec::new();
+            ablations.retain(|a| {
+                let first = !seen.contains(a);
+                seen.push(*a);
+                first
+            });
             let formats = format
                 .iter()
                 .map(|f| {

@@ -198,6 +198,16 @@ fn bad_input_gives_clear_errors() {
     check(&["fsck", "-n", &p], "superblock");
     check(&["dumpfs", &p], "superblock");
     check(&["fsck", "-n", "/nonexistent/image"], "cannot open");
+    // A benchmark refused for its arguments makes no results directory.
+    let out = t.path().join("results");
+    let o = out.display().to_string();
+    check(
+        &[
+            "bench", "paper", "--quick", "--ablate", "no-such", "--out", &o,
+        ],
+        "unknown ablation \"no-such\" (known: syncer-whole",
+    );
+    assert!(!out.exists(), "a refused benchmark left {o} behind");
 }
 
 #[test]
