@@ -31,12 +31,14 @@
 //! Writes can also be issued without the host waiting
 //! ([`ModeledDisk::set_async_writes`], the `syncer-async` ablation: the
 //! syncer's and buffer daemon's writes as FreeBSD's `bawrite` issues them,
-//! the process going on while the drive works): they queue at the drive
-//! in arrival order and cost the host nothing when issued. The drive
-//! writes them while the host computes ([`ModeledDisk::idle`]), and a
-//! request the host waits for queues behind every one still there (no
-//! reordering: FreeBSD's disksort would sort them, which this model does
-//! not), so the host waits only for what its computing did not cover. A
+//! the process going on while the drive works): they cost the host nothing
+//! when issued and wait in the driver's queue, sorted as FreeBSD 4.5's
+//! ata(4) sorts it (`adstrategy` calls `bioqdisksort`, `kern/subr_disk.c`:
+//! a one-way scan in ascending block order from the request last started,
+//! a request behind it waiting for the next scan, reads and writes alike).
+//! The drive writes them while the host computes ([`ModeledDisk::idle`]),
+//! and a request the host waits for takes its place in the scan: it waits
+//! for the queued writes the scan reaches before it, not for the rest. A
 //! flush the host waits for waits for the whole queue. The data reach the
 //! device below when issued, as every write's do.
 //!
@@ -262,12 +264,19 @@ struct State {
     skewed: bool,
 }
 
-/// Writes the host issued without waiting for them (sector ranges), in
-/// arrival order, and whether writes are issued that way now.
+/// Writes the host issued without waiting for them, and whether writes
+/// are issued that way now: the driver's queue, which the drive takes in
+/// disksort's one-way scan ([`ModeledDisk::next_in_scan`]).
 #[derive(Debug, Clone, Default)]
 struct HostQueue {
     on: bool,
-    queued: std::collections::VecDeque<(u64, u64)>,
+    /// End sector of each queued write, by (start sector, arrival): the
+    /// scan's order, equal starts in arrival order.
+    queued: std::collections::BTreeMap<(u64, u64), u64>,
+    arrivals: u64,
+    /// Start sector of the request the drive took last (disksort's
+    /// `last_offset`): where the scan stands.
+    scan_at: u64,
     /// Time the next request waits for one under way.
     owed_ms: f64,
 }
@@ -388,7 +397,9 @@ impl<D: BlockDevice> ModeledDisk<D> {
             }
             if st.queue.on {
                 // Issued without waiting: written later.
-                st.queue.queued.push_back((start, end));
+                let q = &mut st.queue;
+                q.arrivals += 1;
+                q.queued.insert((start, q.arrivals), end);
                 return 0.0;
             }
         } else {
@@ -401,11 +412,12 @@ impl<D: BlockDevice> ModeledDisk<D> {
             let owed = std::mem::take(&mut wc.owed_ms);
             st.now += owed;
         }
-        // So do the writes issued without waiting, all of them: this
-        // request queues behind them.
+        // So does a write issued without waiting, and then those the
+        // scan reaches before this request.
         let owed = std::mem::take(&mut st.queue.owed_ms);
         st.now += owed;
-        while self.write_queued(&mut st) > 0.0 {}
+        while self.write_queued(&mut st, Some(start)) > 0.0 {}
+        st.queue.scan_at = start;
         let bus = len as f64 / (self.spec.bus_mb_s * 1000.0);
         if write && st.wc.is_some() {
             let bytes = (end - start) * SECTOR;
@@ -576,12 +588,31 @@ impl<D: BlockDevice> ModeledDisk<D> {
         self.state.lock().unwrap_or_else(|p| p.into_inner()).skewed = on;
     }
 
-    /// Writes the oldest request the host issued without waiting; returns
-    /// its time (0 when none is queued).
-    fn write_queued(&self, st: &mut State) -> f64 {
-        let Some((start, end)) = st.queue.queued.pop_front() else {
+    /// The queued write the drive takes next: the first at or after where
+    /// the scan stands, else (the scan starts again) the lowest; with
+    /// `before`, only one the scan reaches before sector `before`.
+    fn next_in_scan(q: &HostQueue, before: Option<u64>) -> Option<(u64, u64)> {
+        let ahead = q.queued.range((q.scan_at, 0)..).next();
+        let (&key, _) = ahead.or_else(|| q.queued.iter().next())?;
+        let Some(b) = before else {
+            return Some(key);
+        };
+        // Distance along the scan from where it stands: a sector behind
+        // it comes after every sector ahead.
+        let along = |s: u64| (s < q.scan_at, s);
+        (along(key.0) < along(b)).then_some(key)
+    }
+
+    /// Writes the queued request the scan takes next (with `before`, only
+    /// one it reaches before sector `before`); returns its time (0 when
+    /// there is none).
+    fn write_queued(&self, st: &mut State, before: Option<u64>) -> f64 {
+        let Some(key) = Self::next_in_scan(&st.queue, before) else {
             return 0.0;
         };
+        let end = st.queue.queued.remove(&key).expect("queued write");
+        let start = key.0;
+        st.queue.scan_at = start;
         let t0 = st.now;
         st.ra = None;
         self.media(st, start, end, true);
@@ -623,17 +654,18 @@ impl<D: BlockDevice> ModeledDisk<D> {
         });
     }
 
-    /// The host computed for `ms` without waiting for the drive: with the
-    /// write-back cache on, the drive writes buffered requests meanwhile,
+    /// The host computed for `ms` without waiting for the drive: the drive
+    /// writes meanwhile the writes issued without waiting, in the scan's
+    /// order, and with the write-back cache on its buffered requests,
     /// oldest first. One it starts and cannot finish in that time is
     /// finished before the next request (which waits for the rest). The
     /// time is not the drive's busy time as the host sees it.
     pub fn idle(&self, ms: f64) {
         let mut guard = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let st = &mut *guard;
-        // Writes issued without waiting go on meanwhile, oldest first,
-        // then the write-back cache's.
-        let over = work_while_host_computes(ms, || self.write_queued(st));
+        // Writes issued without waiting go on meanwhile, in the scan's
+        // order, then the write-back cache's.
+        let over = work_while_host_computes(ms, || self.write_queued(st, None));
         st.queue.owed_ms += over;
         if st.wc.is_some() {
             let over = work_while_host_computes(ms, || self.destage_one(st));
@@ -685,7 +717,7 @@ impl<D: BlockDevice> BlockDevice for ModeledDisk<D> {
             let t0 = st.now;
             let owed = std::mem::take(&mut st.queue.owed_ms);
             st.now += owed;
-            while self.write_queued(&mut st) > 0.0 {}
+            while self.write_queued(&mut st, None) > 0.0 {}
             self.finish(st, t0);
         } else {
             drop(st);
@@ -870,10 +902,10 @@ mod tests {
     fn writes_issued_without_waiting_go_on_while_the_host_computes() {
         let size = 1u64 << 30;
         let step = (size / 1000) & !4095;
+        let slot = |i: u64| i * 7919 % 1000;
         let burst = |d: &ModeledDisk<MemDevice>, n: u64| {
             for i in 0..n {
-                d.write_at((i * 7919 % 1000) * step, &[i as u8; 8192])
-                    .unwrap();
+                d.write_at(slot(i) * step, &[i as u8; 8192]).unwrap();
             }
         };
         // The same 100 scattered writes, waited for and issued without
@@ -892,38 +924,53 @@ mod tests {
         assert_eq!(queued.disk_stats().writes, plain.disk_stats().writes);
         // The bytes are the device's at once.
         let mut b = [0u8; 8192];
-        queued.inner().read_at(7919 % 1000 * step, &mut b).unwrap();
+        queued.inner().read_at(slot(1) * step, &mut b).unwrap();
         assert_eq!(b, [1u8; 8192]);
-        // Host time covering half of them: a request the host waits for
-        // then queues behind the other half.
-        queued.idle(waited / 2.0);
-        let left = queued.queued_writes();
-        assert!((40..=60).contains(&left), "{left} left");
+        // A request the host waits for takes its place in the scan, which
+        // stands at sector 0: a read there waits for none of them, one in
+        // the middle for those below it, and one at 0 again (now behind
+        // the scan) for all the rest.
+        queued.read_at(0, &mut b).unwrap();
+        assert_eq!(queued.queued_writes(), 100);
+        queued.read_at(500 * step, &mut b).unwrap();
+        let above = (0..100).filter(|&i| slot(i) >= 500).count();
+        assert_eq!(queued.queued_writes(), above);
         queued.read_at(0, &mut b).unwrap();
         assert_eq!(queued.queued_writes(), 0);
-        let paid = queued.disk_stats().busy_ms;
-        assert!(
-            paid > waited * 0.3 && paid < waited * 0.7,
-            "{paid} of {waited} ms"
-        );
-        // Enough host time hides them all; a flush the host waits for
-        // pays for what is left, one issued without waiting does not.
-        let hidden = disk("ide-20g-2001", size);
-        hidden.set_async_writes(true);
-        burst(&hidden, 100);
-        hidden.flush().unwrap();
-        assert_eq!(hidden.queued_writes(), 100);
-        hidden.set_async_writes(false);
-        hidden.idle(waited * 2.0);
-        assert_eq!(hidden.queued_writes(), 0);
-        assert_eq!(hidden.disk_stats().busy_ms, 0.0);
+        // Taken in the scan's order, the drive writes them in much less
+        // time than in arrival order: a flush the host waits for pays for
+        // them all.
         let flushed = disk("ide-20g-2001", size);
         flushed.set_async_writes(true);
         burst(&flushed, 100);
         flushed.set_async_writes(false);
         flushed.flush().unwrap();
         assert_eq!(flushed.queued_writes(), 0);
-        assert!(flushed.disk_stats().busy_ms > waited * 0.8);
+        let sorted = flushed.disk_stats().busy_ms;
+        assert!(
+            sorted < waited * 0.8,
+            "{sorted} ms sorted, {waited} ms in arrival order"
+        );
+        // Host time covering half of them leaves about half for the next
+        // request, which waits for those the scan reaches first.
+        let half = disk("ide-20g-2001", size);
+        half.set_async_writes(true);
+        burst(&half, 100);
+        half.set_async_writes(false);
+        half.idle(sorted / 2.0);
+        let left = half.queued_writes();
+        assert!((35..=65).contains(&left), "{left} left");
+        // Enough host time hides them all; a flush issued without waiting
+        // (the syncer's pass ends with one) does not wait for them.
+        let hidden = disk("ide-20g-2001", size);
+        hidden.set_async_writes(true);
+        burst(&hidden, 100);
+        hidden.flush().unwrap();
+        assert_eq!(hidden.queued_writes(), 100);
+        hidden.set_async_writes(false);
+        hidden.idle(sorted * 2.0);
+        assert_eq!(hidden.queued_writes(), 0);
+        assert_eq!(hidden.disk_stats().busy_ms, 0.0);
     }
 
     #[test]

@@ -135,8 +135,9 @@ pub enum Ablation {
     /// The syncer's and buffer daemon's writes are issued without
     /// waiting, as FreeBSD issues them (`bawrite` from `sched_sync`,
     /// `vfs_bio_awrite` from `flushbufqueues`): queued at the drive in
-    /// arrival order and written while the benchmark computes, instead of
-    /// the benchmark waiting for each.
+    /// disksort's one-way scan (FreeBSD 4.5's ata(4), `bioqdisksort`) and
+    /// written while the benchmark computes, instead of the benchmark
+    /// waiting for each.
     SyncerAsync,
     /// Each test ends with a sync inside its time instead of leaving its
     /// delayed writes to the next.
@@ -213,7 +214,7 @@ impl Ablation {
     pub fn describe(self) -> &'static str {
         match self {
             Ablation::SyncerWhole => "the syncer writes everything dirty every 30 modeled seconds, instead of FreeBSD's wheel (each second, what was dirtied 28-30 s before)",
-            Ablation::SyncerAsync => "the syncer's and buffer daemon's writes are issued without waiting, as FreeBSD issues them (bawrite): queued at the drive in arrival order and written while the benchmark computes, which waits for them only when its own request comes behind them, instead of waiting for each",
+            Ablation::SyncerAsync => "the syncer's and buffer daemon's writes are issued without waiting, as FreeBSD issues them (bawrite): queued at the drive in disksort's one-way scan (FreeBSD 4.5's ata(4)) and written while the benchmark computes, which waits only for those the scan reaches before its own request, instead of waiting for each",
             Ablation::SyncEachTest => "each test ends with a sync inside its time, instead of leaving what it delayed to the tests after it",
             Ablation::VmiodirTwentieth => "with vmiodir off, directory blocks live in a twentieth of the cache of their own (FreeBSD's maxbufmallocspace alone), instead of FreeBSD 4.5's buffer space shared with every buffer in use",
             Ablation::VmiodirOwnSpace => "with vmiodir off, directory blocks live in a pool of the buffer space's size that no other buffer uses, instead of sharing FreeBSD 4.5's buffer space with every buffer that passes through it",
