@@ -6,7 +6,7 @@
 //! knows it ([`Damage`]: which inode, block, group, directory entry);
 //! an error made from a lower one (the device's `std::io::Error`, the
 //! format layer's `FormatError`) keeps it as its [`std::error::Error::source`].
-use crate::Ino;
+use crate::{Frag, Ino};
 use std::fmt;
 use std::sync::Arc;
 use ufs_format::FormatError;
@@ -48,8 +48,7 @@ pub enum Damage {
     /// Cylinder group number.
     Group(u64),
     Inode(Ino),
-    /// Fragment address.
-    Block(u64),
+    Block(Frag),
     /// Directory inode and byte offset in it.
     DirEntry {
         dir: Ino,

@@ -19,8 +19,9 @@
 use crate::cache::{BlockKind, BufferCache};
 use crate::dev::BlockDevice;
 use crate::error::{Error, ErrorKind, Result};
+use crate::frag::BlockPointers;
 use crate::order::{ChangeId, Deferred, Freed, WriteMode};
-use crate::Ino;
+use crate::{Frag, Ino};
 use foldhash::HashMap;
 use rand::{Rng, SeedableRng};
 use ufs_format::bytes::{to_index, to_signed};
@@ -357,7 +358,7 @@ struct UfsBlocks {
 }
 
 impl crate::cache::Formats for UfsBlocks {
-    fn verify(&self, kind: BlockKind, addr: u64, data: &[u8]) -> Result<()> {
+    fn verify(&self, kind: BlockKind, addr: Frag, data: &[u8]) -> Result<()> {
         let n = self.cgsize;
         if !self.cg_ckhash || kind != BlockKind::Cg || n > data.len() {
             return Ok(());
@@ -609,7 +610,8 @@ impl FsCore {
         })));
         // The summary area: ncg entries of struct csum at fs_csaddr.
         let mut raw = vec![0u8; to_index(g.cssize)];
-        cache.read_raw(g.csaddr * g.fsize, &mut raw, BlockKind::Summary)?;
+        let at = Frag::new(g.csaddr).byte_offset(g.fshift)?;
+        cache.read_raw(at, &mut raw, BlockKind::Summary)?;
         let cs: Vec<Csum> = (0..to_index(g.ncg))
             .map(|i| Csum::read(g.v.endian, &raw, i * Csum::SIZE))
             .collect();
@@ -763,6 +765,16 @@ impl FsCore {
         Ok(())
     }
 
+    /// The block holding inode `ino` (`ino_to_fsba`).
+    pub fn inode_block(&self, ino: Ino) -> Frag {
+        Frag::new(self.g.ino_to_fsba(ino.get()))
+    }
+
+    /// The block of cylinder group `c` (`cgtod`).
+    pub fn cg_block(&self, c: u64) -> Frag {
+        Frag::new(self.g.cgtod(c))
+    }
+
     /// Byte offset of inode `ino` in its inode block.
     #[inline]
     pub fn inode_offset(&self, ino: Ino) -> usize {
@@ -771,7 +783,7 @@ impl FsCore {
 
     pub fn read_inode(&mut self, ino: Ino) -> Result<Dinode> {
         self.check_ino(ino)?;
-        let addr = self.g.ino_to_fsba(ino.get());
+        let addr = self.inode_block(ino);
         let off = self.inode_offset(ino);
         let bsize = to_index(self.g.bsize);
         let verify = self.sb.ckhash_enabled(CK_INODE);
@@ -802,7 +814,7 @@ impl FsCore {
         let ckhash = self.sb.ckhash_enabled(CK_INODE);
         let v = self.g.v;
         let dsize = v.dinode_size();
-        let addr = self.g.ino_to_fsba(ino.get());
+        let addr = self.inode_block(ino);
         let off = self.inode_offset(ino);
         let bsize = to_index(self.g.bsize);
         let deps = self.order.inode_deps.remove(&ino).unwrap_or_default();
@@ -834,10 +846,10 @@ impl FsCore {
         di.encode_into(v, &mut b[off..off + dsize], ckhash);
         if id != ChangeId::NONE && !di.holds_short_link(self.g.maxsymlinklen()) {
             let new_ptrs = (0..UFS_NDADDR)
-                .map(|i| (old.di_db(i), di.di_db(i)))
-                .chain((0..UFS_NIADDR).map(|i| (old.di_ib(i), di.di_ib(i))));
+                .map(|i| (old.db(i), di.db(i)))
+                .chain((0..UFS_NIADDR).map(|i| (old.ib(i), di.ib(i))));
             for (was, now) in new_ptrs {
-                if now != was && now != 0 {
+                if now != was && !now.is_none() {
                     self.note_reach(now, id);
                 }
             }
@@ -871,13 +883,13 @@ impl FsCore {
     /// group is forced out whenever its count of initialised inode blocks
     /// grows (see `claim_inode`).
     pub fn inode_pointer_needs(&self, ino: Ino) -> [ChangeId; 3] {
-        let addr = self.g.ino_to_fsba(ino.get());
+        let addr = self.inode_block(ino);
         let off = self.inode_offset(ino);
         let inode = self.cache.region_latest(addr, off);
         if !self.cache.mode().orders_maps() {
             return [inode, ChangeId::NONE, ChangeId::NONE];
         }
-        let cg = self.g.cgtod(self.g.ino_to_cg(ino.get()));
+        let cg = self.cg_block(self.g.ino_to_cg(ino.get()));
         [
             inode,
             self.cache.region_latest(cg, 0),
@@ -887,7 +899,7 @@ impl FsCore {
     }
 
     /// Notes that `id` stored a pointer to the block at `bno`.
-    pub fn note_reach(&mut self, bno: u64, id: ChangeId) {
+    pub fn note_reach(&mut self, bno: Frag, id: ChangeId) {
         let o = &mut self.order;
         o.reach.insert(bno, id);
         if o.reach.len() >= o.reach_prune_at.max(1024) {
@@ -901,7 +913,7 @@ impl FsCore {
     /// at `bno` (the pointer to it, and to the indirect block holding that
     /// pointer, and so on): what is written in the block is seen on disk
     /// only once they are durable.
-    pub fn reach_needs(&self, bno: u64) -> Vec<ChangeId> {
+    pub fn reach_needs(&self, bno: Frag) -> Vec<ChangeId> {
         let mut out = Vec::new();
         let mut at = bno;
         // An inode's block map is at most four levels deep.
@@ -923,7 +935,7 @@ impl FsCore {
     /// contents of a new indirect, directory or extended attribute block
     /// (FFS writes those synchronously before pointing at them; data and
     /// maps are delayed).
-    pub fn block_pointer_needs(&self, bno: u64) -> [ChangeId; 2] {
+    pub fn block_pointer_needs(&self, bno: Frag) -> [ChangeId; 2] {
         if !self.cache.mode().orders_maps() {
             let meta = matches!(
                 self.cache.kind(bno),
@@ -940,12 +952,13 @@ impl FsCore {
         }
         [
             self.cache.latest(bno),
-            self.cache.region_latest(self.g.cgtod(self.g.dtog(bno)), 0),
+            self.cache
+                .region_latest(self.cg_block(self.g.dtog(bno.get())), 0),
         ]
     }
 
     /// Notes that inode `ino` will point at the new block `bno`.
-    pub fn note_new_block(&mut self, ino: Ino, bno: u64) {
+    pub fn note_new_block(&mut self, ino: Ino, bno: Frag) {
         if self.cache.mode().tracks() {
             let n = self.block_pointer_needs(bno);
             self.order
@@ -1024,7 +1037,7 @@ impl FsCore {
                 return Ok(cg);
             }
         }
-        let addr = self.g.cgtod(c);
+        let addr = self.cg_block(c);
         let len = to_index(self.g.fragroundup(self.g.cgsize));
         let g = self.g;
         let b = self.cache.read(addr, len, BlockKind::Cg)?;
@@ -1039,7 +1052,7 @@ impl FsCore {
         self.check_writable()?;
         let (t, _) = now();
         cg.set_time(self.g.v.is_ufs1(), t);
-        let addr = self.g.cgtod(c);
+        let addr = self.cg_block(c);
         let len = to_index(self.g.fragroundup(self.g.cgsize));
         let b = self.cache.modify(addr, len, BlockKind::Cg)?;
         // The header and the changed part of the maps: the block held the
@@ -1079,8 +1092,8 @@ impl FsCore {
         for (i, c) in self.cs.iter().enumerate() {
             c.write(self.g.v.endian, &mut raw, i * Csum::SIZE);
         }
-        self.cache
-            .write_raw(self.g.csaddr * self.g.fsize, &raw, BlockKind::Summary)?;
+        let at = Frag::new(self.g.csaddr).byte_offset(self.g.fshift)?;
+        self.cache.write_raw(at, &raw, BlockKind::Summary)?;
         let (t, _) = now();
         self.sb.set_fs_time(t);
         self.sb.set_fs_fmod(0);
@@ -1250,7 +1263,7 @@ impl FsCore {
         if has_blocks {
             self.truncate_data(ino, &mut di, 0, crate::alloc::Reserve::Privileged)?;
         }
-        if di.di_extsize() != 0 || (0..UFS_NXADDR).any(|j| di.di_extb(j) != 0) {
+        if di.di_extsize() != 0 || (0..UFS_NXADDR).any(|j| !di.extb(j).is_none()) {
             self.release_ext_blocks(ino, &mut di)?;
         }
         let gen = di.di_gen();

@@ -16,7 +16,7 @@
 //! `.` and `..` are not counted; fewer than two entries give 1.0.
 use crate::error::Result;
 use crate::ops::Fs;
-use crate::Ino;
+use crate::{Frag, Ino};
 
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct LayoutReport {
@@ -58,18 +58,18 @@ pub fn measure(fs: &Fs, dir: Ino) -> Result<LayoutReport> {
     let mut firsts = Vec::new();
     let mut same = 0u64;
     for &ino in &inos {
-        let first = (|| -> Result<u64> {
+        let first = (|| -> Result<Frag> {
             let di = fs.inode(Ino::new(ino))?;
             // Device nodes keep their number in the first pointer, and short
             // symlinks their target: only blocks that hold data count.
             if !(di.is_reg() || di.is_dir() || (di.is_symlink() && di.di_blocks() > 0)) {
-                return Ok(0);
+                return Ok(Frag::NONE);
             }
             fs.block_of(Ino::new(ino), 0)
         })()?;
-        if first != 0 {
-            firsts.push(first);
-            if first / fpg == ino / ipg {
+        if !first.is_none() {
+            firsts.push(first.get());
+            if first.get() / fpg == ino / ipg {
                 same += 1;
             }
         }

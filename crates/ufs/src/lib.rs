@@ -3,6 +3,8 @@
 //! Layers, bottom up (each module's header states its invariants):
 //! - [`ino`]: the inode number as a type ([`Ino`]), in every engine call
 //!   that names an inode (fsck and the tools keep plain numbers);
+//! - [`frag`]: the fragment address as a type ([`Frag`]): block pointers as
+//!   the engine handles them, the allocator's results, the cache's key;
 //! - [`dev`]: block devices (file, memory, counting);
 //! - [`cache`]: the buffer cache, the single path of every block;
 //! - [`fs`]: the mounted-file-system core: superblock, summary, inode I/O;
@@ -29,6 +31,7 @@ pub mod dev;
 pub mod dir;
 pub mod dumpfs;
 pub mod error;
+pub mod frag;
 pub mod fs;
 pub mod fsck;
 pub mod fuzz;
@@ -44,6 +47,7 @@ pub mod text;
 pub mod tunefs;
 
 pub use error::{Damage, Error, ErrorKind, Result};
+pub use frag::Frag;
 pub use fs::{Atime, DirPref, MountOptions};
 pub use ino::Ino;
 pub use ops::{

@@ -16,7 +16,7 @@
 use crate::dir::dirhash::{DirhashConfig, DirhashStats};
 use crate::error::Result;
 use crate::ops::Fs;
-use crate::Ino;
+use crate::{Frag, Ino};
 use std::time::Instant;
 use ufs_format::cg::Cg;
 use ufs_format::dinode::Dinode;
@@ -59,9 +59,9 @@ impl Fs {
         self.lock().read_inode(ino)
     }
 
-    /// The fragment address of logical block `lbn` of inode `ino` (0: a
-    /// hole).
-    pub fn block_of(&self, ino: Ino, lbn: u64) -> Result<u64> {
+    /// The fragment address of logical block `lbn` of inode `ino`
+    /// ([`Frag::NONE`]: a hole).
+    pub fn block_of(&self, ino: Ino, lbn: u64) -> Result<Frag> {
         let mut c = self.lock();
         let di = c.read_inode(ino)?;
         c.bmap(ino, &di, lbn)
@@ -163,7 +163,7 @@ impl BufferDaemon<'_> {
     /// Writes the cached block at fragment `addr` as the buffer daemon
     /// would: regions whose changes wait for others go out rolled back.
     /// Returns whether the whole block could go as it is.
-    pub fn write(&self, addr: u64) -> Result<bool> {
+    pub fn write(&self, addr: Frag) -> Result<bool> {
         self.fs.lock().cache.write_buf(addr)
     }
 
@@ -175,7 +175,7 @@ impl BufferDaemon<'_> {
     /// What the eviction of the block at `addr` does: its newest change is
     /// made durable, with everything that change needs, written (and
     /// flushed) first. Returns that change (0: the block had none).
-    pub fn evict(&self, addr: u64) -> Result<crate::order::ChangeId> {
+    pub fn evict(&self, addr: Frag) -> Result<crate::order::ChangeId> {
         let mut c = self.fs.lock();
         let newest = c.cache.latest(addr);
         c.cache.force_ids(&[newest])?;

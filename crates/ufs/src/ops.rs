@@ -17,7 +17,7 @@
 //!   allocated, as an open unlinked file's does.
 //! - Directory depth (`di_dirdepth`, FreeBSD 14 fsck checks it) is the
 //!   parent's plus one, root 0, kept right across renames.
-use crate::Ino;
+use crate::{Frag, Ino};
 mod acl;
 pub mod linux_xattr;
 mod xattr;
@@ -1731,7 +1731,7 @@ impl Fs {
             }
             drop(g);
             let mut plan = Vec::new();
-            let mut from = Some(0);
+            let mut from = Some(Frag::new(0));
             while let Some(f) = from {
                 pause();
                 let (part, next) = self.lock().cache.background_plan_part(f, PLAN_PART, upto);
@@ -1827,10 +1827,10 @@ impl Fs {
     /// The dirty buffers, by address and kind, in address order: a
     /// worklist for a syncer that writes each buffer some time after it
     /// was first dirtied (the modeled syncer wheel of `ufs-bench`).
-    pub fn dirty_list(&self) -> Vec<(u64, crate::cache::BlockKind)> {
+    pub fn dirty_list(&self) -> Vec<(Frag, crate::cache::BlockKind)> {
         let g = self.lock();
         g.cache
-            .bufs_from(0)
+            .bufs_from(Frag::new(0))
             .filter(|(_, b)| b.dirty)
             .map(|(a, b)| (a, b.kind))
             .collect()
@@ -1842,7 +1842,7 @@ impl Fs {
     /// then flushes and does the releases that waited for what became
     /// durable. Returns how many buffers were written. One slot of
     /// FreeBSD's syncer wheel (`sched_sync`) is such a pass.
-    pub fn write_buffers(&self, addrs: &[u64]) -> Result<usize> {
+    pub fn write_buffers(&self, addrs: &[Frag]) -> Result<usize> {
         let mut g = self.lock();
         if g.read_only {
             return Ok(0);

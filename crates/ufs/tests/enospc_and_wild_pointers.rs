@@ -441,7 +441,7 @@ fn unaligned_rotor_from_disk() {
     let f = fs.mknod(dir, b"f", 0o100644, 0, R).unwrap().ino;
     assert_eq!(f.get() / g.ipg, 1, "a file goes to its directory's group");
     fs.write(f, 0, &vec![1u8; g.bsize as usize], R).unwrap();
-    let (b, frag) = (fs.block_of(f, 0).unwrap(), g.frag);
+    let (b, frag) = (fs.block_of(f, 0).unwrap().get(), g.frag);
     assert_eq!(b / g.fpg, 1, "the block comes from group 1");
     eprintln!(
         "block allocated at {b} (frag {frag}, aligned: {})",

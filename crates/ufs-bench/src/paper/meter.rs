@@ -72,7 +72,7 @@ use ufs::cache::BlockKind;
 use ufs::calls::CallStats;
 use ufs::dev::SparseDevice;
 use ufs::dir::dirhash::DirhashStats;
-use ufs::Fs;
+use ufs::{Frag, Fs};
 use ufs_sim::model::ModeledDisk;
 
 /// FreeBSD's `syncdelay`: dirty data is written within 30 s.
@@ -145,7 +145,7 @@ fn wheel_delay(kind: BlockKind) -> (f64, u8) {
 struct Wheel {
     /// Buffer address -> the modeled second it was first seen dirty (or
     /// put back after a write left it dirty).
-    since: std::collections::HashMap<u64, f64>,
+    since: std::collections::HashMap<Frag, f64>,
     /// The next second the syncer turns the wheel.
     next_tick_s: f64,
 }
@@ -171,7 +171,7 @@ impl Wheel {
             return Ok(0);
         }
         due.sort_unstable();
-        let addrs: Vec<u64> = due.iter().map(|&(_, a)| a).collect();
+        let addrs: Vec<Frag> = due.iter().map(|&(_, a)| a).collect();
         let n = fs.write_buffers(&addrs)?;
         // Still dirty after its write (parts rolled back): back on the
         // wheel from now, as FreeBSD's redirtied buffer is.

@@ -16,6 +16,7 @@
 //! (lazy inode-block initialisation via `cg_initediblk`), `ffs_blkfree`,
 //! `ffs_freefile`, `ffs_dirpref` (Orlov) and the 4.4BSD directory policy,
 //! `ffs_blkpref_ufs2`; `ffs_clusteracct` and `ffs_fragacct` from ffs_subr.c.
+use crate::frag::Frag;
 use crate::Ino;
 pub mod placement;
 
@@ -177,8 +178,9 @@ pub enum Reserve {
 /// other way).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BlockPref {
-    /// Preferred fragment address (0: no preference, the inode's group).
-    pub bno: u64,
+    /// Preferred fragment address ([`Frag::NONE`]: no preference, the
+    /// inode's group).
+    pub bno: Frag,
     /// Take fragments exactly at `bno` when they are free (a file placed in
     /// a large directory, whose data follows its neighbour's); otherwise
     /// the ordinary search starts there.
@@ -187,7 +189,7 @@ pub struct BlockPref {
 
 impl BlockPref {
     /// A preference the ordinary search starts from.
-    pub fn near(bno: u64) -> BlockPref {
+    pub fn near(bno: Frag) -> BlockPref {
         BlockPref { bno, exact: false }
     }
 }
@@ -225,11 +227,11 @@ impl FsCore {
     }
 
     /// `ffs_hashalloc`: try `start`, then quadratic rehash, then brute force.
-    fn hashalloc(
+    fn hashalloc<T>(
         &mut self,
         start: u64,
-        mut f: impl FnMut(&mut FsCore, u64, bool) -> Result<Option<u64>>,
-    ) -> Result<Option<u64>> {
+        mut f: impl FnMut(&mut FsCore, u64, bool) -> Result<Option<T>>,
+    ) -> Result<Option<T>> {
         let ncg = self.g.ncg;
         if let Some(r) = f(self, start, true)? {
             return Ok(Some(r));
@@ -269,7 +271,7 @@ impl FsCore {
         bpref: BlockPref,
         size: u64,
         who: Reserve,
-    ) -> Result<u64> {
+    ) -> Result<Frag> {
         match self.alloc_block_once(ino, bpref, size, who) {
             Err(e)
                 if e.kind == crate::error::ErrorKind::NoSpace
@@ -288,7 +290,7 @@ impl FsCore {
         pref: BlockPref,
         size: u64,
         who: Reserve,
-    ) -> Result<u64> {
+    ) -> Result<Frag> {
         let BlockPref { bno: bpref, exact } = pref;
         self.check_writable()?;
         debug_assert!(size > 0 && size <= self.g.bsize && size.is_multiple_of(self.g.fsize));
@@ -296,13 +298,17 @@ impl FsCore {
         if who == Reserve::Unprivileged && self.freespace(self.g.minfree) - need < 0 {
             return Err(self.nospace("blocks (the rest is reserved for root)"));
         }
-        let bpref = if bpref >= self.g.size { 0 } else { bpref };
-        let cg = if bpref == 0 {
+        let bpref = if bpref.get() >= self.g.size {
+            Frag::NONE
+        } else {
+            bpref
+        };
+        let cg = if bpref.is_none() {
             self.g.ino_to_cg(ino.get())
         } else {
-            self.g.dtog(bpref)
+            self.g.dtog(bpref.get())
         };
-        if bpref != 0 && exact && size < self.g.bsize {
+        if !bpref.is_none() && exact && size < self.g.bsize {
             if let Some(b) = self.alloc_frags_at(bpref, size)? {
                 return Ok(b);
             }
@@ -317,11 +323,11 @@ impl FsCore {
     /// (the data of a file placed in a large directory, right after its
     /// neighbour's); None otherwise. FFS's own fragment search takes the
     /// best-fitting run instead.
-    fn alloc_frags_at(&mut self, bno: u64, size: u64) -> Result<Option<u64>> {
+    fn alloc_frags_at(&mut self, bno: Frag, size: u64) -> Result<Option<Frag>> {
         let g = self.g;
         let frags = g.numfrags(size);
-        let c = g.dtog(bno);
-        let rel = g.dtogd(bno);
+        let c = g.dtog(bno.get());
+        let rel = g.dtogd(bno.get());
         let bstart = rel - rel % g.frag;
         if rel % g.frag + frags > g.frag
             || self.cs[to_index(c)].cs_nffree
@@ -360,7 +366,7 @@ impl FsCore {
     }
 
     /// `ffs_alloccg`: a block or fragments from group `c`, or None.
-    fn alloccg(&mut self, c: u64, bpref: u64, size: u64) -> Result<Option<u64>> {
+    fn alloccg(&mut self, c: u64, bpref: Frag, size: u64) -> Result<Option<Frag>> {
         let g = self.g;
         if self.cs[to_index(c)].cs_nbfree == 0 && size == g.bsize {
             return Ok(None);
@@ -395,7 +401,7 @@ impl FsCore {
             let Some(bno) = self.alloccgblk(&mut cg, c, bpref) else {
                 return Ok(None);
             };
-            let rel = g.dtogd(bno);
+            let rel = g.dtogd(bno.get());
             for i in frags..g.frag {
                 cg.set_frag_free(rel + i, true);
             }
@@ -429,18 +435,18 @@ impl FsCore {
             cg.set_cg_frsum(r, cg.cg_frsum(r) + 1);
         }
         self.commit_cg(c, cg, before)?;
-        Ok(Some(g.cgbase(c) + rel))
+        Ok(Some(Frag::new(g.cgbase(c) + rel)))
     }
 
     /// `ffs_alloccgblk`: a whole block from the loaded group, preferring
     /// `bpref`; updates maps and counters in `cg` (caller commits).
-    fn alloccgblk(&mut self, cg: &mut Cg, c: u64, bpref: u64) -> Option<u64> {
+    fn alloccgblk(&mut self, cg: &mut Cg, c: u64, bpref: Frag) -> Option<Frag> {
         let g = self.g;
         let ndblk = g.cg_nfrags(c);
-        let rel = if bpref == 0 || g.dtog(bpref) != c {
+        let rel = if bpref.is_none() || g.dtog(bpref.get()) != c {
             u64::from(cg.cg_rotor())
         } else {
-            g.dtogd(bpref) / g.frag * g.frag
+            g.dtogd(bpref.get()) / g.frag * g.frag
         };
         // Whole blocks are block-aligned, whatever the rotor on disk says.
         let rel = rel / g.frag * g.frag;
@@ -461,14 +467,14 @@ impl FsCore {
         let mut cs = cg.cg_cs();
         cs.cs_nbfree -= 1;
         cg.set_cg_cs(cs);
-        Some(g.cgbase(c) + bno)
+        Some(Frag::new(g.cgbase(c) + bno))
     }
 
     /// `ffs_fragextend`: grows the fragment run at `bprev` from `osize` to
     /// `nsize` bytes in place, if the following fragments are free.
-    pub fn fragextend(&mut self, bprev: u64, osize: u64, nsize: u64) -> Result<bool> {
+    pub fn fragextend(&mut self, bprev: Frag, osize: u64, nsize: u64) -> Result<bool> {
         let g = self.g;
-        let c = g.dtog(bprev);
+        let c = g.dtog(bprev.get());
         let ofrags = g.numfrags(osize);
         let frags = g.numfrags(nsize);
         // A negative count (a damaged summary) is no room, as FreeBSD's
@@ -476,13 +482,13 @@ impl FsCore {
         if u64::try_from(self.cs[to_index(c)].cs_nffree).unwrap_or(0) < frags - ofrags {
             return Ok(false);
         }
-        let bbase = bprev % g.frag;
+        let bbase = bprev.get() % g.frag;
         if bbase + frags > g.frag {
             return Ok(false);
         }
         let mut cg = self.read_cg(c)?;
         let before = cg.cg_cs();
-        let rel = g.dtogd(bprev);
+        let rel = g.dtogd(bprev.get());
         if rel + frags > g.cg_nfrags(c) {
             return Ok(false);
         }
@@ -517,13 +523,13 @@ impl FsCore {
     /// at) they are free at once; otherwise they wait until the inode
     /// write clearing the pointer is durable (the next `write_inode(ino)`
     /// attaches them). Unwritten data in them is abandoned now.
-    pub fn free_blocks(&mut self, ino: Ino, bno: u64, size: u64) -> Result<()> {
+    pub fn free_blocks(&mut self, ino: Ino, bno: Frag, size: u64) -> Result<()> {
         self.release_blocks(ino, crate::order::Freed::Blocks { bno, size })
     }
 
     /// Like [`free_blocks`](Self::free_blocks), for a fragment run whose
     /// contents moved to a new place (see [`crate::order::Freed::Moved`]).
-    pub fn free_moved_blocks(&mut self, ino: Ino, bno: u64, size: u64) -> Result<()> {
+    pub fn free_moved_blocks(&mut self, ino: Ino, bno: Frag, size: u64) -> Result<()> {
         self.release_blocks(ino, crate::order::Freed::Moved { bno, size })
     }
 
@@ -545,7 +551,7 @@ impl FsCore {
     }
 
     /// `ffs_blkfree`: returns `size` bytes at fragment `bno` to the free maps.
-    pub fn free_blocks_now(&mut self, bno: u64, size: u64) -> Result<()> {
+    pub fn free_blocks_now(&mut self, bno: Frag, size: u64) -> Result<()> {
         self.free_now(vec![Freed::Blocks { bno, size }])
     }
 
@@ -572,7 +578,7 @@ impl FsCore {
             })
             .collect();
         let group = |f: &Freed| match *f {
-            Freed::Blocks { bno, .. } | Freed::Moved { bno, .. } => g.dtog(bno),
+            Freed::Blocks { bno, .. } | Freed::Moved { bno, .. } => g.dtog(bno.get()),
             Freed::Inode { ino, .. } => g.ino_to_cg(ino.get()),
         };
         frees.sort_by_key(group);
@@ -609,14 +615,14 @@ impl FsCore {
 
     /// A released run's address and size make sense (within the file
     /// system, past the superblock, inside one block).
-    fn check_freed_blocks(&self, bno: u64, size: u64) -> Result<()> {
+    fn check_freed_blocks(&self, bno: Frag, size: u64) -> Result<()> {
         let g = self.g;
         let nfr = g.numfrags(size);
-        if bno < g.sblkno
-            || bno.checked_add(nfr).is_none_or(|e| e > g.size)
+        if bno.get() < g.sblkno
+            || bno.checked_offset(nfr).is_none_or(|e| e.get() > g.size)
             || nfr == 0
             || nfr > g.frag
-            || (bno % g.frag) + nfr > g.frag
+            || (bno.get() % g.frag) + nfr > g.frag
         {
             return Err(Error::damaged(
                 crate::error::Damage::Block(bno),
@@ -724,7 +730,7 @@ impl FsCore {
             && u64::from(cg.cg_initediblk()) < g.ipg
         {
             let first = c * g.ipg + u64::from(cg.cg_initediblk());
-            let addr = g.ino_to_fsba(first);
+            let addr = self.inode_block(Ino::new(first));
             let gens: Vec<u32> = (0..g.inopb).map(|_| self.random_gen()).collect();
             let b = self
                 .cache
@@ -746,7 +752,7 @@ impl FsCore {
             // rolled back, while the rest of the group goes out).
             let len = to_index(g.fragroundup(g.cgsize));
             self.cache.modify_tracked(
-                g.cgtod(c),
+                self.cg_block(c),
                 len,
                 BlockKind::Cg,
                 ufs_format::cg::CG_INITEDIBLK_OFF,
@@ -774,7 +780,7 @@ impl FsCore {
             // The initialised inode goes to disk only after its bit (as
             // soft updates' inode-map dependency): an inode on disk is
             // never in use while its map calls it free.
-            let bit = self.cache.region_latest(g.cgtod(c), 0);
+            let bit = self.cache.region_latest(self.cg_block(c), 0);
             if bit != crate::order::ChangeId::NONE {
                 self.order.inode_deps(Ino::new(ino)).needs.push(bit);
             }
@@ -783,7 +789,7 @@ impl FsCore {
             // fsck reads no inode past `cg_initediblk`: the group goes out
             // now that it counts new blocks (one write in 128 files, with
             // 32 KiB blocks).
-            let id = self.cache.latest(g.cgtod(c));
+            let id = self.cache.latest(self.cg_block(c));
             self.cache.force_ids(&[id])?;
         }
         Ok(ino)
@@ -973,13 +979,13 @@ impl FsCore {
         is_dir: bool,
         lbn: u64,
         indx: u64,
-        prev: u64,
-        ib0: u64,
+        prev: Frag,
+        ib0: Frag,
     ) -> BlockPref {
         let g = self.g;
         // A file placed in a large directory: its data follows the data of
         // the inode before it (placement.rs).
-        if lbn == 0 && !is_dir && prev == 0 {
+        if lbn == 0 && !is_dir && prev.is_none() {
             if let Some(p) = self.data_pref(ino) {
                 return BlockPref {
                     bno: p,
@@ -991,50 +997,58 @@ impl FsCore {
         // The first block under the first indirect follows that indirect
         // block when it sits in the data zone of the inode's group.
         if lbn == UFS_NDADDR as u64
-            && ib0 != 0
-            && ib0 >= g.cgdmin(inocg) + g.metaspace
-            && ib0 < g.cgbase(inocg + 1)
+            && !ib0.is_none()
+            && ib0.get() >= g.cgdmin(inocg) + g.metaspace
+            && ib0.get() < g.cgbase(inocg + 1)
         {
-            return BlockPref::near(ib0 + g.frag);
+            return BlockPref::near(ib0.offset(g.frag));
         }
-        let prev = if prev >= g.size { 0 } else { prev };
-        if indx.is_multiple_of(g.maxbpg) || prev == 0 {
+        let prev = if prev.get() >= g.size {
+            Frag::NONE
+        } else {
+            prev
+        };
+        if indx.is_multiple_of(g.maxbpg) || prev.is_none() {
             // Directories start next to the inodes (the metadata zone).
             if is_dir {
-                return BlockPref::near(g.cgdmin(inocg));
+                return BlockPref::near(Frag::new(g.cgdmin(inocg)));
             }
             // Small files stay in their inode's group, after the metadata zone.
             if lbn < UFS_NDADDR as u64 + g.nindir {
-                return BlockPref::near(g.cgdmin(inocg) + g.metaspace);
+                return BlockPref::near(Frag::new(g.cgdmin(inocg) + g.metaspace));
             }
             // Start a new section in a group with more than average free blocks.
-            let startcg = if indx == 0 || prev == 0 {
+            let startcg = if indx == 0 || prev.is_none() {
                 inocg + lbn / g.maxbpg
             } else {
-                g.dtog(prev) + 1
+                g.dtog(prev.get()) + 1
             } % g.ncg;
             let avgbfree = self.sb.fs_cstotal().cs_nbfree / to_signed(g.ncg);
             for c in (startcg..g.ncg).chain(0..=startcg) {
                 if i64::from(self.cs[to_index(c)].cs_nbfree) >= avgbfree {
                     // Below fs_ncg, at most 2^31 by the superblock's checks.
                     self.sb.set_fs_cgrotor(i32::try_from(c).unwrap_or(0));
-                    return BlockPref::near(g.cgdmin(c) + g.metaspace);
+                    return BlockPref::near(Frag::new(g.cgdmin(c) + g.metaspace));
                 }
             }
-            return BlockPref::near(0);
+            return BlockPref::near(Frag::NONE);
         }
-        BlockPref::near(prev + g.frag)
+        BlockPref::near(prev.offset(g.frag))
     }
 
     /// `ffs_blkpref_ufs2` for indirect blocks: the metadata zone of the
     /// inode's group, except that a file's first single-indirect block goes
     /// right after its last direct block.
-    pub fn indir_pref(&self, ino: Ino, level: usize, lbn: u64, db11: u64) -> BlockPref {
+    pub fn indir_pref(&self, ino: Ino, level: usize, lbn: u64, db11: Frag) -> BlockPref {
         let g = self.g;
-        if level == 1 && lbn < UFS_NDADDR as u64 + g.nindir && db11 != 0 && db11 < g.size {
-            return BlockPref::near(db11 + g.frag);
+        if level == 1
+            && lbn < UFS_NDADDR as u64 + g.nindir
+            && !db11.is_none()
+            && db11.get() < g.size
+        {
+            return BlockPref::near(db11.offset(g.frag));
         }
-        BlockPref::near(g.cgdmin(g.ino_to_cg(ino.get())))
+        BlockPref::near(Frag::new(g.cgdmin(g.ino_to_cg(ino.get()))))
     }
 }
 
@@ -1072,13 +1086,13 @@ fn find_free_block(g: &Geometry, cg: &Cg, c: u64, from: u64) -> Option<u64> {
 /// `ffs_mapsearch` for fragments: the first block (from `bpref`, or the
 /// group's fragment rotor) holding a maximal free run of exactly `allocsiz`
 /// fragments. Returns the run's cg-relative start and advances the rotor.
-fn mapsearch(g: &Geometry, cg: &mut Cg, c: u64, bpref: u64, allocsiz: u64) -> Option<u64> {
+fn mapsearch(g: &Geometry, cg: &mut Cg, c: u64, bpref: Frag, allocsiz: u64) -> Option<u64> {
     let nblk = g.cg_nfrags(c).div_ceil(g.frag);
     if nblk == 0 {
         return None;
     }
-    let start = if bpref != 0 && g.dtog(bpref) == c {
-        g.dtogd(bpref)
+    let start = if !bpref.is_none() && g.dtog(bpref.get()) == c {
+        g.dtogd(bpref.get())
     } else {
         u64::from(cg.cg_frotor())
     } / g.frag;
@@ -1141,18 +1155,18 @@ fn first_partial_fit(map: &[u8], fits: impl Fn(u8) -> bool) -> Option<usize> {
 /// `ffs_blkfree`'s work on the group `cg` (checked by
 /// `check_freed_blocks`): `size` bytes at fragment `bno` marked free, with
 /// the counts and cluster summaries.
-fn free_blocks_in(g: &Geometry, cg: &mut Cg, bno: u64, size: u64) -> Result<()> {
+fn free_blocks_in(g: &Geometry, cg: &mut Cg, bno: Frag, size: u64) -> Result<()> {
     let nfr = g.numfrags(size);
-    let rel = g.dtogd(bno);
+    let rel = g.dtogd(bno.get());
     // Checked before anything changes: a refused release leaves the group
     // as it was.
     if let Some(i) = (0..nfr).find(|&i| cg.frag_free(rel + i)) {
         let what = if nfr == g.frag {
             format!("freeing free block {bno}")
         } else {
-            format!("freeing free fragment {}", bno + i)
+            format!("freeing free fragment {}", bno.offset(i))
         };
-        let at = if nfr == g.frag { bno } else { bno + i };
+        let at = if nfr == g.frag { bno } else { bno.offset(i) };
         return Err(Error::damaged(crate::error::Damage::Block(at), what));
     }
     let mut cs = cg.cg_cs();
@@ -1281,7 +1295,7 @@ mod tests {
         let len = to_index(g.fragroundup(g.cgsize));
         let b = c
             .cache
-            .read(g.cgtod(cgx), len, crate::cache::BlockKind::Cg)
+            .read(c.cg_block(cgx), len, crate::cache::BlockKind::Cg)
             .unwrap();
         without_ckhash(&b[..to_index(g.cgsize)])
     }
@@ -1387,7 +1401,7 @@ mod tests {
         let r = c.free_now(vec![
             inode(a),
             Freed::Blocks {
-                bno: 1,
+                bno: crate::Frag::new(1),
                 size: g.fsize,
             },
             inode(b),

@@ -35,6 +35,7 @@
 //! consistency. Directories themselves keep the `dirpref` policy.
 use crate::dir::SlotContext;
 use crate::error::Result;
+use crate::frag::{BlockPointers, Frag};
 use crate::fs::FsCore;
 use crate::Ino;
 use foldhash::HashMap;
@@ -469,7 +470,7 @@ impl FsCore {
     /// data area can be full and its files' data elsewhere), so that
     /// reading files in inode order reads their data forwards too, after
     /// churn as when fresh. None for other inodes.
-    pub fn data_pref(&mut self, ino: Ino) -> Option<u64> {
+    pub fn data_pref(&mut self, ino: Ino) -> Option<Frag> {
         if !self.placement.no_data_yet.remove(&ino) {
             return None;
         }
@@ -479,7 +480,7 @@ impl FsCore {
             let Ok(di) = self.read_inode(prev) else {
                 continue;
             };
-            if !di.is_reg() || di.di_db(0) == 0 || di.nlink() == 0 {
+            if !di.is_reg() || di.db(0).is_none() || di.nlink() == 0 {
                 continue;
             }
             // Inodes skipped on the way (freed, not yet reused) are taken
@@ -487,8 +488,8 @@ impl FsCore {
             let frags = g
                 .numfrags(di.di_size().min(g.bsize).next_multiple_of(g.fsize))
                 .max(1);
-            let pref = di.di_db(0) + back * frags;
-            return (pref < g.size).then_some(pref);
+            let pref = di.db(0).offset(back * frags);
+            return (pref.get() < g.size).then_some(pref);
         }
         None
     }

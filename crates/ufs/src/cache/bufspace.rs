@@ -30,6 +30,7 @@
 //!   oldest ones fall out as new ones pass. `fell_out` is then the newest stamp
 //!   that fell out, so that a directory block older than it, which would
 //!   have fallen out before it, is evicted at the next reckoning.
+use crate::frag::Frag;
 use std::collections::{BTreeMap, HashMap};
 
 /// Where directory blocks live with vmiodir off.
@@ -50,8 +51,8 @@ pub enum DirSpace {
 #[derive(Debug, Default)]
 pub(crate) struct Passers {
     /// Stamp to (key, bytes, buffers).
-    by_stamp: BTreeMap<u64, (u64, u64, u64)>,
-    by_key: HashMap<u64, u64>,
+    by_stamp: BTreeMap<u64, (Frag, u64, u64)>,
+    by_key: HashMap<Frag, u64>,
     bytes: u64,
     bufs: u64,
     fell_out: u64,
@@ -92,7 +93,7 @@ impl Passers {
     /// `bufs` buffers of `bytes` bytes in all, known as `key`, pass
     /// through the space now, at `stamp` (later than every stamp before);
     /// the oldest passers fall out while the passers overfill the space.
-    pub(crate) fn pass(&mut self, key: u64, bytes: u64, bufs: u64, stamp: u64) {
+    pub(crate) fn pass(&mut self, key: Frag, bytes: u64, bufs: u64, stamp: u64) {
         self.forget(key);
         self.by_stamp.insert(stamp, (key, bytes, bufs));
         self.by_key.insert(key, stamp);
@@ -106,7 +107,7 @@ impl Passers {
     }
 
     /// The buffer `key` is gone from memory (evicted from the cache).
-    pub(crate) fn forget(&mut self, key: u64) {
+    pub(crate) fn forget(&mut self, key: Frag) {
         if let Some(s) = self.by_key.remove(&key) {
             if let Some((_, b, n)) = self.by_stamp.remove(&s) {
                 self.bytes -= b;
@@ -140,11 +141,11 @@ mod tests {
     #[test]
     fn oldest_fall_out_beyond_the_limit_and_are_remembered() {
         let mut p = Passers::new(250, 100);
-        p.pass(1, 100, 1, 1);
-        p.pass(2, 100, 1, 2);
+        p.pass(Frag::new(1), 100, 1, 1);
+        p.pass(Frag::new(2), 100, 1, 2);
         assert_eq!(p.held(), (200, 2));
         assert_eq!(p.fell_out(), 0);
-        p.pass(3, 100, 1, 3);
+        p.pass(Frag::new(3), 100, 1, 3);
         assert_eq!(p.held(), (200, 2));
         assert_eq!(p.oldest(), Some(2));
         // Anything used before stamp 2 would have gone with passer 1.
@@ -154,12 +155,12 @@ mod tests {
     #[test]
     fn passing_again_refreshes_and_forget_frees() {
         let mut p = Passers::new(1000, 100);
-        p.pass(1, 100, 1, 1);
-        p.pass(2, 100, 1, 2);
-        p.pass(1, 100, 1, 3);
+        p.pass(Frag::new(1), 100, 1, 1);
+        p.pass(Frag::new(2), 100, 1, 2);
+        p.pass(Frag::new(1), 100, 1, 3);
         assert_eq!(p.held(), (200, 2));
         assert_eq!(p.oldest(), Some(2));
-        p.forget(2);
+        p.forget(Frag::new(2));
         assert_eq!(p.oldest(), Some(3));
         assert_eq!(p.held(), (100, 1));
         p.drop_oldest();
@@ -172,13 +173,13 @@ mod tests {
         // nbuf bounds a space of small buffers before its bytes do.
         let mut p = Passers::new(1 << 20, 3);
         for k in 0..5 {
-            p.pass(k, 1024, 1, k + 1);
+            p.pass(Frag::new(k), 1024, 1, k + 1);
         }
         assert_eq!(p.held(), (3072, 3));
         assert_eq!(p.oldest(), Some(3));
         assert_eq!(p.fell_out(), 3);
         // A run of 4 blocks overfills it alone: it stays, the rest go.
-        p.pass(9, 4096, 4, 10);
+        p.pass(Frag::new(9), 4096, 4, 10);
         assert_eq!(p.held(), (0, 0));
         assert!(p.fits_with(1024, 1));
     }

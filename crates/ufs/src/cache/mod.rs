@@ -35,6 +35,7 @@ pub use bufspace::DirSpace;
 
 use crate::dev::BlockDevice;
 use crate::error::Result;
+use crate::frag::Frag;
 use crate::order::buffers::Ordering;
 use crate::order::{BufDeps, ChangeId, Held, Ledger};
 use serde::Serialize;
@@ -87,7 +88,7 @@ impl BlockKind {
 pub(crate) trait Formats: Send {
     /// A block of `kind` just read from fragment `addr`: an error (a
     /// `Corrupt` one) refuses it.
-    fn verify(&self, kind: BlockKind, addr: u64, data: &[u8]) -> Result<()>;
+    fn verify(&self, kind: BlockKind, addr: Frag, data: &[u8]) -> Result<()>;
     /// A block of `kind` about to be written: make it whole (compute its
     /// check-hash over the bytes that go).
     fn seal(&self, kind: BlockKind, data: &mut [u8]);
@@ -212,9 +213,9 @@ pub struct BufferCache {
     /// it, never on the hot path in between. The cache knows no format.
     formats: Option<Box<dyn Formats>>,
     fshift: u32,
-    bufs: BTreeMap<u64, Buf>,
+    bufs: BTreeMap<Frag, Buf>,
     /// Least recently used first, per pool: stamp to address.
-    lru: [BTreeMap<u64, u64>; 2],
+    lru: [BTreeMap<u64, Frag>; 2],
     clock: u64,
     /// Buffers now dirty (kept with every change of a buffer's flag).
     ndirty: usize,
@@ -257,7 +258,7 @@ impl BufferCache {
     }
 
     /// The cached buffer at `addr`, as the write ordering sees it.
-    pub(crate) fn buf_ref(&self, addr: u64) -> Option<BufRef<'_>> {
+    pub(crate) fn buf_ref(&self, addr: Frag) -> Option<BufRef<'_>> {
         self.bufs.get(&addr).map(|b| BufRef {
             deps: &b.deps,
             kind: b.kind,
@@ -267,7 +268,7 @@ impl BufferCache {
     }
 
     /// The cached buffers from fragment `from` on, in address order.
-    pub(crate) fn bufs_from(&self, from: u64) -> impl Iterator<Item = (u64, BufRef<'_>)> {
+    pub(crate) fn bufs_from(&self, from: Frag) -> impl Iterator<Item = (Frag, BufRef<'_>)> {
         self.bufs.range(from..).map(|(&a, b)| {
             (
                 a,
@@ -283,7 +284,7 @@ impl BufferCache {
 
     /// Makes the buffer of `len` bytes at `addr` present (read on a miss),
     /// of `kind`, and dirty: a change is about to be made to it.
-    pub(crate) fn prepare_change(&mut self, addr: u64, len: usize, kind: BlockKind) -> Result<()> {
+    pub(crate) fn prepare_change(&mut self, addr: Frag, len: usize, kind: BlockKind) -> Result<()> {
         self.ensure(addr, len, kind)?;
         self.set_kind(addr, kind);
         let b = self.bufs.get_mut(&addr).expect("buffer just ensured");
@@ -296,14 +297,14 @@ impl BufferCache {
 
     /// The bytes and ordering state of the buffer at `addr` (present), and
     /// the cache's ordering: what a change being recorded needs at once.
-    pub(crate) fn change_parts(&mut self, addr: u64) -> (&mut [u8], &mut BufDeps, &mut Ordering) {
+    pub(crate) fn change_parts(&mut self, addr: Frag) -> (&mut [u8], &mut BufDeps, &mut Ordering) {
         let b = self.bufs.get_mut(&addr).expect("buffer present");
         (&mut b.data[..], &mut b.deps, &mut self.order)
     }
 
     /// Drops the buffer at `addr` without writing it and without telling
     /// the write ordering (which has settled its changes another way).
-    pub(crate) fn forget_unwritten(&mut self, addr: u64) {
+    pub(crate) fn forget_unwritten(&mut self, addr: Frag) {
         self.remove_buf(addr);
     }
 
@@ -388,7 +389,7 @@ impl BufferCache {
 
     /// Buffers other than directory blocks, `bufs` of them of `bytes`
     /// bytes in all, known as `key`, pass through the shared pool now.
-    fn pass(&mut self, key: u64, bytes: u64, bufs: u64) {
+    fn pass(&mut self, key: Frag, bytes: u64, bufs: u64) {
         if self.shared_space() {
             self.passers.pass(key, bytes, bufs, self.clock);
         }
@@ -446,7 +447,7 @@ impl BufferCache {
     /// eighth of its pool's turnover is left where it stands in the LRU
     /// order (already among the youngest): two tree updates saved on most
     /// hits, at the price of an order that is exact only to that eighth.
-    fn touch(&mut self, addr: u64) {
+    fn touch(&mut self, addr: Frag) {
         self.clock += 1;
         let c = self.clock;
         let (dir_pool, shared) = (self.dir_pool.is_some(), self.shared_space());
@@ -471,7 +472,7 @@ impl BufferCache {
     }
 
     /// Changes the kind of a cached buffer, moving it between pools.
-    fn set_kind(&mut self, addr: u64, kind: BlockKind) {
+    fn set_kind(&mut self, addr: Frag, kind: BlockKind) {
         let Some(old) = self.bufs.get(&addr).map(|b| b.kind) else {
             return;
         };
@@ -495,14 +496,14 @@ impl BufferCache {
 
     /// Writes back and drops every buffer overlapping `[addr, addr+n)` except
     /// one starting exactly at `addr` with length `len` (which is kept).
-    fn clear_overlaps(&mut self, addr: u64, n: u64, keep_len: Option<usize>) -> Result<()> {
+    fn clear_overlaps(&mut self, addr: Frag, n: u64, keep_len: Option<usize>) -> Result<()> {
         let mut victims = Vec::new();
         if let Some((&a, b)) = self.bufs.range(..addr).next_back() {
-            if a + self.nfrags(b.data.len()) > addr {
+            if a.offset(self.nfrags(b.data.len())) > addr {
                 victims.push(a);
             }
         }
-        for (&a, b) in self.bufs.range(addr..addr.saturating_add(n)) {
+        for (&a, b) in self.bufs.range(addr..addr.saturating_offset(n)) {
             if a == addr && Some(b.data.len()) == keep_len {
                 continue;
             }
@@ -516,7 +517,7 @@ impl BufferCache {
 
     /// Drops a buffer: written back first (with everything it waits for)
     /// if `write`, else its changes are abandoned as moot.
-    fn evict(&mut self, addr: u64, write: bool) -> Result<()> {
+    fn evict(&mut self, addr: Frag, write: bool) -> Result<()> {
         if write {
             self.write_buf(addr)?;
             if self.bufs.get(&addr).is_some_and(|b| b.dirty) {
@@ -532,7 +533,7 @@ impl BufferCache {
     }
 
     /// Takes a buffer out of the cache and its pool's accounting.
-    fn remove_buf(&mut self, addr: u64) -> Option<Buf> {
+    fn remove_buf(&mut self, addr: Frag) -> Option<Buf> {
         let b = self.bufs.remove(&addr)?;
         if b.dirty {
             self.ndirty -= 1;
@@ -593,7 +594,7 @@ impl BufferCache {
     fn write_behind(&mut self, p: Pool) -> Result<()> {
         let lru = &self.lru[p as usize];
         let half = lru.len().div_ceil(2);
-        let mut old: Vec<u64> = lru
+        let mut old: Vec<Frag> = lru
             .values()
             .take(half)
             .copied()
@@ -606,7 +607,7 @@ impl BufferCache {
         Ok(())
     }
 
-    fn insert(&mut self, addr: u64, data: Vec<u8>, kind: BlockKind, dirty: bool) -> Result<()> {
+    fn insert(&mut self, addr: Frag, data: Vec<u8>, kind: BlockKind, dirty: bool) -> Result<()> {
         let p = self.pool(kind);
         self.make_room(data.capacity() as u64, p)?;
         self.clock += 1;
@@ -632,7 +633,7 @@ impl BufferCache {
         Ok(())
     }
 
-    fn ensure(&mut self, addr: u64, len: usize, kind: BlockKind) -> Result<()> {
+    fn ensure(&mut self, addr: Frag, len: usize, kind: BlockKind) -> Result<()> {
         if kind == BlockKind::Dir && self.shared_space() {
             // What passed since the block was last used may have pushed
             // it out of the shared pool.
@@ -650,12 +651,7 @@ impl BufferCache {
         let n = self.nfrags(len);
         self.clear_overlaps(addr, n, None)?;
         let mut data = new_buffer(self.warm, len);
-        let off = addr.checked_mul(1 << self.fshift).ok_or_else(|| {
-            crate::error::Error::damaged(
-                crate::error::Damage::Block(addr),
-                format!("block address {addr} overflows"),
-            )
-        })?;
+        let off = addr.byte_offset(self.fshift)?;
         // A directory block is read alone: a walk goes from one directory
         // to another elsewhere, so a read-ahead window around it would be
         // copied for nothing (a cold `find` of /usr/include: 0.12-0.15 s
@@ -675,7 +671,7 @@ impl BufferCache {
     }
 
     /// The `len` bytes at fragment `addr`, read from the device on a miss.
-    pub fn read(&mut self, addr: u64, len: usize, kind: BlockKind) -> Result<&[u8]> {
+    pub fn read(&mut self, addr: Frag, len: usize, kind: BlockKind) -> Result<&[u8]> {
         self.ensure(addr, len, kind)?;
         Ok(&self
             .bufs
@@ -686,7 +682,7 @@ impl BufferCache {
 
     /// The bytes of the buffer at fragment `addr`, if the cache holds it
     /// (no read, no counters, no LRU change).
-    pub fn peek(&self, addr: u64) -> Option<&[u8]> {
+    pub fn peek(&self, addr: Frag) -> Option<&[u8]> {
         self.bufs.get(&addr).map(|b| &b.data[..])
     }
 
@@ -698,23 +694,27 @@ impl BufferCache {
         self.dev.prefetches()
     }
 
-    pub fn prefetch(&self, addr: u64, len: usize) {
+    pub fn prefetch(&self, addr: Frag, len: usize) {
         if !self.bufs.contains_key(&addr) {
-            self.dev.prefetch(addr << self.fshift, len);
+            if let Ok(off) = addr.byte_offset(self.fshift) {
+                self.dev.prefetch(off, len);
+            }
         }
     }
 
     /// [`prefetch`](Self::prefetch) for a block read alone (a directory
     /// block): just `len` bytes, not a read-ahead window around them.
-    pub fn prefetch_single(&self, addr: u64, len: usize) {
+    pub fn prefetch_single(&self, addr: Frag, len: usize) {
         if !self.bufs.contains_key(&addr) {
-            self.dev.prefetch_single(addr << self.fshift, len);
+            if let Ok(off) = addr.byte_offset(self.fshift) {
+                self.dev.prefetch_single(off, len);
+            }
         }
     }
 
     /// The buffer's changes since its last write join its epoch (they may
     /// go to disk with the next write).
-    pub(crate) fn join_epoch(&mut self, addr: u64) -> ChangeId {
+    pub(crate) fn join_epoch(&mut self, addr: Frag) -> ChangeId {
         let b = self.bufs.get_mut(&addr).expect("buffer present");
         self.order.dirtied(addr, &mut b.deps)
     }
@@ -723,7 +723,7 @@ impl BufferCache {
     /// dirty. The change may reach the disk with the next write of the
     /// buffer: for blocks whose regions hold changes that wait (inodes,
     /// directories, indirect blocks) use [`modify_tracked`](Self::modify_tracked).
-    pub fn modify(&mut self, addr: u64, len: usize, kind: BlockKind) -> Result<&mut [u8]> {
+    pub fn modify(&mut self, addr: Frag, len: usize, kind: BlockKind) -> Result<&mut [u8]> {
         self.ensure(addr, len, kind)?;
         self.set_kind(addr, kind);
         self.join_epoch(addr);
@@ -736,14 +736,14 @@ impl BufferCache {
     }
 
     /// The kind of the cached buffer at `addr`.
-    pub fn kind(&self, addr: u64) -> Option<BlockKind> {
+    pub fn kind(&self, addr: Frag) -> Option<BlockKind> {
         self.bufs.get(&addr).map(|b| b.kind)
     }
 
     /// A zero-filled dirty buffer for a freshly allocated block, without
     /// reading what the device holds there. Whatever an earlier owner of
     /// the block left waiting is abandoned.
-    pub fn create(&mut self, addr: u64, len: usize, kind: BlockKind) -> Result<&mut [u8]> {
+    pub fn create(&mut self, addr: Frag, len: usize, kind: BlockKind) -> Result<&mut [u8]> {
         let n = self.nfrags(len);
         self.clear_overlaps(addr, n, Some(len))?;
         if self.bufs.contains_key(&addr) {
@@ -771,9 +771,9 @@ impl BufferCache {
     /// an older pointer to the old place never reaches unwritten bytes.
     pub fn relocate(
         &mut self,
-        from: u64,
+        from: Frag,
         from_len: usize,
-        to: u64,
+        to: Frag,
         to_len: usize,
         kind: BlockKind,
     ) -> Result<()> {
@@ -815,7 +815,7 @@ impl BufferCache {
     /// without moving), keeping its contents and waiting changes.
     pub fn resize(
         &mut self,
-        addr: u64,
+        addr: Frag,
         old_len: usize,
         new_len: usize,
         kind: BlockKind,
@@ -851,7 +851,7 @@ impl BufferCache {
         // Cached copies of the fragments just added are stale.
         let (n_old, n_new) = (self.nfrags(old_len), self.nfrags(new_len));
         if n_new > n_old {
-            for a in self.overlapping(addr + n_old, n_new - n_old) {
+            for a in self.overlapping(addr.offset(n_old), n_new - n_old) {
                 if a != addr {
                     self.evict(a, true)?;
                 }
@@ -864,7 +864,7 @@ impl BufferCache {
     /// Drops buffers overlapping `[addr, addr+nfrags)` without writing them:
     /// the blocks are free and nothing on disk points at them any more, so
     /// whatever waits in them is moot.
-    pub fn discard(&mut self, addr: u64, nfrags: u64) {
+    pub fn discard(&mut self, addr: Frag, nfrags: u64) {
         for a in self.overlapping(addr, nfrags) {
             let _ = self.evict(a, false);
         }
@@ -874,7 +874,7 @@ impl BufferCache {
     /// block is released while a pointer to it may still be on disk (its
     /// unwritten contents are abandoned; metadata blocks stay until the
     /// release is final).
-    pub fn discard_data(&mut self, addr: u64, nfrags: u64) {
+    pub fn discard_data(&mut self, addr: Frag, nfrags: u64) {
         for a in self.overlapping(addr, nfrags) {
             if self.bufs.get(&a).is_some_and(|b| b.kind == BlockKind::Data) {
                 let _ = self.evict(a, false);
@@ -882,16 +882,16 @@ impl BufferCache {
         }
     }
 
-    pub(crate) fn overlapping(&self, addr: u64, nfrags: u64) -> Vec<u64> {
+    pub(crate) fn overlapping(&self, addr: Frag, nfrags: u64) -> Vec<Frag> {
         let mut victims = Vec::new();
         if let Some((&a, b)) = self.bufs.range(..addr).next_back() {
-            if a + self.nfrags(b.data.len()) > addr {
+            if a.offset(self.nfrags(b.data.len())) > addr {
                 victims.push(a);
             }
         }
         victims.extend(
             self.bufs
-                .range(addr..addr.saturating_add(nfrags))
+                .range(addr..addr.saturating_offset(nfrags))
                 .map(|(&a, _)| a),
         );
         victims
@@ -899,14 +899,14 @@ impl BufferCache {
 
     /// Whether any cached buffer overlaps `[addr, addr+nfrags)`: if none,
     /// the device holds those fragments as the file system last wrote them.
-    pub fn holds_any(&self, addr: u64, nfrags: u64) -> bool {
+    pub fn holds_any(&self, addr: Frag, nfrags: u64) -> bool {
         if let Some((&a, b)) = self.bufs.range(..addr).next_back() {
-            if a + self.nfrags(b.data.len()) > addr {
+            if a.offset(self.nfrags(b.data.len())) > addr {
                 return true;
             }
         }
         self.bufs
-            .range(addr..addr.saturating_add(nfrags))
+            .range(addr..addr.saturating_offset(nfrags))
             .next()
             .is_some()
     }
@@ -917,7 +917,7 @@ impl BufferCache {
     /// as they were before it) and hears of the write's completion; the
     /// buffer stays dirty until every held change has gone out. Returns
     /// whether anything was written.
-    pub fn write_buf(&mut self, addr: u64) -> Result<bool> {
+    pub fn write_buf(&mut self, addr: Frag) -> Result<bool> {
         let fshift = self.fshift;
         let Some(b) = self.bufs.get_mut(&addr) else {
             return Ok(false);
@@ -930,12 +930,7 @@ impl BufferCache {
             return Ok(false);
         };
         let rolled = !img.rollbacks.is_empty();
-        let off = addr.checked_mul(1 << fshift).ok_or_else(|| {
-            crate::error::Error::damaged(
-                crate::error::Damage::Block(addr),
-                format!("block address {addr} overflows"),
-            )
-        })?;
+        let off = addr.byte_offset(fshift)?;
         if let Some(why) = &self.failed {
             return Err(crate::error::Error::new(
                 crate::error::ErrorKind::Io,
@@ -1016,7 +1011,7 @@ impl BufferCache {
 
     /// Writes every dirty buffer in address order (held regions rolled back).
     pub fn write_all(&mut self) -> Result<()> {
-        let dirty: Vec<u64> = self
+        let dirty: Vec<Frag> = self
             .bufs
             .iter()
             .filter(|(_, b)| b.dirty)
@@ -1029,8 +1024,8 @@ impl BufferCache {
     }
 
     /// Writes every dirty buffer of one kind selection in address order.
-    pub fn write_matching(&mut self, pred: impl Fn(u64, BlockKind) -> bool) -> Result<()> {
-        let dirty: Vec<u64> = self
+    pub fn write_matching(&mut self, pred: impl Fn(Frag, BlockKind) -> bool) -> Result<()> {
+        let dirty: Vec<Frag> = self
             .bufs
             .iter()
             .filter(|(&a, b)| b.dirty && pred(a, b.kind))
@@ -1046,7 +1041,7 @@ impl BufferCache {
     /// Kinds the formats want whole go with an untorn write.
     pub fn write_raw(&mut self, byte_off: u64, data: &[u8], kind: BlockKind) -> Result<()> {
         let n = self.nfrags(data.len()).max(1);
-        self.clear_overlaps(byte_off >> self.fshift, n, None)?;
+        self.clear_overlaps(Frag::holding_byte(byte_off, self.fshift), n, None)?;
         self.healthy()?;
         let untorn = self.formats.as_ref().is_some_and(|f| f.untorn(kind));
         let r = if untorn {
@@ -1077,14 +1072,14 @@ impl BufferCache {
         st.reads += 1;
         st.read_bytes += len as u64;
         self.clock += 1;
-        self.pass(byte_off >> self.fshift, len as u64, bufs);
+        self.pass(Frag::holding_byte(byte_off, self.fshift), len as u64, bufs);
     }
 
     /// Drops every clean buffer (a cold cache for measurements), and the
     /// memory made ahead for new buffers.
     pub fn drop_clean(&mut self) {
         self.drain_warm();
-        let clean: Vec<u64> = self
+        let clean: Vec<Frag> = self
             .bufs
             .iter()
             .filter(|(_, b)| !b.dirty)
@@ -1104,7 +1099,7 @@ impl BufferCache {
         self.drain_warm();
         let mut freed = 0;
         for p in 0..2 {
-            let order: Vec<u64> = self.lru[p].values().copied().collect();
+            let order: Vec<Frag> = self.lru[p].values().copied().collect();
             for a in order {
                 if self.bytes[0] + self.bytes[1] <= target {
                     return freed;

@@ -25,6 +25,7 @@ mod linear;
 use crate::alloc::Reserve;
 use crate::cache::BlockKind;
 use crate::error::{Error, ErrorKind, Result};
+use crate::frag::{BlockPointers, Frag};
 use crate::fs::FsCore;
 use crate::order::{ChangeId, EntryOp, Seen};
 use dirhash::Take;
@@ -148,11 +149,11 @@ impl FsCore {
 
     /// Where the chunk at `off` lives: block address, block length, and the
     /// chunk's offset inside the block.
-    fn chunk_place(&mut self, ino: Ino, di: &Dinode, off: u64) -> Result<(u64, usize, usize)> {
+    fn chunk_place(&mut self, ino: Ino, di: &Dinode, off: u64) -> Result<(Frag, usize, usize)> {
         let g = self.g;
         let lbn = g.lblkno(off);
         let addr = self.bmap(ino, di, lbn)?;
-        if addr == 0 {
+        if addr.is_none() {
             return Err(Error::damaged(
                 crate::error::Damage::Inode(ino),
                 format!("directory {ino}: hole at offset {off}"),
@@ -286,7 +287,7 @@ impl FsCore {
         'blocks: while off < size {
             let lbn = g.lblkno(off);
             let addr = self.bmap(ino, di, lbn)?;
-            if addr == 0 {
+            if addr.is_none() {
                 return Err(Error::damaged(
                     crate::error::Damage::Inode(ino),
                     format!("directory {ino}: hole at offset {off}"),
@@ -1094,7 +1095,7 @@ impl FsCore {
             |e: &&ReadDirEntry| e.name != b"." && e.name != b".." && e.ino.get() < g.ninodes();
         let mut asked = std::collections::HashSet::new();
         for e in ents.iter().filter(live) {
-            let iaddr = g.ino_to_fsba(e.ino.get());
+            let iaddr = self.inode_block(e.ino);
             if asked.len() >= PREFETCH_INODE_BLOCKS {
                 break;
             }
@@ -1108,8 +1109,8 @@ impl FsCore {
             let Ok(di) = self.read_inode(e.ino) else {
                 continue;
             };
-            let db0 = di.di_db(0);
-            if di.is_dir() && db0 != 0 && db0 < g.size {
+            let db0 = di.db(0);
+            if di.is_dir() && !db0.is_none() && db0.get() < g.size {
                 let len = to_index(g.blksize(di.di_size(), 0));
                 self.cache.prefetch_single(db0, len.clamp(1, bsize));
             }

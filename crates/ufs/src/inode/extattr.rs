@@ -19,6 +19,7 @@
 use crate::alloc::{BlockPref, Reserve};
 use crate::cache::BlockKind;
 use crate::error::{Damage, Error, ErrorKind, Result};
+use crate::frag::{BlockPointers, Frag};
 use crate::fs::FsCore;
 use crate::Ino;
 use ufs_format::bytes::{low_u32, to_index};
@@ -64,8 +65,8 @@ impl FsCore {
                 break;
             }
             let n = to_index((size - start).min(g.bsize));
-            let addr = di.di_extb(to_index(j));
-            if addr == 0 {
+            let addr = di.extb(to_index(j));
+            if addr.is_none() {
                 return Err(Error::damaged(
                     Damage::Inode(ino),
                     format!("inode {ino}: extended attribute block {j} missing"),
@@ -118,8 +119,8 @@ impl FsCore {
         }
         // The old area must be sound before anything is allocated.
         self.ext_blocks(ino, di)?;
-        let mut made: Vec<(u64, u64)> = Vec::new();
-        let mut pref = BlockPref::near(g.cgdmin(g.ino_to_cg(ino.get())));
+        let mut made: Vec<(Frag, u64)> = Vec::new();
+        let mut pref = BlockPref::near(Frag::new(g.cgdmin(g.ino_to_cg(ino.get()))));
         for j in 0..UFS_NXADDR as u64 {
             let start = j * g.bsize;
             if start >= size {
@@ -156,11 +157,11 @@ impl FsCore {
                 return Err(e);
             }
             self.note_new_block(ino, bno);
-            pref = BlockPref::near(bno + g.numfrags(bsz));
+            pref = BlockPref::near(bno.offset(g.numfrags(bsz)));
         }
         self.release_ext_blocks(ino, di)?;
         for (j, &(bno, bsz)) in made.iter().enumerate() {
-            di.set_di_extb(j, bno);
+            di.set_extb(j, bno);
             di.set_di_blocks(di.di_blocks() + bsz / 512);
         }
         // At most max_ext_area (two blocks), checked above.
@@ -171,7 +172,7 @@ impl FsCore {
     /// The area's blocks as `(slot, address, bytes)`, every pointer checked
     /// first: nothing is released unless all of them are sound, so a
     /// damaged area never leaves a half-released one behind.
-    fn ext_blocks(&self, ino: Ino, di: &Dinode) -> Result<Vec<(usize, u64, u64)>> {
+    fn ext_blocks(&self, ino: Ino, di: &Dinode) -> Result<Vec<(usize, Frag, u64)>> {
         let g = self.g;
         let size = di.di_extsize() as u64;
         if size > self.max_ext_area() {
@@ -182,8 +183,8 @@ impl FsCore {
         }
         let mut out = Vec::new();
         for j in 0..UFS_NXADDR {
-            let addr = di.di_extb(j);
-            if addr == 0 {
+            let addr = di.extb(j);
+            if addr.is_none() {
                 continue;
             }
             if (j as u64) * g.bsize >= size {
@@ -206,7 +207,7 @@ impl FsCore {
     pub fn release_ext_blocks(&mut self, ino: Ino, di: &mut Dinode) -> Result<()> {
         for (j, addr, bsz) in self.ext_blocks(ino, di)? {
             self.free_blocks(ino, addr, bsz)?;
-            di.set_di_extb(j, 0);
+            di.set_extb(j, Frag::NONE);
             di.set_di_blocks(di.di_blocks().saturating_sub(bsz / 512));
         }
         di.set_di_extsize(0);

@@ -14,6 +14,7 @@
 use crate::alloc::Reserve;
 use crate::cache::BlockKind;
 use crate::error::{Error, ErrorKind, Result};
+use crate::frag::{BlockPointers, Frag};
 use crate::fs::FsCore;
 use crate::order::ChangeId;
 use crate::Ino;
@@ -114,7 +115,7 @@ impl FsCore {
     /// fsck_ffs's `chkrange`: a run of `nfrags` fragments at `addr` lies
     /// inside the file system, inside one block, and outside every group's
     /// metadata (backup superblock, cg block, inode blocks).
-    pub(crate) fn check_ptr(&self, ino: Ino, addr: u64, nfrags: u64) -> Result<()> {
+    pub(crate) fn check_ptr(&self, ino: Ino, addr: Frag, nfrags: u64) -> Result<()> {
         let g = &self.g;
         let bad = || {
             Err(Error::damaged(
@@ -124,9 +125,11 @@ impl FsCore {
             ),
             ))
         };
-        let Some(end) = addr.checked_add(nfrags) else {
+        let Some(end) = addr.checked_offset(nfrags) else {
             return bad();
         };
+        // The format's arithmetic (groups and their metadata) from here.
+        let (addr, end) = (addr.get(), end.get());
         if addr == 0
             || nfrags == 0
             || nfrags > g.frag
@@ -154,24 +157,31 @@ impl FsCore {
         }
     }
 
-    fn indir_get(&mut self, ino: Ino, addr: u64, idx: u64) -> Result<u64> {
+    fn indir_get(&mut self, ino: Ino, addr: Frag, idx: u64) -> Result<Frag> {
         self.check_ptr(ino, addr, self.g.frag)?;
         let bs = to_index(self.g.bsize);
         let v = self.g.v;
         let b = self.cache.read(addr, bs, BlockKind::Indir)?;
-        Ok(v.get_ptr(b, to_index(idx)))
+        Ok(Frag::new(v.get_ptr(b, to_index(idx))))
     }
 
     /// Sets pointer `idx` of the indirect block at `addr` (in inode `ino`'s
     /// tree) to `val`. A pointer to a new block waits for the block's
     /// contents and bitmap bits (and for `also`, if not 0); a cleared pointer is what the releases of
     /// the blocks below it wait for.
-    fn indir_set(&mut self, ino: Ino, addr: u64, idx: u64, val: u64, also: ChangeId) -> Result<()> {
+    fn indir_set(
+        &mut self,
+        ino: Ino,
+        addr: Frag,
+        idx: u64,
+        val: Frag,
+        also: ChangeId,
+    ) -> Result<()> {
         let bs = to_index(self.g.bsize);
         let v = self.g.v;
         let w = v.ptr_size();
         let i = to_index(idx) * w;
-        let mut needs: Vec<ChangeId> = if val != 0 {
+        let mut needs: Vec<ChangeId> = if !val.is_none() {
             self.block_pointer_needs(val).to_vec()
         } else {
             Vec::new()
@@ -182,22 +192,23 @@ impl FsCore {
         let (id, b) =
             self.cache
                 .modify_tracked(addr, bs, BlockKind::Indir, i, w, &needs, Vec::new())?;
-        v.set_ptr(b, to_index(idx), val);
-        if val != 0 && id != ChangeId::NONE {
+        v.set_ptr(b, to_index(idx), val.get());
+        if !val.is_none() && id != ChangeId::NONE {
             self.note_reach(val, id);
         }
-        if val == 0 && id != ChangeId::NONE {
+        if val.is_none() && id != ChangeId::NONE {
             self.order.inode_deps(ino).cleared.push(id);
         }
         Ok(())
     }
 
-    /// Physical fragment address of logical block `lbn` (0 for a hole).
-    pub fn bmap(&mut self, ino: Ino, di: &Dinode, lbn: u64) -> Result<u64> {
+    /// Physical fragment address of logical block `lbn` ([`Frag::NONE`]
+    /// for a hole).
+    pub fn bmap(&mut self, ino: Ino, di: &Dinode, lbn: u64) -> Result<Frag> {
         match self.path(lbn)? {
             Path::Direct(i) => {
-                let a = di.di_db(i);
-                if a != 0 {
+                let a = di.db(i);
+                if !a.is_none() {
                     let n = self
                         .g
                         .numfrags(self.alloc_size(di.di_size(), lbn).max(self.g.fsize));
@@ -206,14 +217,14 @@ impl FsCore {
                 Ok(a)
             }
             Path::Indirect(level, idx) => {
-                let mut addr = di.di_ib(level - 1);
+                let mut addr = di.ib(level - 1);
                 for &ix in idx.iter().take(level) {
-                    if addr == 0 {
-                        return Ok(0);
+                    if addr.is_none() {
+                        return Ok(Frag::NONE);
                     }
                     addr = self.indir_get(ino, addr, ix)?;
                 }
-                if addr != 0 {
+                if !addr.is_none() {
                     self.check_ptr(ino, addr, self.g.frag)?;
                 }
                 Ok(addr)
@@ -228,12 +239,12 @@ impl FsCore {
     /// None: the block is mapped.
     pub fn hole_run(&mut self, ino: Ino, di: &Dinode, lbn: u64) -> Result<Option<u64>> {
         match self.path(lbn)? {
-            Path::Direct(_) => Ok((self.bmap(ino, di, lbn)? == 0).then_some(1)),
+            Path::Direct(_) => Ok(self.bmap(ino, di, lbn)?.is_none().then_some(1)),
             Path::Indirect(level, idx) => {
                 let n = self.g.nindir;
-                let mut addr = di.di_ib(level - 1);
+                let mut addr = di.ib(level - 1);
                 for depth in 0..=level {
-                    if addr == 0 {
+                    if addr.is_none() {
                         // The missing block at `depth` would map n^(level-depth)
                         // blocks; lbn is idx[depth..] into them.
                         let span = n.pow(u32::try_from(level - depth).unwrap_or(u32::MAX));
@@ -262,33 +273,33 @@ impl FsCore {
         let g = self.g;
         match self.path(lbn)? {
             Path::Direct(i) => {
-                let nb = di.di_db(i);
-                if nb == 0 {
+                let nb = di.db(i);
+                if nb.is_none() {
                     return Ok(false);
                 }
                 self.check_ptr(ino, nb, g.frag)?;
-                di.set_di_db(i, 0);
+                di.set_db(i, Frag::NONE);
                 self.free_blocks(ino, nb, g.bsize)?;
             }
             Path::Indirect(level, idx) => {
-                let mut addr = di.di_ib(level - 1);
+                let mut addr = di.ib(level - 1);
                 for &ix in idx.iter().take(level - 1) {
-                    if addr == 0 {
+                    if addr.is_none() {
                         return Ok(false);
                     }
                     addr = self.indir_get(ino, addr, ix)?;
                 }
-                if addr == 0 {
+                if addr.is_none() {
                     return Ok(false);
                 }
                 let leaf = self.indir_get(ino, addr, idx[level - 1])?;
-                if leaf == 0 {
+                if leaf.is_none() {
                     return Ok(false);
                 }
                 self.check_ptr(ino, leaf, g.frag)?;
                 // The pointer goes first: a failure leaves the block the
                 // file's, never released while still pointed at.
-                self.indir_set(ino, addr, idx[level - 1], 0, ChangeId::NONE)?;
+                self.indir_set(ino, addr, idx[level - 1], Frag::NONE, ChangeId::NONE)?;
                 self.free_blocks(ino, leaf, g.bsize)?;
             }
         }
@@ -310,11 +321,11 @@ impl FsCore {
         ino: Ino,
         di: &Dinode,
         lbn: u64,
-        bprev: u64,
+        bprev: Frag,
         osize: u64,
         nsize: u64,
         who: Reserve,
-    ) -> Result<u64> {
+    ) -> Result<Frag> {
         let kind = Self::kind_of(di);
         if self.fragextend(bprev, osize, nsize)? {
             self.cache
@@ -328,11 +339,11 @@ impl FsCore {
             lbn,
             lbn,
             if lbn > 0 {
-                di.di_db(to_index(lbn) - 1)
+                di.db(to_index(lbn) - 1)
             } else {
-                0
+                Frag::NONE
             },
-            di.di_ib(0),
+            di.ib(0),
         );
         // Optimising for time: take a whole block so the run can grow in
         // place later, and give back what is not needed now.
@@ -346,7 +357,11 @@ impl FsCore {
             .relocate(bprev, to_index(osize), bno, to_index(nsize), kind)?;
         if request > nsize {
             // Never pointed at: free at once.
-            self.free_blocks(Ino::NONE, bno + self.g.numfrags(nsize), request - nsize)?;
+            self.free_blocks(
+                Ino::NONE,
+                bno.offset(self.g.numfrags(nsize)),
+                request - nsize,
+            )?;
         }
         self.note_new_block(ino, bno);
         self.free_moved_blocks(ino, bprev, osize)?;
@@ -364,7 +379,7 @@ impl FsCore {
         nsize: u64,
         who: Reserve,
         grow: &mut Growth,
-    ) -> Result<u64> {
+    ) -> Result<Frag> {
         let g = self.g;
         let kind = Self::kind_of(di);
         let size = di.di_size();
@@ -373,10 +388,10 @@ impl FsCore {
             let lastlbn = g.lblkno(size - 1);
             if lastlbn < UFS_NDADDR as u64 && lastlbn < lbn {
                 let osize = self.alloc_size(size, lastlbn);
-                let nb = di.di_db(to_index(lastlbn));
-                if nb != 0 && osize < g.bsize {
+                let nb = di.db(to_index(lastlbn));
+                if !nb.is_none() && osize < g.bsize {
                     let nb2 = self.realloc_frags(ino, di, lastlbn, nb, osize, g.bsize, who)?;
-                    di.set_di_db(to_index(lastlbn), nb2);
+                    di.set_db(to_index(lastlbn), nb2);
                     di.set_di_blocks(di.di_blocks() + dbtob(g.bsize - osize));
                     di.set_di_size((lastlbn + 1) * g.bsize);
                 }
@@ -384,9 +399,9 @@ impl FsCore {
         }
         match self.path(lbn)? {
             Path::Direct(i) => {
-                let nb = di.di_db(i);
+                let nb = di.db(i);
                 let size = di.di_size();
-                if nb != 0 {
+                if !nb.is_none() {
                     let osize = if size > lbn * g.bsize {
                         self.alloc_size(size, lbn)
                     } else {
@@ -397,16 +412,16 @@ impl FsCore {
                         return Ok(nb);
                     }
                     let nb2 = self.realloc_frags(ino, di, lbn, nb, osize, nsize, who)?;
-                    di.set_di_db(i, nb2);
+                    di.set_db(i, nb2);
                     di.set_di_blocks(di.di_blocks() + dbtob(nsize - osize));
                     return Ok(nb2);
                 }
-                let prev = if i > 0 { di.di_db(i - 1) } else { 0 };
-                let pref = self.blkpref(ino, di.is_dir(), lbn, i as u64, prev, di.di_ib(0));
+                let prev = if i > 0 { di.db(i - 1) } else { Frag::NONE };
+                let pref = self.blkpref(ino, di.is_dir(), lbn, i as u64, prev, di.ib(0));
                 let bno = self.alloc_block(ino, pref, nsize, who)?;
                 self.cache.create(bno, to_index(nsize), kind)?;
                 self.note_new_block(ino, bno);
-                di.set_di_db(i, bno);
+                di.set_db(i, bno);
                 di.set_di_blocks(di.di_blocks() + dbtob(nsize));
                 Ok(bno)
             }
@@ -415,16 +430,16 @@ impl FsCore {
                 // later allocation fails (ENOSPC) all of them are given back
                 // and their pointers cleared: a half-built chain of indirect
                 // blocks is what fsck_ffs clears as INVALID INDIRECT BLOCK.
-                let mut made: Vec<(Option<(u64, u64)>, u64)> = Vec::new(); // (parent slot or di_ib, block)
+                let mut made: Vec<(Option<(Frag, u64)>, Frag)> = Vec::new(); // (parent slot or di_ib, block)
                 match self.indir_chain(ino, di, lbn, level, idx, kind, who, grow, &mut made) {
                     Ok(a) => Ok(a),
                     Err(e) => {
                         for (slot, blk) in made.into_iter().rev() {
                             match slot {
                                 Some((parent, ix)) => {
-                                    self.indir_set(ino, parent, ix, 0, ChangeId::NONE)?
+                                    self.indir_set(ino, parent, ix, Frag::NONE, ChangeId::NONE)?
                                 }
-                                None => di.set_di_ib(level - 1, 0),
+                                None => di.set_ib(level - 1, Frag::NONE),
                             }
                             self.free_blocks(ino, blk, g.bsize)?;
                             di.set_di_blocks(di.di_blocks().saturating_sub(dbtob(g.bsize)));
@@ -462,21 +477,21 @@ impl FsCore {
         kind: BlockKind,
         who: Reserve,
         grow: &mut Growth,
-        made: &mut Vec<(Option<(u64, u64)>, u64)>,
-    ) -> Result<u64> {
+        made: &mut Vec<(Option<(Frag, u64)>, Frag)>,
+    ) -> Result<Frag> {
         let g = self.g;
         let bs = g.bsize;
         // nodes[0] is the top indirect block (pointed at by the inode),
         // nodes[j] the block pointer idx[j-1] of nodes[j-1] leads to;
         // nodes[level] is the data block.
-        let mut nodes = [0u64; 4];
-        nodes[0] = di.di_ib(level - 1);
+        let mut nodes = [Frag::NONE; 4];
+        nodes[0] = di.ib(level - 1);
         let mut have = 0; // nodes[..have] exist
-        if nodes[0] != 0 {
+        if !nodes[0].is_none() {
             have = 1;
             while have <= level {
                 let nb = self.indir_get(ino, nodes[have - 1], idx[have - 1])?;
-                if nb == 0 {
+                if nb.is_none() {
                     break;
                 }
                 self.check_ptr(ino, nb, g.frag)?;
@@ -491,17 +506,17 @@ impl FsCore {
         for j in have..=level {
             let leaf = j == level;
             let pref = if j == 0 {
-                self.indir_pref(ino, level, lbn, di.di_db(UFS_NDADDR - 1))
+                self.indir_pref(ino, level, lbn, di.db(UFS_NDADDR - 1))
             } else if leaf {
                 let ix = idx[j - 1];
                 let prev = if ix > 0 && j == have {
                     self.indir_get(ino, nodes[j - 1], ix - 1)?
                 } else {
-                    0 // a new parent has no earlier pointers
+                    Frag::NONE // a new parent has no earlier pointers
                 };
-                self.blkpref(ino, di.is_dir(), lbn, ix, prev, di.di_ib(0))
+                self.blkpref(ino, di.is_dir(), lbn, ix, prev, di.ib(0))
             } else {
-                self.indir_pref(ino, 0, lbn, 0)
+                self.indir_pref(ino, 0, lbn, Frag::NONE)
             };
             match self.alloc_block(ino, pref, bs, who) {
                 Ok(b) => {
@@ -524,7 +539,7 @@ impl FsCore {
         // Link them, bottom up.
         for j in (have..=level).rev() {
             if j == 0 {
-                di.set_di_ib(level - 1, nodes[0]);
+                di.set_ib(level - 1, nodes[0]);
                 self.note_new_block(ino, nodes[0]);
                 made.push((None, nodes[0]));
             } else {
@@ -610,14 +625,14 @@ impl FsCore {
         let direct = kind == BlockKind::Data && self.cache.prefetches();
         // The run being gathered: device byte offset, bytes, and the
         // fragment that would continue it.
-        let mut run: Option<(u64, usize, u64)> = None;
+        let mut run: Option<(u64, usize, Frag)> = None;
         let mut pos = off;
         while pos < end {
             let lbn = g.lblkno(pos);
             let boff = to_index(g.blkoff(pos));
             let n = to_index((g.bsize - boff as u64).min(end - pos));
             let addr = self.bmap(ino, di, lbn)?;
-            if addr == 0 {
+            if addr.is_none() {
                 self.end_run(&mut run, &mut read);
                 read.out.resize(read.out.len() + n, 0);
             } else {
@@ -634,11 +649,12 @@ impl FsCore {
                     match &mut run {
                         Some((_, len, next)) if *next == addr && boff == 0 => {
                             *len += n;
-                            *next = addr + nfrags;
+                            *next = addr.offset(nfrags);
                         }
                         _ => {
                             self.end_run(&mut run, &mut read);
-                            run = Some((addr * g.fsize + boff as u64, n, addr + nfrags));
+                            let at = addr.byte_offset(g.fshift)? + boff as u64;
+                            run = Some((at, n, addr.offset(nfrags)));
                         }
                     }
                 } else {
@@ -658,7 +674,7 @@ impl FsCore {
 
     /// Ends the gathered run of uncached data blocks (if any): its place
     /// in the reply is reserved and it is counted as read now.
-    fn end_run(&mut self, run: &mut Option<(u64, usize, u64)>, read: &mut DataRead) {
+    fn end_run(&mut self, run: &mut Option<(u64, usize, Frag)>, read: &mut DataRead) {
         if let Some((at, len, _)) = run.take() {
             let start = read.out.len();
             read.out.resize(start + len, 0);
@@ -706,15 +722,15 @@ impl FsCore {
         st.ahead_to = to;
         let size = di.di_size();
         // Contiguous runs of fragments: (first fragment, bytes).
-        let mut run: Option<(u64, u64)> = None;
+        let mut run: Option<(Frag, u64)> = None;
         for lbn in g.lblkno(from)..=g.lblkno(to - 1) {
             let addr = self.bmap(ino, di, lbn)?;
             let bytes = self.alloc_size(size, lbn);
-            if addr == 0 || self.check_ptr(ino, addr, g.numfrags(bytes)).is_err() {
+            if addr.is_none() || self.check_ptr(ino, addr, g.numfrags(bytes)).is_err() {
                 continue;
             }
             match &mut run {
-                Some((a, n)) if *a + g.numfrags(*n) == addr => *n += bytes,
+                Some((a, n)) if a.offset(g.numfrags(*n)) == addr => *n += bytes,
                 _ => {
                     if let Some((a, n)) = run.take() {
                         self.cache.prefetch(a, to_index(n));
@@ -834,7 +850,7 @@ impl FsCore {
         let keep = length.div_ceil(g.bsize); // logical blocks kept
                                              // A file may not end in a hole: if the new last block is one,
                                              // allocate it before anything is freed, so ENOSPC changes nothing.
-        if length > 0 && self.bmap(ino, di, keep - 1)? == 0 {
+        if length > 0 && self.bmap(ino, di, keep - 1)?.is_none() {
             self.balloc(
                 ino,
                 di,
@@ -849,12 +865,12 @@ impl FsCore {
         }
         // Direct blocks past the end.
         for i in (to_index(keep))..UFS_NDADDR {
-            let nb = di.di_db(i);
-            if nb != 0 {
+            let nb = di.db(i);
+            if !nb.is_none() {
                 let bsz = self.alloc_size(size, i as u64);
                 self.check_ptr(ino, nb, g.numfrags(bsz))?;
                 self.free_blocks(ino, nb, bsz)?;
-                di.set_di_db(i, 0);
+                di.set_db(i, Frag::NONE);
                 di.set_di_blocks(di.di_blocks().saturating_sub(dbtob(bsz)));
             }
         }
@@ -863,11 +879,11 @@ impl FsCore {
         let mut first = UFS_NDADDR as u64;
         let mut span = n;
         for level in 1..=3usize {
-            let addr = di.di_ib(level - 1);
-            if addr != 0 {
+            let addr = di.ib(level - 1);
+            if !addr.is_none() {
                 let freed_all = self.trim_tree(ino, di, addr, level, first, keep)?;
                 if freed_all {
-                    di.set_di_ib(level - 1, 0);
+                    di.set_ib(level - 1, Frag::NONE);
                 }
             }
             first += span;
@@ -877,13 +893,13 @@ impl FsCore {
         if length > 0 {
             let last = keep - 1;
             if last < UFS_NDADDR as u64 {
-                let nb = di.di_db(to_index(last));
+                let nb = di.db(to_index(last));
                 let osize = self.alloc_size(size, last);
                 let nsize = self.alloc_size(length, last);
-                if nb != 0 && nsize < osize {
+                if !nb.is_none() && nsize < osize {
                     self.cache
                         .resize(nb, to_index(osize), to_index(nsize), kind)?;
-                    self.free_blocks(ino, nb + g.numfrags(nsize), osize - nsize)?;
+                    self.free_blocks(ino, nb.offset(g.numfrags(nsize)), osize - nsize)?;
                     di.set_di_blocks(di.di_blocks().saturating_sub(dbtob(osize - nsize)));
                 }
             }
@@ -902,7 +918,7 @@ impl FsCore {
             // Not a directory's: the chunks past its end are valid empty
             // ones already, and zeros reaching the disk before the smaller
             // size would be chunks fsck calls corrupt.
-            if addr != 0 && boff != 0 && !di.is_dir() {
+            if !addr.is_none() && boff != 0 && !di.is_dir() {
                 let b = self.cache.modify(addr, to_index(nsize), kind)?;
                 b[boff..].fill(0);
             }
@@ -917,7 +933,7 @@ impl FsCore {
         &mut self,
         ino: Ino,
         di: &mut Dinode,
-        addr: u64,
+        addr: Frag,
         level: usize,
         first: u64,
         keep: u64,
@@ -926,14 +942,14 @@ impl FsCore {
         let n = g.nindir;
         let per = n.pow(u32::try_from(level).unwrap_or(u32::MAX) - 1); // logical blocks per pointer
         self.check_ptr(ino, addr, g.frag)?;
-        let ptrs: Vec<u64> = {
+        let ptrs: Vec<Frag> = {
             let b = self.cache.read(addr, to_index(g.bsize), BlockKind::Indir)?;
-            g.v.ptrs(b).collect()
+            g.v.ptrs(b).map(Frag::new).collect()
         };
         let mut any_left = false;
         let mut cleared = Vec::new();
         for (i, &p) in ptrs.iter().enumerate() {
-            if p == 0 {
+            if p.is_none() {
                 continue;
             }
             let start = first + i as u64 * per;
@@ -961,7 +977,7 @@ impl FsCore {
             // gone on disk it still describes the file (soft updates frees
             // a tree as a unit).
             for i in cleared {
-                self.indir_set(ino, addr, i, 0, ChangeId::NONE)?;
+                self.indir_set(ino, addr, i, Frag::NONE, ChangeId::NONE)?;
             }
         } else {
             self.free_blocks(ino, addr, g.bsize)?;

@@ -13,6 +13,7 @@
 //! reported written only after its write completed.
 use super::{BufDeps, ChangeId, Held, Ledger, OrderStats, WriteMode};
 use crate::cache::{BlockKind, Formats};
+use crate::frag::Frag;
 
 /// The ordering state of one buffer cache: the write mode and the ledger
 /// of undurable changes.
@@ -55,7 +56,7 @@ impl Ordering {
 
     /// A buffer was changed: its changes since its last write join its
     /// epoch (they may go to disk with the next write). The epoch's id.
-    pub fn dirtied(&mut self, addr: u64, deps: &mut BufDeps) -> ChangeId {
+    pub fn dirtied(&mut self, addr: Frag, deps: &mut BufDeps) -> ChangeId {
         if !self.mode.tracks() {
             return ChangeId::NONE;
         }
@@ -148,7 +149,7 @@ impl Ordering {
     }
 
     /// A buffer's held changes moved with its contents to fragment `to`.
-    pub fn moved(&mut self, deps: &BufDeps, to: u64) {
+    pub fn moved(&mut self, deps: &BufDeps, to: Frag) {
         self.ledger.moved(&deps.ids(), to);
     }
 

@@ -37,7 +37,7 @@
 //! they were made; ids of changes that can never be written (their block
 //! was freed) are dropped ("moot") only when nothing on disk can reach the
 //! block any more.
-use crate::Ino;
+use crate::{Frag, Ino};
 use foldhash::HashMap;
 use serde::Serialize;
 
@@ -318,7 +318,7 @@ pub struct FlushWithoutLock {
 
 /// Marks a change of [`Ledger::slots`] durable (no buffer has this
 /// address: fragment numbers stay far below it).
-const SETTLED: u64 = u64::MAX;
+const SETTLED: Frag = Frag::new(u64::MAX);
 
 /// The set of undurable changes and where they live.
 ///
@@ -336,7 +336,7 @@ pub(crate) struct Ledger {
     next: ChangeId,
     /// The id of `slots[0]`: every id below it is durable.
     base: ChangeId,
-    slots: std::collections::VecDeque<u64>,
+    slots: std::collections::VecDeque<Frag>,
     /// Undurable changes.
     undurable: u64,
     unflushed: Vec<ChangeId>,
@@ -362,7 +362,7 @@ pub(crate) struct Ledger {
 }
 
 impl Ledger {
-    pub fn new_id(&mut self, addr: u64) -> ChangeId {
+    pub fn new_id(&mut self, addr: Frag) -> ChangeId {
         debug_assert_ne!(addr, SETTLED);
         self.next = self.next.next();
         let id = self.next;
@@ -526,12 +526,12 @@ impl Ledger {
         }
         self.carried_by.get(&id).copied()
     }
-    pub fn owner(&self, id: ChangeId) -> Option<u64> {
+    pub fn owner(&self, id: ChangeId) -> Option<Frag> {
         self.slot(id)
             .map(|i| self.slots[i])
             .filter(|&o| o != SETTLED)
     }
-    pub fn moved(&mut self, ids: &[ChangeId], to: u64) {
+    pub fn moved(&mut self, ids: &[ChangeId], to: Frag) {
         for &id in ids {
             if let Some(i) = self.slot(id) {
                 if self.slots[i] != SETTLED {
@@ -563,7 +563,7 @@ impl Ledger {
 #[derive(Debug, Clone)]
 pub enum Freed {
     /// `size` bytes of blocks at fragment `bno`.
-    Blocks { bno: u64, size: u64 },
+    Blocks { bno: Frag, size: u64 },
     /// `size` bytes at fragment `bno` whose contents moved elsewhere (a
     /// fragment run reallocated to a bigger place). Released, like any
     /// block, once the pointer to the new place is durable, but normal and
@@ -571,7 +571,7 @@ pub enum Freed {
     /// run at once in `ffs_realloccg`; here it waits until the pointer is
     /// durable (its write with `barrier=write`, the flush after it with
     /// `barrier=flush`), so a crash never leaves two files pointing at it.
-    Moved { bno: u64, size: u64 },
+    Moved { bno: Frag, size: u64 },
     /// An inode (its bitmap bit).
     Inode { ino: Ino, was_dir: bool },
 }
@@ -637,7 +637,7 @@ pub struct OrderState {
     /// not be durable. Until it is, the disk does not reach what is
     /// written there: a directory block moved to a bigger fragment run is
     /// still read at its old place, names removed since included.
-    pub reach: HashMap<u64, ChangeId>,
+    pub reach: HashMap<Frag, ChangeId>,
     /// Size of `reach` at which its durable members are dropped.
     pub reach_prune_at: usize,
 }
@@ -734,12 +734,12 @@ mod tests {
     #[test]
     fn flush_makes_written_changes_durable() {
         let mut l = Ledger::default();
-        let a = l.new_id(10);
-        let b = l.new_id(20);
+        let a = l.new_id(Frag::new(10));
+        let b = l.new_id(Frag::new(20));
         assert!(!l.durable(a) && l.durable(ChangeId::NONE));
         l.written(a);
         assert!(!l.durable(a), "written is not durable before a flush");
-        assert_eq!(l.owner(b), Some(20));
+        assert_eq!(l.owner(b), Some(Frag::new(20)));
         l.flushed();
         assert!(l.durable(a) && !l.durable(b));
         l.moot(&[b]);
@@ -749,13 +749,13 @@ mod tests {
     #[test]
     fn durability_and_owners_follow_settling_in_any_order() {
         let mut l = Ledger::default();
-        let ids: Vec<ChangeId> = (0..6).map(|i| l.new_id(100 + i)).collect();
+        let ids: Vec<ChangeId> = (0..6).map(|i| l.new_id(Frag::new(100 + i))).collect();
         assert_eq!((l.pending(), l.span()), (6, 6));
         // Settled out of order: the window keeps its oldest undurable id.
         l.moot(&[ids[1], ids[3]]);
         assert!(l.durable(ids[1]) && l.durable(ids[3]) && !l.durable(ids[0]));
         assert_eq!(l.owner(ids[1]), None);
-        assert_eq!(l.owner(ids[2]), Some(102));
+        assert_eq!(l.owner(ids[2]), Some(Frag::new(102)));
         assert_eq!(
             (l.pending(), l.span(), l.oldest_undurable()),
             (4, 6, Some(ids[0]))
@@ -764,18 +764,18 @@ mod tests {
         l.moot(&[ids[0]]);
         assert_eq!((l.span(), l.oldest_undurable()), (4, Some(ids[2])));
         // Moved and riding changes keep their new owner.
-        l.moved(&[ids[2], ids[3]], 7);
-        assert_eq!(l.owner(ids[2]), Some(7));
+        l.moved(&[ids[2], ids[3]], Frag::new(7));
+        assert_eq!(l.owner(ids[2]), Some(Frag::new(7)));
         assert_eq!(l.owner(ids[3]), None, "a durable change has no owner");
         l.ride_on(&[ids[4]], ids[5]);
-        assert_eq!(l.owner(ids[4]), Some(105));
+        assert_eq!(l.owner(ids[4]), Some(Frag::new(105)));
         l.moot(&[ids[5]]);
         assert!(l.durable(ids[4]), "a rider is durable with its change");
         assert!(!l.durable(ids[2]));
         l.moot(&[ids[2]]);
         assert_eq!((l.pending(), l.span(), l.oldest_undurable()), (0, 0, None));
         // Ids go on from where they were; old ones stay durable.
-        let n = l.new_id(9);
+        let n = l.new_id(Frag::new(9));
         assert!(n > ids[5] && !l.durable(n) && l.durable(ids[0]));
         assert_eq!(l.oldest_undurable(), Some(n));
     }
@@ -783,7 +783,7 @@ mod tests {
     #[test]
     fn a_flush_without_the_lock_settles_only_what_was_written_before_it() {
         let mut l = Ledger::default();
-        let ids: Vec<ChangeId> = (0..5).map(|i| l.new_id(i)).collect();
+        let ids: Vec<ChangeId> = (0..5).map(|i| l.new_id(Frag::new(i))).collect();
         for &i in &ids[..3] {
             l.written(i);
         }
@@ -805,7 +805,7 @@ mod tests {
         l.written(ids[4]);
         l.flushed();
         assert!(l.durable(ids[3]) && l.durable(ids[4]));
-        let c = l.new_id(9);
+        let c = l.new_id(Frag::new(9));
         l.written(c);
         assert!(l.settle_flushed(&mut g, 100));
         assert!(!l.durable(c), "written after both flushes began");

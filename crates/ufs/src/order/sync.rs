@@ -14,6 +14,7 @@ use super::buffers::by_entries;
 use super::{BufDeps, ChangeId, EntryOp, Held, OrderStats, WriteMode};
 use crate::cache::{BlockKind, BufferCache};
 use crate::error::Result;
+use crate::frag::Frag;
 use foldhash::HashSet;
 
 impl BufferCache {
@@ -25,7 +26,7 @@ impl BufferCache {
     #[allow(clippy::too_many_arguments)]
     pub fn modify_tracked(
         &mut self,
-        addr: u64,
+        addr: Frag,
         len: usize,
         kind: BlockKind,
         roff: usize,
@@ -111,7 +112,7 @@ impl BufferCache {
 
     /// The newest undurable change of the buffer at `addr` (0: none): what
     /// a pointer to the block needs.
-    pub fn latest(&self, addr: u64) -> ChangeId {
+    pub fn latest(&self, addr: Frag) -> ChangeId {
         let Some(b) = self.buf_ref(addr) else {
             return ChangeId::NONE;
         };
@@ -131,7 +132,7 @@ impl BufferCache {
 
     /// The newest undurable change of one region (0: none): what a pointer
     /// to the structure in that region (an inode) needs.
-    pub fn region_latest(&self, addr: u64, roff: usize) -> ChangeId {
+    pub fn region_latest(&self, addr: Frag, roff: usize) -> ChangeId {
         let Some(b) = self.buf_ref(addr) else {
             return ChangeId::NONE;
         };
@@ -225,7 +226,7 @@ impl BufferCache {
     /// Writes the buffers holding the changes `ids` (rolled back where
     /// they must be), without a flush.
     pub fn write_ids(&mut self, ids: &[ChangeId]) -> Result<()> {
-        let mut addrs: Vec<u64> = ids
+        let mut addrs: Vec<Frag> = ids
             .iter()
             .filter_map(|&i| self.order().ledger.owner(i))
             .collect();
@@ -238,7 +239,7 @@ impl BufferCache {
     }
 
     /// The address of the buffer holding the undurable change `id`.
-    pub fn owner(&self, id: ChangeId) -> Option<u64> {
+    pub fn owner(&self, id: ChangeId) -> Option<Frag> {
         self.order().ledger.owner(id)
     }
 
@@ -251,7 +252,7 @@ impl BufferCache {
     /// instead of by writing blocks that are about to be freed. Not done
     /// when `by` itself waits, however indirectly, for one of their
     /// changes. Returns whether they were dropped.
-    pub fn abandon_dir_blocks(&mut self, addr: u64, nfrags: u64, by: ChangeId) -> bool {
+    pub fn abandon_dir_blocks(&mut self, addr: Frag, nfrags: u64, by: ChangeId) -> bool {
         if !self.order().mode.tracks() || by == ChangeId::NONE || self.order().ledger.durable(by) {
             return false;
         }
@@ -262,7 +263,7 @@ impl BufferCache {
                 Some(b)
                     if b.kind == BlockKind::Dir
                         && *a >= addr
-                        && a + self.nfrags(b.len) <= addr + nfrags =>
+                        && a.offset(self.nfrags(b.len)) <= addr.offset(nfrags) =>
                 {
                     ids.extend(b.deps.ids())
                 }
@@ -391,7 +392,7 @@ impl BufferCache {
 
     /// The undurable needs of the oldest held change of each region of the
     /// buffer at `addr`.
-    fn blocking_needs(&self, addr: u64) -> Vec<ChangeId> {
+    fn blocking_needs(&self, addr: Frag) -> Vec<ChangeId> {
         let Some(b) = self.buf_ref(addr) else {
             return Vec::new();
         };
@@ -457,7 +458,7 @@ impl BufferCache {
     }
 
     /// Writes the buffer at `addr` completely, forcing out what it waits for.
-    pub(crate) fn force_buf(&mut self, addr: u64) -> Result<()> {
+    pub(crate) fn force_buf(&mut self, addr: Frag) -> Result<()> {
         for _ in 0..100_000 {
             self.write_buf(addr)?;
             if !self.buf_ref(addr).is_some_and(|b| b.dirty) {
@@ -475,9 +476,9 @@ impl BufferCache {
     /// The buffers holding an undurable change that a held change of
     /// another buffer waits for and that would be written now (its own
     /// needs durable, or not held at all), in address order.
-    fn unblocking_buffers(&self) -> Vec<u64> {
+    fn unblocking_buffers(&self) -> Vec<Frag> {
         let mut out = std::collections::BTreeSet::new();
-        for (a, b) in self.bufs_from(0) {
+        for (a, b) in self.bufs_from(Frag::new(0)) {
             if b.dirty {
                 self.add_unblocking(a, &mut out);
             }
@@ -487,7 +488,7 @@ impl BufferCache {
 
     /// Adds to `out` the buffers holding a change that the dirty buffer
     /// at `a` waits for and that would be written now.
-    fn add_unblocking(&self, a: u64, out: &mut std::collections::BTreeSet<u64>) {
+    fn add_unblocking(&self, a: Frag, out: &mut std::collections::BTreeSet<Frag>) {
         for n in self.blocking_needs(a) {
             let Some(o) = self.order().ledger.owner(n) else {
                 continue;
@@ -519,7 +520,7 @@ impl BufferCache {
     /// durable, the buffer holding it and whether that one is dirty).
     fn describe_stall(&self, max: usize) -> String {
         let mut out = Vec::new();
-        for (a, b) in self.bufs_from(0) {
+        for (a, b) in self.bufs_from(Frag::new(0)) {
             for (&off, (len, stack)) in &b.deps.held {
                 for h in stack {
                     if out.len() >= max {
@@ -589,17 +590,17 @@ impl BufferCache {
     /// the directory each time). Empty only if everything waits for
     /// something not dirty here; the round then writes everything, rolled
     /// back.
-    pub fn round_plan(&self) -> Vec<u64> {
-        let whole: Vec<u64> = self
-            .bufs_from(0)
+    pub fn round_plan(&self) -> Vec<Frag> {
+        let whole: Vec<Frag> = self
+            .bufs_from(Frag::new(0))
             .filter(|(_, b)| b.dirty && self.writes_whole(b.deps))
             .map(|(a, _)| a)
             .collect();
         if !whole.is_empty() {
             return whole;
         }
-        let cgs: Vec<u64> = self
-            .bufs_from(0)
+        let cgs: Vec<Frag> = self
+            .bufs_from(Frag::new(0))
             .filter(|(_, b)| b.dirty && b.kind == BlockKind::Cg)
             .map(|(a, _)| a)
             .collect();
@@ -622,10 +623,10 @@ impl BufferCache {
     /// where the next one starts (`None`: this was the last).
     pub fn background_plan_part(
         &self,
-        from: u64,
+        from: Frag,
         max: usize,
         upto: ChangeId,
-    ) -> (Vec<u64>, Option<u64>) {
+    ) -> (Vec<Frag>, Option<Frag>) {
         let mut out = std::collections::BTreeSet::new();
         for (i, (a, b)) in self.bufs_from(from).enumerate() {
             if i == max {

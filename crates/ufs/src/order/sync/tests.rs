@@ -9,8 +9,8 @@ use std::sync::Arc;
 const FSIZE: u64 = 4096;
 const LEN: usize = 4096;
 /// A buffer other changes wait for, and the buffer holding them.
-const NEEDED: u64 = 10;
-const HOLDER: u64 = 20;
+const NEEDED: Frag = Frag::new(10);
+const HOLDER: Frag = Frag::new(20);
 
 fn softdep_cache() -> (Arc<MemDevice>, BufferCache) {
     let dev = Arc::new(MemDevice::new(1 << 20));
@@ -38,9 +38,10 @@ fn needed_change(c: &mut BufferCache, fill: u8) -> ChangeId {
     id
 }
 
-fn on_disk(dev: &MemDevice, addr: u64, roff: usize) -> u8 {
+fn on_disk(dev: &MemDevice, addr: Frag, roff: usize) -> u8 {
     let mut b = [0u8; 256];
-    dev.read_at(addr * FSIZE + roff as u64, &mut b).unwrap();
+    dev.read_at(addr.get() * FSIZE + roff as u64, &mut b)
+        .unwrap();
     assert!(b.iter().all(|&x| x == b[0]), "a region is written whole");
     b[0]
 }
@@ -107,7 +108,7 @@ fn a_background_sync_plans_an_old_change_that_can_go_beside_a_new_one_that_waits
     let m = needed_change(&mut c, 8);
     let new = change(&mut c, 256, &[m], 2);
     assert!(new > upto);
-    let (plan, more) = c.background_plan_part(0, 1000, upto);
+    let (plan, more) = c.background_plan_part(Frag::new(0), 1000, upto);
     assert!(more.is_none());
     assert!(
         plan.contains(&HOLDER),
@@ -131,7 +132,7 @@ fn a_background_sync_plans_an_old_change_that_can_go_beside_a_new_one_that_waits
     c.flush().unwrap();
     let m = needed_change(&mut c, 8);
     change(&mut c, 256, &[m], 2);
-    let (plan, _) = c.background_plan_part(0, 1000, before);
+    let (plan, _) = c.background_plan_part(Frag::new(0), 1000, before);
     assert!(!plan.contains(&HOLDER), "{plan:?}");
 }
 
@@ -153,18 +154,28 @@ fn new_and_grown_buffers_from_warm_memory_hold_what_fresh_ones_would() {
     }
     while maker.step() {}
     let before = STOCK.stats().hits;
-    let b = c.create(40, 3 * LEN, BlockKind::Data).unwrap();
+    let b = c.create(Frag::new(40), 3 * LEN, BlockKind::Data).unwrap();
     assert!(b.iter().all(|&x| x == 0), "a new buffer is zeroed");
     b.fill(7);
-    c.resize(40, 3 * LEN, 5 * LEN, BlockKind::Data).unwrap();
-    c.relocate(40, 5 * LEN, 80, 8 * LEN, BlockKind::Data)
+    c.resize(Frag::new(40), 3 * LEN, 5 * LEN, BlockKind::Data)
         .unwrap();
+    c.relocate(
+        Frag::new(40),
+        5 * LEN,
+        Frag::new(80),
+        8 * LEN,
+        BlockKind::Data,
+    )
+    .unwrap();
     assert_eq!(
         STOCK.stats().hits - before,
         3,
         "create, growth and move from the stock"
     );
-    let moved = c.read(80, 8 * LEN, BlockKind::Data).unwrap().to_vec();
+    let moved = c
+        .read(Frag::new(80), 8 * LEN, BlockKind::Data)
+        .unwrap()
+        .to_vec();
     assert!(
         moved[..3 * LEN].iter().all(|&x| x == 7),
         "the written bytes"
@@ -187,13 +198,23 @@ fn new_and_grown_buffers_from_warm_memory_hold_what_fresh_ones_would() {
 #[test]
 fn a_grown_and_moved_fragment_run_keeps_its_bytes_and_its_count() {
     let (dev, mut c) = softdep_cache();
-    let b = c.create(40, 3 * LEN, BlockKind::Data).unwrap();
+    let b = c.create(Frag::new(40), 3 * LEN, BlockKind::Data).unwrap();
     b.fill(7);
-    c.resize(40, 3 * LEN, 5 * LEN, BlockKind::Data).unwrap();
-    assert_eq!(c.stats().bytes_cached, 5 * LEN as u64);
-    c.relocate(40, 5 * LEN, 80, 8 * LEN, BlockKind::Data)
+    c.resize(Frag::new(40), 3 * LEN, 5 * LEN, BlockKind::Data)
         .unwrap();
-    let moved = c.read(80, 8 * LEN, BlockKind::Data).unwrap().to_vec();
+    assert_eq!(c.stats().bytes_cached, 5 * LEN as u64);
+    c.relocate(
+        Frag::new(40),
+        5 * LEN,
+        Frag::new(80),
+        8 * LEN,
+        BlockKind::Data,
+    )
+    .unwrap();
+    let moved = c
+        .read(Frag::new(80), 8 * LEN, BlockKind::Data)
+        .unwrap()
+        .to_vec();
     assert!(
         moved[..3 * LEN].iter().all(|&x| x == 7),
         "the written bytes"
@@ -210,7 +231,7 @@ fn a_grown_and_moved_fragment_run_keeps_its_bytes_and_its_count() {
         old.iter().all(|&x| x == 0),
         "nothing written at the old run"
     );
-    c.discard(80, 8);
+    c.discard(Frag::new(80), 8);
     assert_eq!(c.stats().bytes_cached, 0);
 }
 
@@ -224,14 +245,14 @@ fn a_grown_and_moved_fragment_run_keeps_its_bytes_and_its_count() {
 /// progress and the file system stayed unclean.
 #[test]
 fn a_dead_directory_never_rides_on_a_change_its_riders_wait_for() {
-    const DIR_A: u64 = 30;
-    const DIR_B: u64 = 31;
+    const DIR_A: Frag = Frag::new(30);
+    const DIR_B: Frag = Frag::new(31);
     let (_dev, mut c) = softdep_cache();
-    let dir_change = |c: &mut BufferCache, addr: u64| {
+    let dir_change = |c: &mut BufferCache, addr: Frag| {
         let (id, b) = c
             .modify_tracked(addr, LEN, BlockKind::Dir, 0, 512, &[], Vec::new())
             .unwrap();
-        b[..12].fill(addr.to_le_bytes()[0]);
+        b[..12].fill(addr.get().to_le_bytes()[0]);
         id
     };
     let xa = dir_change(&mut c, DIR_A);
