@@ -47,7 +47,9 @@ pub enum Damage {
     Superblock,
     /// Cylinder group number.
     Group(u64),
+    /// Inode number.
     Inode(Ino),
+    /// Fragment address.
     Block(Frag),
     /// Directory inode and byte offset in it.
     DirEntry {

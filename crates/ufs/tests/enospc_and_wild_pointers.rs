@@ -215,6 +215,35 @@ fn wild_file_pointer_write() {
 }
 
 #[test]
+fn wild_fragment_tail_pointer_write_past_it() {
+    // A write past a file's fragment tail first makes the tail a whole
+    // block (FreeBSD's ffs_balloc does the same): a wild tail pointer must
+    // be refused there, before the allocator looks up its group.
+    for wild in [u64::MAX, 1 << 40] {
+        let dev = mkfs(
+            24 << 20,
+            NewfsParams {
+                no_snap: true,
+                ..Default::default()
+            },
+        );
+        let fs = mount(&dev);
+        let f = fs.mknod(fs.root(), b"f", 0o100644, 0, R).unwrap().ino;
+        fs.write(f, 0, b"hello", R).unwrap();
+        let bsize = fs.geometry().bsize;
+        let fs = set_db0(&dev, fs, f, wild);
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            fs.write(f, 2 * bsize, b"past the tail", R)
+        }));
+        let e = r
+            .expect("write past a wild tail panicked")
+            .expect_err("write past a wild tail succeeded");
+        assert_eq!(e.kind, ufs::ErrorKind::Corrupt, "{wild}: {e}");
+        assert_eq!(e.damage, Some(ufs::Damage::Inode(f)), "{wild}: {e}");
+    }
+}
+
+#[test]
 fn aliased_dir_pointer_overwrites_other_file() {
     let dev = mkfs(
         24 << 20,

@@ -488,8 +488,12 @@ impl FsCore {
             let frags = g
                 .numfrags(di.di_size().min(g.bsize).next_multiple_of(g.fsize))
                 .max(1);
-            let pref = di.db(0).offset(back * frags);
-            return (pref.get() < g.size).then_some(pref);
+            // A neighbour's pointer is only a hint: one past the file
+            // system (or past any address) gives none.
+            return di
+                .db(0)
+                .checked_offset(back * frags)
+                .filter(|p| p.get() < g.size);
         }
         None
     }

@@ -390,6 +390,9 @@ impl FsCore {
                 let osize = self.alloc_size(size, lastlbn);
                 let nb = di.db(to_index(lastlbn));
                 if !nb.is_none() && osize < g.bsize {
+                    // Read from disk: checked before the allocator takes
+                    // its group (a wild tail is damage, not an index).
+                    self.check_ptr(ino, nb, g.numfrags(osize))?;
                     let nb2 = self.realloc_frags(ino, di, lastlbn, nb, osize, g.bsize, who)?;
                     di.set_db(to_index(lastlbn), nb2);
                     di.set_di_blocks(di.di_blocks() + dbtob(g.bsize - osize));
