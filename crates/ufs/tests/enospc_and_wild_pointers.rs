@@ -92,13 +92,7 @@ fn fill_leaving(fs: &Fs, keep: i64) -> Ino {
 
 #[test]
 fn enospc_after_indirect_allocated() {
-    let dev = mkfs(
-        24 << 20,
-        NewfsParams {
-            no_snap: true,
-            ..Default::default()
-        },
-    );
+    let dev = small_image();
     {
         let fs = mount(&dev);
         let r = fs.root();
@@ -117,6 +111,17 @@ fn enospc_after_indirect_allocated() {
     assert!(r.findings.is_empty(), "findings:\n{}", show(&r));
 }
 
+/// A fresh 24 MiB image without snapshots' reserve, as most tests here use.
+fn small_image() -> Arc<MemDevice> {
+    mkfs(
+        24 << 20,
+        NewfsParams {
+            no_snap: true,
+            ..Default::default()
+        },
+    )
+}
+
 /// Unmounts `fs`, plants `v` as the first block pointer of `ino` on the
 /// device (damage as a crash or another writer could leave it) and mounts
 /// the image again.
@@ -129,13 +134,7 @@ fn set_db0(dev: &Arc<MemDevice>, fs: Fs, ino: Ino, v: u64) -> Fs {
 
 #[test]
 fn wild_dir_pointer_readdir() {
-    let dev = mkfs(
-        24 << 20,
-        NewfsParams {
-            no_snap: true,
-            ..Default::default()
-        },
-    );
+    let dev = small_image();
     let fs = mount(&dev);
     let d = fs.mkdir(fs.root(), b"d", 0o755, R).unwrap().ino;
     let fs = set_db0(&dev, fs, d, u64::MAX);
@@ -158,13 +157,7 @@ fn wild_dir_pointer_readdir() {
 
 #[test]
 fn wild_file_pointer_unlink() {
-    let dev = mkfs(
-        24 << 20,
-        NewfsParams {
-            no_snap: true,
-            ..Default::default()
-        },
-    );
+    let dev = small_image();
     let fs = mount(&dev);
     let f = fs.mknod(fs.root(), b"f", 0o100644, 0, R).unwrap().ino;
     fs.write(f, 0, b"hello", R).unwrap();
@@ -186,13 +179,7 @@ fn wild_file_pointer_unlink() {
 
 #[test]
 fn wild_file_pointer_write() {
-    let dev = mkfs(
-        24 << 20,
-        NewfsParams {
-            no_snap: true,
-            ..Default::default()
-        },
-    );
+    let dev = small_image();
     let fs = mount(&dev);
     let f = fs.mknod(fs.root(), b"f", 0o100644, 0, R).unwrap().ino;
     fs.write(f, 0, b"hello", R).unwrap();
@@ -220,13 +207,7 @@ fn wild_fragment_tail_pointer_write_past_it() {
     // block (FreeBSD's ffs_balloc does the same): a wild tail pointer must
     // be refused there, before the allocator looks up its group.
     for wild in [u64::MAX, 1 << 40] {
-        let dev = mkfs(
-            24 << 20,
-            NewfsParams {
-                no_snap: true,
-                ..Default::default()
-            },
-        );
+        let dev = small_image();
         let fs = mount(&dev);
         let f = fs.mknod(fs.root(), b"f", 0o100644, 0, R).unwrap().ino;
         fs.write(f, 0, b"hello", R).unwrap();
@@ -245,13 +226,7 @@ fn wild_fragment_tail_pointer_write_past_it() {
 
 #[test]
 fn aliased_dir_pointer_overwrites_other_file() {
-    let dev = mkfs(
-        24 << 20,
-        NewfsParams {
-            no_snap: true,
-            ..Default::default()
-        },
-    );
+    let dev = small_image();
     let fs = mount(&dev);
     let f = fs.mknod(fs.root(), b"victim", 0o100644, 0, R).unwrap().ino;
     fs.write(f, 0, &vec![0x55u8; 4096], R).unwrap();
@@ -359,13 +334,7 @@ fn random_tree_ops_fsck_clean() {
 
 #[test]
 fn enospc_truncate_down_into_hole() {
-    let dev = mkfs(
-        24 << 20,
-        NewfsParams {
-            no_snap: true,
-            ..Default::default()
-        },
-    );
+    let dev = small_image();
     {
         let fs = mount(&dev);
         let r = fs.root();

@@ -136,69 +136,12 @@ fn a_background_sync_plans_an_old_change_that_can_go_beside_a_new_one_that_waits
     assert!(!plan.contains(&HOLDER), "{plan:?}");
 }
 
-/// A file's fragment tail grown in place and then moved to a new run (what
-/// `ffs_realloccg` does as a file grows): the bytes move with it,
-/// zero-extended, the old place is no longer cached, and the cache counts
-/// exactly the memory its buffers hold, so `cache=` bounds it.
-#[test]
-fn new_and_grown_buffers_from_warm_memory_hold_what_fresh_ones_would() {
-    static STOCK: crate::cache::warm::Warm = crate::cache::warm::Warm::new();
-    let (dev, mut c) = softdep_cache();
-    c.set_warm_stock(&STOCK);
-    let mut maker = crate::cache::warm::Maker::new(&STOCK);
-    maker.step();
-    for _ in 0..4 {
-        for n in [3, 5, 8] {
-            STOCK.take(n * LEN);
-        }
-    }
-    while maker.step() {}
-    let before = STOCK.stats().hits;
+/// Makes a 3-fragment run at 40 filled with 7s, grows it in place to 5
+/// and moves it to an 8-fragment run at 80 (`ffs_realloccg`'s two ways to
+/// grow a file's last block); returns the moved run's bytes.
+fn grow_and_move(c: &mut BufferCache) -> Vec<u8> {
     let b = c.create(Frag::new(40), 3 * LEN, BlockKind::Data).unwrap();
     assert!(b.iter().all(|&x| x == 0), "a new buffer is zeroed");
-    b.fill(7);
-    c.resize(Frag::new(40), 3 * LEN, 5 * LEN, BlockKind::Data)
-        .unwrap();
-    c.relocate(
-        Frag::new(40),
-        5 * LEN,
-        Frag::new(80),
-        8 * LEN,
-        BlockKind::Data,
-    )
-    .unwrap();
-    assert_eq!(
-        STOCK.stats().hits - before,
-        3,
-        "create, growth and move from the stock"
-    );
-    let moved = c
-        .read(Frag::new(80), 8 * LEN, BlockKind::Data)
-        .unwrap()
-        .to_vec();
-    assert!(
-        moved[..3 * LEN].iter().all(|&x| x == 7),
-        "the written bytes"
-    );
-    assert!(moved[3 * LEN..].iter().all(|&x| x == 0), "zero past them");
-    assert_eq!(
-        c.stats().bytes_cached,
-        8 * LEN as u64,
-        "capacity counted exactly"
-    );
-    c.sync().unwrap();
-    let mut disk = vec![0u8; 8 * LEN];
-    dev.read_at(80 * FSIZE, &mut disk).unwrap();
-    assert_eq!(disk, moved);
-    // Trimmed or dropped, the cache gives the stock back.
-    c.drain_warm();
-    assert_eq!(STOCK.stocked_bytes(), 0);
-}
-
-#[test]
-fn a_grown_and_moved_fragment_run_keeps_its_bytes_and_its_count() {
-    let (dev, mut c) = softdep_cache();
-    let b = c.create(Frag::new(40), 3 * LEN, BlockKind::Data).unwrap();
     b.fill(7);
     c.resize(Frag::new(40), 3 * LEN, 5 * LEN, BlockKind::Data)
         .unwrap();
@@ -220,6 +163,51 @@ fn a_grown_and_moved_fragment_run_keeps_its_bytes_and_its_count() {
         "the written bytes"
     );
     assert!(moved[3 * LEN..].iter().all(|&x| x == 0), "zero past them");
+    moved
+}
+
+/// A file's fragment tail grown in place and then moved to a new run (what
+/// `ffs_realloccg` does as a file grows): the bytes move with it,
+/// zero-extended, the old place is no longer cached, and the cache counts
+/// exactly the memory its buffers hold, so `cache=` bounds it.
+#[test]
+fn new_and_grown_buffers_from_warm_memory_hold_what_fresh_ones_would() {
+    static STOCK: crate::cache::warm::Warm = crate::cache::warm::Warm::new();
+    let (dev, mut c) = softdep_cache();
+    c.set_warm_stock(&STOCK);
+    let mut maker = crate::cache::warm::Maker::new(&STOCK);
+    maker.step();
+    for _ in 0..4 {
+        for n in [3, 5, 8] {
+            STOCK.take(n * LEN);
+        }
+    }
+    while maker.step() {}
+    let before = STOCK.stats().hits;
+    let moved = grow_and_move(&mut c);
+    assert_eq!(
+        STOCK.stats().hits - before,
+        3,
+        "create, growth and move from the stock"
+    );
+    assert_eq!(
+        c.stats().bytes_cached,
+        8 * LEN as u64,
+        "capacity counted exactly"
+    );
+    c.sync().unwrap();
+    let mut disk = vec![0u8; 8 * LEN];
+    dev.read_at(80 * FSIZE, &mut disk).unwrap();
+    assert_eq!(disk, moved);
+    // Trimmed or dropped, the cache gives the stock back.
+    c.drain_warm();
+    assert_eq!(STOCK.stocked_bytes(), 0);
+}
+
+#[test]
+fn a_grown_and_moved_fragment_run_keeps_its_bytes_and_its_count() {
+    let (dev, mut c) = softdep_cache();
+    let moved = grow_and_move(&mut c);
     assert_eq!(c.stats().bytes_cached, 8 * LEN as u64, "only the new run");
     c.sync().unwrap();
     let mut disk = vec![0u8; 8 * LEN];
