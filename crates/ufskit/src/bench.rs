@@ -123,7 +123,8 @@ enum Which {
         /// Ablations, comma-separated: each runs the evaluation again with
         /// one modeled element changed, into OUT/ablation-NAME, and the
         /// report in OUT sets each claim's verdict under each beside the
-        /// main run's: syncer-whole, syncer-async, sync-each-test,
+        /// main run's: syncer-whole, syncer-async, bufdaemon-half,
+        /// sync-each-test,
         /// vmiodir-twentieth, vmiodir-own-space, disk-write-cache,
         /// cold-cache, small-memory, andrew-slow-cc, disk-skew, or all.
         #[arg(long, value_delimiter = ',')]

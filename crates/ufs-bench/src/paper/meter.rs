@@ -37,7 +37,10 @@
 //! of `nbuf` plus 20: about 1,000 on the paper's 256 MB machine, whose
 //! `nbuf` was some 4,000) the same flush runs at once. Both write every
 //! dirty block (the daemon writes down to half the mark, FreeBSD's
-//! `lodirtybuffers`; writing all of them is the simplification).
+//! `lodirtybuffers`; writing all of them is the simplification). The
+//! `bufdaemon-half` ablation has the daemon write as FreeBSD's does
+//! (`buf_daemon`, `flushbufqueues` in `kern/vfs_bio.c`): the longest-dirty
+//! buffers first, until half the mark are left.
 //!
 //! Memory pressure, for runs with a growing dirhash budget: when the main
 //! buffer cache has evicted blocks since the syncer's previous run (memory
@@ -124,6 +127,10 @@ pub struct SyncerConfig {
     /// (`ModeledDisk::set_async_writes`; the `syncer-async` ablation).
     /// Off: the benchmark waits for each.
     pub asynchronous: bool,
+    /// The buffer daemon writes the longest-dirty buffers until
+    /// `dirty_high / 2` are left (FreeBSD's `lodirtybuffers`; the
+    /// `bufdaemon-half` ablation). Off: it writes every dirty buffer.
+    pub daemon_to_half: bool,
 }
 
 /// Seconds a buffer of `kind` waits on FreeBSD's syncer wheel before its
@@ -151,6 +158,26 @@ struct Wheel {
 }
 
 impl Wheel {
+    /// The buffer daemon's pass (`flushbufqueues`): writes the buffers
+    /// dirty longest (by the wheel's record; ones it has not seen yet are
+    /// the newest) until `keep` dirty ones would be left. Returns how
+    /// many were written.
+    fn write_oldest(&self, fs: &Fs, keep: usize) -> ufs::Result<usize> {
+        let mut dirty: Vec<(f64, Frag)> = fs
+            .dirty_list()
+            .into_iter()
+            .map(|(a, _)| (self.since.get(&a).copied().unwrap_or(f64::INFINITY), a))
+            .collect();
+        if dirty.len() <= keep {
+            return Ok(0);
+        }
+        // Oldest first; equal ages by address, as the list came.
+        dirty.sort_by(|x, y| x.0.total_cmp(&y.0));
+        let n = dirty.len() - keep;
+        let addrs: Vec<Frag> = dirty[..n].iter().map(|&(_, a)| a).collect();
+        fs.write_buffers(&addrs)
+    }
+
     /// One turn at modeled second `now`: notes newly dirty buffers, forgets
     /// clean ones, writes those whose delay has passed. Returns how many
     /// buffers were written.
@@ -330,6 +357,8 @@ struct Clock {
     syncer: SyncerModel,
     /// The syncer's and buffer daemon's writes are issued without waiting.
     syncer_async: bool,
+    /// The buffer daemon writes down to half its mark.
+    daemon_to_half: bool,
     wheel: Wheel,
     dirty_high: usize,
     /// Deliver a dirhash low-memory event with a run of the syncer when
@@ -417,6 +446,7 @@ impl<'a> Meter<'a> {
             every_s: sync_every_s,
             dirty_high,
             asynchronous: syncer_async,
+            daemon_to_half,
         } = syncer;
         let clock = Arc::new(Mutex::new(Clock {
             cpu,
@@ -427,6 +457,7 @@ impl<'a> Meter<'a> {
             sync_every_s,
             syncer,
             syncer_async,
+            daemon_to_half,
             wheel: Wheel {
                 next_tick_s: 1.0,
                 ..Wheel::default()
@@ -470,10 +501,21 @@ impl<'a> Meter<'a> {
                 }
                 let timed = c.sync_every_s > 0.0 && now >= c.next_sync_s;
                 let whole = timed && c.syncer == SyncerModel::Whole;
-                if whole || (c.dirty_high > 0 && fs.dirty_buffers() > c.dirty_high) {
+                let daemon = c.dirty_high > 0 && fs.dirty_buffers() > c.dirty_high;
+                if whole || daemon {
                     // The buffer daemon's writes are asynchronous in
                     // FreeBSD too (`flushbufqueues`, `vfs_bio_awrite`).
-                    if let Err(e) = background_writes(&c.dev, c.syncer_async, || fs.sync()) {
+                    let (dev, bg) = (c.dev.clone(), c.syncer_async);
+                    let half = !whole && c.daemon_to_half;
+                    let keep = c.dirty_high / 2;
+                    let r = background_writes(&dev, bg, || {
+                        if half {
+                            c.wheel.write_oldest(fs, keep).map(drop)
+                        } else {
+                            fs.sync()
+                        }
+                    });
+                    if let Err(e) = r {
                         c.sync_error.get_or_insert(e.to_string());
                     }
                     c.syncs += 1;
@@ -598,6 +640,7 @@ mod tests {
                 every_s: SYNC_EVERY_S,
                 dirty_high: DIRTY_HIGH,
                 asynchronous: false,
+                daemon_to_half: false,
             },
             false,
             &mut quiet,
@@ -622,6 +665,73 @@ mod tests {
             }
         }
         (first.expect("never written"), clean.expect("never clean"))
+    }
+
+    /// A file written 8 KiB at a time, 1,100 blocks, a hundredth of a
+    /// modeled second of CPU after each: the dirty buffers left at the end
+    /// and whether the file's first and last blocks are among them.
+    fn daemon_leaves(to_half: bool) -> (usize, bool, bool) {
+        let p = super::super::Profile::quick();
+        let (dev, fs) = crate::modeled_fs(
+            &p.disk,
+            256 << 20,
+            &ufs::newfs::NewfsParams {
+                bsize: 8192,
+                fsize: 1024,
+                ..Default::default()
+            },
+            ufs::MountOptions {
+                write_mode: Some(ufs::order::WriteMode::Softdep),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        fs.sync().unwrap();
+        let mut quiet = |_: &str| {};
+        let m = Meter::new(
+            &fs,
+            dev,
+            CpuModel::pentium4_2002(),
+            SyncerConfig {
+                model: SyncerModel::Wheel,
+                every_s: SYNC_EVERY_S,
+                dirty_high: DIRTY_HIGH,
+                asynchronous: false,
+                daemon_to_half: to_half,
+            },
+            false,
+            &mut quiet,
+        );
+        let f = fs
+            .mknod(fs.root(), b"f", 0o100644, 0, Cred::ROOT)
+            .unwrap()
+            .ino;
+        for i in 0..1100u64 {
+            fs.write(f, i * 8192, &[1u8; 8192], Cred::ROOT).unwrap();
+            m.user().charge(0.01);
+        }
+        fs.getattr(fs.root()).unwrap();
+        let dirty: Vec<Frag> = fs.dirty_list().into_iter().map(|(a, _)| a).collect();
+        let first = fs.block_of(f, 0).unwrap();
+        let last = fs.block_of(f, 1099).unwrap();
+        (dirty.len(), dirty.contains(&first), dirty.contains(&last))
+    }
+
+    #[test]
+    fn the_buffer_daemon_writes_all_or_the_oldest_down_to_half_its_mark() {
+        // Writing every dirty buffer when 1,000 are dirty leaves only what
+        // was dirtied after the last pass.
+        let (all, first, last) = daemon_leaves(false);
+        assert!(all < DIRTY_HIGH / 4, "{all} dirty");
+        assert!(!first && last);
+        // Down to half the mark, oldest first: the file's first blocks are
+        // written, its last ones wait.
+        let (half, first, last) = daemon_leaves(true);
+        assert!(
+            (DIRTY_HIGH / 2..=DIRTY_HIGH).contains(&half),
+            "{half} dirty"
+        );
+        assert!(!first && last);
     }
 
     #[test]

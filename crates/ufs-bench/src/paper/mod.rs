@@ -139,6 +139,10 @@ pub enum Ablation {
     /// written while the benchmark computes, instead of the benchmark
     /// waiting for each.
     SyncerAsync,
+    /// The buffer daemon writes the longest-dirty buffers until half its
+    /// mark are left (FreeBSD's `lodirtybuffers`, `flushbufqueues`),
+    /// instead of every dirty buffer.
+    BufdaemonHalf,
     /// Each test ends with a sync inside its time instead of leaving its
     /// delayed writes to the next.
     SyncEachTest,
@@ -178,9 +182,10 @@ pub enum Ablation {
 }
 
 impl Ablation {
-    pub const ALL: [Ablation; 10] = [
+    pub const ALL: [Ablation; 11] = [
         Ablation::SyncerWhole,
         Ablation::SyncerAsync,
+        Ablation::BufdaemonHalf,
         Ablation::SyncEachTest,
         Ablation::VmiodirTwentieth,
         Ablation::VmiodirOwnSpace,
@@ -195,6 +200,7 @@ impl Ablation {
         match self {
             Ablation::SyncerWhole => "syncer-whole",
             Ablation::SyncerAsync => "syncer-async",
+            Ablation::BufdaemonHalf => "bufdaemon-half",
             Ablation::SyncEachTest => "sync-each-test",
             Ablation::VmiodirTwentieth => "vmiodir-twentieth",
             Ablation::VmiodirOwnSpace => "vmiodir-own-space",
@@ -215,6 +221,7 @@ impl Ablation {
         match self {
             Ablation::SyncerWhole => "the syncer writes everything dirty every 30 modeled seconds, instead of FreeBSD's wheel (each second, what was dirtied 28-30 s before)",
             Ablation::SyncerAsync => "the syncer's and buffer daemon's writes are issued without waiting, as FreeBSD issues them (bawrite): queued at the drive in disksort's one-way scan (FreeBSD 4.5's ata(4)) and written while the benchmark computes, which waits only for those the scan reaches before its own request, instead of waiting for each",
+            Ablation::BufdaemonHalf => "the buffer daemon, woken when more than hidirtybuffers (1,000) buffers are dirty, writes the longest-dirty ones until half that many are left (FreeBSD's lodirtybuffers, flushbufqueues), instead of writing every dirty buffer",
             Ablation::SyncEachTest => "each test ends with a sync inside its time, instead of leaving what it delayed to the tests after it",
             Ablation::VmiodirTwentieth => "with vmiodir off, directory blocks live in a twentieth of the cache of their own (FreeBSD's maxbufmallocspace alone), instead of FreeBSD 4.5's buffer space shared with every buffer in use",
             Ablation::VmiodirOwnSpace => "with vmiodir off, directory blocks live in a pool of the buffer space's size that no other buffer uses, instead of sharing FreeBSD 4.5's buffer space with every buffer that passes through it",
@@ -235,6 +242,7 @@ impl Ablation {
             Ablation::SyncEachTest => q.sync_each_test = true,
             Ablation::SmallMemory => q.cache_bytes /= 4,
             Ablation::SyncerAsync
+            | Ablation::BufdaemonHalf
             | Ablation::VmiodirTwentieth
             | Ablation::VmiodirOwnSpace
             | Ablation::DiskWriteCache
@@ -874,6 +882,7 @@ pub fn run(
             every_s: p.sync_every_s,
             dirty_high: p.dirty_high,
             asynchronous: p.ablation == Some(Ablation::SyncerAsync),
+            daemon_to_half: p.ablation == Some(Ablation::BufdaemonHalf),
         },
         combo.lowmem_events(),
         progress,
