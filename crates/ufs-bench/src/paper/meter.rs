@@ -609,11 +609,9 @@ mod tests {
     use super::*;
     use ufs::Cred;
 
-    /// A file written at the start, then the clock advanced a second at a
-    /// time (user CPU, with a cheap call each second to run the hook):
-    /// the modeled second from which the device has seen writes, and the
-    /// second from which nothing is dirty.
-    fn when_written(syncer: SyncerModel) -> (f64, f64) {
+    /// A 256 MiB soft-updates file system on the quick profile's modeled
+    /// disk, synced.
+    fn softdep_fs() -> (Arc<ModeledDisk<SparseDevice>>, Fs) {
         let p = super::super::Profile::quick();
         let (dev, fs) = crate::modeled_fs(
             &p.disk,
@@ -630,18 +628,32 @@ mod tests {
         )
         .unwrap();
         fs.sync().unwrap();
+        (dev, fs)
+    }
+
+    /// The syncer and buffer daemon of a run, waited for.
+    fn config(model: SyncerModel, daemon_to_half: bool) -> SyncerConfig {
+        SyncerConfig {
+            model,
+            every_s: SYNC_EVERY_S,
+            dirty_high: DIRTY_HIGH,
+            asynchronous: false,
+            daemon_to_half,
+        }
+    }
+
+    /// A file written at the start, then the clock advanced a second at a
+    /// time (user CPU, with a cheap call each second to run the hook):
+    /// the modeled second from which the device has seen writes, and the
+    /// second from which nothing is dirty.
+    fn when_written(syncer: SyncerModel) -> (f64, f64) {
+        let (dev, fs) = softdep_fs();
         let mut quiet = |_: &str| {};
         let m = Meter::new(
             &fs,
             dev.clone(),
             CpuModel::pentium4_2002(),
-            SyncerConfig {
-                model: syncer,
-                every_s: SYNC_EVERY_S,
-                dirty_high: DIRTY_HIGH,
-                asynchronous: false,
-                daemon_to_half: false,
-            },
+            config(syncer, false),
             false,
             &mut quiet,
         );
@@ -671,34 +683,13 @@ mod tests {
     /// modeled second of CPU after each: the dirty buffers left at the end
     /// and whether the file's first and last blocks are among them.
     fn daemon_leaves(to_half: bool) -> (usize, bool, bool) {
-        let p = super::super::Profile::quick();
-        let (dev, fs) = crate::modeled_fs(
-            &p.disk,
-            256 << 20,
-            &ufs::newfs::NewfsParams {
-                bsize: 8192,
-                fsize: 1024,
-                ..Default::default()
-            },
-            ufs::MountOptions {
-                write_mode: Some(ufs::order::WriteMode::Softdep),
-                ..Default::default()
-            },
-        )
-        .unwrap();
-        fs.sync().unwrap();
+        let (dev, fs) = softdep_fs();
         let mut quiet = |_: &str| {};
         let m = Meter::new(
             &fs,
             dev,
             CpuModel::pentium4_2002(),
-            SyncerConfig {
-                model: SyncerModel::Wheel,
-                every_s: SYNC_EVERY_S,
-                dirty_high: DIRTY_HIGH,
-                asynchronous: false,
-                daemon_to_half: to_half,
-            },
+            config(SyncerModel::Wheel, to_half),
             false,
             &mut quiet,
         );
