@@ -951,8 +951,8 @@ mod tests {
             sorted < waited * 0.8,
             "{sorted} ms sorted, {waited} ms in arrival order"
         );
-        // Host time covering half of them leaves about half for the next
-        // request, which waits for those the scan reaches first.
+        // Host time covering half of their drive time leaves about half
+        // of them queued.
         let half = disk("ide-20g-2001", size);
         half.set_async_writes(true);
         burst(&half, 100);
