@@ -158,11 +158,14 @@ struct Wheel {
 }
 
 impl Wheel {
-    /// The buffer daemon's pass (`flushbufqueues`): writes the buffers
-    /// dirty longest (by the wheel's record; ones it has not seen yet are
-    /// the newest) until `keep` dirty ones would be left. Returns how
+    /// The buffer daemon's pass (`flushbufqueues`) at modeled second
+    /// `now`: writes the buffers dirty longest (by the wheel's record; ones
+    /// it has not seen yet are the newest) until `keep` dirty ones would be
+    /// left. A buffer its write leaves dirty (parts rolled back) counts as
+    /// dirtied now, as FreeBSD's redirtied buffer goes to the tail of the
+    /// dirty queue, so the next pass takes older ones first. Returns how
     /// many were written.
-    fn write_oldest(&self, fs: &Fs, keep: usize) -> ufs::Result<usize> {
+    fn write_oldest(&mut self, fs: &Fs, keep: usize, now: f64) -> ufs::Result<usize> {
         let mut dirty: Vec<(f64, Frag)> = fs
             .dirty_list()
             .into_iter()
@@ -175,7 +178,12 @@ impl Wheel {
         dirty.sort_by(|x, y| x.0.total_cmp(&y.0));
         let n = dirty.len() - keep;
         let addrs: Vec<Frag> = dirty[..n].iter().map(|&(_, a)| a).collect();
-        fs.write_buffers(&addrs)
+        let written = fs.write_buffers(&addrs)?;
+        // Clean ones leave the record at the wheel's next turn.
+        for a in addrs {
+            self.since.insert(a, now);
+        }
+        Ok(written)
     }
 
     /// One turn at modeled second `now`: notes newly dirty buffers, forgets
@@ -510,13 +518,19 @@ impl<'a> Meter<'a> {
                     let keep = c.dirty_high / 2;
                     let r = background_writes(&dev, bg, || {
                         if half {
-                            c.wheel.write_oldest(fs, keep).map(drop)
+                            c.wheel.write_oldest(fs, keep, now).map(drop)
                         } else {
                             fs.sync()
                         }
                     });
                     if let Err(e) = r {
                         c.sync_error.get_or_insert(e.to_string());
+                    }
+                    if !half && c.syncer == SyncerModel::Whole {
+                        // Nothing is dirty after a whole sync; the wheel's
+                        // record (the daemon's only, in this model) starts
+                        // again.
+                        c.wheel.since.clear();
                     }
                     c.syncs += 1;
                 }
@@ -723,6 +737,53 @@ mod tests {
             "{half} dirty"
         );
         assert!(!first && last);
+    }
+
+    #[test]
+    fn a_buffer_the_daemon_leaves_dirty_counts_as_dirtied_at_its_pass() {
+        // Files created in one directory: each entry waits for its inode
+        // (soft updates), so a directory block written before the inode
+        // blocks goes out with entries rolled back and stays dirty.
+        let (_dev, fs) = softdep_fs();
+        let d = fs.mkdir(fs.root(), b"d", 0o755, Cred::ROOT).unwrap().ino;
+        for i in 0..300 {
+            fs.mknod(d, format!("f{i}").as_bytes(), 0o100644, 0, Cred::ROOT)
+                .unwrap();
+        }
+        let mut wheel = Wheel::default();
+        // Every buffer first dirtied at second 1, the directory's blocks
+        // oldest (second 0), so the pass writes them first.
+        let dirty = fs.dirty_list();
+        for &(a, kind) in &dirty {
+            let t = if kind == BlockKind::Dir { 0.0 } else { 1.0 };
+            wheel.since.insert(a, t);
+        }
+        let dirs: Vec<Frag> = dirty
+            .iter()
+            .filter(|&&(_, k)| k == BlockKind::Dir)
+            .map(|&(a, _)| a)
+            .collect();
+        assert!(!dirs.is_empty());
+        let written = wheel.write_oldest(&fs, dirty.len() - dirs.len(), 5.0).unwrap();
+        // A block with nothing writable yet (the new directory's first,
+        // whose inode is unwritten) is skipped, and stays as dirty.
+        assert!((1..=dirs.len()).contains(&written), "{written} written");
+        let still: Vec<Frag> = fs
+            .dirty_list()
+            .into_iter()
+            .filter(|(a, _)| dirs.contains(a))
+            .map(|(a, _)| a)
+            .collect();
+        assert!(!still.is_empty(), "no directory block was rolled back");
+        for a in &still {
+            assert_eq!(wheel.since[a], 5.0, "{a:?} kept its old place");
+        }
+        // The next pass takes the older inode blocks before them.
+        let n = fs.dirty_buffers();
+        wheel.write_oldest(&fs, n - 1, 6.0).unwrap();
+        for a in &still {
+            assert!(fs.dirty_list().iter().any(|(b, _)| b == a));
+        }
     }
 
     #[test]
