@@ -764,7 +764,9 @@ mod tests {
             .map(|&(a, _)| a)
             .collect();
         assert!(!dirs.is_empty());
-        let written = wheel.write_oldest(&fs, dirty.len() - dirs.len(), 5.0).unwrap();
+        let written = wheel
+            .write_oldest(&fs, dirty.len() - dirs.len(), 5.0)
+            .unwrap();
         // A block with nothing writable yet (the new directory's first,
         // whose inode is unwritten) is skipped, and stays as dirty.
         assert!((1..=dirs.len()).contains(&written), "{written} written");
