@@ -79,17 +79,7 @@ impl Frag {
     }
 }
 
-impl std::fmt::Display for Frag {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.0.fmt(f)
-    }
-}
-
-impl std::fmt::Debug for Frag {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.0.fmt(f)
-    }
-}
+shown_as_number!(Frag, debug);
 
 /// An inode's block pointers as the engine reads and stores them:
 /// addresses (the format crate decodes them as plain numbers).

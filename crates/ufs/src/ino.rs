@@ -58,17 +58,7 @@ impl From<u32> for Ino {
     }
 }
 
-impl std::fmt::Display for Ino {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.0.fmt(f)
-    }
-}
-
-impl std::fmt::Debug for Ino {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.0.fmt(f)
-    }
-}
+shown_as_number!(Ino, debug);
 
 #[cfg(test)]
 mod tests {

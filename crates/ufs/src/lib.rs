@@ -24,6 +24,27 @@
     clippy::cast_possible_wrap
 )]
 
+/// `Display` (and with `debug`, `Debug`) for a newtype over a number, shown
+/// as the bare number: an inode number, a fragment address or a change id
+/// reads in messages and test output as the plain number it is on disk.
+macro_rules! shown_as_number {
+    ($t:ty) => {
+        impl std::fmt::Display for $t {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                self.0.fmt(f)
+            }
+        }
+    };
+    ($t:ty, debug) => {
+        shown_as_number!($t);
+        impl std::fmt::Debug for $t {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                self.0.fmt(f)
+            }
+        }
+    };
+}
+
 pub mod alloc;
 pub mod cache;
 pub mod calls;

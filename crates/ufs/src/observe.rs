@@ -160,6 +160,17 @@ pub struct BufferDaemon<'a> {
 }
 
 impl BufferDaemon<'_> {
+    /// The block holding inode `ino` (to name it in [`Self::write`] or
+    /// [`Self::evict`]).
+    pub fn inode_block(&self, ino: Ino) -> Frag {
+        self.fs.lock().inode_block(ino)
+    }
+
+    /// The block of cylinder group `c`.
+    pub fn cg_block(&self, c: u64) -> Frag {
+        self.fs.lock().cg_block(c)
+    }
+
     /// Writes the cached block at fragment `addr` as the buffer daemon
     /// would: regions whose changes wait for others go out rolled back.
     /// Returns whether the whole block could go as it is.

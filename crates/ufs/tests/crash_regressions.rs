@@ -9,7 +9,7 @@ use ufs::dev::MemDevice;
 use ufs::fsck::{fsck, FsckMode};
 use ufs::newfs::{newfs, NewfsParams};
 use ufs::order::WriteMode;
-use ufs::{Cred, Frag, Fs, Ino, MountOptions};
+use ufs::{Cred, Fs, Ino, MountOptions};
 
 /// A soft-updates file system with 4 KiB blocks: 16 inodes per inode block,
 /// so a few dozen files cross several of them.
@@ -97,7 +97,7 @@ fn a_name_never_reaches_the_disk_before_the_group_counts_its_inode_block() {
         }
     };
     let group = x.get() / ipg;
-    let cg_addr = Frag::new(fs.geometry().cgtod(group));
+    let cg_addr = fs.buffer_daemon().cg_block(group);
     // Files up to the last inode before B.
     let mut last = x;
     while last.get() % ipg + 1 < b_first {
@@ -179,7 +179,7 @@ fn a_removal_in_a_moved_directory_block_waits_for_the_pointer_to_it() {
     fs.unlink(d, b"victim").unwrap();
     // Its inode block is forced out (an eviction), with what it waits for.
     fs.buffer_daemon()
-        .evict(Frag::new(fs.geometry().ino_to_fsba(victim.get())))
+        .evict(fs.buffer_daemon().inode_block(victim))
         .unwrap();
     let beyond = damage_after_kill(&dev);
     assert!(

@@ -201,6 +201,16 @@ enum Pool {
     Dir = 1,
 }
 
+/// vmiodir off: the pool directory blocks live in.
+struct DirPool {
+    /// Its size in bytes.
+    bytes: u64,
+    /// Shared with the other buffers in use (FreeBSD 4.5's buffer space,
+    /// [`DirSpace::Shared`]): those that passed through it; `None`: the
+    /// pool is the directories' own ([`DirSpace::Own`]).
+    passers: Option<bufspace::Passers>,
+}
+
 pub struct BufferCache {
     /// Where new buffers come from when memory was made ahead for them
     /// (the process's [`warm::WARM`]; tests give their own).
@@ -222,12 +232,9 @@ pub struct BufferCache {
     bytes: [u64; 2],
     limit: u64,
     /// Directory blocks share the main cache (vmiodir on, FreeBSD's default
-    /// since 2000) or live in a pool of this many bytes (vmiodir off).
-    dir_pool: Option<u64>,
-    /// Whether that pool is shared with the buffers that pass through it.
-    dir_space: DirSpace,
-    /// With a shared pool: the other buffers that passed through it.
-    passers: bufspace::Passers,
+    /// since 2000: `None`) or live in a pool of their own size (vmiodir
+    /// off).
+    dir_pool: Option<DirPool>,
     stats: CacheStats,
     /// The write ordering, called at each event of a buffer's life
     /// (`order::buffers`); it reads and changes the buffers' `deps`.
@@ -326,8 +333,6 @@ impl BufferCache {
             bytes: [0, 0],
             limit: limit_bytes.max(MIN_LIMIT),
             dir_pool: None,
-            dir_space: DirSpace::Own,
-            passers: bufspace::Passers::default(),
             stats: CacheStats::default(),
             order: Ordering::default(),
             failed: None,
@@ -374,24 +379,34 @@ impl BufferCache {
     /// the other buffers in use or their own ([`DirSpace`]); `None`:
     /// vmiodir on.
     pub fn set_dir_pool(&mut self, bytes: Option<u64>, space: DirSpace) {
-        self.dir_pool = bytes.map(|b| b.max(64 << 10));
-        self.dir_space = space;
-        self.passers = match (self.dir_pool, space) {
-            (Some(b), DirSpace::Shared { buffers }) => bufspace::Passers::new(b, buffers.max(16)),
-            _ => bufspace::Passers::default(),
-        };
+        self.dir_pool = bytes.map(|b| {
+            let bytes = b.max(64 << 10);
+            let passers = match space {
+                DirSpace::Shared { buffers } => {
+                    Some(bufspace::Passers::new(bytes, buffers.max(16)))
+                }
+                DirSpace::Own => None,
+            };
+            DirPool { bytes, passers }
+        });
     }
 
     /// Directory blocks share their pool with the other buffers in use.
     fn shared_space(&self) -> bool {
-        self.dir_pool.is_some() && matches!(self.dir_space, DirSpace::Shared { .. })
+        self.dir_pool.as_ref().is_some_and(|d| d.passers.is_some())
+    }
+
+    /// The other buffers that passed through a shared directory pool.
+    fn passers(&mut self) -> Option<&mut bufspace::Passers> {
+        self.dir_pool.as_mut().and_then(|d| d.passers.as_mut())
     }
 
     /// Buffers other than directory blocks, `bufs` of them of `bytes`
     /// bytes in all, known as `key`, pass through the shared pool now.
     fn pass(&mut self, key: Frag, bytes: u64, bufs: u64) {
-        if self.shared_space() {
-            self.passers.pass(key, bytes, bufs, self.clock);
+        let clock = self.clock;
+        if let Some(p) = self.passers() {
+            p.pass(key, bytes, bufs, clock);
         }
     }
 
@@ -418,9 +433,16 @@ impl BufferCache {
         let mut s = self.stats.clone();
         s.bytes_cached = self.bytes[0] + self.bytes[1];
         s.limit_bytes = self.limit;
-        s.dir_pool_bytes = self.dir_pool.map(|_| self.bytes[Pool::Dir as usize]);
-        s.dir_pool_limit = self.dir_pool;
-        s.dir_pool_shared_bytes = self.shared_space().then(|| self.passers.held().0);
+        s.dir_pool_bytes = self
+            .dir_pool
+            .as_ref()
+            .map(|_| self.bytes[Pool::Dir as usize]);
+        s.dir_pool_limit = self.dir_pool.as_ref().map(|d| d.bytes);
+        s.dir_pool_shared_bytes = self
+            .dir_pool
+            .as_ref()
+            .and_then(|d| d.passers.as_ref())
+            .map(|p| p.held().0);
         s.warm = self.warm.stats();
         s
     }
@@ -435,7 +457,7 @@ impl BufferCache {
     fn pool_limit(&self, p: Pool) -> u64 {
         match p {
             Pool::Main => self.limit,
-            Pool::Dir => self.dir_pool.unwrap_or(self.limit),
+            Pool::Dir => self.dir_pool.as_ref().map_or(self.limit, |d| d.bytes),
         }
     }
 
@@ -450,7 +472,7 @@ impl BufferCache {
     fn touch(&mut self, addr: Frag) {
         self.clock += 1;
         let c = self.clock;
-        let (dir_pool, shared) = (self.dir_pool.is_some(), self.shared_space());
+        let dir_pool = self.dir_pool.is_some();
         let Some(b) = self.bufs.get_mut(&addr) else {
             return;
         };
@@ -459,8 +481,10 @@ impl BufferCache {
         } else {
             Pool::Main
         };
-        if shared && p == Pool::Main {
-            self.passers.pass(addr, b.data.capacity() as u64, 1, c);
+        if p == Pool::Main {
+            if let Some(passers) = self.dir_pool.as_mut().and_then(|d| d.passers.as_mut()) {
+                passers.pass(addr, b.data.capacity() as u64, 1, c);
+            }
         }
         let lru = &mut self.lru[p as usize];
         if c - b.stamp <= (lru.len() as u64 / 8).max(1) {
@@ -484,7 +508,9 @@ impl BufferCache {
         b.kind = kind;
         if from != to {
             if to == Pool::Dir as usize {
-                self.passers.forget(addr);
+                if let Some(p) = self.dir_pool.as_mut().and_then(|d| d.passers.as_mut()) {
+                    p.forget(addr);
+                }
             }
             let len = b.data.capacity() as u64;
             self.lru[from].remove(&b.stamp);
@@ -542,7 +568,9 @@ impl BufferCache {
         self.lru[p].remove(&b.stamp);
         self.bytes[p] -= b.data.capacity() as u64;
         if p == Pool::Main as usize {
-            self.passers.forget(addr);
+            if let Some(p) = self.passers() {
+                p.forget(addr);
+            }
         }
         Some(b)
     }
@@ -556,9 +584,11 @@ impl BufferCache {
                 // The shared pool: directory blocks and the buffers that
                 // passed after them, the oldest of either going first.
                 let bufs = self.lru[pi].len() as u64 + u64::from(need > 0);
-                let fits = self.passers.fits_with(self.bytes[pi] + need, bufs);
-                let dir_first = match (oldest, self.passers.oldest()) {
-                    (Some((s, _)), _) if s < self.passers.fell_out() => true,
+                let held = self.bytes[pi] + need;
+                let passers = self.passers().expect("a shared pool has passers");
+                let fits = passers.fits_with(held, bufs);
+                let dir_first = match (oldest, passers.oldest()) {
+                    (Some((s, _)), _) if s < passers.fell_out() => true,
                     _ if fits => break,
                     (Some((s, _)), Some(o)) => s < o,
                     (Some(_), None) => true,
@@ -566,7 +596,7 @@ impl BufferCache {
                     (None, None) => break,
                 };
                 if !dir_first {
-                    self.passers.drop_oldest();
+                    passers.drop_oldest();
                     continue;
                 }
             } else if self.bytes[pi] + need <= self.pool_limit(p) {
@@ -1088,7 +1118,9 @@ impl BufferCache {
         for a in clean {
             self.remove_buf(a);
         }
-        self.passers.clear();
+        if let Some(p) = self.passers() {
+            p.clear();
+        }
     }
 
     /// Drops clean buffers, least recently used first, until the cache

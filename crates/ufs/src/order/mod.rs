@@ -200,11 +200,7 @@ impl ChangeId {
     }
 }
 
-impl std::fmt::Display for ChangeId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.0.fmt(f)
-    }
-}
+shown_as_number!(ChangeId);
 
 /// What a directory change did to one name: its (inode, type) before and
 /// after. Lets a held directory chunk be written entry by entry (each name
