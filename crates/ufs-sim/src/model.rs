@@ -45,8 +45,9 @@
 //! Rotational positions: unskewed by default, every track's first sector
 //! at the same angle, so a pair of blocks written one after the other
 //! always waits the same part of a revolution between them; a drive's
-//! track and cylinder skew can be turned on ([`ModeledDisk::set_skew`],
-//! the `disk-skew` ablation). A transfer that crosses a track boundary
+//! track and cylinder skew can be turned on ([`ModeledDisk::set_skew`];
+//! the paper's evaluation does, unless its `disk-unskewed` ablation asks
+//! for the unskewed drive). A transfer that crosses a track boundary
 //! pays only the switch time either way, as on a skewed drive.
 //!
 //! Invariants: the modeled clock only moves forward and only by service
@@ -582,8 +583,9 @@ impl<D: BlockDevice> ModeledDisk<D> {
     }
 
     /// Formats the tracks skewed (`on`: see [`Self::angle_of`]) or with
-    /// every track's first sector at the same angle (the default; the
-    /// `disk-skew` ablation of the paper's evaluation turns it on).
+    /// every track's first sector at the same angle (the default here; the
+    /// paper's evaluation skews its drive unless its `disk-unskewed`
+    /// ablation says otherwise).
     pub fn set_skew(&self, on: bool) {
         self.state.lock().unwrap_or_else(|p| p.into_inner()).skewed = on;
     }

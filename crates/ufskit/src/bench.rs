@@ -123,10 +123,10 @@ enum Which {
         /// Ablations, comma-separated: each runs the evaluation again with
         /// one modeled element changed, into OUT/ablation-NAME, and the
         /// report in OUT sets each claim's verdict under each beside the
-        /// main run's: syncer-whole, syncer-async, bufdaemon-half,
-        /// sync-each-test,
-        /// vmiodir-twentieth, vmiodir-own-space, disk-write-cache,
-        /// cold-cache, small-memory, andrew-slow-cc, disk-skew, or all.
+        /// main run's: syncer-whole, syncer-async, bufdaemon-all,
+        /// sync-each-test, vmiodir-twentieth, vmiodir-own-space,
+        /// disk-write-cache, cold-cache, small-memory, andrew-slow-cc,
+        /// disk-unskewed, or all.
         #[arg(long, value_delimiter = ',')]
         ablate: Vec<String>,
     },
@@ -438,14 +438,24 @@ fn run_bench(a: BenchArgs) -> Result<(), String> {
                     ablations.extend(paper::Ablation::ALL);
                 } else {
                     ablations.push(paper::Ablation::parse(n).ok_or_else(|| {
+                        // Two ablations of 2026-11-29 became the model.
+                        let moved = match n.as_str() {
+                            "bufdaemon-half" => {
+                                "; bufdaemon-half is the model now, bufdaemon-all the earlier one"
+                            }
+                            "disk-skew" => {
+                                "; disk-skew is the model now, disk-unskewed the earlier one"
+                            }
+                            _ => "",
+                        };
                         format!(
-                            "bench paper: unknown ablation {n:?} (known: {}, all)",
+                            "bench paper: unknown ablation {n:?} (known: {}, all){moved}",
                             paper::Ablation::ALL.map(|a| a.name()).join(", ")
                         )
                     })?);
                 }
             }
-            // `--ablate all,disk-skew` names one twice: each runs once.
+            // `--ablate all,disk-unskewed` names one twice: each runs once.
             let mut seen = Vec::new();
             ablations.retain(|a| {
                 let first = !seen.contains(a);

@@ -35,12 +35,12 @@
 //! A second trigger stands for FreeBSD's buffer daemon: when more than
 //! `dirty_high` buffers are dirty (FreeBSD's `hidirtybuffers`, a quarter
 //! of `nbuf` plus 20: about 1,000 on the paper's 256 MB machine, whose
-//! `nbuf` was some 4,000) the same flush runs at once. Both write every
-//! dirty block (the daemon writes down to half the mark, FreeBSD's
-//! `lodirtybuffers`; writing all of them is the simplification). The
-//! `bufdaemon-half` ablation has the daemon write as FreeBSD's does
-//! (`buf_daemon`, `flushbufqueues` in `kern/vfs_bio.c`): the longest-dirty
-//! buffers first, until half the mark are left.
+//! `nbuf` was some 4,000) it writes as FreeBSD's `buf_daemon` does
+//! (`flushbufqueues` in `kern/vfs_bio.c`): the longest-dirty buffers
+//! first, until half the mark (`lodirtybuffers`) are left; a buffer its
+//! write leaves dirty counts as dirtied then. The `bufdaemon-all`
+//! ablation (the model before 2026-11-29) has it write every dirty
+//! buffer, as the whole syncer does.
 //!
 //! Memory pressure, for runs with a growing dirhash budget: when the main
 //! buffer cache has evicted blocks since the syncer's previous run (memory
@@ -129,7 +129,8 @@ pub struct SyncerConfig {
     pub asynchronous: bool,
     /// The buffer daemon writes the longest-dirty buffers until
     /// `dirty_high / 2` are left (FreeBSD's `lodirtybuffers`; the
-    /// `bufdaemon-half` ablation). Off: it writes every dirty buffer.
+    /// evaluation's default). Off: it writes every dirty buffer (the
+    /// `bufdaemon-all` ablation).
     pub daemon_to_half: bool,
 }
 

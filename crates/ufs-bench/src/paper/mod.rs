@@ -103,6 +103,17 @@ pub struct Profile {
     pub syncer: meter::SyncerModel,
     /// Dirty buffers that make the modeled buffer daemon flush (0: never).
     pub dirty_high: usize,
+    /// The buffer daemon writes the longest-dirty buffers until half its
+    /// mark are left, as FreeBSD 4.5's `buf_daemon` does (`flushbufqueues`
+    /// down to `lodirtybuffers`, `kern/vfs_bio.c`; the default since
+    /// 2026-11-29), or every dirty buffer (false: the `bufdaemon-all`
+    /// ablation, the earlier model).
+    pub daemon_to_half: bool,
+    /// The modeled drive's tracks are skewed as drives are formatted
+    /// (`ModeledDisk::set_skew`; the default since 2026-11-29), or every
+    /// track starts at the same angle (false: the `disk-unskewed`
+    /// ablation, the earlier model).
+    pub disk_skew: bool,
     /// Each test ends with a sync inside its time (true), or, as the paper
     /// ran its benchmarks (false, the default), a run's tests follow each
     /// other with what the one before delayed still pending (the syncer and
@@ -139,10 +150,10 @@ pub enum Ablation {
     /// written while the benchmark computes, instead of the benchmark
     /// waiting for each.
     SyncerAsync,
-    /// The buffer daemon writes the longest-dirty buffers until half its
-    /// mark are left (FreeBSD's `lodirtybuffers`, `flushbufqueues`),
-    /// instead of every dirty buffer.
-    BufdaemonHalf,
+    /// The buffer daemon writes every dirty buffer (the model before
+    /// 2026-11-29), instead of the longest-dirty ones until half its mark
+    /// are left (FreeBSD's `lodirtybuffers`, `flushbufqueues`).
+    BufdaemonAll,
     /// Each test ends with a sync inside its time instead of leaving its
     /// delayed writes to the next.
     SyncEachTest,
@@ -173,19 +184,20 @@ pub enum Ablation {
     /// gives no compile time, and the compile's share of disk time decides
     /// whether dirpref shows in it.
     AndrewSlowCc,
-    /// The modeled drive's tracks skewed, as drives are formatted
-    /// (`ModeledDisk::set_skew`): each track's first sector a head-switch
-    /// time, each cylinder's a cylinder-switch time, after the one before,
-    /// instead of every track starting at the same angle. It moves the
-    /// rotational wait between two blocks written one after the other.
-    DiskSkew,
+    /// Every track of the modeled drive starts at the same angle (the
+    /// model before 2026-11-29), instead of skewed as drives are formatted
+    /// (`ModeledDisk::set_skew`: each track's first sector a head-switch
+    /// time, each cylinder's a cylinder-switch time, after the one
+    /// before). It moves the rotational wait between two blocks written
+    /// one after the other.
+    DiskUnskewed,
 }
 
 impl Ablation {
     pub const ALL: [Ablation; 11] = [
         Ablation::SyncerWhole,
         Ablation::SyncerAsync,
-        Ablation::BufdaemonHalf,
+        Ablation::BufdaemonAll,
         Ablation::SyncEachTest,
         Ablation::VmiodirTwentieth,
         Ablation::VmiodirOwnSpace,
@@ -193,14 +205,14 @@ impl Ablation {
         Ablation::ColdCache,
         Ablation::SmallMemory,
         Ablation::AndrewSlowCc,
-        Ablation::DiskSkew,
+        Ablation::DiskUnskewed,
     ];
 
     pub fn name(self) -> &'static str {
         match self {
             Ablation::SyncerWhole => "syncer-whole",
             Ablation::SyncerAsync => "syncer-async",
-            Ablation::BufdaemonHalf => "bufdaemon-half",
+            Ablation::BufdaemonAll => "bufdaemon-all",
             Ablation::SyncEachTest => "sync-each-test",
             Ablation::VmiodirTwentieth => "vmiodir-twentieth",
             Ablation::VmiodirOwnSpace => "vmiodir-own-space",
@@ -208,7 +220,7 @@ impl Ablation {
             Ablation::ColdCache => "cold-cache",
             Ablation::SmallMemory => "small-memory",
             Ablation::AndrewSlowCc => "andrew-slow-cc",
-            Ablation::DiskSkew => "disk-skew",
+            Ablation::DiskUnskewed => "disk-unskewed",
         }
     }
 
@@ -221,14 +233,14 @@ impl Ablation {
         match self {
             Ablation::SyncerWhole => "the syncer writes everything dirty every 30 modeled seconds, instead of FreeBSD's wheel (each second, what was dirtied 28-30 s before)",
             Ablation::SyncerAsync => "the syncer's and buffer daemon's writes are issued without waiting, as FreeBSD issues them (bawrite): queued at the drive in disksort's one-way scan (FreeBSD 4.5's ata(4)) and written while the benchmark computes, which waits only for those the scan reaches before its own request, instead of waiting for each",
-            Ablation::BufdaemonHalf => "the buffer daemon, woken when more than hidirtybuffers (1,000) buffers are dirty, writes the longest-dirty ones until half that many are left (FreeBSD's lodirtybuffers, flushbufqueues), instead of writing every dirty buffer",
+            Ablation::BufdaemonAll => "the buffer daemon, woken when more than hidirtybuffers (1,000) buffers are dirty, writes every dirty buffer (the model before 2026-11-29), instead of the longest-dirty ones until half that many are left (FreeBSD's lodirtybuffers, flushbufqueues)",
             Ablation::SyncEachTest => "each test ends with a sync inside its time, instead of leaving what it delayed to the tests after it",
             Ablation::VmiodirTwentieth => "with vmiodir off, directory blocks live in a twentieth of the cache of their own (FreeBSD's maxbufmallocspace alone), instead of FreeBSD 4.5's buffer space shared with every buffer in use",
             Ablation::VmiodirOwnSpace => "with vmiodir off, directory blocks live in a pool of the buffer space's size that no other buffer uses, instead of sharing FreeBSD 4.5's buffer space with every buffer that passes through it",
             Ablation::DiskWriteCache => "the drive's 2 MB write-back cache is on (FreeBSD's ata(4) hw.ata.wc: off in the 2001 driver, on by default in the 2002 one): a write is acknowledged from the buffer and reaches the media while the host computes, instead of every write waiting for the media",
             Ablation::ColdCache => "each test starts from cold caches (what is dirty written, the buffer cache, dirhash and the drive's read-ahead emptied, outside its time), instead of finding what the test before left cached",
             Ablation::SmallMemory => "a machine with a quarter of the memory: a 16 MiB buffer cache (and, with vmiodir off, that machine's buffer space for directories), instead of 64 MiB",
-            Ablation::DiskSkew => "the modeled drive's tracks skewed as drives are formatted (each track's first sector a head-switch time, each cylinder's a cylinder-switch time, after the one before), instead of every track starting at the same angle: the rotational wait between two blocks written one after the other moves",
+            Ablation::DiskUnskewed => "every track of the modeled drive starts at the same angle (the model before 2026-11-29), instead of skewed as drives are formatted (each track's first sector a head-switch time, each cylinder's a cylinder-switch time, after the one before): the rotational wait between two blocks written one after the other moves",
             Ablation::AndrewSlowCc => "Andrew's modeled compiler five times slower (gcc 2.95 at 2,000 lines a second instead of 10,000): the paper gives no compile time, and the compile's share of disk time decides how much dirpref shows in it",
         }
     }
@@ -241,14 +253,14 @@ impl Ablation {
             Ablation::SyncerWhole => q.syncer = meter::SyncerModel::Whole,
             Ablation::SyncEachTest => q.sync_each_test = true,
             Ablation::SmallMemory => q.cache_bytes /= 4,
+            Ablation::BufdaemonAll => q.daemon_to_half = false,
+            Ablation::DiskUnskewed => q.disk_skew = false,
             Ablation::SyncerAsync
-            | Ablation::BufdaemonHalf
             | Ablation::VmiodirTwentieth
             | Ablation::VmiodirOwnSpace
             | Ablation::DiskWriteCache
             | Ablation::ColdCache
-            | Ablation::AndrewSlowCc
-            | Ablation::DiskSkew => {}
+            | Ablation::AndrewSlowCc => {}
         }
         q
     }
@@ -281,6 +293,8 @@ impl Profile {
             sync_every_s: meter::SYNC_EVERY_S,
             syncer: meter::SyncerModel::Wheel,
             dirty_high: meter::DIRTY_HIGH,
+            daemon_to_half: true,
+            disk_skew: true,
             sync_each_test: false,
             jobs: 2,
             seed: 1,
@@ -853,9 +867,7 @@ fn make_fs(p: &Profile, combo: Combo) -> ufs::Result<(Arc<ModeledDisk<SparseDevi
     if p.ablation == Some(Ablation::DiskWriteCache) {
         dev.set_write_cache(Some(WRITE_CACHE_BYTES));
     }
-    if p.ablation == Some(Ablation::DiskSkew) {
-        dev.set_skew(true);
-    }
+    dev.set_skew(p.disk_skew);
     if !combo.vm {
         let cache = combo.mount_options(p).cache_bytes;
         fs.set_dir_pool(dir_pool_bytes(p, cache), dir_space(p, cache));
@@ -882,7 +894,7 @@ pub fn run(
             every_s: p.sync_every_s,
             dirty_high: p.dirty_high,
             asynchronous: p.ablation == Some(Ablation::SyncerAsync),
-            daemon_to_half: p.ablation == Some(Ablation::BufdaemonHalf),
+            daemon_to_half: p.daemon_to_half,
         },
         combo.lowmem_events(),
         progress,
