@@ -486,14 +486,17 @@ fn run_bench(a: BenchArgs) -> Result<(), String> {
                     .collect::<Result<_, _>>()?
             };
             println!(
-                "{} profile: disk {}, {} MiB file system, buffer cache {} MiB, CPU model {}, syncer {} every {} modeled s; {} workloads ({}), {} combinations of {}, {} jobs",
+                "{} profile: disk {} ({}), {} MiB file system, buffer cache {} MiB, CPU model {}, syncer {} every {} modeled s, buffer daemon at {} dirty writing {}; {} workloads ({}), {} combinations of {}, {} jobs",
                 p.name,
                 p.disk,
+                if p.disk_skew { "tracks skewed" } else { "tracks unskewed" },
                 p.fs_bytes >> 20,
                 p.cache_bytes >> 20,
                 paper::cpu::CpuModel::pentium4_2002().name,
                 p.syncer.name(),
                 p.sync_every_s,
+                p.dirty_high,
+                if p.daemon_to_half { "the oldest down to half" } else { "all" },
                 ws.len(),
                 ws.iter().map(|w| w.name()).collect::<Vec<_>>().join(" "),
                 1u32 << factors.len(),
