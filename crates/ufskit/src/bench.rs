@@ -486,7 +486,7 @@ fn run_bench(a: BenchArgs) -> Result<(), String> {
                     .collect::<Result<_, _>>()?
             };
             println!(
-                "{} profile: disk {} ({}), {} MiB file system, buffer cache {} MiB, CPU model {}, syncer {} every {} modeled s, buffer daemon at {} dirty writing {}; {} workloads ({}), {} combinations of {}, {} jobs",
+                "{} profile: disk {} ({}), {} MiB file system, buffer cache {} MiB, CPU model {}, syncer {} every {} modeled s, buffer daemon with hidirtybuffers {} writing {}; {} workloads ({}), {} combinations of {}, {} jobs",
                 p.name,
                 p.disk,
                 if p.disk_skew { "tracks skewed" } else { "tracks unskewed" },
@@ -496,7 +496,7 @@ fn run_bench(a: BenchArgs) -> Result<(), String> {
                 p.syncer.name(),
                 p.sync_every_s,
                 p.dirty_high,
-                if p.daemon_to_half { "the oldest down to half" } else { "all" },
+                if p.freebsd_daemon { "the oldest down to half of it, woken at three quarters and each second" } else { "all past it" },
                 ws.len(),
                 ws.iter().map(|w| w.name()).collect::<Vec<_>>().join(" "),
                 1u32 << factors.len(),

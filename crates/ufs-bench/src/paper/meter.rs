@@ -32,15 +32,19 @@
 //! (`ModeledDisk::set_async_writes`, `ModeledDisk::idle`), and the
 //! benchmark's own next request queues behind those still there.
 //!
-//! A second trigger stands for FreeBSD's buffer daemon: when more than
-//! `dirty_high` buffers are dirty (FreeBSD's `hidirtybuffers`, a quarter
-//! of `nbuf` plus 20: about 1,000 on the paper's 256 MB machine, whose
-//! `nbuf` was some 4,000) it writes as FreeBSD's `buf_daemon` does
-//! (`flushbufqueues` in `kern/vfs_bio.c`): the longest-dirty buffers
-//! first, until half the mark (`lodirtybuffers`) are left; a buffer its
-//! write leaves dirty counts as dirtied then. The `bufdaemon-all`
-//! ablation (the model before 2026-11-29) has it write every dirty
-//! buffer, as the whole syncer does.
+//! Beside it runs FreeBSD 4's buffer daemon (`buf_daemon` and
+//! `flushbufqueues` in `kern/vfs_bio.c`), with the marks `bufinit` sets
+//! from `nbuf` ([`hidirtybuffers`]: 595 on the paper's 256 MB machine,
+//! `lodirtybuffers` half that). A delayed write wakes it once the dirty
+//! buffers reach the midpoint of the two marks (`bdwrite`, `bd_wakeup`),
+//! and it wakes by itself once a second; each time it writes the
+//! longest-dirty buffers until `lodirtybuffers` are left. A buffer its
+//! write leaves dirty (parts rolled back) counts as dirtied then, as the
+//! redirtied buffer goes to the dirty queue's tail. (FreeBSD also passes
+//! over a buffer with soft-updates dependencies once, `B_DEFERRED`; the
+//! model writes it with its parts rolled back.) The `bufdaemon-all`
+//! ablation is the model before 2026-11-29: when more than 1,000 buffers
+//! are dirty, every dirty buffer is written.
 //!
 //! Memory pressure, for runs with a growing dirhash budget: when the main
 //! buffer cache has evicted blocks since the syncer's previous run (memory
@@ -81,8 +85,25 @@ use ufs_sim::model::ModeledDisk;
 /// FreeBSD's `syncdelay`: dirty data is written within 30 s.
 pub const SYNC_EVERY_S: f64 = 30.0;
 
-/// FreeBSD's `hidirtybuffers` on the paper's machine (estimate; see above).
-pub const DIRTY_HIGH: usize = 1000;
+/// The earlier model's buffer-daemon mark (the `bufdaemon-all` ablation):
+/// an estimate of `hidirtybuffers` from an `nbuf` of some 4,000.
+pub const EARLIER_DIRTY_HIGH: usize = 1000;
+
+/// FreeBSD 4's `hidirtybuffers` for a machine whose buffer cache (the
+/// modeled cache, a quarter of its memory, as [`ufs::fs::dir_pool_bytes`]
+/// takes it) is `cache_bytes`: `nbuf / 4 + 20`, halved while that many
+/// 16 KiB buffers would pass three quarters of `hibufspace`
+/// (`kern/vfs_bio.c`, `bufinit`). The paper's 256 MB machine: 595, so
+/// `lodirtybuffers` 297.
+pub fn hidirtybuffers(cache_bytes: u64) -> usize {
+    const BKVASIZE: u64 = 16384;
+    let memory = cache_bytes.saturating_mul(4);
+    let mut hi = ufs::fs::freebsd4_nbuf(memory) / 4 + 20;
+    while hi > 1 && hi * BKVASIZE > 3 * ufs::fs::freebsd4_hibufspace(memory) / 4 {
+        hi >>= 1;
+    }
+    usize::try_from(hi).unwrap_or(usize::MAX)
+}
 
 /// How the modeled syncer writes delayed writes (see the module's notes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -119,7 +140,7 @@ pub struct SyncerConfig {
     /// Seconds between the syncer's runs over the mount (the whole
     /// model's writes, the low-memory signal); 0: no syncer.
     pub every_s: f64,
-    /// Dirty buffers that make the buffer daemon write (0: never).
+    /// The buffer daemon's high mark (`hidirtybuffers`; 0: no daemon).
     pub dirty_high: usize,
     /// The syncer's and buffer daemon's writes are issued without
     /// waiting, as FreeBSD issues them (`bawrite`, `vfs_bio_awrite`):
@@ -127,11 +148,13 @@ pub struct SyncerConfig {
     /// (`ModeledDisk::set_async_writes`; the `syncer-async` ablation).
     /// Off: the benchmark waits for each.
     pub asynchronous: bool,
-    /// The buffer daemon writes the longest-dirty buffers until
-    /// `dirty_high / 2` are left (FreeBSD's `lodirtybuffers`; the
-    /// evaluation's default). Off: it writes every dirty buffer (the
+    /// The buffer daemon runs as FreeBSD 4's does: woken at the midpoint
+    /// of `dirty_high` and `dirty_high / 2` (`lodirtybuffers`) and once a
+    /// second, it writes the longest-dirty buffers until `dirty_high / 2`
+    /// are left (the evaluation's default). Off: when more than
+    /// `dirty_high` are dirty it writes every dirty buffer (the
     /// `bufdaemon-all` ablation).
-    pub daemon_to_half: bool,
+    pub freebsd_daemon: bool,
 }
 
 /// Seconds a buffer of `kind` waits on FreeBSD's syncer wheel before its
@@ -366,8 +389,10 @@ struct Clock {
     syncer: SyncerModel,
     /// The syncer's and buffer daemon's writes are issued without waiting.
     syncer_async: bool,
-    /// The buffer daemon writes down to half its mark.
-    daemon_to_half: bool,
+    /// The buffer daemon runs as FreeBSD 4's (see [`SyncerConfig`]).
+    freebsd_daemon: bool,
+    /// The next modeled second the buffer daemon wakes by itself.
+    next_daemon_s: f64,
     wheel: Wheel,
     dirty_high: usize,
     /// Deliver a dirhash low-memory event with a run of the syncer when
@@ -455,7 +480,7 @@ impl<'a> Meter<'a> {
             every_s: sync_every_s,
             dirty_high,
             asynchronous: syncer_async,
-            daemon_to_half,
+            freebsd_daemon,
         } = syncer;
         let clock = Arc::new(Mutex::new(Clock {
             cpu,
@@ -466,7 +491,8 @@ impl<'a> Meter<'a> {
             sync_every_s,
             syncer,
             syncer_async,
-            daemon_to_half,
+            freebsd_daemon,
+            next_daemon_s: 1.0,
             wheel: Wheel {
                 next_tick_s: 1.0,
                 ..Wheel::default()
@@ -510,13 +536,28 @@ impl<'a> Meter<'a> {
                 }
                 let timed = c.sync_every_s > 0.0 && now >= c.next_sync_s;
                 let whole = timed && c.syncer == SyncerModel::Whole;
-                let daemon = c.dirty_high > 0 && fs.dirty_buffers() > c.dirty_high;
+                let lo = c.dirty_high / 2;
+                let dirty = fs.dirty_buffers();
+                let daemon = if c.dirty_high == 0 {
+                    false
+                } else if c.freebsd_daemon {
+                    // Woken by a delayed write at the marks' midpoint, or
+                    // by its own timer each second with more than the low
+                    // mark dirty.
+                    let timer = now >= c.next_daemon_s;
+                    if timer {
+                        c.next_daemon_s = now.floor() + 1.0;
+                    }
+                    dirty >= (lo + c.dirty_high) / 2 || (timer && dirty > lo)
+                } else {
+                    dirty > c.dirty_high
+                };
                 if whole || daemon {
                     // The buffer daemon's writes are asynchronous in
                     // FreeBSD too (`flushbufqueues`, `vfs_bio_awrite`).
                     let (dev, bg) = (c.dev.clone(), c.syncer_async);
-                    let half = !whole && c.daemon_to_half;
-                    let keep = c.dirty_high / 2;
+                    let half = !whole && c.freebsd_daemon;
+                    let keep = lo;
                     let r = background_writes(&dev, bg, || {
                         if half {
                             c.wheel.write_oldest(fs, keep, now).map(drop)
@@ -647,13 +688,17 @@ mod tests {
     }
 
     /// The syncer and buffer daemon of a run, waited for.
-    fn config(model: SyncerModel, daemon_to_half: bool) -> SyncerConfig {
+    fn config(model: SyncerModel, freebsd_daemon: bool) -> SyncerConfig {
         SyncerConfig {
             model,
             every_s: SYNC_EVERY_S,
-            dirty_high: DIRTY_HIGH,
+            dirty_high: if freebsd_daemon {
+                hidirtybuffers(64 << 20)
+            } else {
+                EARLIER_DIRTY_HIGH
+            },
             asynchronous: false,
-            daemon_to_half,
+            freebsd_daemon,
         }
     }
 
@@ -724,19 +769,27 @@ mod tests {
     }
 
     #[test]
-    fn the_buffer_daemon_writes_all_or_the_oldest_down_to_half_its_mark() {
-        // Writing every dirty buffer when 1,000 are dirty leaves only what
-        // was dirtied after the last pass.
+    fn freebsd_4s_dirty_buffer_marks_for_the_papers_machine() {
+        // 256 MB: nbuf 2,302, so hidirtybuffers 2302/4 + 20.
+        assert_eq!(hidirtybuffers(64 << 20), 595);
+        // 64 MB (the small-memory ablation's machine): nbuf 1,010.
+        assert_eq!(hidirtybuffers(16 << 20), 272);
+    }
+
+    #[test]
+    fn the_buffer_daemon_writes_all_or_the_oldest_down_to_its_low_mark() {
+        // The earlier model: every dirty buffer when 1,000 are dirty,
+        // leaving only what was dirtied after the last pass.
         let (all, first, last) = daemon_leaves(false);
-        assert!(all < DIRTY_HIGH / 4, "{all} dirty");
+        assert!(all < EARLIER_DIRTY_HIGH / 4, "{all} dirty");
         assert!(!first && last);
-        // Down to half the mark, oldest first: the file's first blocks are
-        // written, its last ones wait.
+        // FreeBSD's: once a second (a hundred blocks here) and at the
+        // marks' midpoint, the oldest down to the low mark; the file's
+        // first blocks are written, its last ones wait.
+        let hi = hidirtybuffers(64 << 20);
+        let lo = hi / 2;
         let (half, first, last) = daemon_leaves(true);
-        assert!(
-            (DIRTY_HIGH / 2..=DIRTY_HIGH).contains(&half),
-            "{half} dirty"
-        );
+        assert!((lo..=(lo + hi) / 2).contains(&half), "{half} dirty");
         assert!(!first && last);
     }
 

@@ -101,14 +101,16 @@ pub struct Profile {
     /// second what was dirtied 28-30 s before) or all of it every
     /// `sync_every_s` (`meter::SyncerModel`).
     pub syncer: meter::SyncerModel,
-    /// Dirty buffers that make the modeled buffer daemon flush (0: never).
+    /// The modeled buffer daemon's high mark of dirty buffers
+    /// (`hidirtybuffers`, [`meter::hidirtybuffers`]; 0: no daemon).
     pub dirty_high: usize,
-    /// The buffer daemon writes the longest-dirty buffers until half its
-    /// mark are left, as FreeBSD 4.5's `buf_daemon` does (`flushbufqueues`
-    /// down to `lodirtybuffers`, `kern/vfs_bio.c`; the default since
-    /// 2026-11-29), or every dirty buffer (false: the `bufdaemon-all`
-    /// ablation, the earlier model).
-    pub daemon_to_half: bool,
+    /// The buffer daemon runs as FreeBSD 4's `buf_daemon` does (woken at
+    /// the midpoint of the marks and once a second, it writes the
+    /// longest-dirty buffers until `lodirtybuffers`, half the mark, are
+    /// left: `flushbufqueues`, `kern/vfs_bio.c`; the default since
+    /// 2026-11-29), or writes every dirty buffer when more than 1,000 are
+    /// dirty (false: the `bufdaemon-all` ablation, the earlier model).
+    pub freebsd_daemon: bool,
     /// The modeled drive's tracks are skewed as drives are formatted
     /// (`ModeledDisk::set_skew`; the default since 2026-11-29), or every
     /// track starts at the same angle (false: the `disk-unskewed`
@@ -150,9 +152,11 @@ pub enum Ablation {
     /// written while the benchmark computes, instead of the benchmark
     /// waiting for each.
     SyncerAsync,
-    /// The buffer daemon writes every dirty buffer (the model before
-    /// 2026-11-29), instead of the longest-dirty ones until half its mark
-    /// are left (FreeBSD's `lodirtybuffers`, `flushbufqueues`).
+    /// The buffer daemon writes every dirty buffer when more than 1,000
+    /// are dirty (the model before 2026-11-29), instead of running as
+    /// FreeBSD 4's (`hidirtybuffers` from `nbuf`, woken at the marks'
+    /// midpoint and once a second, the longest-dirty buffers written down
+    /// to `lodirtybuffers`; `buf_daemon`, `flushbufqueues`).
     BufdaemonAll,
     /// Each test ends with a sync inside its time instead of leaving its
     /// delayed writes to the next.
@@ -233,7 +237,7 @@ impl Ablation {
         match self {
             Ablation::SyncerWhole => "the syncer writes everything dirty every 30 modeled seconds, instead of FreeBSD's wheel (each second, what was dirtied 28-30 s before)",
             Ablation::SyncerAsync => "the syncer's and buffer daemon's writes are issued without waiting, as FreeBSD issues them (bawrite): queued at the drive in disksort's one-way scan (FreeBSD 4.5's ata(4)) and written while the benchmark computes, which waits only for those the scan reaches before its own request, instead of waiting for each",
-            Ablation::BufdaemonAll => "the buffer daemon, woken when more than hidirtybuffers (1,000) buffers are dirty, writes every dirty buffer (the model before 2026-11-29), instead of the longest-dirty ones until half that many are left (FreeBSD's lodirtybuffers, flushbufqueues)",
+            Ablation::BufdaemonAll => "the buffer daemon, woken when more than 1,000 buffers are dirty, writes every dirty buffer (the model before 2026-11-29), instead of FreeBSD 4's buf_daemon: with hidirtybuffers nbuf/4+20 (595 on the paper's machine), woken at the midpoint of it and lodirtybuffers (half of it) and once a second, writing the longest-dirty buffers until lodirtybuffers are left",
             Ablation::SyncEachTest => "each test ends with a sync inside its time, instead of leaving what it delayed to the tests after it",
             Ablation::VmiodirTwentieth => "with vmiodir off, directory blocks live in a twentieth of the cache of their own (FreeBSD's maxbufmallocspace alone), instead of FreeBSD 4.5's buffer space shared with every buffer in use",
             Ablation::VmiodirOwnSpace => "with vmiodir off, directory blocks live in a pool of the buffer space's size that no other buffer uses, instead of sharing FreeBSD 4.5's buffer space with every buffer that passes through it",
@@ -252,8 +256,16 @@ impl Ablation {
         match self {
             Ablation::SyncerWhole => q.syncer = meter::SyncerModel::Whole,
             Ablation::SyncEachTest => q.sync_each_test = true,
-            Ablation::SmallMemory => q.cache_bytes /= 4,
-            Ablation::BufdaemonAll => q.daemon_to_half = false,
+            Ablation::SmallMemory => {
+                q.cache_bytes /= 4;
+                if q.freebsd_daemon {
+                    q.dirty_high = meter::hidirtybuffers(q.cache_bytes);
+                }
+            }
+            Ablation::BufdaemonAll => {
+                q.freebsd_daemon = false;
+                q.dirty_high = meter::EARLIER_DIRTY_HIGH;
+            }
             Ablation::DiskUnskewed => q.disk_skew = false,
             Ablation::SyncerAsync
             | Ablation::VmiodirTwentieth
@@ -292,8 +304,8 @@ impl Profile {
             cache_bytes: 64 * MIB,
             sync_every_s: meter::SYNC_EVERY_S,
             syncer: meter::SyncerModel::Wheel,
-            dirty_high: meter::DIRTY_HIGH,
-            daemon_to_half: true,
+            dirty_high: meter::hidirtybuffers(64 * MIB),
+            freebsd_daemon: true,
             disk_skew: true,
             sync_each_test: false,
             jobs: 2,
@@ -894,7 +906,7 @@ pub fn run(
             every_s: p.sync_every_s,
             dirty_high: p.dirty_high,
             asynchronous: p.ablation == Some(Ablation::SyncerAsync),
-            daemon_to_half: p.daemon_to_half,
+            freebsd_daemon: p.freebsd_daemon,
         },
         combo.lowmem_events(),
         progress,
