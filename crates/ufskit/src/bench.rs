@@ -129,6 +129,12 @@ enum Which {
         /// disk-unskewed, or all.
         #[arg(long, value_delimiter = ',')]
         ablate: Vec<String>,
+        /// The tar workload extracts the directories and regular files
+        /// under DIR (their names and sizes; the contents are generated)
+        /// instead of the generated ports-like tree: the paper extracted
+        /// the X11 sources (`X410src-1.tgz`).
+        #[arg(long, value_name = "DIR")]
+        tar_tree: Option<PathBuf>,
     },
 }
 
@@ -420,6 +426,7 @@ fn run_bench(a: BenchArgs) -> Result<(), String> {
             sync_each_test,
             syncer,
             ablate,
+            tar_tree,
         } => {
             let factors =
                 paper::Factor::parse_list(&factors).map_err(|e| format!("bench paper: {e}"))?;
@@ -430,6 +437,20 @@ fn run_bench(a: BenchArgs) -> Result<(), String> {
             };
             p.jobs = jobs.max(1);
             p.sync_each_test = sync_each_test;
+            if let Some(dir) = tar_tree {
+                let t = ufs_bench::tree::host_tree(&dir)
+                    .map_err(|e| format!("bench paper: --tar-tree {}: {e}", dir.display()))?;
+                if t.files() == 0 {
+                    return Err(format!(
+                        "bench paper: --tar-tree {}: no regular files under it",
+                        dir.display()
+                    ));
+                }
+                p.tar_tree = Some(paper::HostTree {
+                    dir,
+                    tree: std::sync::Arc::new(t),
+                });
+            }
             p.syncer = paper::meter::SyncerModel::parse(&syncer)
                 .ok_or_else(|| format!("bench paper: unknown syncer {syncer:?} (wheel, whole)"))?;
             let mut ablations = Vec::new();

@@ -208,6 +208,67 @@ fn bad_input_gives_clear_errors() {
         "unknown ablation \"no-such\" (known: syncer-whole",
     );
     assert!(!out.exists(), "a refused benchmark left {o} behind");
+    check(
+        &[
+            "bench",
+            "paper",
+            "--quick",
+            "--tar-tree",
+            "/nonexistent/tree",
+            "--out",
+            &o,
+        ],
+        "--tar-tree /nonexistent/tree",
+    );
+    assert!(!out.exists(), "a refused benchmark left {o} behind");
+}
+
+#[test]
+fn bench_paper_extracts_a_tree_given_from_the_host() {
+    let t = tempfile::tempdir().unwrap();
+    let src = t.path().join("xc");
+    for d in ["lib/X11", "programs/xterm"] {
+        std::fs::create_dir_all(src.join(d)).unwrap();
+    }
+    for (f, n) in [
+        ("Imakefile", 900),
+        ("lib/X11/Xlib.h", 30_000),
+        ("lib/X11/Imakefile", 2_000),
+        ("programs/xterm/main.c", 120_000),
+        ("programs/xterm/Imakefile", 1_500),
+    ] {
+        std::fs::write(src.join(f), vec![b'x'; n]).unwrap();
+    }
+    let out = t.path().join("out");
+    run(ufskit()
+        .args([
+            "bench",
+            "--no-plots",
+            "paper",
+            "--quick",
+            "--workloads",
+            "tar",
+        ])
+        .args(["--factors", "su", "--tar-tree"])
+        .arg(&src)
+        .arg("--out")
+        .arg(&out));
+    // The run records the tree it extracted: the root and its 4
+    // directories, 5 files, their bytes.
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("paper.json")).unwrap()).unwrap();
+    let given = json["profile"]["tar_tree"].as_str().unwrap();
+    assert!(
+        given.contains("(5 directories, 5 files, 154400 bytes)"),
+        "{given}"
+    );
+    // tar's find saw that tree (the workload checks the count) under both
+    // settings of soft updates.
+    let csv = std::fs::read_to_string(out.join("paper.csv")).unwrap();
+    assert_eq!(
+        csv.lines().filter(|l| l.starts_with("tar-find,")).count(),
+        2
+    );
 }
 
 #[test]

@@ -29,7 +29,10 @@ pub(super) const POSTMARK_TESTS: &[&str] = &["postmark-10k", "postmark-20k"];
 
 /// The tree of the `tar` workload for `p`.
 pub fn tar_tree(p: &Profile) -> Tree {
-    let mut t = ports_tree(p.seed);
+    let mut t = match &p.tar_tree {
+        Some(h) => (*h.tree).clone(),
+        None => ports_tree(p.seed),
+    };
     if let Some(n) = p.tree_entries {
         t.entries.truncate(n);
     }

@@ -67,10 +67,33 @@ const MIB: u64 = 1 << 20;
 /// The paper's machine had a "20GB IDE hard disk" of 2001.
 pub const DISK: &str = "ide-20g-2001";
 
+/// A tree read from the host for the tar workload: its directory (recorded
+/// in `paper.json`) and what was read there.
+#[derive(Debug, Clone)]
+pub struct HostTree {
+    pub dir: std::path::PathBuf,
+    pub tree: Arc<crate::tree::Tree>,
+}
+
+impl serde::Serialize for HostTree {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&format!(
+            "{} ({} directories, {} files, {} bytes)",
+            self.dir.display(),
+            self.tree.dirs(),
+            self.tree.files(),
+            self.tree.bytes()
+        ))
+    }
+}
+
 /// Sizes of a profile.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Profile {
     pub name: String,
+    /// The tar workload's tree read from a host directory (`--tar-tree`)
+    /// instead of the generated ports-like tree.
+    pub tar_tree: Option<HostTree>,
     /// Entries of the ports tree to extract (a prefix, still in archive
     /// order); `None`: the whole tree.
     pub tree_entries: Option<usize>,
@@ -289,6 +312,7 @@ impl Profile {
     pub fn full() -> Profile {
         Profile {
             name: "full".into(),
+            tar_tree: None,
             tree_entries: None,
             messages: 33_164,
             postmark: vec![(10_000, 10_000), (20_000, 20_000)],
