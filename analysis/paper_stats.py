@@ -45,6 +45,7 @@ import io
 import json
 import keyword
 import math
+import multiprocessing
 import os
 import re
 import sys
@@ -247,6 +248,12 @@ def _runs(df, test, factors):
     return sub
 
 
+def _column(c, name):
+    """One column of cells() as a dict by combination tuple (a lookup in
+    it costs far less than a .loc on the tuple index)."""
+    return dict(zip(c.index, c[name]))
+
+
 def cells(df, test, factors):
     """Per combination present: mean, sd (ddof 1), n, se = sd/sqrt(n) of
     seconds, and improvement = mean(none) / mean (the factor by which the
@@ -404,14 +411,15 @@ def effects(df, test, factors):
     one with it), of the speed-up time(without) / time(with). > 1 helps."""
     df, factors = prepare(df, factors)
     c = cells(df, test, factors)
+    mean = _column(c, "mean")
     out = {}
     for j, f in enumerate(factors):
         logs = []
         for k in c.index:
             if k[j] == 0:
                 to = k[:j] + (1,) + k[j + 1:]
-                if to in c.index:
-                    logs.append(math.log(c.loc[[k], "mean"].iloc[0] / c.loc[[to], "mean"].iloc[0]))
+                if to in mean:
+                    logs.append(math.log(mean[k] / mean[to]))
         out[f] = math.exp(sum(logs) / len(logs)) if logs else float("nan")
     return out
 
@@ -433,17 +441,18 @@ def uppermost_path(df, test, factors):
     previous step)}."""
     df, factors = prepare(df, factors)
     c = cells(df, test, factors)
+    mean, improvement = _column(c, "mean"), _column(c, "improvement")
     cur = tuple([0] * len(factors))
     path = [dict(combination=combo_label(cur, factors), added=None, improvement=1.0, gain=1.0)]
     while sum(cur) < len(factors):
-        nxt = [(c.loc[[cur[:j] + (1,) + cur[j + 1:]], "mean"].iloc[0], j) for j in range(len(factors))
-               if cur[j] == 0 and cur[:j] + (1,) + cur[j + 1:] in c.index]
+        nxt = [(mean[cur[:j] + (1,) + cur[j + 1:]], j) for j in range(len(factors))
+               if cur[j] == 0 and cur[:j] + (1,) + cur[j + 1:] in mean]
         if not nxt:
             break
         _, j = min(nxt)
         prev = path[-1]["improvement"]
         cur = cur[:j] + (1,) + cur[j + 1:]
-        imp = float(c.loc[[cur], "improvement"].iloc[0])
+        imp = float(improvement[cur])
         path.append(dict(combination=combo_label(cur, factors), added=factors[j], improvement=imp,
                          gain=imp / prev))
     return path
@@ -591,6 +600,7 @@ def improvement_figure(df, test, factors):
     c = cells(df, test, factors)
     order = effect_order(df, test, factors)
     idx = [factors.index(f) for f in order]
+    improvement = _column(c, "improvement")
     fig, ax = plt.subplots(figsize=(max(8.0, min(11.0, 2.75 * len(order))), 5.5), dpi=DPI)
     tri = []  # (x, half width, y0, y1, start label, rotated)
     for k, f in enumerate(order):
@@ -605,8 +615,7 @@ def improvement_figure(df, test, factors):
             frm, to = tuple(frm), tuple(to)
             if frm not in c.index or to not in c.index:
                 continue
-            y0 = c.loc[[frm], "improvement"].iloc[0]
-            y1 = c.loc[[to], "improvement"].iloc[0]
+            y0, y1 = improvement[frm], improvement[to]
             x = k + 1 - 0.4 + (s + 0.5) * width
             half = width * 0.42
             up = y1 >= y0
@@ -680,6 +689,7 @@ def lattice_figure(df, test, factors):
     # 11 inches at DPI: the report shows it at its own size, labels at 8 points.
     fig, ax = plt.subplots(figsize=(11.0, 7.5) if k <= 4 else (3.0 * (k + 1), 10.0), dpi=DPI)
     base = c.attrs["base_mean"]
+    improvement = _column(c, "improvement")
     ys, edges, nodes = [], [], []
     for node in c.index:
         for j, f in enumerate(factors):
@@ -688,8 +698,7 @@ def lattice_figure(df, test, factors):
             to = node[:j] + (1,) + node[j + 1:]
             if to not in c.index:
                 continue
-            y0 = c.loc[[node], "improvement"].iloc[0]
-            y1 = c.loc[[to], "improvement"].iloc[0]
+            y0, y1 = improvement[node], improvement[to]
             ax.plot([pos[node], pos[to]], [y0, y1], color=colour(f, factors), linewidth=1.0,
                     linestyle="-" if y1 >= y0 else "--", alpha=0.8)
             if abs(math.log(y1 / y0)) >= math.log(1 + LABEL_MIN_GAIN):
@@ -1083,6 +1092,24 @@ def analyse(df, factors=None, alpha=PAPER_ALPHA, tests=None):
     return _jsonable(out)
 
 
+def _draw(job):
+    plot, df, what, factors, path = job
+    return plot(df, what, factors, path)
+
+
+def _draw_all(df, factors, figures):
+    """Draws the figures [(plot function, test or tests, path)], on as many
+    processes as the machine has CPUs (forked: each starts with the data in
+    memory; a figure depends on nothing but its arguments, so the files are
+    those a single process writes); returns their paths in order."""
+    jobs = [(plot, df, what, factors, path) for plot, what, path in figures]
+    n = min(len(jobs), len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+    if n <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+        return [_draw(j) for j in jobs]
+    with multiprocessing.get_context("fork").Pool(n) as pool:
+        return pool.map(_draw, jobs, chunksize=1)
+
+
 def write_outputs(df, outdir, factors=None, alpha=PAPER_ALPHA, tests=None, source=None, clock=None):
     """Writes every table, figure and paper_stats.json into `outdir` (made
     if missing); returns the paths written. `clock` ("modeled", "measured"
@@ -1104,6 +1131,7 @@ def write_outputs(df, outdir, factors=None, alpha=PAPER_ALPHA, tests=None, sourc
     doc["clock"] = clock
     doc["time_unit"] = unit = time_unit(clock)
     names = slugs(tests)
+    figures = []  # (plot function, test or tests, path), drawn at the end
     combined = ["# Paper tables (Dowse and Malone 2002, Tables 1\u20133 form)", ""]
     for entry in doc["tests"]:
         t = entry["test"]
@@ -1114,11 +1142,11 @@ def write_outputs(df, outdir, factors=None, alpha=PAPER_ALPHA, tests=None, sourc
         put("model_%s.md" % s, model_md)
         combined += [rank_md, model_md]
         f8, f9 = "fig8_improvement_%s.png" % s, "fig9_lattice_%s.png" % s
-        written.append(plot_improvement(df, t, factors, os.path.join(outdir, f8)))
-        written.append(plot_lattice(df, t, factors, os.path.join(outdir, f9)))
+        figures += [(plot_improvement, t, os.path.join(outdir, f8)), (plot_lattice, t, os.path.join(outdir, f9))]
         entry["files"] = dict(rank="rank_%s.md" % s, model="model_%s.md" % s, fig8=f8, fig9=f9)
     put("paper_tables.md", "\n".join(combined))
-    written.append(plot_summary(df, tests, factors, os.path.join(outdir, "fig10_summary.png")))
+    figures.append((plot_summary, tests, os.path.join(outdir, "fig10_summary.png")))
+    written += _draw_all(df, factors, figures)
     doc["files"] = dict(tables="paper_tables.md", fig10="fig10_summary.png")
     put("paper_stats.json", json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
     return written

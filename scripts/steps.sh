@@ -7,18 +7,21 @@
 #                           a whole if CMD fails with no failed test (a
 #                           build error)
 #   step NAME CMD...        any other check: one count (CMD runs with set -e)
-#   summary                 the skipped and failed lists and the line
-#                           "N passed, N failed, N skipped"; exit status 1
-#                           on any failure
-passed=0 failed=0 failures=()
+#   summary                 the ten slowest steps, the skipped and failed
+#                           lists and the line "N passed, N failed, N
+#                           skipped"; exit status 1 on any failure
+# timings holds "SECONDS s  NAME" per step, for the summary (CI has a time
+# budget).
+passed=0 failed=0 failures=() timings=()
 
 tests_step() {
-  local name=$1 log
+  local name=$1 log t0=$SECONDS
   shift
   log=$work/tests-$((passed + failed)).log
   echo "== $name"
   "$@" 2>&1 | tee "$log"
   local rc=${PIPESTATUS[0]} p f
+  timings+=("$((SECONDS - t0)) s  $name")
   p=$(awk '/^test result:/ {s += $4} END {print s + 0}' "$log")
   f=$(awk '/^test result:/ {s += $6} END {print s + 0}' "$log")
   passed=$((passed + p))
@@ -32,12 +35,13 @@ tests_step() {
 }
 
 step() {
-  local name=$1
+  local name=$1 t0=$SECONDS
   shift
   echo "== $name"
   # Not inside an `if`: bash ignores set -e in a condition's subshell too.
   ( set -e; "$@" )
   local rc=$?
+  timings+=("$((SECONDS - t0)) s  $name")
   if [ "$rc" -eq 0 ]; then
     passed=$((passed + 1))
   else
@@ -55,6 +59,8 @@ summary() {
   tests_skipped=$(grep -vc '^[a-z -]*--[a-z]*: ' "$UFSKIT_SKIP_LEDGER")
   passed=$((passed - tests_skipped))
   echo
+  echo "slowest steps (wall time):"
+  printf '%s\n' "${timings[@]}" | sort -rn | head -10 | sed 's/^/  /'
   if [ "$skipped" -gt 0 ]; then
     echo "skipped (prerequisites missing):"
     sed 's/^/  /' "$UFSKIT_SKIP_LEDGER"
