@@ -1,6 +1,8 @@
-//! File trees to extract and remove: a deterministic generator shaped like
+//! File trees to extract and remove: deterministic generators shaped like
 //! the OpenBSD 2.8 ports collection of seed `000_*` (6,596 directories,
-//! 13,868 files), and real trees read from the host.
+//! 13,868 files) and like the X11 sources of seed `004_*`'s tar test (930
+//! directories, 11,585 files, [`x11_tree`]), and real trees read from the
+//! host.
 //!
 //! Invariants: entries are in archive order (a directory before anything
 //! inside it, depth first, as `tar` writes them); every path is relative,
@@ -162,6 +164,97 @@ pub fn ports_tree(seed: u64) -> Tree {
     t
 }
 
+pub const X11_DIRS: usize = 930;
+pub const X11_FILES: usize = 11_585;
+
+/// Directories at each depth of the X11-shaped tree, the root first.
+const X11_DEPTHS: [usize; 10] = [1, 7, 177, 178, 174, 157, 152, 69, 11, 4];
+
+/// A tree shaped like the X11 sources the paper's tar test extracted
+/// (XFree86's `xc`, the first source archive: `fonts` and `doc` left
+/// out), rooted at `xc/`: 930 directories nine deep at most, 11,585 files
+/// of about 140 MB. The counts, the directories per depth and the
+/// distributions are those of XFree86 4.3.0's `xc` listing
+/// (docs/EVALUATION.md, "The tar tree"); names and sizes are generated.
+/// - Each directory of depth d hangs under one of depth d-1, chosen with
+///   Zipf-like weights (1/rank^1.3 over a shuffled order): most are leaves
+///   (about 710 of 930, as in `xc`), a few hold dozens (`lib`, `programs`).
+/// - Files per directory are log-normal around 4.5 (spread 1.3: 90% of
+///   directories hold at most about 25, a few hundreds), adjusted at
+///   random to the exact total.
+/// - File sizes are log-normal around 3,850 bytes (spread 1.5: a tenth
+///   under 560 bytes, a tenth over 26 KB, a hundredth over 120 KB), at
+///   most 2.4 MB; names are 10 characters, directories' 6, as the
+///   listing's medians.
+pub fn x11_tree(seed: u64) -> Tree {
+    let mut rng = StdRng::seed_from_u64(seed);
+    // children[i]: the subdirectories of directory i (0 is the root), in
+    // creation order.
+    let mut children: Vec<Vec<usize>> = vec![Vec::new()];
+    let mut level = vec![0usize];
+    for &n in &X11_DEPTHS[1..] {
+        let mut parents = level.clone();
+        for i in (1..parents.len()).rev() {
+            parents.swap(i, rng.gen_range(0..=i));
+        }
+        let weights: Vec<f64> = (0..parents.len())
+            .map(|r| 1.0 / ((r + 1) as f64).powf(1.3))
+            .collect();
+        let total: f64 = weights.iter().sum();
+        let mut next = Vec::with_capacity(n);
+        for _ in 0..n {
+            let mut x = rng.gen::<f64>() * total;
+            let mut k = 0;
+            while k + 1 < parents.len() && x >= weights[k] {
+                x -= weights[k];
+                k += 1;
+            }
+            let id = children.len();
+            children.push(Vec::new());
+            children[parents[k]].push(id);
+            next.push(id);
+        }
+        level = next;
+    }
+    debug_assert_eq!(children.len(), X11_DIRS);
+    let mut files: Vec<usize> = (0..X11_DIRS)
+        .map(|_| lognormal(&mut rng, 4.5, 1.3).round().clamp(0.0, 1000.0) as usize)
+        .collect();
+    let mut given: usize = files.iter().sum();
+    while given != X11_FILES {
+        let d = rng.gen_range(0..X11_DIRS);
+        if given < X11_FILES {
+            files[d] += 1;
+            given += 1;
+        } else if files[d] > 0 {
+            files[d] -= 1;
+            given -= 1;
+        }
+    }
+    let mut t = Tree::default();
+    let mut file_no = 0usize;
+    // Depth first, a directory's files before its subdirectories.
+    let mut stack = vec![(0usize, "xc".to_string())];
+    while let Some((d, path)) = stack.pop() {
+        t.entries.push(Entry {
+            path: path.clone(),
+            kind: Kind::Dir,
+        });
+        for _ in 0..files[d] {
+            let n = lognormal(&mut rng, 3850.0, 1.5).round().clamp(1.0, 2.4e6) as u64;
+            t.entries.push(Entry {
+                path: format!("{path}/src{file_no:05}.c"),
+                kind: Kind::File(n),
+            });
+            file_no += 1;
+        }
+        for &c in children[d].iter().rev() {
+            stack.push((c, format!("{path}/dir{c:03}")));
+        }
+    }
+    t
+}
+
 /// A real tree from the host (directories and regular files; other kinds
 /// are skipped), rooted at the last component of `root`, in `tar` order
 /// (readdir order sorted by name, so runs are repeatable).
@@ -232,6 +325,44 @@ mod tests {
                 seen.insert(e.path.clone());
             }
         }
+    }
+
+    #[test]
+    fn x11_tree_has_the_listings_shape_and_is_deterministic() {
+        let t = x11_tree(1);
+        assert_eq!(t.dirs(), X11_DIRS);
+        assert_eq!(t.files(), X11_FILES);
+        let mb = t.bytes() as f64 / 1e6;
+        assert!((100.0..200.0).contains(&mb), "{mb} MB");
+        let u = x11_tree(1);
+        assert!(t
+            .entries
+            .iter()
+            .zip(&u.entries)
+            .all(|(a, b)| a.path == b.path && a.kind == b.kind));
+        // Archive order, and the depths of the listing.
+        let mut seen = std::collections::HashSet::new();
+        let mut depths = [0usize; 10];
+        let mut subdirs = std::collections::HashMap::<&str, usize>::new();
+        for e in &t.entries {
+            if let Some((parent, _)) = e.path.rsplit_once('/') {
+                assert!(seen.contains(parent), "{} before its parent", e.path);
+                if e.kind == Kind::Dir {
+                    *subdirs.entry(parent).or_default() += 1;
+                }
+            }
+            if e.kind == Kind::Dir {
+                seen.insert(e.path.clone());
+                depths[e.path.matches('/').count()] += 1;
+            }
+        }
+        assert_eq!(depths, X11_DEPTHS);
+        // Mostly leaves, a few wide directories, as in `xc` (708 of 930
+        // leaves, the widest with 94 subdirectories).
+        let leaves = X11_DIRS - subdirs.len();
+        assert!((600..800).contains(&leaves), "{leaves} leaves");
+        let widest = subdirs.values().copied().max().unwrap();
+        assert!((40..200).contains(&widest), "widest {widest}");
     }
 
     #[test]

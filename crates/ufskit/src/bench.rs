@@ -129,12 +129,15 @@ enum Which {
         /// disk-unskewed, or all.
         #[arg(long, value_delimiter = ',')]
         ablate: Vec<String>,
-        /// The tar workload extracts the directories and regular files
-        /// under DIR (their names and sizes; the contents are generated)
-        /// instead of the generated ports-like tree: the paper extracted
-        /// the X11 sources (`X410src-1.tgz`).
-        #[arg(long, value_name = "DIR")]
-        tar_tree: Option<PathBuf>,
+        /// The tree the tar workload extracts: `x11`, generated in the
+        /// shape of the X11 sources the paper extracted (930 directories,
+        /// 11,585 files, 140 MB); `ports`, generated in the shape of seed
+        /// 000's ports collection (6,596 directories, 13,868 small files);
+        /// or a directory: the directories and regular files under it
+        /// (their names and sizes; contents generated). A directory named
+        /// x11 or ports is given as ./x11 or ./ports.
+        #[arg(long, value_name = "x11|ports|DIR", default_value = "x11")]
+        tar_tree: String,
     },
 }
 
@@ -437,20 +440,25 @@ fn run_bench(a: BenchArgs) -> Result<(), String> {
             };
             p.jobs = jobs.max(1);
             p.sync_each_test = sync_each_test;
-            if let Some(dir) = tar_tree {
-                let t = ufs_bench::tree::host_tree(&dir)
-                    .map_err(|e| format!("bench paper: --tar-tree {}: {e}", dir.display()))?;
-                if t.files() == 0 {
-                    return Err(format!(
-                        "bench paper: --tar-tree {}: no regular files under it",
-                        dir.display()
-                    ));
+            p.tar_tree = match tar_tree.as_str() {
+                "x11" => paper::TarTree::X11,
+                "ports" => paper::TarTree::Ports,
+                dir => {
+                    let dir = PathBuf::from(dir);
+                    let t = ufs_bench::tree::host_tree(&dir)
+                        .map_err(|e| format!("bench paper: --tar-tree {}: {e}", dir.display()))?;
+                    if t.files() == 0 {
+                        return Err(format!(
+                            "bench paper: --tar-tree {}: no regular files under it",
+                            dir.display()
+                        ));
+                    }
+                    paper::TarTree::Host {
+                        dir,
+                        tree: std::sync::Arc::new(t),
+                    }
                 }
-                p.tar_tree = Some(paper::HostTree {
-                    dir,
-                    tree: std::sync::Arc::new(t),
-                });
-            }
+            };
             p.syncer = paper::meter::SyncerModel::parse(&syncer)
                 .ok_or_else(|| format!("bench paper: unknown syncer {syncer:?} (wheel, whole)"))?;
             let mut ablations = Vec::new();
@@ -506,8 +514,21 @@ fn run_bench(a: BenchArgs) -> Result<(), String> {
                     })
                     .collect::<Result<_, _>>()?
             };
+            let tar_line = {
+                let t = paper::tar_tree(&p);
+                let shape = match &p.tar_tree {
+                    paper::TarTree::Host { dir, .. } => dir.display().to_string(),
+                    t => format!("{}-shaped", t.name()),
+                };
+                format!(
+                    "{shape} ({} directories, {} files, {:.0} MB)",
+                    t.dirs(),
+                    t.files(),
+                    t.bytes() as f64 / 1e6
+                )
+            };
             println!(
-                "{} profile: disk {} ({}), {} MiB file system, buffer cache {} MiB, CPU model {}, syncer {} every {} modeled s, buffer daemon with hidirtybuffers {} writing {}; {} workloads ({}), {} combinations of {}, {} jobs",
+                "{} profile: disk {} ({}), {} MiB file system, buffer cache {} MiB, CPU model {}, syncer {} every {} modeled s, buffer daemon with hidirtybuffers {} writing {}; tar tree {}; {} workloads ({}), {} combinations of {}, {} jobs",
                 p.name,
                 p.disk,
                 if p.disk_skew { "tracks skewed" } else { "tracks unskewed" },
@@ -518,6 +539,7 @@ fn run_bench(a: BenchArgs) -> Result<(), String> {
                 p.sync_every_s,
                 p.dirty_high,
                 if p.freebsd_daemon { "the oldest down to half of it, woken at three quarters and each second" } else { "all past it" },
+                tar_line,
                 ws.len(),
                 ws.iter().map(|w| w.name()).collect::<Vec<_>>().join(" "),
                 1u32 << factors.len(),

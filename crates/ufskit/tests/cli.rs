@@ -257,9 +257,12 @@ fn bench_paper_extracts_a_tree_given_from_the_host() {
     // directories, 5 files, their bytes.
     let json: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("paper.json")).unwrap()).unwrap();
-    let given = json["profile"]["tar_tree"].as_str().unwrap();
-    assert!(
-        given.contains("(5 directories, 5 files, 154400 bytes)"),
+    let given = &json["profile"]["tar_tree"];
+    assert_eq!(given["shape"], "host", "{given}");
+    assert_eq!(given["dir"].as_str(), src.to_str(), "{given}");
+    assert_eq!(
+        (&given["dirs"], &given["files"], &given["bytes"]),
+        (&5.into(), &5.into(), &154400.into()),
         "{given}"
     );
     // tar's find saw that tree (the workload checks the count) under both

@@ -1,6 +1,6 @@
 //! The paper's testimonial workloads and Postmark:
-//! - `tar`: extract a ports-like tree ([`crate::tree::ports_tree`]; the
-//!   paper used the X11 sources) in archive order (`tar-extract`), a
+//! - `tar`: extract a tree ([`super::TarTree`]: by default one shaped like
+//!   the X11 sources the paper used) in archive order (`tar-extract`), a
 //!   `find -print` that reads every directory and looks up every entry
 //!   (`tar-find`), then `rm -rf` of it (`tar-remove`);
 //! - `folder`: the MH folder, the messages of a 12-year-old inbox created
@@ -17,7 +17,7 @@
 //! after the pack, nothing left after a removal) and fails otherwise.
 use super::meter::Meter;
 use super::{invalid, Profile};
-use crate::tree::{ports_tree, Kind, Tree};
+use crate::tree::{Kind, Tree};
 use crate::writeorder;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -29,10 +29,7 @@ pub(super) const POSTMARK_TESTS: &[&str] = &["postmark-10k", "postmark-20k"];
 
 /// The tree of the `tar` workload for `p`.
 pub fn tar_tree(p: &Profile) -> Tree {
-    let mut t = match &p.tar_tree {
-        Some(h) => (*h.tree).clone(),
-        None => ports_tree(p.seed),
-    };
+    let mut t = p.tar_tree.tree(p.seed);
     if let Some(n) = p.tree_entries {
         t.entries.truncate(n);
     }

@@ -67,23 +67,71 @@ const MIB: u64 = 1 << 20;
 /// The paper's machine had a "20GB IDE hard disk" of 2001.
 pub const DISK: &str = "ide-20g-2001";
 
-/// A tree read from the host for the tar workload: its directory (recorded
-/// in `paper.json`) and what was read there.
+/// The tree the tar workload extracts (`--tar-tree`).
 #[derive(Debug, Clone)]
-pub struct HostTree {
-    pub dir: std::path::PathBuf,
-    pub tree: Arc<crate::tree::Tree>,
+pub enum TarTree {
+    /// Generated, shaped like the X11 sources the paper extracted
+    /// ([`crate::tree::x11_tree`]): the default.
+    X11,
+    /// Generated, shaped like seed 000's OpenBSD ports collection
+    /// ([`crate::tree::ports_tree`]).
+    Ports,
+    /// The directories and regular files read under `dir` on the host
+    /// (names and sizes; contents generated).
+    Host {
+        dir: std::path::PathBuf,
+        tree: Arc<crate::tree::Tree>,
+    },
 }
 
-impl serde::Serialize for HostTree {
+impl TarTree {
+    /// The whole tree (generators seeded with `seed`).
+    pub fn tree(&self, seed: u64) -> crate::tree::Tree {
+        match self {
+            TarTree::X11 => crate::tree::x11_tree(seed),
+            TarTree::Ports => crate::tree::ports_tree(seed),
+            TarTree::Host { tree, .. } => (**tree).clone(),
+        }
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            TarTree::X11 => "x11",
+            TarTree::Ports => "ports",
+            TarTree::Host { .. } => "host",
+        }
+    }
+}
+
+/// What `paper.json` records of the tar tree: its shape, the host
+/// directory when read from one, and its counts.
+#[derive(serde::Serialize)]
+struct TarTreeRecord {
+    shape: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dir: Option<String>,
+    dirs: usize,
+    files: usize,
+    bytes: u64,
+}
+
+impl serde::Serialize for TarTree {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&format!(
-            "{} ({} directories, {} files, {} bytes)",
-            self.dir.display(),
-            self.tree.dirs(),
-            self.tree.files(),
-            self.tree.bytes()
-        ))
+        // Counts of the whole tree (a quick profile extracts a prefix of
+        // it: `tree_entries`); the generators are seeded by the profile,
+        // but their counts do not depend on the seed.
+        let t = self.tree(1);
+        TarTreeRecord {
+            shape: self.name(),
+            dir: match self {
+                TarTree::Host { dir, .. } => Some(dir.display().to_string()),
+                _ => None,
+            },
+            dirs: t.dirs(),
+            files: t.files(),
+            bytes: t.bytes(),
+        }
+        .serialize(s)
     }
 }
 
@@ -91,10 +139,9 @@ impl serde::Serialize for HostTree {
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Profile {
     pub name: String,
-    /// The tar workload's tree read from a host directory (`--tar-tree`)
-    /// instead of the generated ports-like tree.
-    pub tar_tree: Option<HostTree>,
-    /// Entries of the ports tree to extract (a prefix, still in archive
+    /// The tar workload's tree.
+    pub tar_tree: TarTree,
+    /// Entries of the tar tree to extract (a prefix, still in archive
     /// order); `None`: the whole tree.
     pub tree_entries: Option<usize>,
     /// Messages of the MH folder.
@@ -312,7 +359,7 @@ impl Profile {
     pub fn full() -> Profile {
         Profile {
             name: "full".into(),
-            tar_tree: None,
+            tar_tree: TarTree::X11,
             tree_entries: None,
             messages: 33_164,
             postmark: vec![(10_000, 10_000), (20_000, 20_000)],
