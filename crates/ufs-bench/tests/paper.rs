@@ -197,3 +197,40 @@ fn further_factors_inode_order_and_growing_dirhash_do_what_they_name() {
         .count();
     assert_eq!(io_on, r.runs.len() / 2, "the io column");
 }
+
+/// Every ablation changes the modeled element it names: run on a small
+/// machine (a 4 MiB cache, so directories leave the buffer space and the
+/// buffer daemon runs), each moves the modeled time of at least one test
+/// against the same run without it, and every image stays fsck clean.
+/// CI runs two ablations end to end (`scripts/test.sh`); this is what
+/// stands for the others there.
+#[test]
+fn every_ablation_changes_the_run() {
+    use ufs_bench::paper::{meter, Ablation};
+    let cache = 4 << 20;
+    let base = Profile {
+        andrew_copies: 2,
+        cache_bytes: cache,
+        dirty_high: meter::hidirtybuffers(cache),
+        ..tiny(2)
+    };
+    let ws = [Workload::Tar, Workload::Andrew];
+    let factors = [Factor::Su, Factor::Vm];
+    let times = |p: &Profile| {
+        let r = run_all(p, &ws, &factors, &mut |_, _, _| {}).unwrap();
+        assert!(r.fsck_clean(), "{:?}: an image was not fsck clean", p.ablation);
+        r.runs
+            .iter()
+            .map(|x| (x.test.clone(), x.combo(), x.seconds.to_bits()))
+            .collect::<Vec<_>>()
+    };
+    let before = times(&base);
+    for a in Ablation::ALL {
+        assert_eq!(Ablation::parse(a.name()), Some(a));
+        assert!(!a.describe().is_empty());
+        let after = times(&a.apply(&base));
+        assert_eq!(after.len(), before.len(), "{}", a.name());
+        let moved = before.iter().zip(&after).filter(|(x, y)| x != y).count();
+        assert!(moved > 0, "{}: no test's modeled time moved", a.name());
+    }
+}
