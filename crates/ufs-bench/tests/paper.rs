@@ -211,14 +211,18 @@ fn every_ablation_changes_the_run() {
     let base = Profile {
         andrew_copies: 2,
         cache_bytes: cache,
-        dirty_high: meter::hidirtybuffers(cache),
+        buf_daemon: meter::BufDaemon::freebsd4(cache),
         ..tiny(2)
     };
     let ws = [Workload::Tar, Workload::Andrew];
     let factors = [Factor::Su, Factor::Vm];
     let times = |p: &Profile| {
         let r = run_all(p, &ws, &factors, &mut |_, _, _| {}).unwrap();
-        assert!(r.fsck_clean(), "{:?}: an image was not fsck clean", p.ablation);
+        assert!(
+            r.fsck_clean(),
+            "{:?}: an image was not fsck clean",
+            p.ablation
+        );
         r.runs
             .iter()
             .map(|x| (x.test.clone(), x.combo(), x.seconds.to_bits()))

@@ -528,7 +528,7 @@ fn run_bench(a: BenchArgs) -> Result<(), String> {
                 )
             };
             println!(
-                "{} profile: disk {} ({}), {} MiB file system, buffer cache {} MiB, CPU model {}, syncer {} every {} modeled s, buffer daemon with hidirtybuffers {} writing {}; tar tree {}; {} workloads ({}), {} combinations of {}, {} jobs",
+                "{} profile: disk {} ({}), {} MiB file system, buffer cache {} MiB, CPU model {}, syncer {} every {} modeled s, {}; tar tree {}; {} workloads ({}), {} combinations of {}, {} jobs",
                 p.name,
                 p.disk,
                 if p.disk_skew { "tracks skewed" } else { "tracks unskewed" },
@@ -537,8 +537,7 @@ fn run_bench(a: BenchArgs) -> Result<(), String> {
                 paper::cpu::CpuModel::pentium4_2002().name,
                 p.syncer.name(),
                 p.sync_every_s,
-                p.dirty_high,
-                if p.freebsd_daemon { "the oldest down to half of it, woken at three quarters and each second" } else { "all past it" },
+                p.buf_daemon.describe(),
                 tar_line,
                 ws.len(),
                 ws.iter().map(|w| w.name()).collect::<Vec<_>>().join(" "),

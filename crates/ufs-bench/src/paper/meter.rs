@@ -105,6 +105,66 @@ pub fn hidirtybuffers(cache_bytes: u64) -> usize {
     usize::try_from(hi).unwrap_or(usize::MAX)
 }
 
+/// The modeled buffer daemon (`buf_daemon`, `kern/vfs_bio.c`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum BufDaemon {
+    /// No daemon.
+    Off,
+    /// FreeBSD 4's, with `hidirtybuffers` = `high` and `lodirtybuffers`
+    /// half of it: woken by a delayed write at the marks' midpoint and by
+    /// its own timer each second with more than the low mark dirty, it
+    /// writes the longest-dirty buffers until the low mark is left
+    /// (`bd_wakeup`, `flushbufqueues`). The evaluation's default since
+    /// 2026-11-29.
+    FreeBsd4 { high: usize },
+    /// The earlier model (the `bufdaemon-all` ablation): with more than
+    /// `high` buffers dirty, every dirty buffer is written.
+    WriteAll { high: usize },
+}
+
+impl BufDaemon {
+    /// FreeBSD 4's daemon for a machine whose buffer cache is
+    /// `cache_bytes` ([`hidirtybuffers`]).
+    pub fn freebsd4(cache_bytes: u64) -> BufDaemon {
+        BufDaemon::FreeBsd4 {
+            high: hidirtybuffers(cache_bytes),
+        }
+    }
+
+    /// What a run's first line says of it.
+    pub fn describe(self) -> String {
+        match self {
+            BufDaemon::Off => "no buffer daemon".into(),
+            BufDaemon::FreeBsd4 { high } => format!(
+                "buffer daemon with hidirtybuffers {high} writing the oldest down to half of it, woken at three quarters and each second"
+            ),
+            BufDaemon::WriteAll { high } => {
+                format!("buffer daemon writing everything past {high} dirty")
+            }
+        }
+    }
+
+    /// Whether the daemon runs at modeled second `now` with `dirty`
+    /// buffers dirty, and if so the count it writes down to (`None`:
+    /// everything). `next_timer_s` is when its own timer next fires,
+    /// moved on here when it does.
+    fn wakes(self, dirty: usize, now: f64, next_timer_s: &mut f64) -> Option<Option<usize>> {
+        match self {
+            BufDaemon::Off => None,
+            BufDaemon::FreeBsd4 { high } => {
+                let lo = high / 2;
+                let timer = now >= *next_timer_s;
+                if timer {
+                    *next_timer_s = now.floor() + 1.0;
+                }
+                (dirty >= (lo + high) / 2 || (timer && dirty > lo)).then_some(Some(lo))
+            }
+            BufDaemon::WriteAll { high } => (dirty > high).then_some(None),
+        }
+    }
+}
+
 /// How the modeled syncer writes delayed writes (see the module's notes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -140,21 +200,14 @@ pub struct SyncerConfig {
     /// Seconds between the syncer's runs over the mount (the whole
     /// model's writes, the low-memory signal); 0: no syncer.
     pub every_s: f64,
-    /// The buffer daemon's high mark (`hidirtybuffers`; 0: no daemon).
-    pub dirty_high: usize,
+    /// The buffer daemon.
+    pub buf_daemon: BufDaemon,
     /// The syncer's and buffer daemon's writes are issued without
     /// waiting, as FreeBSD issues them (`bawrite`, `vfs_bio_awrite`):
     /// queued at the drive and written while the benchmark computes
     /// (`ModeledDisk::set_async_writes`; the `syncer-async` ablation).
     /// Off: the benchmark waits for each.
     pub asynchronous: bool,
-    /// The buffer daemon runs as FreeBSD 4's does: woken at the midpoint
-    /// of `dirty_high` and `dirty_high / 2` (`lodirtybuffers`) and once a
-    /// second, it writes the longest-dirty buffers until `dirty_high / 2`
-    /// are left (the evaluation's default). Off: when more than
-    /// `dirty_high` are dirty it writes every dirty buffer (the
-    /// `bufdaemon-all` ablation).
-    pub freebsd_daemon: bool,
 }
 
 /// Seconds a buffer of `kind` waits on FreeBSD's syncer wheel before its
@@ -389,12 +442,10 @@ struct Clock {
     syncer: SyncerModel,
     /// The syncer's and buffer daemon's writes are issued without waiting.
     syncer_async: bool,
-    /// The buffer daemon runs as FreeBSD 4's (see [`SyncerConfig`]).
-    freebsd_daemon: bool,
+    daemon: BufDaemon,
     /// The next modeled second the buffer daemon wakes by itself.
     next_daemon_s: f64,
     wheel: Wheel,
-    dirty_high: usize,
     /// Deliver a dirhash low-memory event with a run of the syncer when
     /// the buffer cache evicted since the previous run.
     lowmem: bool,
@@ -478,9 +529,8 @@ impl<'a> Meter<'a> {
         let SyncerConfig {
             model: syncer,
             every_s: sync_every_s,
-            dirty_high,
+            buf_daemon: daemon,
             asynchronous: syncer_async,
-            freebsd_daemon,
         } = syncer;
         let clock = Arc::new(Mutex::new(Clock {
             cpu,
@@ -491,13 +541,12 @@ impl<'a> Meter<'a> {
             sync_every_s,
             syncer,
             syncer_async,
-            freebsd_daemon,
+            daemon,
             next_daemon_s: 1.0,
             wheel: Wheel {
                 next_tick_s: 1.0,
                 ..Wheel::default()
             },
-            dirty_high,
             lowmem,
             evictions: fs.cache_stats().evictions_main,
             next_sync_s: sync_every_s,
@@ -505,7 +554,7 @@ impl<'a> Meter<'a> {
             syncs: 0,
             sync_error: None,
         }));
-        if sync_every_s > 0.0 || dirty_high > 0 {
+        if sync_every_s > 0.0 || daemon != BufDaemon::Off {
             let c = clock.clone();
             fs.set_call_hook(Some(Box::new(move |fs: &Fs| {
                 let mut c = c.lock().unwrap_or_else(|p| p.into_inner());
@@ -536,39 +585,24 @@ impl<'a> Meter<'a> {
                 }
                 let timed = c.sync_every_s > 0.0 && now >= c.next_sync_s;
                 let whole = timed && c.syncer == SyncerModel::Whole;
-                let lo = c.dirty_high / 2;
-                let dirty = fs.dirty_buffers();
-                let daemon = if c.dirty_high == 0 {
-                    false
-                } else if c.freebsd_daemon {
-                    // Woken by a delayed write at the marks' midpoint, or
-                    // by its own timer each second with more than the low
-                    // mark dirty.
-                    let timer = now >= c.next_daemon_s;
-                    if timer {
-                        c.next_daemon_s = now.floor() + 1.0;
-                    }
-                    dirty >= (lo + c.dirty_high) / 2 || (timer && dirty > lo)
-                } else {
-                    dirty > c.dirty_high
-                };
-                if whole || daemon {
+                let daemon = c
+                    .daemon
+                    .wakes(fs.dirty_buffers(), now, &mut c.next_daemon_s);
+                if whole || daemon.is_some() {
                     // The buffer daemon's writes are asynchronous in
                     // FreeBSD too (`flushbufqueues`, `vfs_bio_awrite`).
+                    // A whole sync writes everything, as a daemon that
+                    // writes all does; FreeBSD's writes the oldest.
+                    let down_to = if whole { None } else { daemon.flatten() };
                     let (dev, bg) = (c.dev.clone(), c.syncer_async);
-                    let half = !whole && c.freebsd_daemon;
-                    let keep = lo;
-                    let r = background_writes(&dev, bg, || {
-                        if half {
-                            c.wheel.write_oldest(fs, keep, now).map(drop)
-                        } else {
-                            fs.sync()
-                        }
+                    let r = background_writes(&dev, bg, || match down_to {
+                        Some(keep) => c.wheel.write_oldest(fs, keep, now).map(drop),
+                        None => fs.sync(),
                     });
                     if let Err(e) = r {
                         c.sync_error.get_or_insert(e.to_string());
                     }
-                    if !half && c.syncer == SyncerModel::Whole {
+                    if down_to.is_none() && c.syncer == SyncerModel::Whole {
                         // Nothing is dirty after a whole sync; the wheel's
                         // record (the daemon's only, in this model) starts
                         // again.
@@ -692,13 +726,14 @@ mod tests {
         SyncerConfig {
             model,
             every_s: SYNC_EVERY_S,
-            dirty_high: if freebsd_daemon {
-                hidirtybuffers(64 << 20)
+            buf_daemon: if freebsd_daemon {
+                BufDaemon::freebsd4(64 << 20)
             } else {
-                EARLIER_DIRTY_HIGH
+                BufDaemon::WriteAll {
+                    high: EARLIER_DIRTY_HIGH,
+                }
             },
             asynchronous: false,
-            freebsd_daemon,
         }
     }
 

@@ -171,16 +171,11 @@ pub struct Profile {
     /// second what was dirtied 28-30 s before) or all of it every
     /// `sync_every_s` (`meter::SyncerModel`).
     pub syncer: meter::SyncerModel,
-    /// The modeled buffer daemon's high mark of dirty buffers
-    /// (`hidirtybuffers`, [`meter::hidirtybuffers`]; 0: no daemon).
-    pub dirty_high: usize,
-    /// The buffer daemon runs as FreeBSD 4's `buf_daemon` does (woken at
-    /// the midpoint of the marks and once a second, it writes the
-    /// longest-dirty buffers until `lodirtybuffers`, half the mark, are
-    /// left: `flushbufqueues`, `kern/vfs_bio.c`; the default since
-    /// 2026-11-29), or writes every dirty buffer when more than 1,000 are
-    /// dirty (false: the `bufdaemon-all` ablation, the earlier model).
-    pub freebsd_daemon: bool,
+    /// The modeled buffer daemon: FreeBSD 4's `buf_daemon` with the
+    /// modeled machine's marks (the default since 2026-11-29), or the
+    /// earlier one that writes everything past a mark (the
+    /// `bufdaemon-all` ablation).
+    pub buf_daemon: meter::BufDaemon,
     /// The modeled drive's tracks are skewed as drives are formatted
     /// (`ModeledDisk::set_skew`; the default since 2026-11-29), or every
     /// track starts at the same angle (false: the `disk-unskewed`
@@ -328,13 +323,14 @@ impl Ablation {
             Ablation::SyncEachTest => q.sync_each_test = true,
             Ablation::SmallMemory => {
                 q.cache_bytes /= 4;
-                if q.freebsd_daemon {
-                    q.dirty_high = meter::hidirtybuffers(q.cache_bytes);
+                if let meter::BufDaemon::FreeBsd4 { .. } = q.buf_daemon {
+                    q.buf_daemon = meter::BufDaemon::freebsd4(q.cache_bytes);
                 }
             }
             Ablation::BufdaemonAll => {
-                q.freebsd_daemon = false;
-                q.dirty_high = meter::EARLIER_DIRTY_HIGH;
+                q.buf_daemon = meter::BufDaemon::WriteAll {
+                    high: meter::EARLIER_DIRTY_HIGH,
+                };
             }
             Ablation::DiskUnskewed => q.disk_skew = false,
             Ablation::SyncerAsync
@@ -375,8 +371,7 @@ impl Profile {
             cache_bytes: 64 * MIB,
             sync_every_s: meter::SYNC_EVERY_S,
             syncer: meter::SyncerModel::Wheel,
-            dirty_high: meter::hidirtybuffers(64 * MIB),
-            freebsd_daemon: true,
+            buf_daemon: meter::BufDaemon::freebsd4(64 * MIB),
             disk_skew: true,
             sync_each_test: false,
             jobs: 2,
@@ -975,9 +970,8 @@ pub fn run(
         meter::SyncerConfig {
             model: p.syncer,
             every_s: p.sync_every_s,
-            dirty_high: p.dirty_high,
+            buf_daemon: p.buf_daemon,
             asynchronous: p.ablation == Some(Ablation::SyncerAsync),
-            freebsd_daemon: p.freebsd_daemon,
         },
         combo.lowmem_events(),
         progress,
