@@ -302,60 +302,56 @@ fn walk(dir: &Path, rel: &str, t: &mut Tree) -> std::io::Result<()> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn ports_tree_has_the_seeds_counts_and_is_deterministic() {
-        let t = ports_tree(7);
-        assert_eq!(t.dirs(), PORTS_DIRS);
-        assert_eq!(t.files(), PORTS_FILES);
-        let mb = t.bytes() as f64 / 1e6;
-        assert!((10.0..60.0).contains(&mb), "{mb} MB");
-        let u = ports_tree(7);
+    /// Checks what every generated tree promises: `dirs` and `files`
+    /// entries, `mb` megabytes in all, the same tree from `again` (the
+    /// same seed), and archive order (every parent before what it holds).
+    /// Returns the directories' depths and subdirectory counts.
+    fn generated(
+        t: &Tree,
+        again: &Tree,
+        (dirs, files): (usize, usize),
+        mb: std::ops::Range<f64>,
+    ) -> (Vec<usize>, std::collections::HashMap<String, usize>) {
+        assert_eq!((t.dirs(), t.files()), (dirs, files));
+        let got = t.bytes() as f64 / 1e6;
+        assert!(mb.contains(&got), "{got} MB");
         assert!(t
             .entries
             .iter()
-            .zip(&u.entries)
+            .zip(&again.entries)
             .all(|(a, b)| a.path == b.path && a.kind == b.kind));
-        // Archive order: every parent comes first.
         let mut seen = std::collections::HashSet::new();
-        for e in &t.entries {
-            if let Some((parent, _)) = e.path.rsplit_once('/') {
-                assert!(seen.contains(parent), "{} before its parent", e.path);
-            }
-            if e.kind == Kind::Dir {
-                seen.insert(e.path.clone());
-            }
-        }
-    }
-
-    #[test]
-    fn x11_tree_has_the_listings_shape_and_is_deterministic() {
-        let t = x11_tree(1);
-        assert_eq!(t.dirs(), X11_DIRS);
-        assert_eq!(t.files(), X11_FILES);
-        let mb = t.bytes() as f64 / 1e6;
-        assert!((100.0..200.0).contains(&mb), "{mb} MB");
-        let u = x11_tree(1);
-        assert!(t
-            .entries
-            .iter()
-            .zip(&u.entries)
-            .all(|(a, b)| a.path == b.path && a.kind == b.kind));
-        // Archive order, and the depths of the listing.
-        let mut seen = std::collections::HashSet::new();
-        let mut depths = [0usize; 10];
-        let mut subdirs = std::collections::HashMap::<&str, usize>::new();
+        let mut depths = Vec::new();
+        let mut subdirs = std::collections::HashMap::new();
         for e in &t.entries {
             if let Some((parent, _)) = e.path.rsplit_once('/') {
                 assert!(seen.contains(parent), "{} before its parent", e.path);
                 if e.kind == Kind::Dir {
-                    *subdirs.entry(parent).or_default() += 1;
+                    *subdirs.entry(parent.to_string()).or_default() += 1;
                 }
             }
             if e.kind == Kind::Dir {
                 seen.insert(e.path.clone());
-                depths[e.path.matches('/').count()] += 1;
+                let d = e.path.matches('/').count();
+                if depths.len() <= d {
+                    depths.resize(d + 1, 0);
+                }
+                depths[d] += 1;
             }
         }
+        (depths, subdirs)
+    }
+
+    #[test]
+    fn ports_tree_has_the_seeds_counts_and_is_deterministic() {
+        let counts = (PORTS_DIRS, PORTS_FILES);
+        generated(&ports_tree(7), &ports_tree(7), counts, 10.0..60.0);
+    }
+
+    #[test]
+    fn x11_tree_has_the_listings_shape_and_is_deterministic() {
+        let counts = (X11_DIRS, X11_FILES);
+        let (depths, subdirs) = generated(&x11_tree(1), &x11_tree(1), counts, 100.0..200.0);
         assert_eq!(depths, X11_DEPTHS);
         // Mostly leaves, a few wide directories, as in `xc` (708 of 930
         // leaves, the widest with 94 subdirectories).
