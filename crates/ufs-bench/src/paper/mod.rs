@@ -117,9 +117,10 @@ struct TarTreeRecord {
 
 impl serde::Serialize for TarTree {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        // Counts of the whole tree (a quick profile extracts a prefix of
-        // it: `tree_entries`); the generators are seeded by the profile,
-        // but their counts do not depend on the seed.
+        // Counts of the whole tree (a profile may extract a prefix of it:
+        // `tree_entries`), as generated with seed 1, every profile's: the
+        // counts of directories and files do not depend on the seed, the
+        // bytes do a little.
         let t = self.tree(1);
         TarTreeRecord {
             shape: self.name(),
