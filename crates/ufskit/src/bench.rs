@@ -131,7 +131,7 @@ enum Which {
         ablate: Vec<String>,
         /// The tree the tar workload extracts: `x11`, generated in the
         /// shape of the X11 sources the paper extracted (930 directories,
-        /// 11,585 files, 140 MB); `ports`, generated in the shape of seed
+        /// 11,585 files, 133 MB); `ports`, generated in the shape of seed
         /// 000's ports collection (6,596 directories, 13,868 small files);
         /// or a directory: the directories and regular files under it
         /// (their names and sizes; contents generated). A directory named
