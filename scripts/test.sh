@@ -120,8 +120,8 @@ step "FreeBSD-made images: extract and the mount agree" scripts/freebsd-images.s
 # CSV, rank tables, linear models, figures, the HTML report and the
 # findings; the report opened in headless Chromium, every figure rendered.
 # With two ablations (one modeled element changed each, run again into
-# ablation-NAME; every one would take 6 minutes of CI, and each differs
-# from the main run only in its profile, which the unit tests check): the
+# ablation-NAME; all eleven took 6 minutes of CI, and the unit test
+# every_ablation_changes_the_run checks that each one moves the run): the
 # report sets each claim beside them; claim c (soft updates slightly slow
 # some read-only tests) must change its verdict when each test syncs
 # inside its own time, the paper's own explanation of that slowdown

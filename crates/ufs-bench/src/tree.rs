@@ -173,7 +173,7 @@ const X11_DEPTHS: [usize; 10] = [1, 7, 177, 178, 174, 157, 152, 69, 11, 4];
 /// A tree shaped like the X11 sources the paper's tar test extracted
 /// (XFree86's `xc`, the first source archive: `fonts` and `doc` left
 /// out), rooted at `xc/`: 930 directories nine deep at most, 11,585 files
-/// of about 140 MB. The counts, the directories per depth and the
+/// of about 133 MB (the listing: 140 MB). The counts, the directories per depth and the
 /// distributions are those of XFree86 4.3.0's `xc` listing
 /// (docs/EVALUATION.md, "The tar tree"); names and sizes are generated.
 /// - Each directory of depth d hangs under one of depth d-1, chosen with
