@@ -17,7 +17,7 @@
 //! 1 + 40 + 1,800 × 3 + 1,155 = 6,596 directories and 41 + 1,800 × 5 +
 //! 4,827 = 13,868 files. Sizes are log-normal around what such files hold:
 //! Makefile median 1.2 KB, COMMENT 60 B, DESCR 600 B, PLIST 400 B with a
-//! long tail, md5 150 B, patches 1.1 KB, each capped at 64 KB; about 26 MB
+//! long tail, md5 150 B, patches 1.1 KB, each capped at 64 KB; about 14 MB
 //! in all, mostly fragments rather than full blocks, as in the real tree.
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -173,8 +173,8 @@ const X11_DEPTHS: [usize; 10] = [1, 7, 177, 178, 174, 157, 152, 69, 11, 4];
 /// A tree shaped like the X11 sources the paper's tar test extracted
 /// (XFree86's `xc`, the first source archive: `fonts` and `doc` left
 /// out), rooted at `xc/`: 930 directories nine deep at most, 11,585 files
-/// of about 133 MB (the listing: 140 MB). The counts, the directories per depth and the
-/// distributions are those of XFree86 4.3.0's `xc` listing
+/// of about 133 MB (the listing: 140 MB). The counts, the directories per
+/// depth and the distributions are those of XFree86 4.3.0's `xc` listing
 /// (docs/EVALUATION.md, "The tar tree"); names and sizes are generated.
 /// - Each directory of depth d hangs under one of depth d-1, chosen with
 ///   Zipf-like weights (1/rank^1.3 over a shuffled order): most are leaves

@@ -440,11 +440,13 @@ fn run_bench(a: BenchArgs) -> Result<(), String> {
             };
             p.jobs = jobs.max(1);
             p.sync_each_test = sync_each_test;
-            p.tar_tree = match tar_tree.as_str() {
-                "x11" => paper::TarTree::X11,
-                "ports" => paper::TarTree::Ports,
-                dir => {
-                    let dir = PathBuf::from(dir);
+            let generated = paper::TarTree::GENERATED
+                .into_iter()
+                .find(|t| t.name() == tar_tree);
+            p.tar_tree = match generated {
+                Some(t) => t,
+                None => {
+                    let dir = PathBuf::from(&tar_tree);
                     let t = ufs_bench::tree::host_tree(&dir)
                         .map_err(|e| format!("bench paper: --tar-tree {}: {e}", dir.display()))?;
                     if t.files() == 0 {

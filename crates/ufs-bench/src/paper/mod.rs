@@ -85,6 +85,9 @@ pub enum TarTree {
 }
 
 impl TarTree {
+    /// The generated trees, each known by its [`TarTree::name`].
+    pub const GENERATED: [TarTree; 2] = [TarTree::X11, TarTree::Ports];
+
     /// The whole tree (generators seeded with `seed`).
     pub fn tree(&self, seed: u64) -> crate::tree::Tree {
         match self {
