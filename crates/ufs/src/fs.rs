@@ -53,6 +53,9 @@ pub struct MountOptions {
     pub seed: Option<u64>,
     /// Bytes read ahead on a cache miss of a small block (0: none).
     pub readahead: u64,
+    /// Nanoseconds a request that finds the engine lock held polls for it
+    /// before it sleeps (`-o lockspin`, `engine_lock`).
+    pub lock_spin_ns: u64,
     /// Directory indexing (dirhash) settings.
     pub dirhash: crate::dir::dirhash::DirhashConfig,
     /// Inode order in large directories (`-o inodeorder=`).
@@ -171,6 +174,7 @@ impl Default for MountOptions {
             cache_bytes: 64 << 20,
             seed: None,
             readahead: 128 << 10,
+            lock_spin_ns: 10_000,
             dirhash: crate::dir::dirhash::DirhashConfig {
                 maxmem: crate::dir::dirhash::DirhashConfig::growing_maxmem(64 << 20),
                 ..Default::default()
@@ -276,12 +280,12 @@ pub struct OpLog {
 /// an operation records outlives it: `begin` starts an empty record, `end`
 /// consumes it.
 pub(crate) struct Op<'a> {
-    core: std::sync::MutexGuard<'a, FsCore>,
+    core: crate::engine_lock::EngineGuard<'a, FsCore>,
     ended: bool,
 }
 
 impl<'a> Op<'a> {
-    pub(crate) fn begin(mut core: std::sync::MutexGuard<'a, FsCore>) -> Op<'a> {
+    pub(crate) fn begin(mut core: crate::engine_lock::EngineGuard<'a, FsCore>) -> Op<'a> {
         debug_assert!(core.op_log.is_none(), "an operation began inside another");
         core.op_log = Some(OpLog::default());
         Op { core, ended: false }
@@ -289,7 +293,7 @@ impl<'a> Op<'a> {
 
     /// An operation whose change FreeBSD writes lazily (an access time,
     /// `IN_ACCESS`): its end writes nothing in sync mode.
-    pub(crate) fn begin_lazy(core: std::sync::MutexGuard<'a, FsCore>) -> Op<'a> {
+    pub(crate) fn begin_lazy(core: crate::engine_lock::EngineGuard<'a, FsCore>) -> Op<'a> {
         let mut op = Op::begin(core);
         if let Some(log) = op.core.op_log.as_mut() {
             log.lazy = true;

@@ -13,6 +13,7 @@
 //! - [`dir`]: directory blocks with FreeBSD's linear algorithms;
 //! - [`order`]: write ordering (normal, sync, async, soft updates);
 //! - [`ops`]: POSIX operations over `&self` with internal locking;
+//! - [`engine_lock`]: the one lock over the engine, with what it measured;
 //! - [`calls`]: counts of those operations by kind, and a hook after each;
 //! - tools as library code: [`newfs`], [`fsck`], [`dumpfs`], [`tunefs`].
 #![deny(unsafe_code)]
@@ -51,6 +52,7 @@ pub mod calls;
 pub mod dev;
 pub mod dir;
 pub mod dumpfs;
+pub mod engine_lock;
 pub mod error;
 pub mod frag;
 pub mod fs;

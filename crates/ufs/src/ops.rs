@@ -26,6 +26,7 @@ use crate::cache::CacheStats;
 use crate::calls::{Call, CallStats};
 use crate::dev::BlockDevice;
 use crate::dir::ReadDirEntry;
+use crate::engine_lock::{EngineGuard, EngineLock, LockStats};
 use crate::error::{Error, ErrorKind, Result};
 use crate::fs::{now, FsCore, MountOptions, Op};
 pub use acl::AclKind;
@@ -167,7 +168,7 @@ pub enum RenameMode {
 }
 
 pub struct Fs {
-    core: Mutex<FsCore>,
+    core: EngineLock<FsCore>,
     calls: crate::calls::Calls,
     /// Kernel references dropped but not yet applied (inode, count).
     forgets: Mutex<Vec<(Ino, u64)>>,
@@ -258,8 +259,9 @@ fn touch(di: &mut Dinode, m: bool, c: bool, a: bool) {
 
 impl Fs {
     pub fn open(dev: Box<dyn BlockDevice>, opts: MountOptions) -> Result<Fs> {
+        let lock_spin_ns = opts.lock_spin_ns;
         Ok(Fs {
-            core: Mutex::new(FsCore::open(dev, opts)?),
+            core: EngineLock::new(FsCore::open(dev, opts)?, lock_spin_ns),
             calls: Default::default(),
             forgets: Mutex::new(Vec::new()),
             forgets_pending: std::sync::atomic::AtomicBool::new(false),
@@ -294,12 +296,18 @@ impl Fs {
     /// have left a change half made: the first lock after that stops all
     /// writing (the file system is never marked clean again in this
     /// mount), while reads go on.
-    pub(crate) fn lock(&self) -> MutexGuard<'_, FsCore> {
-        self.core.lock().unwrap_or_else(|p| {
-            let mut g = p.into_inner();
+    pub(crate) fn lock(&self) -> EngineGuard<'_, FsCore> {
+        let (mut g, poisoned) = self.core.lock();
+        if poisoned {
             g.cache.fail("an operation panicked half-way");
-            g
-        })
+        }
+        g
+    }
+
+    /// What the engine lock measured since the mount: takes, waits and
+    /// held time (`engine_lock`).
+    pub fn lock_stats(&self) -> LockStats {
+        self.core.stats()
     }
 
     /// Counts a call of kind `k` moving `bytes` of file data, then runs
@@ -1921,6 +1929,7 @@ impl Fs {
             failure: c.cache.failure().map(str::to_string),
             vmiodir: c.opts.vmiodir,
             calls: self.calls.snapshot(),
+            lock: self.core.stats(),
         })
     }
 
@@ -1988,6 +1997,8 @@ pub struct EngineStats {
     pub vmiodir: bool,
     /// Calls made, by kind.
     pub calls: CallStats,
+    /// The engine lock: takes, waits, time waited and held.
+    pub lock: LockStats,
 }
 
 /// One directory as dirhash sees it.

@@ -291,6 +291,7 @@ struct MountArgs {
     ///   cpulatency=off | auto   hold a 0 µs CPU latency request while busy (machine-wide)
     ///   spin=auto | on | off    poll from another CPU while cpulatency holds
     ///   nice=N | off        the daemon's nice value (-10)
+    ///   lockspin=USEC       poll a held engine lock this long before sleeping (10; 0 off)
     ///
     /// The daemon's rights once mounted (docs/SECURITY.md):
     ///   daemon_user=nobody | USER | UID | root   whom it runs as (a root
@@ -753,6 +754,13 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
             ("dirpref", Some("traditional")) => o.dirpref = DirPref::Traditional,
             ("cache", Some(v)) => o.cache_bytes = parse_size(v)?,
             ("readahead", Some(v)) => o.readahead = parse_size(v)?,
+            ("lockspin", Some(v)) => {
+                let us: u64 = v.parse().map_err(|_| format!("bad lockspin '{v}' (microseconds)"))?;
+                if us > 1000 {
+                    return Err(format!("lockspin={us}: at most 1000 microseconds"));
+                }
+                o.lock_spin_ns = us * 1000;
+            }
             ("seed", Some(v)) => o.seed = Some(v.parse().map_err(|_| format!("bad seed '{v}'"))?),
             ("threads", Some(v)) => threads = v.parse().map_err(|_| format!("bad thread count '{v}'"))?,
             ("dirhash", Some(v)) => o.dirhash.enabled = on_off(k, v)?,
@@ -803,7 +811,7 @@ fn parse_mount_options(list: &[String]) -> Result<(MountOptions, FuseOpts), Stri
             }
             _ => {
                 return Err(format!(
-                    "unknown mount option '{item}' (known: ro, rw, force, allow_other, remount, dev, nodev, suid, nosuid, exec, noexec, dirsync, relatime, strictatime, noatime, nodiratime, fstype=fuse|fuse.ufskit, writeback=on|off, xattr=on|off, acl=on|off, readdirplus=auto|on|off, dircache=on|off, btime=on|off, syncer=SECS, dirpref=orlov|traditional, cache=SIZE, readahead=SIZE, seed=N, threads=N, dirhash=on|off, dirhash_maxmem=SIZE, dirhash_minsize=SIZE, dirhash_reclaimage=SECS, dirhash_check=on|off, lowmem=on|off, affinity=follow|off, cpulatency=off|auto, spin=auto|on|off, share=auto|off, uring=auto|on|off, nice=N|off, daemon_user=USER|root, sandbox=on|off, disk=MODEL, disk_sleep=on|off, record=FILE, inodeorder=offset|name|hash|off, inodeorder_min=SIZE, contigdirs=on|off, normal|sync|async|softdep, barrier=flush|write, vmiodir=on|off)"
+                    "unknown mount option '{item}' (known: ro, rw, force, allow_other, remount, dev, nodev, suid, nosuid, exec, noexec, dirsync, relatime, strictatime, noatime, nodiratime, fstype=fuse|fuse.ufskit, writeback=on|off, xattr=on|off, acl=on|off, readdirplus=auto|on|off, dircache=on|off, btime=on|off, syncer=SECS, dirpref=orlov|traditional, cache=SIZE, readahead=SIZE, lockspin=USEC, seed=N, threads=N, dirhash=on|off, dirhash_maxmem=SIZE, dirhash_minsize=SIZE, dirhash_reclaimage=SECS, dirhash_check=on|off, lowmem=on|off, affinity=follow|off, cpulatency=off|auto, spin=auto|on|off, share=auto|off, uring=auto|on|off, nice=N|off, daemon_user=USER|root, sandbox=on|off, disk=MODEL, disk_sleep=on|off, record=FILE, inodeorder=offset|name|hash|off, inodeorder_min=SIZE, contigdirs=on|off, normal|sync|async|softdep, barrier=flush|write, vmiodir=on|off)"
                 ))
             }
         }

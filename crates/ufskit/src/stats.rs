@@ -197,6 +197,18 @@ pub fn cmd_stats(
             );
         }
     }
+    let l = &v["lock"];
+    let takes = l["takes"].as_u64().unwrap_or(0);
+    if takes > 0 {
+        let waits = l["waits"].as_u64().unwrap_or(0);
+        let ms = |k: &str| l[k].as_u64().unwrap_or(0) as f64 / 1e6;
+        println!(
+            "engine lock: taken {takes} times, held {:.1} ms in all; {waits} takes ({:.2}%) found it held and waited, {:.1} ms in all",
+            ms("held_ns"),
+            100.0 * waits as f64 / takes as f64,
+            ms("wait_ns")
+        );
+    }
     let c = &v["cache"];
     println!(
         "buffer cache: {} of {} bytes held, {} evictions",

@@ -1370,7 +1370,12 @@ fn dirhash_options_and_stats_through_the_mount() {
     assert_eq!(s["dirhash_config"]["maxmem"].as_u64(), Some(1 << 20));
     assert_eq!(s["dir"]["hashed"].as_bool(), Some(true), "{s}");
     assert_eq!(s["dir"]["verified"].as_bool(), Some(true), "{s}");
+    // The engine lock counted every operation (6,000 creates and lookups
+    // at least) and the time it was held; one program never waits for it.
+    assert!(s["lock"]["takes"].as_u64().unwrap() > 6000, "{s}");
+    assert!(s["lock"]["held_ns"].as_u64().unwrap() > 0, "{s}");
     let text = String::from_utf8(run(ufskit().arg("stats").arg(&d)).stdout).unwrap();
+    assert!(text.contains("engine lock: taken "), "{text}");
     assert!(
         text.contains("hashed") && text.contains("self-check failures: 0"),
         "{text}"
@@ -1533,6 +1538,18 @@ fn request_threads_follow_a_pinned_client() {
     assert!(!out.status.success());
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("unknown mount option 'affinity=sometimes'")
+    );
+    let out = ufskit()
+        .args(["mount", "-o", "lockspin=5000"])
+        .arg(&img)
+        .arg(&mnt)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("lockspin=5000: at most 1000 microseconds"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
     );
     fsck_clean(&img);
 }
