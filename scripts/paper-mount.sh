@@ -17,7 +17,8 @@
 # the tree's 16 headers, about 150 KB, Makefiles that build with gcc -O0
 # and link a program): andrew-mkdir (mkdir -p of every copy's skeleton),
 # andrew-copy (cp -r of the tree into each copy), andrew-stat (find -exec
-# ls -l {} + and du -s), andrew-grep (grep -r -c '#include' and wc of every
+# ls -l {} \; and du -s: an ls per entry, as the paper's find ran it),
+# andrew-grep (grep -r -c '#include' and wc of every
 # file), andrew-compile (make -j2 in the first copies: objects beside the
 # sources, the program linked in the copy), andrew-remove (rm -rf).
 # build (seed 004's buildworld: checkout, make, grep of the kernel, the
@@ -357,7 +358,7 @@ for run in $(seq 0 $((runs - 1))); do
     t=$(now); for c in "${copies[@]}"; do cp -r "$work/andrew/." "$c/"; done; row andrew-copy "$(since "$t")"
     expect "andrew-copy: files" "$(find "$a" -type f | wc -l)" $((ac * a_files))
     cold
-    t=$(now); find "$a" -exec ls -l {} + >/dev/null; du -s "$a" >/dev/null; row andrew-stat "$(since "$t")"
+    t=$(now); find "$a" -exec ls -l {} \; >/dev/null; du -s "$a" >/dev/null; row andrew-stat "$(since "$t")"
     cold
     t=$(now)
     inc=$(grep -r -c '#include' "$a" | addup)

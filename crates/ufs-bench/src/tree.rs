@@ -19,6 +19,7 @@
 //! Makefile median 1.2 KB, COMMENT 60 B, DESCR 600 B, PLIST 400 B with a
 //! long tail, md5 150 B, patches 1.1 KB, each capped at 64 KB; about 14 MB
 //! in all, mostly fragments rather than full blocks, as in the real tree.
+use rand::distributions::{Distribution, WeightedIndex};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::path::Path;
@@ -197,18 +198,11 @@ pub fn x11_tree(seed: u64) -> Tree {
         for i in (1..parents.len()).rev() {
             parents.swap(i, rng.gen_range(0..=i));
         }
-        let weights: Vec<f64> = (0..parents.len())
-            .map(|r| 1.0 / ((r + 1) as f64).powf(1.3))
-            .collect();
-        let total: f64 = weights.iter().sum();
+        let zipf = WeightedIndex::new((0..parents.len()).map(|r| 1.0 / ((r + 1) as f64).powf(1.3)))
+            .expect("every level above the last has directories");
         let mut next = Vec::with_capacity(n);
         for _ in 0..n {
-            let mut x = rng.gen::<f64>() * total;
-            let mut k = 0;
-            while k + 1 < parents.len() && x >= weights[k] {
-                x -= weights[k];
-                k += 1;
-            }
+            let k = zipf.sample(&mut rng);
             let id = children.len();
             children.push(Vec::new());
             children[parents[k]].push(id);
