@@ -177,6 +177,11 @@ VERDICTS = ("agrees", "partly", "disagrees", "not measured")
 
 READ_ONLY = {"find", "stat", "grep", "ls", "poll"}
 TRAVERSAL = ("andrew", "build", "netnews", "tar")
+# The benchmarks of the paper's section 4 (its X11 archive is tar's, its
+# buildworld our build). The paper's claims about "the benchmarks" (a, b,
+# c, e, h) are scored over their tests; maildir (seed 002) and largedir
+# (seed 001) are this project's, for claims m and n, and shown beside.
+PAPER_BENCHMARKS = ("tar", "folder", "bonnie", "andrew", "postmark", "netnews", "build")
 DIRHASH_FIGURES = [("fig2_create.png", "Figure 2: file creation, cost per creation"),
                    ("fig3_remove.png", "Figure 3: file removal, cost per removal"),
                    ("fig4_stat_seq.png", "Figure 4: sequential stat(2), cost per stat"),
@@ -208,6 +213,11 @@ class Data:
 
     def has(self, test):
         return test in self.tests
+
+    @property
+    def paper_tests(self):
+        """The tests of the paper's own benchmarks (PAPER_BENCHMARKS)."""
+        return [t for t in self.tests if benchmark(t) in PAPER_BENCHMARKS]
 
     def key(self, on):
         if any(f not in self.factors for f in on):
@@ -331,7 +341,7 @@ def claim_a(d):
     if "su" not in d.factors:
         return "no soft updates factor", "not measured", []
     writing, ro, details = [], [], []
-    for t in d.tests:
+    for t in d.paper_tests:
         f, g = d.largest(t)
         beyond = abs(100.0 * (1.0 / g - 1.0)) >= d.noise(t)
         kind = "read-only" if read_only(t) else "writes"
@@ -367,7 +377,7 @@ def claim_b(d):
     if "su" not in d.factors:
         return "no soft updates factor", "not measured", []
     aff, details = [], []
-    for t in d.tests:
+    for t in d.paper_tests:
         c = d.change(t, "su")
         if c is not None and abs(c) >= AFFECTED_PCT:
             g = d.gain(t, "su")
@@ -384,7 +394,7 @@ def claim_b(d):
 
 
 def claim_c(d):
-    ro = [t for t in d.tests if read_only(t) and d.change(t, "su") is not None]
+    ro = [t for t in d.paper_tests if read_only(t) and d.change(t, "su") is not None]
     if not ro:
         return "no read-only tests", "not measured", []
     # The claim is of an effect, in one direction and of one size: a slowdown
@@ -463,8 +473,8 @@ def claim_e(d):
         s = -d.change(t, "vm")
         scores.append(in_range(s, 1, 3))
         details.append("%s: VM alone saves %s (paper about 2%%)" % (t, sv(s)))
-    changes = [abs(d.change(t, "vm")) for t in d.tests if d.change(t, "vm") is not None]
-    tops = [t for t in d.tests if d.largest(t)[0] == "vm" and abs(d.change(t, "vm")) >= d.noise(t)]
+    changes = [abs(d.change(t, "vm")) for t in d.paper_tests if d.change(t, "vm") is not None]
+    tops = [t for t in d.paper_tests if d.largest(t)[0] == "vm" and abs(d.change(t, "vm")) >= d.noise(t)]
     med = sorted(changes)[len(changes) // 2] if changes else 0.0
     hard = not tops and med <= 2.0
     details.append("median |VM alone change| over %d tests %.2f%%; VM the largest effect in: %s"
@@ -536,7 +546,7 @@ def claim_g(d):
 def claim_h(d):
     if "su" not in d.factors or "dh" not in d.factors:
         return "no soft updates or dirhash factor", "not measured", []
-    helped = [t for t in d.tests if (d.gain(t, "dh", ("su",)) or 0) >= 1 + AFFECTED_PCT / 100.0]
+    helped = [t for t in d.paper_tests if (d.gain(t, "dh", ("su",)) or 0) >= 1 + AFFECTED_PCT / 100.0]
     if not helped:
         return ("no test where dirhash given SU saves %g%% or more" % AFFECTED_PCT, "not measured", [])
     details, lost = [], []
@@ -817,6 +827,9 @@ DEFINITIONS = [
     "\u2212 m(DP) \u2212 m(VM) + m({})).",
     "Read-only tests: names with a find, stat, grep, ls or poll part; traversal benchmarks: andrew-*, "
     "build-*, netnews-*, tar-*.",
+    "The paper's benchmarks: tar-*, folder-*, bonnie-*, andrew-*, postmark-*, netnews-*, build-*. Claims "
+    "about the benchmarks in general (a, b, c, e, h) count only their tests; maildir-* (seed 002) and "
+    "largedir-* (seed 001), which the paper did not run, serve claims m and n and appear in the tables.",
 ]
 
 

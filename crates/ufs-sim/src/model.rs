@@ -29,7 +29,7 @@
 //! sent a cache flush.
 //!
 //! Writes can also be issued without the host waiting
-//! ([`ModeledDisk::set_async_writes`], the `syncer-async` ablation: the
+//! ([`ModeledDisk::set_async_writes`], as the paper's evaluation runs the
 //! syncer's and buffer daemon's writes as FreeBSD's `bawrite` issues them,
 //! the process going on while the drive works): they cost the host nothing
 //! when issued and wait in the driver's queue, sorted as FreeBSD 4.5's

@@ -26,11 +26,12 @@
 //! writes that delayed-write modes (soft updates) would have made in that
 //! time.
 //!
-//! Under the `syncer-async` ablation the syncer's and the buffer
-//! daemon's writes are issued without waiting, as FreeBSD issues them:
-//! the drive writes them while the benchmark computes
-//! (`ModeledDisk::set_async_writes`, `ModeledDisk::idle`), and the
-//! benchmark's own next request queues behind those still there.
+//! The syncer's and the buffer daemon's writes are issued without
+//! waiting, as FreeBSD issues them: the drive writes them while the
+//! benchmark computes (`ModeledDisk::set_async_writes`,
+//! `ModeledDisk::idle`), and the benchmark's own next request queues
+//! behind those still there. Under the `syncer-waits` ablation (the model
+//! before 2026-11-29, afternoon) the benchmark waits for each instead.
 //!
 //! Beside it runs FreeBSD 4's buffer daemon (`buf_daemon` and
 //! `flushbufqueues` in `kern/vfs_bio.c`), with the marks `bufinit` sets
@@ -205,8 +206,8 @@ pub struct SyncerConfig {
     /// The syncer's and buffer daemon's writes are issued without
     /// waiting, as FreeBSD issues them (`bawrite`, `vfs_bio_awrite`):
     /// queued at the drive and written while the benchmark computes
-    /// (`ModeledDisk::set_async_writes`; the `syncer-async` ablation).
-    /// Off: the benchmark waits for each.
+    /// (`ModeledDisk::set_async_writes`). Off (the `syncer-waits`
+    /// ablation): the benchmark waits for each.
     pub asynchronous: bool,
 }
 
@@ -472,8 +473,8 @@ impl Clock {
 }
 
 /// Runs `f` (a syncer or buffer-daemon pass) with the drive taking its
-/// writes without the benchmark waiting when `on` (the `syncer-async`
-/// ablation), and as writes it waits for otherwise.
+/// writes without the benchmark waiting when `on` (the model; off under
+/// the `syncer-waits` ablation), and as writes it waits for otherwise.
 fn background_writes<T>(dev: &ModeledDisk<SparseDevice>, on: bool, f: impl FnOnce() -> T) -> T {
     dev.set_async_writes(on);
     let r = f();

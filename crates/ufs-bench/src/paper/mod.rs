@@ -214,13 +214,13 @@ pub enum Ablation {
     /// The syncer writes everything every 30 s instead of turning
     /// FreeBSD's wheel once a second.
     SyncerWhole,
-    /// The syncer's and buffer daemon's writes are issued without
-    /// waiting, as FreeBSD issues them (`bawrite` from `sched_sync`,
-    /// `vfs_bio_awrite` from `flushbufqueues`): queued at the drive in
-    /// disksort's one-way scan (FreeBSD 4.5's ata(4), `bioqdisksort`) and
-    /// written while the benchmark computes, instead of the benchmark
-    /// waiting for each.
-    SyncerAsync,
+    /// The benchmark waits for each of the syncer's and the buffer
+    /// daemon's writes (the model before 2026-11-29, afternoon), instead
+    /// of FreeBSD's way: issued without waiting (`bawrite` from
+    /// `sched_sync`, `vfs_bio_awrite` from `flushbufqueues`), queued at
+    /// the drive in disksort's one-way scan (FreeBSD 4.5's ata(4),
+    /// `bioqdisksort`) and written while the benchmark computes.
+    SyncerWaits,
     /// The buffer daemon writes every dirty buffer when more than 1,000
     /// are dirty (the model before 2026-11-29), instead of running as
     /// FreeBSD 4's (`hidirtybuffers` from `nbuf`, woken at the marks'
@@ -269,7 +269,7 @@ pub enum Ablation {
 impl Ablation {
     pub const ALL: [Ablation; 11] = [
         Ablation::SyncerWhole,
-        Ablation::SyncerAsync,
+        Ablation::SyncerWaits,
         Ablation::BufdaemonAll,
         Ablation::SyncEachTest,
         Ablation::VmiodirTwentieth,
@@ -284,7 +284,7 @@ impl Ablation {
     pub fn name(self) -> &'static str {
         match self {
             Ablation::SyncerWhole => "syncer-whole",
-            Ablation::SyncerAsync => "syncer-async",
+            Ablation::SyncerWaits => "syncer-waits",
             Ablation::BufdaemonAll => "bufdaemon-all",
             Ablation::SyncEachTest => "sync-each-test",
             Ablation::VmiodirTwentieth => "vmiodir-twentieth",
@@ -305,7 +305,7 @@ impl Ablation {
     pub fn describe(self) -> &'static str {
         match self {
             Ablation::SyncerWhole => "the syncer writes everything dirty every 30 modeled seconds, instead of FreeBSD's wheel (each second, what was dirtied 28-30 s before)",
-            Ablation::SyncerAsync => "the syncer's and buffer daemon's writes are issued without waiting, as FreeBSD issues them (bawrite): queued at the drive in disksort's one-way scan (FreeBSD 4.5's ata(4)) and written while the benchmark computes, which waits only for those the scan reaches before its own request, instead of waiting for each",
+            Ablation::SyncerWaits => "the benchmark waits for each of the syncer's and buffer daemon's writes (the model before 2026-11-29, afternoon), instead of FreeBSD's way: issued without waiting (bawrite), queued at the drive in disksort's one-way scan (FreeBSD 4.5's ata(4)) and written while the benchmark computes, which waits only for those the scan reaches before its own request",
             Ablation::BufdaemonAll => "the buffer daemon, woken when more than 1,000 buffers are dirty, writes every dirty buffer (the model before 2026-11-29), instead of FreeBSD 4's buf_daemon: with hidirtybuffers nbuf/4+20 (595 on the paper's machine), woken at the midpoint of it and lodirtybuffers (half of it) and once a second, writing the longest-dirty buffers until lodirtybuffers are left",
             Ablation::SyncEachTest => "each test ends with a sync inside its time, instead of leaving what it delayed to the tests after it",
             Ablation::VmiodirTwentieth => "with vmiodir off, directory blocks live in a twentieth of the cache of their own (FreeBSD's maxbufmallocspace alone), instead of FreeBSD 4.5's buffer space shared with every buffer in use",
@@ -337,7 +337,7 @@ impl Ablation {
                 };
             }
             Ablation::DiskUnskewed => q.disk_skew = false,
-            Ablation::SyncerAsync
+            Ablation::SyncerWaits
             | Ablation::VmiodirTwentieth
             | Ablation::VmiodirOwnSpace
             | Ablation::DiskWriteCache
@@ -975,7 +975,7 @@ pub fn run(
             model: p.syncer,
             every_s: p.sync_every_s,
             buf_daemon: p.buf_daemon,
-            asynchronous: p.ablation == Some(Ablation::SyncerAsync),
+            asynchronous: p.ablation != Some(Ablation::SyncerWaits),
         },
         combo.lowmem_events(),
         progress,
