@@ -1529,27 +1529,17 @@ fn request_threads_follow_a_pinned_client() {
         }
         m.umount();
     }
-    let out = ufskit()
-        .args(["mount", "-o", "affinity=sometimes"])
-        .arg(&img)
-        .arg(&mnt)
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("unknown mount option 'affinity=sometimes'")
+    mount_refused(
+        &img,
+        &mnt,
+        "affinity=sometimes",
+        "unknown mount option 'affinity=sometimes'",
     );
-    let out = ufskit()
-        .args(["mount", "-o", "lockspin=5000"])
-        .arg(&img)
-        .arg(&mnt)
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("lockspin=5000: at most 1000 microseconds"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    mount_refused(
+        &img,
+        &mnt,
+        "lockspin=5000",
+        "lockspin=5000: at most 1000 microseconds",
     );
     fsck_clean(&img);
 }
