@@ -304,12 +304,6 @@ impl Fs {
         g
     }
 
-    /// What the engine lock measured since the mount: takes, waits and
-    /// held time (`engine_lock`).
-    pub fn lock_stats(&self) -> LockStats {
-        self.core.stats()
-    }
-
     /// Counts a call of kind `k` moving `bytes` of file data, then runs
     /// the hook (the engine lock is not held here).
     /// A `Corrupt` answer is remembered: the unmount then leaves the file
