@@ -182,6 +182,7 @@ TRAVERSAL = ("andrew", "build", "netnews", "tar")
 # c, e, h) are scored over their tests; maildir (seed 002) and largedir
 # (seed 001) are this project's, for claims m and n, and shown beside.
 PAPER_BENCHMARKS = ("tar", "folder", "bonnie", "andrew", "postmark", "netnews", "build")
+F_TESTS = ("andrew-grep", "andrew-remove")  # claim f's: vmiodir and dirpref similar-sized there
 DIRHASH_FIGURES = [("fig2_create.png", "Figure 2: file creation, cost per creation"),
                    ("fig3_remove.png", "Figure 3: file removal, cost per removal"),
                    ("fig4_stat_seq.png", "Figure 4: sequential stat(2), cost per stat"),
@@ -475,10 +476,17 @@ def claim_e(d):
         details.append("%s: VM alone saves %s (paper about 2%%)" % (t, sv(s)))
     changes = [abs(d.change(t, "vm")) for t in d.paper_tests if d.change(t, "vm") is not None]
     tops = [t for t in d.paper_tests if d.largest(t)[0] == "vm" and abs(d.change(t, "vm")) >= d.noise(t)]
+    # Claim f has vmiodir's effect on Andrew's grep and remove the size of
+    # dirpref's: there it may be the larger of the two without being easy
+    # to spot against the paper's own account, so those do not count here.
+    same_size = [t for t in tops if t in F_TESTS]
+    tops = [t for t in tops if t not in F_TESTS]
     med = sorted(changes)[len(changes) // 2] if changes else 0.0
     hard = not tops and med <= 2.0
-    details.append("median |VM alone change| over %d tests %.2f%%; VM the largest effect in: %s"
-                   % (len(changes), med, ", ".join(tops) or "none"))
+    details.append("median |VM alone change| over %d tests %.2f%%; VM the largest effect in: %s%s"
+                   % (len(changes), med, ", ".join(tops) or "none",
+                      "; and in %s, where the paper has it the size of dirpref's (claim f)"
+                      % ", ".join(same_size) if same_size else ""))
     measured = "median |change| %.2f%%, VM the largest effect in %d test(s)" % (med, len(tops))
     if named:
         measured += "; VM alone " + ", ".join("%s %s" % (t, fp(d.change(t, "vm"))) for t in named)
@@ -492,7 +500,7 @@ def claim_e(d):
 def claim_f(d):
     if "dp" not in d.factors or "vm" not in d.factors:
         return "no dirpref or vmiodir factor", "not measured", []
-    named = [t for t in ("andrew-grep", "andrew-remove") if d.has(t)]
+    named = [t for t in F_TESTS if d.has(t)]
     if not named:
         return "Andrew grep and remove not run", "not measured", []
     scores, details, parts = [], [], []
@@ -872,8 +880,8 @@ def rules():
         "d": "Agrees when DP alone saves %g\u2013%g%% in more than %g%% of the traversal tests other than "
              "Andrew's compile and changes Andrew's compile by less than max(noise, 2%%); partly when DP "
              "saves beyond the noise in some; else disagrees." % (10 * RANGE_LO, 20 * RANGE_HI, 100 * MOST),
-        "e": "Two parts: \"hard to spot\" (VM the largest effect in no test, median |VM alone change| "
-             "\u2264 2%%) and \"around 2%%\" (VM alone saves %g\u2013%g%% on each of Andrew's compile and the "
+        "e": "Two parts: \"hard to spot\" (VM the largest effect in no test but Andrew's grep and remove, "
+             "where claim f has it the size of dirpref's; median |VM alone change| \u2264 2%%) and \"around 2%%\" (VM alone saves %g\u2013%g%% on each of Andrew's compile and the "
              "build's compile and remove). Agrees when both hold, partly when one does, else disagrees."
              % (1 * RANGE_LO, 3 * RANGE_HI),
         "f": "Per test (Andrew's grep and remove): matches when DP and VM alone each save beyond the noise, "
