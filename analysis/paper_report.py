@@ -90,9 +90,9 @@ EXPLANATIONS = {
          "is read (creating and removing trees, netnews, the grep of a build) Orlov's placement saves "
          "seeks, sometimes far more than 20% (Andrew's grep). Each clause moves with one modeled element "
          "(full profile): Andrew's compile with its share of disk time, since dirpref moves only the disk "
-         "part (andrew-slow-cc, a compiler five times slower: -1.6% in the model before 2026-11-29, not "
-         "noticeable), and the count of traversal tests in the 10-20% band with the drive's track skew "
-         "(8 of 15 tests in range with the tracks skewed, the model; 6 under disk-unskewed).",
+         "part (andrew-slow-cc, a compiler five times slower, takes dirpref's saving there from about 12% "
+         "to about 3%), and the count of traversal tests in the 10-20% band with the drive's track skew "
+         "(with the tracks skewed, the model, more of them are in range than under disk-unskewed).",
     "e": "vmiodir off gives directory blocks what FreeBSD 4.5 gave them: buffers of the machine's buffer "
          "space (hibufspace bytes in nbuf buffers, 35.3 MiB in 2,302 for the paper's 256 MB), not the VM's "
          "pages, and every other block read or written passes through the same buffers; the least recently "
