@@ -70,13 +70,14 @@
 //!   `du`, and each copy's `grep` and `wc` are charged [`PROG_START_S`] =
 //!   1.5 ms, the compiler's figure for one dynamically linked program.
 //!
-//! Before 2026-11-29 no start-up outside the compile was charged, on the
-//! grounds that they add the same seconds under every combination. They do,
-//! but the paper's figures are percentages of each phase's time, and
-//! without the 7.4 s of `ls` start-ups the stat phase was all disk reads:
-//! soft updates slowed it 8.6% (the paper: 2.4%) and vmiodir saved 92% of
-//! it (the paper: hard to spot).
 //! With these figures a copy compiles in about 1.2 modeled seconds.
+//!
+//! Until 2026-11-29, afternoon, no start-up outside the compile was
+//! charged, on the grounds that they add the same seconds under every
+//! combination. They do, but the paper's figures are percentages of each
+//! phase's time, and without the 7.4 s of `ls` start-ups the stat phase
+//! was all disk reads: soft updates slowed it 8.6% (the paper: 2.4%) and
+//! vmiodir saved 92% of it (the paper: hard to spot).
 //!
 //! Invariants: the tree comes from `StdRng` seeded with `p.seed`, so runs
 //! are identical; the workload checks that each walk saw every directory
