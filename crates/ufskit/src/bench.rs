@@ -530,7 +530,7 @@ fn run_bench(a: BenchArgs) -> Result<(), String> {
                 )
             };
             println!(
-                "{} profile: disk {} ({}), {} MiB file system, buffer cache {} MiB, CPU model {}, syncer {} every {} modeled s, {}, {}; tar tree {}; {} workloads ({}), {} combinations of {}, {} jobs",
+                "{} profile: disk {} ({}), {} MiB file system, buffer cache {} MiB, CPU model {}, syncer {} every {} modeled s, {}, their writes issued without waiting; tar tree {}; {} workloads ({}), {} combinations of {}, {} jobs",
                 p.name,
                 p.disk,
                 if p.disk_skew { "tracks skewed" } else { "tracks unskewed" },
@@ -540,11 +540,6 @@ fn run_bench(a: BenchArgs) -> Result<(), String> {
                 p.syncer.name(),
                 p.sync_every_s,
                 p.buf_daemon.describe(),
-                if p.ablation == Some(paper::Ablation::SyncerWaits) {
-                    "the benchmark waiting for their writes"
-                } else {
-                    "their writes issued without waiting"
-                },
                 tar_line,
                 ws.len(),
                 ws.iter().map(|w| w.name()).collect::<Vec<_>>().join(" "),
